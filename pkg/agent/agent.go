@@ -1,0 +1,286 @@
+// Package agent owns the lifetime of `node-agent run`: the informer on the
+// agent's own Node, the /metrics and health endpoints, and the components
+// (labeller, self-drain, shutdown guard) that act on that Node. One context
+// flows from main through Run into every component; cancelling it stops all.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/node-agent/node-agent/pkg/metrics"
+)
+
+// shutdownGrace bounds how long the HTTP servers get to finish on stop.
+const shutdownGrace = 3 * time.Second
+
+// NodeView gives components read access to the agent's own Node, from the
+// informer's cache, and lets them react to its changes.
+type NodeView interface {
+	// NodeName is the Node this agent owns.
+	NodeName() string
+	// Get returns the cached Node, or an error when it is not (yet) known.
+	Get() (*corev1.Node, error)
+	// AddHandler registers a handler for the Node's add, update and delete.
+	AddHandler(h cache.ResourceEventHandler) error
+}
+
+// Component is a part of the agent with its own loop. Run blocks until ctx is
+// cancelled or the component fails; a component that cannot do its work in
+// this environment (for example no logind) logs why and returns nil.
+type Component interface {
+	Name() string
+	Run(ctx context.Context, node NodeView) error
+}
+
+// ComponentFactory builds a component once the agent's shared parts exist.
+type ComponentFactory func(deps Deps) (Component, error)
+
+// Deps are the shared parts handed to component factories.
+type Deps struct {
+	Client   kubernetes.Interface
+	NodeName string
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	Clock    clock.WithTicker
+	Health   *Health
+}
+
+// Agent runs node-agent for one Node.
+type Agent struct {
+	client      kubernetes.Interface
+	nodeName    string
+	logger      *slog.Logger
+	registry    *prometheus.Registry
+	clock       clock.WithTicker
+	metricsAddr string
+	healthAddr  string
+	factories   []ComponentFactory
+	health      *Health
+
+	// listeners are set by tests that want the bound addresses.
+	onListen func(name, addr string)
+}
+
+// Option configures an Agent.
+type Option func(*Agent)
+
+// WithKubernetesClient sets the client used for every API call.
+func WithKubernetesClient(c kubernetes.Interface) Option { return func(a *Agent) { a.client = c } }
+
+// WithLogger sets the structured logger.
+func WithLogger(l *slog.Logger) Option { return func(a *Agent) { a.logger = l } }
+
+// WithRegistry sets the private Prometheus registry served on /metrics.
+func WithRegistry(r *prometheus.Registry) Option { return func(a *Agent) { a.registry = r } }
+
+// WithClock sets the clock; tests pass a fake one.
+func WithClock(c clock.WithTicker) Option { return func(a *Agent) { a.clock = c } }
+
+// WithMetricsAddress sets the /metrics listen address; "0" or "" disables it.
+func WithMetricsAddress(addr string) Option { return func(a *Agent) { a.metricsAddr = addr } }
+
+// WithHealthAddress sets the /healthz and /readyz listen address; "0" or ""
+// disables it.
+func WithHealthAddress(addr string) Option { return func(a *Agent) { a.healthAddr = addr } }
+
+// WithComponent adds a component built by f when Run starts.
+func WithComponent(f ComponentFactory) Option {
+	return func(a *Agent) { a.factories = append(a.factories, f) }
+}
+
+// WithListenHook is called with each server's name and bound address.
+func WithListenHook(f func(name, addr string)) Option { return func(a *Agent) { a.onListen = f } }
+
+// New returns an agent for nodeName. A Kubernetes client is required.
+func New(nodeName string, opts ...Option) (*Agent, error) {
+	a := &Agent{
+		nodeName: nodeName,
+		logger:   slog.Default(),
+		clock:    clock.RealClock{},
+		health:   NewHealth(),
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	if a.nodeName == "" {
+		return nil, errors.New("agent: empty node name; set --node-name or NODE_NAME")
+	}
+	if a.client == nil {
+		return nil, errors.New("agent: no Kubernetes client; pass WithKubernetesClient")
+	}
+	if a.registry == nil {
+		a.registry = metrics.NewRegistry()
+	}
+	a.logger = a.logger.With("node", nodeName)
+	return a, nil
+}
+
+// Health returns the agent's health registry, for components to add checks.
+func (a *Agent) Health() *Health { return a.health }
+
+// Run starts everything and blocks until ctx is cancelled or a part fails.
+// It returns nil after a clean stop.
+func (a *Agent) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	factory := informers.NewSharedInformerFactoryWithOptions(a.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			// Only our own Node: the agent runs on every node, so its API
+			// cost must not grow with the cluster.
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.nodeName).String()
+		}))
+	nodeInformer := factory.Core().V1().Nodes()
+	view := &nodeView{name: a.nodeName, informer: nodeInformer.Informer(), lister: nodeInformer.Lister()}
+	a.health.AddReadyCheck("node-synced", func() error {
+		if !view.informer.HasSynced() {
+			return errors.New("informer on own Node not synced yet")
+		}
+		if _, err := view.Get(); err != nil {
+			return err
+		}
+		return nil
+	})
+
+	deps := Deps{Client: a.client, NodeName: a.nodeName, Logger: a.logger, Registry: a.registry, Clock: a.clock, Health: a.health}
+	var components []Component
+	for _, f := range a.factories {
+		c, err := f(deps)
+		if err != nil {
+			return err
+		}
+		components = append(components, c)
+	}
+
+	errCh := make(chan error, 2+len(components))
+	var wg sync.WaitGroup
+	servers, err := a.startServers(ctx, errCh, &wg)
+	if err != nil {
+		return err
+	}
+
+	factory.Start(ctx.Done())
+	a.logger.Info("Watching own Node", "fieldSelector", "metadata.name="+a.nodeName)
+	if !cache.WaitForCacheSync(ctx.Done(), view.informer.HasSynced) {
+		a.stopServers(servers)
+		wg.Wait()
+		factory.Shutdown()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("agent: own Node informer did not sync")
+	}
+	if _, err := view.Get(); err != nil {
+		a.logger.Warn("Own Node not found; not ready until it exists", "err", err)
+	} else {
+		a.logger.Info("Own Node synced")
+	}
+
+	for _, c := range components {
+		wg.Add(1)
+		go func(c Component) {
+			defer wg.Done()
+			if err := c.Run(ctx, view); err != nil && ctx.Err() == nil {
+				errCh <- fmt.Errorf("%s: %w", c.Name(), err)
+			}
+		}(c)
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errCh:
+		a.logger.Error("Stopping after a failure", "err", runErr)
+		cancel()
+	}
+	a.logger.Info("Stopping")
+	a.stopServers(servers)
+	wg.Wait()
+	factory.Shutdown()
+	return runErr
+}
+
+func (a *Agent) startServers(ctx context.Context, errCh chan<- error, wg *sync.WaitGroup) ([]*http.Server, error) {
+	var servers []*http.Server
+	start := func(name, addr string, h http.Handler) error {
+		if addr == "" || addr == "0" {
+			return nil
+		}
+		var lc net.ListenConfig
+		ln, err := lc.Listen(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("%s server: listening on %s: %w; choose a free address with the matching --*-bind-address flag", name, addr, err)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		servers = append(servers, srv)
+		a.logger.Info("Serving", "server", name, "address", ln.Addr().String())
+		if a.onListen != nil {
+			a.onListen(name, ln.Addr().String())
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errCh <- fmt.Errorf("%s server: %w", name, err)
+			}
+		}()
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}))
+	if err := start("metrics", a.metricsAddr, mux); err != nil {
+		return nil, err
+	}
+	if err := start("health", a.healthAddr, a.health.Handler()); err != nil {
+		a.stopServers(servers)
+		return nil, err
+	}
+	return servers, nil
+}
+
+func (a *Agent) stopServers(servers []*http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	for _, s := range servers {
+		_ = s.Shutdown(ctx)
+	}
+}
+
+type nodeView struct {
+	name     string
+	informer cache.SharedIndexInformer
+	lister   corelisters.NodeLister
+}
+
+func (v *nodeView) NodeName() string { return v.name }
+
+func (v *nodeView) Get() (*corev1.Node, error) {
+	n, err := v.lister.Get(v.name)
+	if err != nil {
+		return nil, fmt.Errorf("own Node %q: %w", v.name, err)
+	}
+	return n, nil
+}
+
+func (v *nodeView) AddHandler(h cache.ResourceEventHandler) error {
+	_, err := v.informer.AddEventHandler(h)
+	return err
+}

@@ -1,0 +1,374 @@
+// Package config owns node-agent's configuration: the Config struct, its
+// defaults, the command-line flags that mirror its keys, the strict loading of
+// the --config YAML file, and validation. Every concept has one name here, and
+// that name is used by flags (kebab-case), config keys (camelCase), metrics,
+// log keys and the docs.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// LibvirtURIAuto asks discovery to find libvirt itself: qemu:///system first,
+// then the embedded QEMU driver under the state directory.
+const LibvirtURIAuto = "auto"
+
+// Config is the whole configuration of `node-agent run`. The JSON tags are the
+// keys of the --config file.
+type Config struct {
+	// Kubeconfig is the path of a kubeconfig file; empty means in-cluster.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// NodeName is the Node this agent runs on and is allowed to change.
+	NodeName string `json:"nodeName,omitempty"`
+	// MetricsBindAddress serves /metrics; "0" disables it.
+	MetricsBindAddress string `json:"metricsBindAddress"`
+	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
+	HealthProbeBindAddress string `json:"healthProbeBindAddress"`
+	// LogFormat is "text" or "json".
+	LogFormat string `json:"logFormat"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `json:"logLevel"`
+	// StateDir holds the embedded libvirt's cache and other local state.
+	StateDir string `json:"stateDir"`
+
+	Labeller LabellerConfig `json:"labeller"`
+	Drain    DrainConfig    `json:"drain"`
+	Shutdown ShutdownConfig `json:"shutdown"`
+}
+
+// LabellerConfig configures CPU discovery and labelling.
+type LabellerConfig struct {
+	// Enabled turns CPU labelling on.
+	Enabled bool `json:"enabled"`
+	// LibvirtURI is a libvirt connection URI, or "auto".
+	LibvirtURI string `json:"libvirtURI"`
+	// RediscoveryPeriod is how often the host is examined again, so that a
+	// QEMU, libvirt or microcode update shows without a restart.
+	RediscoveryPeriod metav1.Duration `json:"rediscoveryPeriod"`
+	// MinCPUModel is the CPU model whose features every node is assumed to
+	// have; its features get no cpu-feature label.
+	MinCPUModel string `json:"minCPUModel"`
+	// ObsoleteCPUModels are added to the built-in obsolete list; it never
+	// replaces it.
+	ObsoleteCPUModels []string `json:"obsoleteCPUModels,omitempty"`
+}
+
+// DrainConfig configures self-drain.
+type DrainConfig struct {
+	// TaintKey is the NoSchedule taint added while draining, as KubeVirt's
+	// nodeDrainTaintKey.
+	TaintKey string `json:"taintKey"`
+	// PodSelector narrows the pods to evict, for example kubevirt.io=virt-launcher.
+	PodSelector string `json:"podSelector,omitempty"`
+	// Timeout marks an annotation-triggered maintenance Failed when the node
+	// is not drained by then; 0 means no timeout.
+	Timeout metav1.Duration `json:"timeout"`
+	// DeleteAfter deletes pods whose eviction is still refused after this
+	// long; 0 means never.
+	DeleteAfter metav1.Duration `json:"deleteAfter"`
+	// MaxConcurrentNodes bounds how many nodes drain on annotation requests
+	// at once, cluster-wide.
+	MaxConcurrentNodes int `json:"maxConcurrentNodes"`
+	// Parallelism bounds the evictions in flight on this node.
+	Parallelism int `json:"parallelism"`
+	// LeaseNamespace holds the Leases that implement MaxConcurrentNodes.
+	LeaseNamespace string `json:"leaseNamespace"`
+}
+
+// ShutdownConfig configures the systemd-logind shutdown guard.
+type ShutdownConfig struct {
+	// Enabled turns the shutdown guard on.
+	Enabled bool `json:"enabled"`
+	// SystemBusAddress is the D-Bus address of the system bus.
+	SystemBusAddress string `json:"systemBusAddress"`
+	// DrainBudget is the time wanted to drain before the host goes down.
+	DrainBudget metav1.Duration `json:"drainBudget"`
+	// SafetyMargin is how long before logind's delay expires the lock is
+	// released, whatever the drain's state.
+	SafetyMargin metav1.Duration `json:"safetyMargin"`
+	// ManageLogindConfig allows writing a logind drop-in that raises
+	// InhibitDelayMaxSec to DrainBudget.
+	ManageLogindConfig bool `json:"manageLogindConfig"`
+	// LogindDropInDir is where that drop-in is written.
+	LogindDropInDir string `json:"logindDropInDir"`
+}
+
+// Default returns the configuration used when neither a flag nor the config
+// file sets a key.
+func Default() Config {
+	return Config{
+		MetricsBindAddress:     ":9464",
+		HealthProbeBindAddress: ":9465",
+		LogFormat:              "text",
+		LogLevel:               "info",
+		StateDir:               "/var/lib/node-agent",
+		Labeller: LabellerConfig{
+			Enabled:           true,
+			LibvirtURI:        LibvirtURIAuto,
+			RediscoveryPeriod: metav1.Duration{Duration: 10 * time.Minute},
+			MinCPUModel:       "Penryn",
+		},
+		Drain: DrainConfig{
+			TaintKey:           "kubevirt.io/drain",
+			MaxConcurrentNodes: 1,
+			Parallelism:        32,
+			LeaseNamespace:     "node-agent",
+		},
+		Shutdown: ShutdownConfig{
+			Enabled:          true,
+			SystemBusAddress: "unix:path=/run/dbus/system_bus_socket",
+			DrainBudget:      metav1.Duration{Duration: 5 * time.Minute},
+			SafetyMargin:     metav1.Duration{Duration: 2 * time.Second},
+			LogindDropInDir:  "/etc/systemd/logind.conf.d",
+		},
+	}
+}
+
+// durationValue adapts a metav1.Duration to pflag.
+type durationValue struct{ d *metav1.Duration }
+
+func (v durationValue) String() string { return v.d.Duration.String() }
+func (v durationValue) Type() string   { return "duration" }
+func (v durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	v.d.Duration = d
+	return nil
+}
+
+// AddFlags binds every key of the run command to a flag on fs. Flag names are
+// the config keys in kebab-case, with the section as prefix.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "Path of a kubeconfig file. Empty means the in-cluster service account.")
+	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "Name of the Node this agent runs on, the only Node it changes. Defaults to $NODE_NAME.")
+	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "Address for /metrics (Prometheus). \"0\" disables it.")
+	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", c.HealthProbeBindAddress, "Address for /healthz (live) and /readyz (own Node synced). \"0\" disables it.")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "Log format: text or json.")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "Log level: debug, info, warn or error.")
+	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "Directory for local state, such as the embedded libvirt's cache.")
+	c.Labeller.addFlags(fs)
+	fs.StringVar(&c.Drain.TaintKey, "drain-taint-key", c.Drain.TaintKey, "Key of the NoSchedule taint added while draining (KubeVirt's nodeDrainTaintKey).")
+	fs.StringVar(&c.Drain.PodSelector, "drain-pod-selector", c.Drain.PodSelector, "Label selector that narrows the pods evicted, for example kubevirt.io=virt-launcher. Empty means all.")
+	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "Mark an annotation-triggered maintenance Failed if the node is not drained by then. 0 means no timeout.")
+	fs.Var(durationValue{&c.Drain.DeleteAfter}, "drain-delete-after", "Delete pods whose eviction is still refused after this long. 0 means never.")
+	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once on maintenance requests, cluster-wide.")
+	fs.IntVar(&c.Drain.Parallelism, "drain-parallelism", c.Drain.Parallelism, "Most evictions in flight at once on this node.")
+	fs.StringVar(&c.Drain.LeaseNamespace, "drain-lease-namespace", c.Drain.LeaseNamespace, "Namespace of the Leases that bound concurrent drains.")
+	fs.BoolVar(&c.Shutdown.Enabled, "shutdown-enabled", c.Shutdown.Enabled, "Hold a systemd-logind delay inhibitor and drain the node before the host shuts down.")
+	fs.StringVar(&c.Shutdown.SystemBusAddress, "shutdown-system-bus-address", c.Shutdown.SystemBusAddress, "D-Bus address of the host's system bus.")
+	fs.Var(durationValue{&c.Shutdown.DrainBudget}, "shutdown-drain-budget", "Time wanted to drain before the host goes down; logind's InhibitDelayMaxSec caps it unless --shutdown-manage-logind-config.")
+	fs.Var(durationValue{&c.Shutdown.SafetyMargin}, "shutdown-safety-margin", "Release the inhibitor this long before logind's delay expires, drained or not.")
+	fs.BoolVar(&c.Shutdown.ManageLogindConfig, "shutdown-manage-logind-config", c.Shutdown.ManageLogindConfig, "Write a logind drop-in raising InhibitDelayMaxSec to the drain budget.")
+	fs.StringVar(&c.Shutdown.LogindDropInDir, "shutdown-logind-drop-in-dir", c.Shutdown.LogindDropInDir, "Directory for that drop-in (the host's /etc/systemd/logind.conf.d).")
+}
+
+// AddLabellerFlags binds only the labelling keys, for `node-agent labels`.
+func (c *Config) AddLabellerFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "Directory for local state, such as the embedded libvirt's cache.")
+	c.Labeller.addFlags(fs)
+}
+
+func (l *LabellerConfig) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&l.LibvirtURI, "libvirt-uri", l.LibvirtURI, "libvirt connection URI. \"auto\" tries qemu:///system, then the embedded QEMU driver under --state-dir.")
+	fs.Var(durationValue{&l.RediscoveryPeriod}, "rediscovery-period", "How often the host CPU is examined again, so hypervisor or microcode updates show without a restart.")
+	fs.StringVar(&l.MinCPUModel, "min-cpu-model", l.MinCPUModel, "CPU model every node is assumed to have; its features get no cpu-feature label.")
+	fs.StringSliceVar(&l.ObsoleteCPUModels, "obsolete-cpu-models", l.ObsoleteCPUModels, "CPU models never labelled, added to the built-in list.")
+}
+
+// Load reads the YAML file at path into a copy of base. An unknown key is an
+// error that names the key. Flags that were set explicitly on fs are then
+// applied again on top, so the command line wins over the file.
+func Load(path string, base Config, fs *pflag.FlagSet) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("reading config file: %w", err)
+	}
+	cfg, err := Parse(data, base)
+	if err != nil {
+		return Config{}, fmt.Errorf("config file %s: %w", path, err)
+	}
+	if fs == nil {
+		return cfg, nil
+	}
+	// Re-apply explicit flags by binding a fresh flag set to cfg.
+	again := pflag.NewFlagSet("reapply", pflag.ContinueOnError)
+	cfg.AddFlags(again)
+	var ferr error
+	fs.Visit(func(f *pflag.Flag) {
+		if ferr != nil || f.Name == "config" {
+			return
+		}
+		target := again.Lookup(f.Name)
+		if target == nil {
+			return
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			if tv, ok := target.Value.(pflag.SliceValue); ok {
+				ferr = tv.Replace(sv.GetSlice())
+				return
+			}
+		}
+		ferr = target.Value.Set(f.Value.String())
+	})
+	if ferr != nil {
+		return Config{}, ferr
+	}
+	return cfg, nil
+}
+
+// Parse decodes YAML config data over base, refusing unknown keys.
+func Parse(data []byte, base Config) (Config, error) {
+	cfg := base
+	if len(bytes.TrimSpace(data)) == 0 {
+		return cfg, nil
+	}
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("not valid YAML: %w", err)
+	}
+	// sigs.k8s.io/json matches keys case-sensitively (encoding/json does
+	// not), so a misspelt key such as minCpuModel is refused, not accepted.
+	strict, err := sigsjson.UnmarshalStrict(js, &cfg)
+	if err != nil {
+		if key := badDurationKey(js); key != "" {
+			return Config{}, fmt.Errorf("%s: %v; use a duration such as 90s, 5m or 1h", key, err)
+		}
+		return Config{}, errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if len(strict) > 0 {
+		msgs := make([]string, len(strict))
+		for i, e := range strict {
+			msgs[i] = strings.TrimPrefix(e.Error(), "json: ")
+		}
+		return Config{}, errors.New(strings.Join(msgs, "; "))
+	}
+	return cfg, nil
+}
+
+// durationKeys are the keys whose values are Go durations.
+var durationKeys = [][2]string{
+	{"labeller", "rediscoveryPeriod"},
+	{"drain", "timeout"},
+	{"drain", "deleteAfter"},
+	{"shutdown", "drainBudget"},
+	{"shutdown", "safetyMargin"},
+}
+
+// badDurationKey finds the first duration key in js whose value does not
+// parse, because metav1.Duration's own error does not name the key.
+func badDurationKey(js []byte) string {
+	var doc map[string]map[string]any
+	if json.Unmarshal(js, &doc) != nil {
+		return ""
+	}
+	for _, k := range durationKeys {
+		v, ok := doc[k[0]][k[1]]
+		if !ok {
+			continue
+		}
+		s, isString := v.(string)
+		if _, err := time.ParseDuration(s); !isString || err != nil {
+			return k[0] + "." + k[1]
+		}
+	}
+	return ""
+}
+
+// joinErrors joins errs on one line, so that a refused start prints a
+// one-line message.
+func joinErrors(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// Validate checks every key and returns all problems at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("nodeName: empty; set --node-name or the NODE_NAME environment variable"))
+	} else if msgs := validation.IsDNS1123Subdomain(c.NodeName); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("nodeName %q: %s", c.NodeName, strings.Join(msgs, "; ")))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("logFormat %q: must be text or json", c.LogFormat))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("logLevel %q: must be debug, info, warn or error", c.LogLevel))
+	}
+	if err := c.Labeller.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if msgs := validation.IsQualifiedName(c.Drain.TaintKey); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("drain.taintKey %q: %s", c.Drain.TaintKey, strings.Join(msgs, "; ")))
+	}
+	if _, err := labels.Parse(c.Drain.PodSelector); err != nil {
+		errs = append(errs, fmt.Errorf("drain.podSelector %q: %v", c.Drain.PodSelector, err))
+	}
+	if c.Drain.Timeout.Duration < 0 {
+		errs = append(errs, fmt.Errorf("drain.timeout %s: must not be negative", c.Drain.Timeout.Duration))
+	}
+	if c.Drain.DeleteAfter.Duration < 0 {
+		errs = append(errs, fmt.Errorf("drain.deleteAfter %s: must not be negative", c.Drain.DeleteAfter.Duration))
+	}
+	if c.Drain.MaxConcurrentNodes < 1 {
+		errs = append(errs, fmt.Errorf("drain.maxConcurrentNodes %d: must be at least 1", c.Drain.MaxConcurrentNodes))
+	}
+	if c.Drain.Parallelism < 1 {
+		errs = append(errs, fmt.Errorf("drain.parallelism %d: must be at least 1", c.Drain.Parallelism))
+	}
+	if msgs := validation.IsDNS1123Label(c.Drain.LeaseNamespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("drain.leaseNamespace %q: %s", c.Drain.LeaseNamespace, strings.Join(msgs, "; ")))
+	}
+	if c.Shutdown.DrainBudget.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("shutdown.drainBudget %s: must be positive", c.Shutdown.DrainBudget.Duration))
+	}
+	if c.Shutdown.SafetyMargin.Duration < 0 {
+		errs = append(errs, fmt.Errorf("shutdown.safetyMargin %s: must not be negative", c.Shutdown.SafetyMargin.Duration))
+	}
+	return joinErrors(errs)
+}
+
+// Validate checks the labelling keys; `node-agent labels` uses it alone.
+func (l *LabellerConfig) Validate() error {
+	var errs []error
+	if l.LibvirtURI == "" {
+		errs = append(errs, errors.New(`labeller.libvirtURI: empty; use "auto" or a libvirt URI such as qemu:///system`))
+	}
+	if l.RediscoveryPeriod.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("labeller.rediscoveryPeriod %s: must be at least 1s", l.RediscoveryPeriod.Duration))
+	}
+	if l.MinCPUModel == "" {
+		errs = append(errs, errors.New("labeller.minCPUModel: empty; the default is Penryn"))
+	}
+	for _, m := range l.ObsoleteCPUModels {
+		if strings.TrimSpace(m) == "" {
+			errs = append(errs, errors.New("labeller.obsoleteCPUModels: contains an empty name"))
+		}
+	}
+	return joinErrors(errs)
+}
