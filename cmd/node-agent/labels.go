@@ -1,18 +1,239 @@
 package main
 
 import (
-	"errors"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/labeller"
 )
 
-// newLabelsCommand is replaced by the host CPU discovery work (issue 3).
+type labelsOptions struct {
+	cfg        config.Config
+	configFile string
+	output     string
+	virtType   string
+	domCaps    string
+	caps       string
+	cpuMap     string
+	verbose    bool
+}
+
 func newLabelsCommand() *cobra.Command {
-	return &cobra.Command{
+	o := &labelsOptions{cfg: config.Default()}
+	cmd := &cobra.Command{
 		Use:   "labels",
 		Short: "Print the CPU labels this host would get",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("labels: not built yet")
+		Long: `Print the CPU labels this host would get from "node-agent run", with no
+cluster needed: the same discovery and the same label policy, with KubeVirt's
+label keys.
+
+Discovery reads cpuid and asks libvirt (--libvirt-uri) for the domain
+capabilities, the host capabilities and the hypervisor-supported features
+(what "virsh domcapabilities | virsh hypervisor-cpu-baseline --features"
+prints). When libvirt is unreachable, the cpu-feature and cpu-vendor labels
+come from cpuid alone, the command still succeeds, and it lists the labels it
+left out and why.
+
+--domcapabilities, --capabilities and --cpu-map replace libvirt with saved
+files, to examine another host's output. libvirt is asked only for what the
+files do not give.
+
+Output: -o table (the default) groups the labels by prefix and ends with the
+sources used; -o json and -o yaml print a flat label map on stdout and the
+sources on stderr.`,
+		Example: `  # This host, through qemu:///system or the embedded QEMU driver:
+  node-agent labels
+
+  # A throw-away embedded libvirt, comparable with
+  # virsh -c 'qemu:///embed?root=/tmp/x' domcapabilities --virttype qemu:
+  node-agent labels -o json --libvirt-uri 'qemu:///embed?root=/tmp/x' --virt-type qemu
+
+  # Another host's saved output, without libvirt:
+  node-agent labels --domcapabilities dc.xml --capabilities caps.xml \
+      --cpu-map /usr/share/libvirt/cpu_map`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd)
 		},
 	}
+	fs := cmd.Flags()
+	o.cfg.AddLabellerFlags(fs)
+	// Discovery runs once here; the period only matters to `run`.
+	_ = fs.MarkHidden("rediscovery-period")
+	fs.StringVar(&o.configFile, "config", "", "Configuration file (the one `node-agent run` reads); its labeller keys apply, and flags given explicitly win.")
+	fs.StringVarP(&o.output, "output", "o", "table", "Output format: table, json or yaml.")
+	fs.StringVar(&o.virtType, "virt-type", hostcpu.VirtTypeAuto, "libvirt domain type to ask about: kvm, qemu, or auto (kvm when /dev/kvm exists, else qemu).")
+	fs.StringVar(&o.domCaps, "domcapabilities", "", "Read the domain capabilities from this file (virsh domcapabilities) instead of libvirt.")
+	fs.StringVar(&o.caps, "capabilities", "", "Read the host capabilities from this file (virsh capabilities) instead of libvirt.")
+	fs.StringVar(&o.cpuMap, "cpu-map", "", "Expand CPU models from this libvirt cpu_map directory instead of libvirt, following <model name=.../> ancestry.")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "Log each discovery step to stderr.")
+	return cmd
+}
+
+func (o *labelsOptions) run(cmd *cobra.Command) error {
+	switch o.output {
+	case "table", "json", "yaml":
+	default:
+		return fmt.Errorf("--output %q: must be table, json or yaml", o.output)
+	}
+	cfg := o.cfg
+	if o.configFile != "" {
+		var err error
+		if cfg, err = config.Load(o.configFile, config.Default(), cmd.Flags()); err != nil {
+			return err
+		}
+	}
+	if err := cfg.Labeller.Validate(); err != nil {
+		return err
+	}
+
+	level := slog.LevelWarn
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+
+	policy := labeller.Policy{MinCPUModel: cfg.Labeller.MinCPUModel, ObsoleteCPUModels: cfg.Labeller.ObsoleteCPUModels}
+	d, err := hostcpu.NewDiscoverer(hostcpu.Options{
+		LibvirtURI:             cfg.Labeller.LibvirtURI,
+		StateDir:               cfg.StateDir,
+		VirtType:               o.virtType,
+		DomainCapabilitiesFile: o.domCaps,
+		CapabilitiesFile:       o.caps,
+		CPUMapDir:              o.cpuMap,
+		ExpandModels:           []string{policy.MinModel()},
+		Logger:                 log,
+	})
+	if err != nil {
+		return fmt.Errorf("--virt-type: %w", err)
+	}
+	h, err := d.Discover(cmd.Context())
+	if err != nil {
+		return fmt.Errorf("discovering the host CPU: %w", err)
+	}
+	res, err := policy.Labels(h)
+	if err != nil {
+		return err
+	}
+
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	switch o.output {
+	case "json":
+		b, err := json.MarshalIndent(res.Labels, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encoding labels as JSON: %w", err)
+		}
+		if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+			return err
+		}
+		return writeReport(stderr, h, res, policy)
+	case "yaml":
+		b, err := yaml.Marshal(res.Labels)
+		if err != nil {
+			return fmt.Errorf("encoding labels as YAML: %w", err)
+		}
+		if _, err := stdout.Write(b); err != nil {
+			return err
+		}
+		return writeReport(stderr, h, res, policy)
+	default:
+		if err := writeTable(stdout, res.Labels); err != nil {
+			return err
+		}
+		return writeReport(stdout, h, res, policy)
+	}
+}
+
+// tableGroups is the order of the table's sections: what the host is, then
+// what it can run, then the rest.
+var tableGroups = []string{
+	labeller.CPUVendorLabelPrefix,
+	labeller.HostModelCPULabelPrefix,
+	labeller.HostModelRequiredFeaturesLabelPrefix,
+	labeller.CPUModelLabelPrefix,
+	labeller.CPUModelMigrationLabelPrefix,
+	labeller.CPUFeatureLabelPrefix,
+	labeller.CPUTimerLabelPrefix,
+	labeller.MachineTypeLabelPrefix,
+}
+
+// writeTable prints the labels grouped by prefix, the names of each group in
+// columns; a value other than "true" is shown as name=value.
+func writeTable(w io.Writer, labels map[string]string) error {
+	var b strings.Builder
+	for _, prefix := range tableGroups {
+		var names []string
+		for k, v := range labels {
+			if name, ok := strings.CutPrefix(k, prefix); ok {
+				if v != "true" {
+					name += "=" + v
+				}
+				names = append(names, name)
+			}
+		}
+		if len(names) == 0 {
+			continue
+		}
+		slices.Sort(names)
+		fmt.Fprintf(&b, "%s (%d)\n", prefix, len(names))
+		writeColumns(&b, names, 100)
+	}
+	if v, ok := labels[labeller.ObsoleteHostModelLabel]; ok {
+		fmt.Fprintf(&b, "%s=%s\n", labeller.ObsoleteHostModelLabel, v)
+	}
+	fmt.Fprintf(&b, "%d labels\n", len(labels))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeColumns lays names out row by row in as many columns as fit in width.
+func writeColumns(b *strings.Builder, names []string, width int) {
+	longest := 0
+	for _, n := range names {
+		longest = max(longest, len(n))
+	}
+	colWidth := longest + 2
+	cols := max(1, (width-2)/colWidth)
+	for i, n := range names {
+		if i%cols == 0 {
+			b.WriteString("  ")
+		}
+		if i%cols == cols-1 || i == len(names)-1 {
+			b.WriteString(n + "\n")
+		} else {
+			b.WriteString(n + strings.Repeat(" ", colWidth-len(n)))
+		}
+	}
+}
+
+// writeReport says where the labels came from and what was left out.
+func writeReport(w io.Writer, h *hostcpu.HostCPU, res *labeller.Result, p labeller.Policy) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nSources (arch %s, virttype %s, minimum CPU model %s):\n", h.Arch, h.VirtType, p.MinModel())
+	for _, s := range h.Sources {
+		fmt.Fprintf(&b, "  %-8s %s: %s\n", s.Kind, s.Detail, strings.Join(s.Provided, ", "))
+	}
+	if len(res.Omitted) > 0 {
+		b.WriteString("Left out:\n")
+		for _, om := range res.Omitted {
+			fmt.Fprintf(&b, "  %s\n    because %s\n", strings.Join(om.Keys, ", "), om.Reason)
+		}
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(&b, "Note: %s\n", n)
+	}
+	for _, wn := range res.Warnings {
+		fmt.Fprintf(&b, "Warning: %s\n", wn)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

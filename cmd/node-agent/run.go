@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/agent"
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
 
 func newRunCommand() *cobra.Command {
@@ -55,6 +57,7 @@ SIGTERM or SIGINT stops it cleanly.`,
 				return err
 			}
 			restCfg.UserAgent = "node-agent/" + cfg.NodeName
+			restCfg.QPS, restCfg.Burst = cfg.KubeAPIQPS, cfg.KubeAPIBurst
 			client, err := kubernetes.NewForConfig(restCfg)
 			if err != nil {
 				return err
@@ -64,6 +67,7 @@ SIGTERM or SIGINT stops it cleanly.`,
 				agent.WithLogger(logger),
 				agent.WithMetricsAddress(cfg.MetricsBindAddress),
 				agent.WithHealthAddress(cfg.HealthProbeBindAddress),
+				agent.WithComponent(selfDrainComponent(cfg.Drain)),
 			)
 			if err != nil {
 				return err
@@ -74,6 +78,19 @@ SIGTERM or SIGINT stops it cleanly.`,
 	cmd.Flags().StringVar(&configFile, "config", "", "YAML file with the same keys as the flags (see docs/configuration.md).")
 	cfg.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// selfDrainComponent wires the maintenance-annotation trigger.
+func selfDrainComponent(cfg config.DrainConfig) agent.ComponentFactory {
+	return func(d agent.Deps) (agent.Component, error) {
+		m := selfdrain.NewMetrics(d.Registry)
+		engine := selfdrain.NewEngine(d.Client, d.NodeName, cfg, d.Logger.With("component", "selfdrain"), d.Clock, d.Recorder, m)
+		slots := &selfdrain.Slots{
+			Client: d.Client, Namespace: cfg.LeaseNamespace, Identity: d.NodeName, Max: cfg.MaxConcurrentNodes,
+			LeaseDuration: 30 * time.Second, PollInterval: 2 * time.Second, Clock: d.Clock, Logger: engine.Logger,
+		}
+		return selfdrain.NewController(engine, slots), nil
+	}
 }
 
 // restConfig loads a kubeconfig file, or the in-cluster service account when

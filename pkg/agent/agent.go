@@ -21,8 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/node-agent/node-agent/pkg/metrics"
@@ -61,6 +64,8 @@ type Deps struct {
 	Registry *prometheus.Registry
 	Clock    clock.WithTicker
 	Health   *Health
+	// Recorder records Events; components record them on their Node.
+	Recorder record.EventRecorder
 }
 
 // Agent runs node-agent for one Node.
@@ -160,7 +165,17 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nil
 	})
 
-	deps := Deps{Client: a.client, NodeName: a.nodeName, Logger: a.logger, Registry: a.registry, Clock: a.clock, Health: a.health}
+	// The correlator's default spam filter allows 25 events per object and
+	// then one per 5 minutes; all our events are on one Node, so a long
+	// drain would lose its "finished" event. Components rate-limit their own
+	// per-pod events instead.
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx),
+		record.WithCorrelatorOptions(record.CorrelatorOptions{BurstSize: 100, QPS: 1}))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "node-agent", Host: a.nodeName})
+
+	deps := Deps{Client: a.client, NodeName: a.nodeName, Logger: a.logger, Registry: a.registry, Clock: a.clock, Health: a.health, Recorder: recorder}
 	var components []Component
 	for _, f := range a.factories {
 		c, err := f(deps)

@@ -41,6 +41,11 @@ type Config struct {
 	LogFormat string `json:"logFormat"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `json:"logLevel"`
+	// KubeAPIQPS and KubeAPIBurst are the client-side rate limits towards
+	// the apiserver. client-go's defaults (5 and 10) would make a parallel
+	// drain wait on the client rather than on the cluster.
+	KubeAPIQPS   float32 `json:"kubeAPIQPS"`
+	KubeAPIBurst int     `json:"kubeAPIBurst"`
 	// StateDir holds the embedded libvirt's cache and other local state.
 	StateDir string `json:"stateDir"`
 
@@ -114,6 +119,8 @@ func Default() Config {
 		HealthProbeBindAddress: ":9465",
 		LogFormat:              "text",
 		LogLevel:               "info",
+		KubeAPIQPS:             50,
+		KubeAPIBurst:           100,
 		StateDir:               "/var/lib/node-agent",
 		Labeller: LabellerConfig{
 			Enabled:           true,
@@ -160,6 +167,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", c.HealthProbeBindAddress, "Address for /healthz (live) and /readyz (own Node synced). \"0\" disables it.")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "Log format: text or json.")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "Log level: debug, info, warn or error.")
+	fs.Float32Var(&c.KubeAPIQPS, "kube-api-qps", c.KubeAPIQPS, "Most requests per second to the apiserver (client-side limit).")
+	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", c.KubeAPIBurst, "Burst above --kube-api-qps allowed for short peaks, such as the start of a drain.")
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "Directory for local state, such as the embedded libvirt's cache.")
 	c.Labeller.addFlags(fs)
 	fs.StringVar(&c.Drain.TaintKey, "drain-taint-key", c.Drain.TaintKey, "Key of the NoSchedule taint added while draining (KubeVirt's nodeDrainTaintKey).")
@@ -319,6 +328,12 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("logLevel %q: must be debug, info, warn or error", c.LogLevel))
+	}
+	if c.KubeAPIQPS <= 0 {
+		errs = append(errs, fmt.Errorf("kubeAPIQPS %g: must be positive", c.KubeAPIQPS))
+	}
+	if c.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("kubeAPIBurst %d: must be at least 1", c.KubeAPIBurst))
 	}
 	if err := c.Labeller.Validate(); err != nil {
 		errs = append(errs, err)

@@ -1,0 +1,591 @@
+package selfdrain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/kubectl/pkg/drain"
+	"k8s.io/utils/clock"
+
+	"github.com/node-agent/node-agent/pkg/config"
+)
+
+// Backoff of one pod's eviction retries after a 429 or an error: it starts
+// small, so a PDB that frees a slot a moment later is used at once, doubles,
+// and is capped so a blocked pod costs at most one request per cap.
+const (
+	retryInitial = 250 * time.Millisecond
+	retryCap     = 10 * time.Second
+	// retryCapFailed is the slower pace after drain.timeout has passed.
+	retryCapFailed = 60 * time.Second
+	// statusInterval bounds how often progress is written to the Node.
+	statusInterval = time.Second
+	// podEventInterval bounds the per-pod failure Events.
+	podEventInterval = time.Minute
+)
+
+// Engine drains the agent's own Node. It is shared by the annotation and the
+// shutdown triggers; one drain runs at a time.
+type Engine struct {
+	Client   kubernetes.Interface
+	NodeName string
+	Config   config.DrainConfig
+	Logger   *slog.Logger
+	Clock    clock.WithTicker
+	Recorder record.EventRecorder
+	Metrics  *Metrics
+	// Jitter returns a factor in [0.75, 1.25) applied to every backoff; tests
+	// may fix it.
+	Jitter func() float64
+}
+
+// NewEngine returns an engine with defaults for the optional fields.
+func NewEngine(client kubernetes.Interface, nodeName string, cfg config.DrainConfig, logger *slog.Logger, clk clock.WithTicker, rec record.EventRecorder, m *Metrics) *Engine {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	if rec == nil {
+		rec = &record.FakeRecorder{}
+	}
+	return &Engine{Client: client, NodeName: nodeName, Config: cfg, Logger: logger, Clock: clk, Recorder: rec, Metrics: m,
+		Jitter: func() float64 { return 0.75 + rand.Float64()/2 }}
+}
+
+// nodeRef is the object Events are recorded on; the kubelet uses the node
+// name as UID for the same reason: Events then show in describe node.
+func (e *Engine) nodeRef() *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", Name: e.NodeName, UID: types.UID(e.NodeName)}
+}
+
+// Request describes one drain.
+type Request struct {
+	Trigger Trigger
+	Reason  string
+	// Deadline, when set, ends the attempt: the status turns Failed.
+	Deadline time.Time
+	// KeepTrying continues evicting at a slow pace after the deadline, until
+	// ctx ends (the annotation trigger). Without it Drain returns at the
+	// deadline (the shutdown trigger).
+	KeepTrying bool
+	// SkippedConcurrencyWait is recorded in the status.
+	SkippedConcurrencyWait bool
+}
+
+// Begin records the node's state, cordons it, adds the drain taint and writes
+// a Running status, in one write. If the Node already carries an active
+// status of the same trigger (the agent restarted mid-drain), it resumes it
+// instead: what the agent did before stays recorded.
+func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
+	now := metav1.NewTime(e.Clock.Now())
+	var st *Status
+	_, err := updateNode(ctx, e.Client, e.NodeName, func(node *corev1.Node) (bool, error) {
+		prev, perr := ParseStatus(node)
+		fresh := true
+		switch {
+		case perr == nil && prev.Active() && prev.Phase != PhaseWaiting:
+			// Resume: keep the record of what the agent changed; a drain
+			// by the other trigger is taken over the same way, so nothing
+			// the agent did is forgotten.
+			st = prev
+			fresh = false
+		case perr == nil && prev.Active():
+			// Waiting for a slot changed nothing on the node yet.
+			st = &Status{StartTime: prev.StartTime}
+		default:
+			st = &Status{StartTime: &now}
+		}
+		st.Phase = PhaseRunning
+		st.Trigger = req.Trigger
+		st.Reason = req.Reason
+		st.LastUpdate = &now
+		st.LastError = ""
+		st.EndTime = nil
+		st.DrainedInTime = nil
+		if req.SkippedConcurrencyWait {
+			st.SkippedConcurrencyWait = true
+		}
+		cordonAndTaint(node, e.Config.TaintKey, st, fresh, now)
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := setCondition(ctx, e.Client, e.NodeName, corev1.ConditionTrue, ReasonDraining, fmt.Sprintf("Draining (%s): %s", req.Trigger, req.Reason), now); err != nil {
+		e.Logger.Warn("Could not set the node condition; the status annotation is set", "err", err)
+	}
+	e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeNormal, "MaintenanceStarted", "Maintenance started (trigger %s): cordoned, tainted %s, evicting pods; reason: %s", req.Trigger, e.Config.TaintKey, req.Reason)
+	e.Logger.Info("Maintenance started", "trigger", req.Trigger, "reason", req.Reason, "cordonedByAgent", st.CordonedByAgent, "taintedByAgent", st.TaintedByAgent)
+	return st, nil
+}
+
+// End reverses what the agent did (uncordon, remove the taint, only where it
+// did them), marks the status final and removes the condition. It is safe to
+// call when nothing is active.
+func (e *Engine) End(ctx context.Context, why string) error {
+	now := metav1.NewTime(e.Clock.Now())
+	node, err := e.Client.CoreV1().Nodes().Get(ctx, e.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading Node %s: %w", e.NodeName, err)
+	}
+	if prev, perr := ParseStatus(node); perr == nil && prev.Active() {
+		// The condition goes first: once the status is final, everything
+		// is undone, and a reader that waits for it sees the whole result.
+		if err := removeCondition(ctx, e.Client, e.NodeName); err != nil {
+			e.Logger.Warn("Could not remove the node condition", "err", err)
+		}
+	}
+	var st *Status
+	_, err = updateNode(ctx, e.Client, e.NodeName, func(node *corev1.Node) (bool, error) {
+		prev, perr := ParseStatus(node)
+		if perr != nil {
+			// Fail closed: without a readable record we cannot know what
+			// the agent changed, so we change nothing.
+			return false, perr
+		}
+		if !prev.Active() {
+			st = nil
+			return false, nil
+		}
+		st = prev
+		st.EndTime = &now
+		st.LastUpdate = &now
+		undo(node, e.Config.TaintKey, st)
+		return true, nil
+	})
+	if err != nil {
+		e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "MaintenanceEndFailed", "Could not end maintenance: %v", err)
+		return err
+	}
+	if st == nil {
+		return nil
+	}
+	var undone []string
+	if st.CordonedByAgent {
+		undone = append(undone, "uncordoned")
+	} else {
+		undone = append(undone, "left cordoned (it was cordoned before maintenance)")
+	}
+	if st.TaintedByAgent {
+		undone = append(undone, "removed taint "+e.Config.TaintKey)
+	}
+	e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeNormal, "MaintenanceEnded", "Maintenance ended (%s): %s", why, strings.Join(undone, ", "))
+	e.Logger.Info("Maintenance ended", "why", why, "uncordoned", st.CordonedByAgent, "taintRemoved", st.TaintedByAgent)
+	return nil
+}
+
+// podState tracks one pod being evicted.
+type podState struct {
+	key          string // namespace/name
+	pod          corev1.Pod
+	attempts     int
+	nextAttempt  time.Time
+	inFlight     bool
+	evicted      bool // the eviction was accepted; waiting for deletion
+	firstBlocked time.Time
+	deleted      bool // deleted after drain.deleteAfter
+	lastEvent    time.Time
+}
+
+// podEvent is what the pod watch reports.
+type podEvent struct {
+	key      string
+	uid      types.UID
+	deleted  bool
+	finished bool
+}
+
+// goneBy removes from pending the pod that ev shows gone: deleted, finished,
+// or replaced by a pod of the same name with a new UID. It reports whether
+// pending changed.
+func goneBy(pending map[types.UID]*podState, ev podEvent) bool {
+	if _, ok := pending[ev.uid]; ok {
+		if ev.deleted || ev.finished {
+			delete(pending, ev.uid)
+			return true
+		}
+		return false
+	}
+	if ev.deleted {
+		return false
+	}
+	for uid, ps := range pending {
+		if ps.key == ev.key {
+			delete(pending, uid)
+			return true
+		}
+	}
+	return false
+}
+
+type evictResult struct {
+	key string
+	err error
+}
+
+// Drain evicts the pods on the node until none is left, ctx ends, or (without
+// req.KeepTrying) the deadline passes. It keeps st current on the Node and
+// returns the final status of this attempt.
+func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, error) {
+	start := e.Clock.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// Watch the node's pods first, so no deletion between the listing and the
+	// watch is missed: a pod counts as gone when the watch says it is.
+	factory := informers.NewSharedInformerFactoryWithOptions(e.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", e.NodeName).String()
+		}))
+	podInformer := factory.Core().V1().Pods().Informer()
+	events := make(chan podEvent, 256)
+	notify := func(obj any, deleted bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		ev := podEvent{key: p.Namespace + "/" + p.Name, uid: p.UID, deleted: deleted,
+			finished: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
+		select {
+		case events <- ev:
+		case <-ctx.Done():
+		}
+	}
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { notify(obj, false) },
+		UpdateFunc: func(_, obj any) { notify(obj, false) },
+		DeleteFunc: func(obj any) { notify(obj, true) },
+	}); err != nil {
+		return st, err
+	}
+	factory.Start(ctx.Done())
+	defer func() {
+		// Shutdown waits for the informer, which stops only when ctx does.
+		cancel()
+		factory.Shutdown()
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced) {
+		return st, ctx.Err()
+	}
+
+	helper := &drain.Helper{
+		Ctx: ctx, Client: e.Client, Force: true, IgnoreAllDaemonSets: true, DeleteEmptyDirData: true,
+		PodSelector: e.Config.PodSelector, GracePeriodSeconds: -1,
+	}
+	list, errs := helper.GetPodsForDeletion(e.NodeName)
+	if len(errs) > 0 {
+		err := fmt.Errorf("choosing pods to evict on Node %s: %v", e.NodeName, errors.Join(errs...))
+		st.LastError = err.Error()
+		e.writeStatus(ctx, st)
+		return st, err
+	}
+	pending := map[types.UID]*podState{}
+	finished := 0
+	for _, p := range list.Pods() {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			finished++
+			continue
+		}
+		pending[p.UID] = &podState{key: p.Namespace + "/" + p.Name, pod: p}
+	}
+	// Pods that were gone before the watch synced never produce an event.
+	store := podInformer.GetStore()
+	for uid, ps := range pending {
+		obj, exists, _ := store.GetByKey(ps.key)
+		if !exists || obj.(*corev1.Pod).UID != uid {
+			delete(pending, uid)
+		}
+	}
+	if st.EvictionPods == 0 && st.TotalPods == 0 {
+		// First attempt (not a resume): record the counts at the start.
+		st.TotalPods = len(store.List())
+		st.EvictionPods = len(pending) + finished
+	}
+	e.Logger.Info("Evicting pods", "pods", len(pending), "finished", finished, "parallelism", e.Config.Parallelism)
+
+	results := make(chan evictResult, len(pending)+1)
+	work := make(chan *podState)
+	var wg sync.WaitGroup
+	workers := min(e.Config.Parallelism, max(len(pending), 1))
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ps := range work {
+				results <- evictResult{key: string(ps.pod.UID), err: e.evictOrDelete(ctx, ps)}
+			}
+		}()
+	}
+	defer func() {
+		close(work)
+		wg.Wait()
+	}()
+
+	var deadline <-chan time.Time
+	if !req.Deadline.IsZero() {
+		t := e.Clock.NewTimer(req.Deadline.Sub(e.Clock.Now()))
+		defer t.Stop()
+		deadline = t.C()
+	}
+	failed := false
+	dirty := true
+	lastWrite := time.Time{}
+	retryTimer := e.Clock.NewTimer(0)
+	defer retryTimer.Stop()
+	var lastErr string
+
+	for {
+		now := e.Clock.Now()
+		e.setPending(st, pending)
+		if e.Metrics != nil {
+			e.Metrics.PendingPods.Set(float64(len(pending)))
+		}
+		if len(pending) == 0 {
+			st.Phase = PhaseSucceeded
+			st.LastError = ""
+			e.finishStatus(ctx, st, now)
+			d := e.Clock.Since(start)
+			e.observe(req.Trigger, "succeeded", d)
+			e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeNormal, "DrainSucceeded", "Drained %d pods in %s", st.EvictionPods, d.Round(10*time.Millisecond))
+			e.Logger.Info("Node drained", "pods", st.EvictionPods, "duration", d)
+			return st, nil
+		}
+		if lastErr != st.LastError {
+			lastErr = st.LastError
+			dirty = true
+		}
+		if dirty && now.Sub(lastWrite) >= statusInterval {
+			e.writeStatus(ctx, st)
+			lastWrite = now
+			dirty = false
+		}
+		// Dispatch every pod whose retry time has come.
+		next := time.Time{}
+		for _, ps := range sortedStates(pending) {
+			if ps.inFlight || ps.evicted {
+				continue
+			}
+			if !ps.nextAttempt.After(now) {
+				ps.inFlight = true
+				select {
+				case work <- ps:
+				case <-ctx.Done():
+					return e.stopped(ctx, st, req, start)
+				}
+				continue
+			}
+			if next.IsZero() || ps.nextAttempt.Before(next) {
+				next = ps.nextAttempt
+			}
+		}
+		wait := statusInterval
+		if !next.IsZero() {
+			wait = min(wait, next.Sub(now))
+		}
+		retryTimer.Reset(max(wait, time.Millisecond))
+
+		select {
+		case <-ctx.Done():
+			return e.stopped(ctx, st, req, start)
+		case ev := <-events:
+			if goneBy(pending, ev) {
+				dirty = true
+			}
+		case r := <-results:
+			ps := pending[types.UID(r.key)]
+			if ps == nil {
+				continue
+			}
+			ps.inFlight = false
+			e.handleResult(ps, r.err, failed, st, pending)
+			dirty = true
+		case <-deadline:
+			deadline = nil
+			failed = true
+			st.Phase = PhaseFailed
+			if st.LastError == "" {
+				st.LastError = fmt.Sprintf("drain did not finish before its deadline; %d pods left", len(pending))
+			}
+			e.finishStatus(ctx, st, e.Clock.Now())
+			e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "DrainFailed", "Drain did not finish in time: %d of %d pods still on the node; last error: %s", len(pending), st.EvictionPods, st.LastError)
+			e.Logger.Warn("Drain deadline passed", "pending", len(pending), "lastError", st.LastError)
+			e.observe(req.Trigger, "failed", e.Clock.Since(start))
+			if !req.KeepTrying {
+				return st, nil
+			}
+		case <-retryTimer.C():
+		}
+	}
+}
+
+// stopped handles ctx ending mid-drain (maintenance ended, or shutdown).
+func (e *Engine) stopped(ctx context.Context, st *Status, req Request, start time.Time) (*Status, error) {
+	if st.Phase == PhaseRunning {
+		e.observe(req.Trigger, "cancelled", e.Clock.Since(start))
+	}
+	return st, ctx.Err()
+}
+
+func (e *Engine) observe(trigger Trigger, result string, d time.Duration) {
+	if e.Metrics != nil {
+		e.Metrics.DrainDuration.WithLabelValues(string(trigger), result).Observe(d.Seconds())
+	}
+}
+
+// handleResult applies one eviction's outcome to the pod's state.
+func (e *Engine) handleResult(ps *podState, err error, failed bool, st *Status, pending map[types.UID]*podState) {
+	now := e.Clock.Now()
+	result := "evicted"
+	switch {
+	case err == nil:
+		ps.evicted = true
+		ps.firstBlocked = time.Time{}
+	case apierrors.IsNotFound(err):
+		result = "not_found"
+		delete(pending, ps.pod.UID)
+	case apierrors.IsConflict(err) && ps.pod.UID != "":
+		// The UID precondition failed: a new pod took the name; ours is gone.
+		result = "not_found"
+		delete(pending, ps.pod.UID)
+	default:
+		if apierrors.IsTooManyRequests(err) {
+			result = "blocked"
+		} else {
+			result = "error"
+		}
+		if ps.firstBlocked.IsZero() {
+			ps.firstBlocked = now
+		}
+		ps.attempts++
+		limit := retryCap
+		if failed {
+			limit = retryCapFailed
+		}
+		ps.nextAttempt = now.Add(backoff(ps.attempts, limit, e.Jitter))
+		st.LastError = fmt.Sprintf("evicting %s: %s", ps.key, describeEvictionError(err))
+		if now.Sub(ps.lastEvent) >= podEventInterval {
+			ps.lastEvent = now
+			e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "EvictionBlocked", "Cannot evict pod %s yet: %s", ps.key, describeEvictionError(err))
+		}
+		e.Logger.Debug("Eviction refused", "pod", ps.key, "attempt", ps.attempts, "retryIn", ps.nextAttempt.Sub(now), "err", err)
+	}
+	if e.Metrics != nil {
+		e.Metrics.Evictions.WithLabelValues(result).Inc()
+	}
+}
+
+// describeEvictionError turns an eviction error into a message that names
+// the blocker, for example the PodDisruptionBudget.
+func describeEvictionError(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		s := status.Status()
+		msg := s.Message
+		if s.Details != nil {
+			for _, c := range s.Details.Causes {
+				if c.Type == policyv1.DisruptionBudgetCause && c.Message != "" && !strings.Contains(msg, c.Message) {
+					msg += " (" + c.Message + ")"
+				}
+			}
+		}
+		if msg != "" {
+			return fmt.Sprintf("%s (HTTP %d)", msg, s.Code)
+		}
+	}
+	return err.Error()
+}
+
+// evictOrDelete evicts the pod, or deletes it once it has been blocked for
+// drain.deleteAfter.
+func (e *Engine) evictOrDelete(ctx context.Context, ps *podState) error {
+	p := ps.pod
+	uid := p.UID
+	if d := e.Config.DeleteAfter.Duration; d > 0 && !ps.firstBlocked.IsZero() && e.Clock.Since(ps.firstBlocked) >= d {
+		e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "PodDeleted", "Deleting pod %s: its eviction was refused for %s (drain.deleteAfter)", ps.key, d)
+		err := e.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if e.Metrics != nil && err == nil {
+			e.Metrics.Evictions.WithLabelValues("deleted").Inc()
+		}
+		return err
+	}
+	return e.Client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
+	})
+}
+
+// backoff returns the wait before retry number attempt (1-based): doubling
+// from retryInitial, capped at limit, times a jitter factor, never zero.
+func backoff(attempt int, limit time.Duration, jitter func() float64) time.Duration {
+	d := retryInitial
+	for i := 1; i < attempt && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	if jitter != nil {
+		d = time.Duration(float64(d) * jitter())
+	}
+	return max(d, time.Millisecond)
+}
+
+func sortedStates(m map[types.UID]*podState) []*podState {
+	out := make([]*podState, 0, len(m))
+	for _, ps := range m {
+		out = append(out, ps)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}
+
+func (e *Engine) setPending(st *Status, pending map[types.UID]*podState) {
+	st.PendingPods = st.PendingPods[:0]
+	for _, ps := range pending {
+		st.PendingPods = append(st.PendingPods, ps.key)
+	}
+	sort.Strings(st.PendingPods)
+	st.DrainProgress = progress(st.EvictionPods, len(pending))
+}
+
+// writeStatus writes st to the Node; a failure is logged and retried by the
+// next write, because the drain itself must not stop for it.
+func (e *Engine) writeStatus(ctx context.Context, st *Status) {
+	now := metav1.NewTime(e.Clock.Now())
+	st.LastUpdate = &now
+	if err := patchStatusAnnotation(ctx, e.Client, e.NodeName, st); err != nil && ctx.Err() == nil {
+		e.Logger.Warn("Could not write maintenance status", "err", err)
+	}
+}
+
+// finishStatus writes a phase change: the annotation and the condition.
+func (e *Engine) finishStatus(ctx context.Context, st *Status, at time.Time) {
+	e.writeStatus(ctx, st)
+	reason, msg := ReasonDrained, fmt.Sprintf("Drained %d pods (%s)", st.EvictionPods, st.Trigger)
+	if st.Phase == PhaseFailed {
+		reason, msg = ReasonDrainFailed, fmt.Sprintf("%d pods left: %s", len(st.PendingPods), st.LastError)
+	}
+	if err := setCondition(ctx, e.Client, e.NodeName, corev1.ConditionTrue, reason, msg, metav1.NewTime(at)); err != nil && ctx.Err() == nil {
+		e.Logger.Warn("Could not set the node condition", "err", err)
+	}
+}

@@ -1,0 +1,143 @@
+package selfdrain
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// hasTaint reports whether node carries a NoSchedule taint with key.
+func hasTaint(node *corev1.Node, key string) bool {
+	for _, t := range node.Spec.Taints {
+		if t.Key == key && t.Effect == corev1.TaintEffectNoSchedule {
+			return true
+		}
+	}
+	return false
+}
+
+// cordonAndTaint marks node unschedulable and adds the drain taint. When st
+// is a fresh status (not resumed), it first records whether the node was
+// already cordoned or tainted, so the end of maintenance leaves those alone.
+// It reports whether node changed.
+func cordonAndTaint(node *corev1.Node, taintKey string, st *Status, fresh bool, now metav1.Time) {
+	if fresh {
+		st.CordonedByAgent = !node.Spec.Unschedulable
+		st.TaintedByAgent = !hasTaint(node, taintKey)
+	}
+	node.Spec.Unschedulable = true
+	if !hasTaint(node, taintKey) {
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{
+			Key: taintKey, Value: TaintValue, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &now,
+		})
+	}
+	setStatusAnnotation(node, st)
+}
+
+// undo reverses what st records the agent did: it uncordons only a node the
+// agent cordoned and removes the taint only when the agent added it.
+func undo(node *corev1.Node, taintKey string, st *Status) {
+	if st.CordonedByAgent {
+		node.Spec.Unschedulable = false
+	}
+	if st.TaintedByAgent {
+		kept := node.Spec.Taints[:0]
+		for _, t := range node.Spec.Taints {
+			if t.Key == taintKey && t.Effect == corev1.TaintEffectNoSchedule {
+				continue
+			}
+			kept = append(kept, t)
+		}
+		if len(kept) == 0 {
+			kept = nil
+		}
+		node.Spec.Taints = kept
+	}
+	setStatusAnnotation(node, st)
+}
+
+func setStatusAnnotation(node *corev1.Node, st *Status) {
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[StatusAnnotation] = st.Encode()
+}
+
+// updateNode reads the Node, applies mutate and writes it back, retrying on
+// conflict, so a concurrent writer's change is never overwritten. mutate
+// returns false to skip the write.
+func updateNode(ctx context.Context, client kubernetes.Interface, name string, mutate func(*corev1.Node) (bool, error)) (*corev1.Node, error) {
+	var out *corev1.Node
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node = node.DeepCopy()
+		write, err := mutate(node)
+		if err != nil {
+			return err
+		}
+		if !write {
+			out = node
+			return nil
+		}
+		out, err = client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{FieldManager: FieldManager})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("updating Node %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// FieldManager names the agent in managedFields.
+const FieldManager = "node-agent"
+
+// patchStatusAnnotation writes only the status annotation, with a merge
+// patch that cannot clobber other fields.
+func patchStatusAnnotation(ctx context.Context, client kubernetes.Interface, name string, st *Status) error {
+	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]string{StatusAnnotation: st.Encode()}}}
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil {
+		return fmt.Errorf("writing maintenance status on Node %s: %w", name, err)
+	}
+	return nil
+}
+
+// setCondition writes the UnderMaintenance condition with a strategic merge
+// patch on the status subresource (conditions merge on type).
+func setCondition(ctx context.Context, client kubernetes.Interface, name string, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
+	cond := map[string]any{
+		"type": ConditionType, "status": status, "reason": reason, "message": message,
+		"lastHeartbeatTime": now, "lastTransitionTime": now,
+	}
+	b, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{cond}}})
+	if err != nil {
+		return err
+	}
+	_, err = client.CoreV1().Nodes().PatchStatus(ctx, name, b)
+	if err != nil {
+		return fmt.Errorf("setting condition %s on Node %s: %w", ConditionType, name, err)
+	}
+	return nil
+}
+
+// removeCondition deletes the UnderMaintenance condition.
+func removeCondition(ctx context.Context, client kubernetes.Interface, name string) error {
+	b := []byte(fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"$patch":"delete"}]}}`, ConditionType))
+	if _, err := client.CoreV1().Nodes().PatchStatus(ctx, name, b); err != nil {
+		return fmt.Errorf("removing condition %s from Node %s: %w", ConditionType, name, err)
+	}
+	return nil
+}

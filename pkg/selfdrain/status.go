@@ -1,0 +1,148 @@
+// Package selfdrain owns the drain of the agent's own Node: the maintenance
+// API (annotations on the Node), the drain engine that cordons, taints and
+// evicts through the Eviction API, the status it reports on the Node, the
+// cluster-wide concurrency slots (Leases), and the undo at the end of
+// maintenance, which reverses only what the agent itself did.
+//
+// The engine is shared by two triggers: the node-agent.io/maintenance
+// annotation (Controller) and the host's shutdown (pkg/shutdown).
+package selfdrain
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	// MaintenanceAnnotation requests maintenance; its value is the reason.
+	// Removing it ends maintenance.
+	MaintenanceAnnotation = "node-agent.io/maintenance"
+	// StatusAnnotation holds the Status as JSON.
+	StatusAnnotation = "node-agent.io/maintenance-status"
+
+	// ConditionType is the Node condition that mirrors the status.
+	ConditionType corev1.NodeConditionType = "UnderMaintenance"
+	// ReasonDraining, ReasonDrained and ReasonDrainFailed are the condition's
+	// reasons.
+	ReasonDraining    = "Draining"
+	ReasonDrained     = "Drained"
+	ReasonDrainFailed = "DrainFailed"
+	// ReasonWaiting is used while the node waits for a drain slot.
+	ReasonWaiting = "WaitingForDrainSlot"
+
+	// TaintValue is the value of the drain taint, as KubeVirt sets it.
+	TaintValue = "draining"
+)
+
+// Phase is the stage of a maintenance.
+type Phase string
+
+// The phases, as the NodeMaintenance operator names them.
+const (
+	PhaseWaiting   Phase = "Waiting"
+	PhaseRunning   Phase = "Running"
+	PhaseSucceeded Phase = "Succeeded"
+	PhaseFailed    Phase = "Failed"
+)
+
+// Trigger is what started a maintenance.
+type Trigger string
+
+// The triggers.
+const (
+	TriggerAnnotation Trigger = "annotation"
+	TriggerShutdown   Trigger = "shutdown"
+)
+
+// Status is the maintenance status the agent writes to StatusAnnotation.
+// Besides what an admin reads, it records what the agent changed, so that a
+// restarted agent resumes the drain and the end of maintenance undoes only
+// the agent's own changes.
+type Status struct {
+	Phase         Phase        `json:"phase"`
+	Trigger       Trigger      `json:"trigger"`
+	Reason        string       `json:"reason,omitempty"`
+	TotalPods     int          `json:"totalPods"`
+	EvictionPods  int          `json:"evictionPods"`
+	PendingPods   []string     `json:"pendingPods,omitempty"`
+	DrainProgress int          `json:"drainProgress"`
+	LastError     string       `json:"lastError,omitempty"`
+	StartTime     *metav1.Time `json:"startTime,omitempty"`
+	LastUpdate    *metav1.Time `json:"lastUpdate,omitempty"`
+	// EndTime is set when maintenance ended and the agent's changes were
+	// undone; the status is then final.
+	EndTime *metav1.Time `json:"endTime,omitempty"`
+
+	// CordonedByAgent is true when the node was schedulable before and the
+	// agent cordoned it; only then does the end of maintenance uncordon it.
+	CordonedByAgent bool `json:"cordonedByAgent"`
+	// TaintedByAgent is true when the agent added the drain taint.
+	TaintedByAgent bool `json:"taintedByAgent"`
+	// SkippedConcurrencyWait is true when a shutdown drain went ahead
+	// without a cluster-wide drain slot.
+	SkippedConcurrencyWait bool `json:"skippedConcurrencyWait,omitempty"`
+	// DrainedInTime, for a shutdown drain, says whether every pod left
+	// before the inhibitor lock had to be released.
+	DrainedInTime *bool `json:"drainedInTime,omitempty"`
+}
+
+// Active reports whether the status describes a maintenance that has not
+// ended, so the agent's changes may still be in place.
+func (s *Status) Active() bool { return s != nil && s.EndTime == nil && s.Phase != "" }
+
+// ParseStatus decodes the status annotation of node. It returns nil, nil
+// when there is none, and an error that says what to do when it is not valid.
+func ParseStatus(node *corev1.Node) (*Status, error) {
+	raw, ok := node.Annotations[StatusAnnotation]
+	if !ok || strings.TrimSpace(raw) == "" {
+		return nil, nil
+	}
+	return DecodeStatus(raw)
+}
+
+// DecodeStatus decodes a status annotation value.
+func DecodeStatus(raw string) (*Status, error) {
+	var s Status
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("annotation %s is not valid status JSON (%v); the agent will not act on it: fix it, or delete it to let the agent start afresh", StatusAnnotation, err)
+	}
+	switch s.Phase {
+	case PhaseWaiting, PhaseRunning, PhaseSucceeded, PhaseFailed:
+	default:
+		return nil, fmt.Errorf("annotation %s has unknown phase %q; the agent will not act on it: fix it, or delete it to let the agent start afresh", StatusAnnotation, s.Phase)
+	}
+	switch s.Trigger {
+	case TriggerAnnotation, TriggerShutdown:
+	default:
+		return nil, fmt.Errorf("annotation %s has unknown trigger %q; the agent will not act on it: fix it, or delete it to let the agent start afresh", StatusAnnotation, s.Trigger)
+	}
+	return &s, nil
+}
+
+// Encode returns the annotation value for s.
+func (s *Status) Encode() string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		// A struct of strings, ints and times always marshals.
+		return "{}"
+	}
+	return string(b)
+}
+
+// progress returns the drain progress in percent.
+func progress(evictionPods, pending int) int {
+	if evictionPods <= 0 {
+		return 100
+	}
+	done := evictionPods - pending
+	if done < 0 {
+		done = 0
+	}
+	return done * 100 / evictionPods
+}

@@ -1,0 +1,445 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+// drainBed is a control plane with node-1 full of workload and two empty
+// nodes to move it to.
+type drainBed struct {
+	env *testenv.Env
+	ns  string
+}
+
+func newDrainBed(t *testing.T) *drainBed {
+	t.Helper()
+	env := fullEnv(t)
+	ctx := context.Background()
+	for _, ns := range []string{"node-agent", "work"} {
+		if _, err := env.CreateNamespace(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.AddNode(ctx, "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	return &drainBed{env: env, ns: "work"}
+}
+
+// addTargets adds the nodes the workload moves to, after it has settled on
+// node-1.
+func (b *drainBed) addTargets(t *testing.T) {
+	t.Helper()
+	if err := b.env.AddNodes(context.Background(), []string{"node-2", "node-3"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMaintenanceDrainsNode(t *testing.T) {
+	b := newDrainBed(t)
+	c := b.env.Client()
+	createDeployment(t, c, b.ns, "web", 40, "node-1")
+	for _, ds := range []string{"ds-a", "ds-b", "ds-c"} {
+		createDaemonSet(t, c, b.ns, ds)
+	}
+	unmanaged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unmanaged", Namespace: b.ns},
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/x:1"}},
+			Tolerations: []corev1.Toleration{testenv.KwokToleration()}}}
+	scratch := unmanaged.DeepCopy()
+	scratch.Name = "scratch"
+	scratch.Spec.Volumes = []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	for _, p := range []*corev1.Pod{unmanaged, scratch} {
+		if _, err := c.CoreV1().Pods(b.ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRunningOn(t, c, "node-1", 45)
+	b.addTargets(t)
+
+	agent := startAgent(t, b.env, "node-1")
+	agent.waitReady(t)
+
+	out, err := cli(t, b.env, "start", "node-1", "--reason", "kernel update", "--wait")
+	t.Logf("maintenance start --wait:\n%s", out)
+	if err != nil {
+		t.Fatalf("maintenance start --wait: %v", err)
+	}
+
+	node := getNode(t, c, "node-1")
+	if !node.Spec.Unschedulable || !hasDrainTaint(node) {
+		t.Errorf("node-1 not cordoned and tainted: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
+	}
+	left := podsOn(t, c, "node-1")
+	for _, p := range left {
+		if !strings.HasPrefix(p.Name, "ds-") {
+			t.Errorf("pod %s still on node-1", p.Name)
+		}
+	}
+	if len(left) != 3 {
+		t.Errorf("%d pods left on node-1, want the 3 DaemonSet pods", len(left))
+	}
+	waitDeploymentAvailable(t, c, b.ns, "web", 40)
+	web, err := c.CoreV1().Pods(b.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for _, p := range web.Items {
+		if p.Spec.NodeName != "node-1" && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			moved++
+		}
+	}
+	t.Logf("Deployment pods Running on node-2 and node-3: %d", moved)
+	if moved != 40 {
+		t.Errorf("%d Deployment pods running elsewhere, want 40", moved)
+	}
+
+	st := nodeStatus(t, c, "node-1")
+	t.Logf("status: %s", st.Encode())
+	if st.Phase != selfdrain.PhaseSucceeded || st.Trigger != selfdrain.TriggerAnnotation || st.Reason != "kernel update" {
+		t.Errorf("status = %s/%s/%q, want Succeeded/annotation/kernel update", st.Phase, st.Trigger, st.Reason)
+	}
+	if st.TotalPods != 45 || st.EvictionPods != 42 || len(st.PendingPods) != 0 || st.DrainProgress != 100 {
+		t.Errorf("counts: total=%d eviction=%d pending=%v progress=%d; want 45, 42, none, 100", st.TotalPods, st.EvictionPods, st.PendingPods, st.DrainProgress)
+	}
+	if cond := nodeCondition(node); cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != selfdrain.ReasonDrained {
+		t.Errorf("condition = %+v, want UnderMaintenance=True reason Drained", cond)
+	}
+	waitFor(t, 30*time.Second, "Events on node-1", func() (bool, error) {
+		evs, err := c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-1"})
+		if err != nil {
+			return false, err
+		}
+		seen := map[string]bool{}
+		for _, e := range evs.Items {
+			seen[e.Reason] = true
+		}
+		return seen["MaintenanceStarted"] && seen["DrainSucceeded"], nil
+	})
+
+	out, err = cli(t, b.env, "status", "node-1")
+	t.Logf("maintenance status:\n%s", out)
+	if err != nil || !strings.Contains(out, "Succeeded") {
+		t.Errorf("status command: %v", err)
+	}
+
+	out, err = cli(t, b.env, "stop", "node-1", "--wait")
+	t.Logf("maintenance stop --wait:\n%s", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node = getNode(t, c, "node-1")
+	if node.Spec.Unschedulable || hasDrainTaint(node) {
+		t.Errorf("after stop: unschedulable=%t taints=%v, want schedulable and no drain taint", node.Spec.Unschedulable, node.Spec.Taints)
+	}
+	if cond := nodeCondition(node); cond != nil {
+		t.Errorf("condition %+v still present after stop", cond)
+	}
+	if st := nodeStatus(t, c, "node-1"); st.Active() || st.EndTime == nil {
+		t.Errorf("status after stop not final: %s", st.Encode())
+	}
+}
+
+func TestMaintenanceStopLeavesAdminCordon(t *testing.T) {
+	b := newDrainBed(t)
+	c := b.env.Client()
+	createDeployment(t, c, b.ns, "web", 5, "node-1")
+	waitRunningOn(t, c, "node-1", 5)
+	b.addTargets(t)
+	// The admin cordons node-1 before maintenance.
+	if _, err := c.CoreV1().Nodes().Patch(context.Background(), "node-1", "application/merge-patch+json",
+		[]byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agent := startAgent(t, b.env, "node-1")
+	agent.waitReady(t)
+	if out, err := cli(t, b.env, "start", "node-1", "--reason", "disk", "--wait"); err != nil {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	st := nodeStatus(t, c, "node-1")
+	if st.CordonedByAgent || !st.TaintedByAgent {
+		t.Errorf("record: cordonedByAgent=%t taintedByAgent=%t, want false, true", st.CordonedByAgent, st.TaintedByAgent)
+	}
+	if out, err := cli(t, b.env, "stop", "node-1", "--wait"); err != nil {
+		t.Fatalf("stop: %v\n%s", err, out)
+	}
+	node := getNode(t, c, "node-1")
+	if !node.Spec.Unschedulable {
+		t.Error("maintenance stop uncordoned a node the admin had cordoned")
+	}
+	if hasDrainTaint(node) {
+		t.Error("drain taint still present after stop")
+	}
+}
+
+// pdbWatcher samples the available pods of app throughout a drain.
+type pdbWatcher struct {
+	min     atomic.Int64
+	samples atomic.Int64
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+func watchAvailable(t *testing.T, b *drainBed, app string) *pdbWatcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &pdbWatcher{stop: cancel}
+	w.min.Store(1 << 30)
+	f := informers.NewSharedInformerFactoryWithOptions(b.env.Client(), 0, informers.WithNamespace(b.ns))
+	inf := f.Core().V1().Pods().Informer()
+	sample := func() {
+		n := 0
+		for _, o := range inf.GetStore().List() {
+			p := o.(*corev1.Pod)
+			if p.Labels["app"] != app || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+				continue
+			}
+			for _, cnd := range p.Status.Conditions {
+				if cnd.Type == corev1.PodReady && cnd.Status == corev1.ConditionTrue {
+					n++
+				}
+			}
+		}
+		w.samples.Add(1)
+		for {
+			cur := w.min.Load()
+			if int64(n) >= cur || w.min.CompareAndSwap(cur, int64(n)) {
+				return
+			}
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { sample() }, UpdateFunc: func(_, _ any) { sample() }, DeleteFunc: func(any) { sample() },
+	})
+	f.Start(ctx.Done())
+	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+	w.wg.Add(1)
+	go func() { defer w.wg.Done(); <-ctx.Done(); f.Shutdown() }()
+	return w
+}
+
+func TestDrainHonoursPDBOneAtATime(t *testing.T) {
+	b := newDrainBed(t)
+	c := b.env.Client()
+	const replicas = 10
+	createDeployment(t, c, b.ns, "db", replicas, "node-1")
+	waitRunningOn(t, c, "node-1", replicas)
+	createPDB(t, c, b.ns, "db", replicas-1)
+	b.addTargets(t)
+	w := watchAvailable(t, b, "db")
+
+	agent := startAgent(t, b.env, "node-1")
+	agent.waitReady(t)
+	out, err := cli(t, b.env, "start", "node-1", "--reason", "pdb", "--wait")
+	w.stop()
+	w.wg.Wait()
+	if err != nil {
+		t.Fatalf("start --wait: %v\n%s", err, out)
+	}
+	t.Logf("available pods sampled %d times during the drain; minimum %d (PDB minAvailable %d)", w.samples.Load(), w.min.Load(), replicas-1)
+	if w.min.Load() < replicas-1 {
+		t.Errorf("available pods fell to %d, below the PDB's minAvailable %d", w.min.Load(), replicas-1)
+	}
+	blocked := scrape(t, agent.metricsAddr, `node_agent_evictions_total{result="blocked"}`)
+	evicted := scrape(t, agent.metricsAddr, `node_agent_evictions_total{result="evicted"}`)
+	t.Logf("evictions: %v accepted, %v refused with 429", evicted, blocked)
+	if evicted != replicas {
+		t.Errorf("%v evictions accepted, want %d", evicted, replicas)
+	}
+	if st := nodeStatus(t, c, "node-1"); st.Phase != selfdrain.PhaseSucceeded {
+		t.Errorf("phase %s, want Succeeded", st.Phase)
+	}
+}
+
+func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
+	b := newDrainBed(t)
+	c := b.env.Client()
+	createDeployment(t, c, b.ns, "db", 3, "node-1")
+	waitRunningOn(t, c, "node-1", 3)
+	createPDB(t, c, b.ns, "db", 3)
+	b.addTargets(t)
+
+	const timeout = 20 * time.Second
+	agent := startAgent(t, b.env, "node-1", "--drain-timeout", timeout.String())
+	agent.waitReady(t)
+	if _, err := selfdrain.RequestMaintenance(context.Background(), c, "node-1", "blocked"); err != nil {
+		t.Fatal(err)
+	}
+	sawRunning := false
+	waitFor(t, 2*time.Minute, "phase Failed", func() (bool, error) {
+		st := nodeStatus(t, c, "node-1")
+		if st == nil {
+			return false, nil
+		}
+		if st.Phase == selfdrain.PhaseRunning {
+			sawRunning = true
+		}
+		return st.Phase == selfdrain.PhaseFailed, nil
+	})
+	if !sawRunning {
+		t.Error("never saw phase Running before Failed")
+	}
+	st := nodeStatus(t, c, "node-1")
+	t.Logf("status: %s", st.Encode())
+	if !strings.Contains(st.LastError, "disruption budget") || !strings.Contains(st.LastError, "db") {
+		t.Errorf("lastError %q does not name the PodDisruptionBudget", st.LastError)
+	}
+	node := getNode(t, c, "node-1")
+	if !node.Spec.Unschedulable {
+		t.Error("node uncordoned after the drain failed; it must stay cordoned")
+	}
+	if cond := nodeCondition(node); cond == nil || cond.Reason != selfdrain.ReasonDrainFailed {
+		t.Errorf("condition %+v, want reason DrainFailed", cond)
+	}
+	blocked := scrape(t, agent.metricsAddr, `node_agent_evictions_total{result="blocked"}`)
+	elapsed := time.Since(st.StartTime.Time)
+	t.Logf("%v eviction requests refused with 429 for 3 pods in %s: %.2f requests per pod per second", blocked, elapsed.Round(time.Second), blocked/3/elapsed.Seconds())
+	// With backoff doubling from 250ms to a 10s cap, each pod makes at most
+	// about 12 requests in 20s; a hot loop would make thousands.
+	if blocked > 3*15 {
+		t.Errorf("%v refused evictions for 3 pods in %s: retries are not backing off", blocked, elapsed)
+	}
+	if blocked < 3 {
+		t.Errorf("only %v refused evictions; the pods were never tried", blocked)
+	}
+}
+
+func TestDrainResumesAfterAgentRestart(t *testing.T) {
+	b := newDrainBed(t)
+	c := b.env.Client()
+	const replicas = 12
+	createDeployment(t, c, b.ns, "db", replicas, "node-1")
+	waitRunningOn(t, c, "node-1", replicas)
+	createPDB(t, c, b.ns, "db", replicas-1) // one at a time: slow enough to interrupt
+	b.addTargets(t)
+
+	agent := startAgent(t, b.env, "node-1")
+	agent.waitReady(t)
+	if _, err := selfdrain.RequestMaintenance(context.Background(), c, "node-1", "restart test"); err != nil {
+		t.Fatal(err)
+	}
+	var before *selfdrain.Status
+	waitFor(t, time.Minute, "drain under way", func() (bool, error) {
+		before = nodeStatus(t, c, "node-1")
+		return before != nil && before.Phase == selfdrain.PhaseRunning && before.DrainProgress > 0, nil
+	})
+	if err := agent.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-agent.done
+	t.Logf("killed the agent mid-drain at %d%%: %d pods pending", before.DrainProgress, len(before.PendingPods))
+	if before.DrainProgress >= 100 {
+		t.Skip("drain finished before the kill; nothing to resume")
+	}
+
+	again := startAgent(t, b.env, "node-1")
+	again.waitReady(t)
+	waitFor(t, 2*time.Minute, "phase Succeeded", func() (bool, error) {
+		st := nodeStatus(t, c, "node-1")
+		return st.Phase == selfdrain.PhaseSucceeded, nil
+	})
+	after := nodeStatus(t, c, "node-1")
+	t.Logf("status after resume: %s", after.Encode())
+	if !after.StartTime.Equal(before.StartTime) || after.TotalPods != before.TotalPods || after.EvictionPods != before.EvictionPods {
+		t.Errorf("resumed status lost the original record: before %s, after %s", before.Encode(), after.Encode())
+	}
+	if !after.CordonedByAgent || !after.TaintedByAgent {
+		t.Errorf("resume forgot that the agent cordoned and tainted: %s", after.Encode())
+	}
+	if n := len(podsOn(t, c, "node-1")); n != 0 {
+		t.Errorf("%d pods left on node-1", n)
+	}
+	waitDeploymentAvailable(t, c, b.ns, "db", replicas)
+}
+
+func TestDrainSurvivesAPIServerRestart(t *testing.T) {
+	b := newDrainBed(t)
+	c := b.env.Client()
+	const replicas = 12
+	createDeployment(t, c, b.ns, "db", replicas, "node-1")
+	waitRunningOn(t, c, "node-1", replicas)
+	createPDB(t, c, b.ns, "db", replicas-1)
+	b.addTargets(t)
+
+	agent := startAgent(t, b.env, "node-1")
+	agent.waitReady(t)
+	if _, err := selfdrain.RequestMaintenance(context.Background(), c, "node-1", "apiserver restart"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "drain under way", func() (bool, error) {
+		st := nodeStatus(t, c, "node-1")
+		return st != nil && st.Phase == selfdrain.PhaseRunning && st.DrainProgress > 0, nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := b.env.RestartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("kube-apiserver restarted")
+	waitFor(t, 3*time.Minute, "phase Succeeded", func() (bool, error) {
+		st, err := selfdrain.ParseStatus(getNode(t, c, "node-1"))
+		return err == nil && st != nil && st.Phase == selfdrain.PhaseSucceeded, err
+	})
+	if n := len(podsOn(t, c, "node-1")); n != 0 {
+		t.Errorf("%d pods left on node-1", n)
+	}
+}
+
+func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
+	b := newDrainBed(t)
+	c := b.env.Client()
+	if err := b.env.AddNode(context.Background(), "node-4"); err != nil {
+		t.Fatal(err)
+	}
+	createDeployment(t, c, b.ns, "a", 6, "node-1")
+	createDeployment(t, c, b.ns, "b", 6, "node-4")
+	waitRunningOn(t, c, "node-1", 6)
+	waitRunningOn(t, c, "node-4", 6)
+	createPDB(t, c, b.ns, "a", 5) // node-1's drain takes a while
+	b.addTargets(t)
+
+	a1 := startAgent(t, b.env, "node-1")
+	a4 := startAgent(t, b.env, "node-4")
+	a1.waitReady(t)
+	a4.waitReady(t)
+	if _, err := selfdrain.RequestMaintenance(context.Background(), c, "node-1", "first"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "node-1 Running", func() (bool, error) {
+		st := nodeStatus(t, c, "node-1")
+		return st != nil && st.Phase == selfdrain.PhaseRunning, nil
+	})
+	if _, err := selfdrain.RequestMaintenance(context.Background(), c, "node-4", "second"); err != nil {
+		t.Fatal(err)
+	}
+	sawWaiting := false
+	waitFor(t, 3*time.Minute, "both drained", func() (bool, error) {
+		s1, s4 := nodeStatus(t, c, "node-1"), nodeStatus(t, c, "node-4")
+		if s4 != nil && s4.Phase == selfdrain.PhaseWaiting {
+			sawWaiting = true
+			if s1.Phase != selfdrain.PhaseRunning && s1.Phase != selfdrain.PhaseSucceeded {
+				t.Errorf("node-4 waits while node-1 is %s", s1.Phase)
+			}
+		}
+		if s4 != nil && s4.Phase == selfdrain.PhaseRunning && s1.Phase == selfdrain.PhaseRunning {
+			t.Errorf("both nodes drain at once with maxConcurrentNodes=1")
+		}
+		return s1.Phase == selfdrain.PhaseSucceeded && s4 != nil && s4.Phase == selfdrain.PhaseSucceeded, nil
+	})
+	if !sawWaiting {
+		t.Error("node-4 never showed phase Waiting while node-1 drained")
+	}
+}

@@ -1,0 +1,224 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+// fullEnv starts every component: drains need the scheduler, the
+// ReplicaSet and disruption controllers, and kwok.
+func fullEnv(t *testing.T) *testenv.Env {
+	t.Helper()
+	return testenv.StartForTest(t, testenv.Options{Controllers: true, Scheduler: true, Kwok: true})
+}
+
+func podTemplate(app string, preferNode string) corev1.PodTemplateSpec {
+	spec := corev1.PodSpec{
+		Containers:  []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}},
+		Tolerations: []corev1.Toleration{testenv.KwokToleration()},
+	}
+	if preferNode != "" {
+		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+				Weight: 100,
+				Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
+					Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{preferNode},
+				}}},
+			}},
+		}}
+	}
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}}, Spec: spec}
+}
+
+func createDeployment(t *testing.T, c kubernetes.Interface, ns, name string, replicas int32, preferNode string) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: podTemplate(name, preferNode),
+		},
+	}
+	d, err := c.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func createDaemonSet(t *testing.T, c kubernetes.Interface, ns, name string) {
+	t.Helper()
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: podTemplate(name, ""),
+		},
+	}
+	if _, err := c.AppsV1().DaemonSets(ns).Create(context.Background(), ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createPDB(t *testing.T, c kubernetes.Interface, ns, app string, minAvailable int) {
+	t.Helper()
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(int32(minAvailable))),
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+		},
+	}
+	if _, err := c.PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the disruption controller to compute the status; before that
+	// every eviction is refused.
+	waitFor(t, time.Minute, "PDB "+app+" status", func() (bool, error) {
+		p, err := c.PolicyV1().PodDisruptionBudgets(ns).Get(context.Background(), app, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.Status.ObservedGeneration == p.Generation && p.Status.ExpectedPods > 0, nil
+	})
+}
+
+// podsOn lists the pods bound to node, all namespaces.
+func podsOn(t *testing.T, c kubernetes.Interface, node string) []corev1.Pod {
+	t.Helper()
+	l, err := c.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+func runningPods(pods []corev1.Pod) int {
+	n := 0
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// waitRunningOn waits until node has want Running pods.
+func waitRunningOn(t *testing.T, c kubernetes.Interface, node string, want int) {
+	t.Helper()
+	waitFor(t, 2*time.Minute, fmt.Sprintf("%d running pods on %s", want, node), func() (bool, error) {
+		return runningPods(podsOn(t, c, node)) == want, nil
+	})
+}
+
+func waitDeploymentAvailable(t *testing.T, c kubernetes.Interface, ns, name string, want int32) {
+	t.Helper()
+	waitFor(t, 2*time.Minute, "deployment "+name+" available", func() (bool, error) {
+		d, err := c.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return d.Status.AvailableReplicas == want && d.Status.UpdatedReplicas == want, nil
+	})
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	var lastErr error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, err := cond()
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, lastErr)
+	}
+}
+
+func getNode(t *testing.T, c kubernetes.Interface, name string) *corev1.Node {
+	t.Helper()
+	n, err := c.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func nodeStatus(t *testing.T, c kubernetes.Interface, name string) *selfdrain.Status {
+	t.Helper()
+	st, err := selfdrain.ParseStatus(getNode(t, c, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func nodeCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == selfdrain.ConditionType {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func hasDrainTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == "kubevirt.io/drain" && t.Effect == corev1.TaintEffectNoSchedule {
+			return true
+		}
+	}
+	return false
+}
+
+// cli runs `node-agent maintenance ...` against env.
+func cli(t *testing.T, env *testenv.Env, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(agentBinary, append([]string{"maintenance"}, append(args, "--kubeconfig", env.KubeconfigPath())...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// scrape returns the value of the metric line that starts with prefix.
+func scrape(t *testing.T, addr, prefix string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, prefix+" ") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, prefix)), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	return 0
+}
