@@ -1,0 +1,30 @@
+// Package shutdown owns node-agent's side of a host shutdown: the conversation
+// with systemd-logind over D-Bus, and the Guard that turns logind's shutdown
+// announcement into a bounded self-drain.
+//
+// The protocol is logind's inhibitor locks
+// (https://systemd.io/INHIBITOR_LOCKS/ and org.freedesktop.login1(5)):
+//
+//   - Manager.Inhibit("shutdown", who, why, "delay") returns a file descriptor.
+//     While any process holds such a descriptor open, logind delays a shutdown
+//     or reboot, for at most InhibitDelayMaxUSec (logind.conf
+//     InhibitDelayMaxSec, 5 s by default).
+//   - When a shutdown is requested, logind emits PrepareForShutdown(true) and
+//     waits until every delay lock is closed, or the delay expires.
+//   - If the shutdown is cancelled, logind emits PrepareForShutdown(false);
+//     delay locks that were released are not given back, so a client takes a
+//     new one.
+//   - A lock lives in logind's memory: if logind or the bus restarts, it is
+//     gone, and the client must connect again and take a new one.
+//
+// The package has two layers, so that the Kubernetes side stays out of it:
+//
+//   - Logind is a small interface over one D-Bus connection (read the delay,
+//     inhibit, watch for shutdown, notice loss, reload logind's
+//     configuration). Connect implements it on Linux with godbus; elsewhere it
+//     returns ErrNotSupported.
+//   - Guard is the state machine on top: it holds the lock, hands the shutdown
+//     to an injected Drainer with a deadline that ends before logind's delay,
+//     releases the lock, takes it again after a cancelled shutdown, and
+//     reconnects with backoff when the bus or logind goes away.
+package shutdown
