@@ -69,12 +69,12 @@ sources on stderr.`,
 	o.cfg.AddLabellerFlags(fs)
 	// Discovery runs once here; the period only matters to `run`.
 	_ = fs.MarkHidden("rediscovery-period")
-	fs.StringVar(&o.configFile, "config", "", "Configuration file (the one `node-agent run` reads); its labeller keys apply, and flags given explicitly win.")
-	fs.StringVarP(&o.output, "output", "o", "table", "Output format: table, json or yaml.")
-	fs.StringVar(&o.virtType, "virt-type", hostcpu.VirtTypeAuto, "libvirt domain type to ask about: kvm, qemu, or auto (kvm when /dev/kvm exists, else qemu).")
-	fs.StringVar(&o.domCaps, "domcapabilities", "", "Read the domain capabilities from this file (virsh domcapabilities) instead of libvirt.")
-	fs.StringVar(&o.caps, "capabilities", "", "Read the host capabilities from this file (virsh capabilities) instead of libvirt.")
-	fs.StringVar(&o.cpuMap, "cpu-map", "", "Expand CPU models from this libvirt cpu_map directory instead of libvirt, following <model name=.../> ancestry.")
+	fs.StringVar(&o.configFile, "config", "", "Configuration `file` of node-agent run; its labeller keys and stateDir apply, and flags given explicitly win.")
+	fs.StringVarP(&o.output, "output", "o", "table", "Output `format`: table, json or yaml.")
+	fs.StringVar(&o.virtType, "virt-type", hostcpu.VirtTypeAuto, "libvirt domain `type` to ask about: kvm, qemu, or auto (kvm when /dev/kvm exists, else qemu).")
+	fs.StringVar(&o.domCaps, "domcapabilities", "", "Read the domain capabilities from this `file` (saved with virsh domcapabilities) instead of libvirt.")
+	fs.StringVar(&o.caps, "capabilities", "", "Read the host capabilities from this `file` (saved with virsh capabilities) instead of libvirt.")
+	fs.StringVar(&o.cpuMap, "cpu-map", "", "Expand CPU models from this libvirt cpu_map `directory` instead of libvirt, following <model name=.../> ancestry.")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "Log each discovery step to stderr.")
 	return cmd
 }

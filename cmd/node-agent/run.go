@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/agent"
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/shutdown"
 )
 
 func newRunCommand() *cobra.Command {
@@ -62,13 +65,13 @@ SIGTERM or SIGINT stops it cleanly.`,
 			if err != nil {
 				return err
 			}
-			a, err := agent.New(cfg.NodeName,
+			opts := append([]agent.Option{
 				agent.WithKubernetesClient(client),
 				agent.WithLogger(logger),
 				agent.WithMetricsAddress(cfg.MetricsBindAddress),
 				agent.WithHealthAddress(cfg.HealthProbeBindAddress),
-				agent.WithComponent(selfDrainComponent(cfg.Drain)),
-			)
+			}, drainComponents(cfg)...)
+			a, err := agent.New(cfg.NodeName, opts...)
 			if err != nil {
 				return err
 			}
@@ -80,18 +83,53 @@ SIGTERM or SIGINT stops it cleanly.`,
 	return cmd
 }
 
-// selfDrainComponent wires the maintenance-annotation trigger.
-func selfDrainComponent(cfg config.DrainConfig) agent.ComponentFactory {
-	return func(d agent.Deps) (agent.Component, error) {
+// drainComponents wires the maintenance-annotation trigger and, when enabled,
+// the shutdown guard, which share one drain engine.
+func drainComponents(cfg config.Config) []agent.Option {
+	var ctrl *selfdrain.Controller
+	opts := []agent.Option{agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
 		m := selfdrain.NewMetrics(d.Registry)
-		engine := selfdrain.NewEngine(d.Client, d.NodeName, cfg, d.Logger.With("component", "selfdrain"), d.Clock, d.Recorder, m)
+		engine := selfdrain.NewEngine(d.Client, d.NodeName, cfg.Drain, d.Logger.With("component", "selfdrain"), d.Clock, d.Recorder, m)
 		slots := &selfdrain.Slots{
-			Client: d.Client, Namespace: cfg.LeaseNamespace, Identity: d.NodeName, Max: cfg.MaxConcurrentNodes,
+			Client: d.Client, Namespace: cfg.Drain.LeaseNamespace, Identity: d.NodeName, Max: cfg.Drain.MaxConcurrentNodes,
 			LeaseDuration: 30 * time.Second, PollInterval: 2 * time.Second, Clock: d.Clock, Logger: engine.Logger,
 		}
-		return selfdrain.NewController(engine, slots), nil
+		ctrl = selfdrain.NewController(engine, slots)
+		return ctrl, nil
+	})}
+	if !cfg.Shutdown.Enabled {
+		return opts
 	}
+	return append(opts, agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
+		logger := d.Logger.With("component", "shutdown")
+		g, err := shutdown.NewGuard(shutdown.GuardOptions{
+			Connect:            func(ctx context.Context) (shutdown.Logind, error) { return shutdown.Connect(ctx, cfg.Shutdown.SystemBusAddress) },
+			Drainer:            ctrl.ShutdownDrainer(),
+			DrainBudget:        cfg.Shutdown.DrainBudget.Duration,
+			SafetyMargin:       cfg.Shutdown.SafetyMargin.Duration,
+			ManageLogindConfig: cfg.Shutdown.ManageLogindConfig,
+			LogindDropInDir:    cfg.Shutdown.LogindDropInDir,
+			Why:                "Draining node " + d.NodeName + " (VMs live-migrate, pods are evicted) before the host goes down",
+			Clock:              d.Clock,
+			Logger:             logger,
+			Registry:           d.Registry,
+			OnStatus: func(s shutdown.Status) {
+				d.Health.SetDetail("shutdown-guard", fmt.Sprintf("%s: %s", s.State, s.Message))
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return guardComponent{g}, nil
+	}))
 }
+
+// guardComponent runs the shutdown guard as an agent component.
+type guardComponent struct{ g *shutdown.Guard }
+
+func (guardComponent) Name() string { return "shutdown" }
+
+func (c guardComponent) Run(ctx context.Context, _ agent.NodeView) error { return c.g.Run(ctx) }
 
 // restConfig loads a kubeconfig file, or the in-cluster service account when
 // path is empty.

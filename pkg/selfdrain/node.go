@@ -118,8 +118,16 @@ func patchStatusAnnotation(ctx context.Context, client kubernetes.Interface, nam
 // setCondition writes the UnderMaintenance condition with a strategic merge
 // patch on the status subresource (conditions merge on type).
 func setCondition(ctx context.Context, client kubernetes.Interface, name string, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
+	return patchCondition(ctx, client, name, ConditionType, status, reason, message, now)
+}
+
+func setConditionType(ctx context.Context, e *Engine, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
+	return patchCondition(ctx, e.Client, e.NodeName, typ, status, reason, message, now)
+}
+
+func patchCondition(ctx context.Context, client kubernetes.Interface, name string, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
 	cond := map[string]any{
-		"type": ConditionType, "status": status, "reason": reason, "message": message,
+		"type": typ, "status": status, "reason": reason, "message": message,
 		"lastHeartbeatTime": now, "lastTransitionTime": now,
 	}
 	b, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{cond}}})
@@ -128,16 +136,17 @@ func setCondition(ctx context.Context, client kubernetes.Interface, name string,
 	}
 	_, err = client.CoreV1().Nodes().PatchStatus(ctx, name, b)
 	if err != nil {
-		return fmt.Errorf("setting condition %s on Node %s: %w", ConditionType, name, err)
+		return fmt.Errorf("setting condition %s on Node %s: %w", typ, name, err)
 	}
 	return nil
 }
 
-// removeCondition deletes the UnderMaintenance condition.
+// removeCondition deletes the agent's conditions: UnderMaintenance and, after
+// a shutdown drain, NodeShuttingDown.
 func removeCondition(ctx context.Context, client kubernetes.Interface, name string) error {
-	b := []byte(fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"$patch":"delete"}]}}`, ConditionType))
+	b := []byte(fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"$patch":"delete"},{"type":%q,"$patch":"delete"}]}}`, ConditionType, ShuttingDownCondition))
 	if _, err := client.CoreV1().Nodes().PatchStatus(ctx, name, b); err != nil {
-		return fmt.Errorf("removing condition %s from Node %s: %w", ConditionType, name, err)
+		return fmt.Errorf("removing conditions %s and %s from Node %s: %w", ConditionType, ShuttingDownCondition, name, err)
 	}
 	return nil
 }
