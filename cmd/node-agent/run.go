@@ -103,7 +103,9 @@ func drainComponents(cfg config.Config) []agent.Option {
 	return append(opts, agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
 		logger := d.Logger.With("component", "shutdown")
 		g, err := shutdown.NewGuard(shutdown.GuardOptions{
-			Connect:            func(ctx context.Context) (shutdown.Logind, error) { return shutdown.Connect(ctx, cfg.Shutdown.SystemBusAddress) },
+			Connect: func(ctx context.Context) (shutdown.Logind, error) {
+				return shutdown.Connect(ctx, cfg.Shutdown.SystemBusAddress)
+			},
 			Drainer:            ctrl.ShutdownDrainer(),
 			DrainBudget:        cfg.Shutdown.DrainBudget.Duration,
 			SafetyMargin:       cfg.Shutdown.SafetyMargin.Duration,
