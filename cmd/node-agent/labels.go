@@ -20,7 +20,6 @@ type labelsOptions struct {
 	cfg        config.Config
 	configFile string
 	output     string
-	virtType   string
 	domCaps    string
 	caps       string
 	cpuMap     string
@@ -71,7 +70,6 @@ sources on stderr.`,
 	_ = fs.MarkHidden("rediscovery-period")
 	fs.StringVar(&o.configFile, "config", "", "Configuration `file` of node-agent run; its labeller keys and stateDir apply, and flags given explicitly win.")
 	fs.StringVarP(&o.output, "output", "o", "table", "Output `format`: table, json or yaml.")
-	fs.StringVar(&o.virtType, "virt-type", hostcpu.VirtTypeAuto, "libvirt domain `type` to ask about: kvm, qemu, or auto (kvm when /dev/kvm exists, else qemu).")
 	fs.StringVar(&o.domCaps, "domcapabilities", "", "Read the domain capabilities from this `file` (saved with virsh domcapabilities) instead of libvirt.")
 	fs.StringVar(&o.caps, "capabilities", "", "Read the host capabilities from this `file` (saved with virsh capabilities) instead of libvirt.")
 	fs.StringVar(&o.cpuMap, "cpu-map", "", "Expand CPU models from this libvirt cpu_map `directory` instead of libvirt, following <model name=.../> ancestry.")
@@ -106,7 +104,7 @@ func (o *labelsOptions) run(cmd *cobra.Command) error {
 	d, err := hostcpu.NewDiscoverer(hostcpu.Options{
 		LibvirtURI:             cfg.Labeller.LibvirtURI,
 		StateDir:               cfg.StateDir,
-		VirtType:               o.virtType,
+		VirtType:               cfg.Labeller.VirtType,
 		DomainCapabilitiesFile: o.domCaps,
 		CapabilitiesFile:       o.caps,
 		CPUMapDir:              o.cpuMap,
@@ -215,6 +213,26 @@ func writeColumns(b *strings.Builder, names []string, width int) {
 	}
 }
 
+// writeWrapped writes items separated by commas, indented, in lines of at
+// most width columns where the items allow it.
+func writeWrapped(b *strings.Builder, items []string, indent string, width int) {
+	line := indent
+	for i, it := range items {
+		if i < len(items)-1 {
+			it += ","
+		}
+		if line != indent && len(line)+1+len(it) > width {
+			b.WriteString(line + "\n")
+			line = indent
+		}
+		if line != indent {
+			line += " "
+		}
+		line += it
+	}
+	b.WriteString(line + "\n")
+}
+
 // writeReport says where the labels came from and what was left out.
 func writeReport(w io.Writer, h *hostcpu.HostCPU, res *labeller.Result, p labeller.Policy) error {
 	var b strings.Builder
@@ -225,7 +243,8 @@ func writeReport(w io.Writer, h *hostcpu.HostCPU, res *labeller.Result, p labell
 	if len(res.Omitted) > 0 {
 		b.WriteString("Left out:\n")
 		for _, om := range res.Omitted {
-			fmt.Fprintf(&b, "  %s\n    because %s\n", strings.Join(om.Keys, ", "), om.Reason)
+			writeWrapped(&b, om.Keys, "  ", 100)
+			fmt.Fprintf(&b, "    because %s\n", om.Reason)
 		}
 	}
 	for _, n := range res.Notes {

@@ -3,8 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
@@ -13,6 +18,8 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/agent"
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/shutdown"
 )
@@ -65,12 +72,22 @@ SIGTERM or SIGINT stops it cleanly.`,
 			if err != nil {
 				return err
 			}
-			opts := append([]agent.Option{
+			opts := []agent.Option{
 				agent.WithKubernetesClient(client),
 				agent.WithLogger(logger),
 				agent.WithMetricsAddress(cfg.MetricsBindAddress),
 				agent.WithHealthAddress(cfg.HealthProbeBindAddress),
-			}, drainComponents(cfg)...)
+			}
+			var reload func(config.Config)
+			if cfg.Labeller.Enabled {
+				var opt agent.Option
+				opt, reload = labellerComponent(cfg)
+				opts = append(opts, opt)
+			}
+			opts = append(opts, drainComponents(cfg)...)
+			if configFile != "" {
+				opts = append(opts, agent.WithComponent(configWatcher(configFile, cfg, cmd.Flags(), reload)))
+			}
 			a, err := agent.New(cfg.NodeName, opts...)
 			if err != nil {
 				return err
@@ -81,6 +98,59 @@ SIGTERM or SIGINT stops it cleanly.`,
 	cmd.Flags().StringVar(&configFile, "config", "", "YAML file with the same keys as the flags (see docs/configuration.md).")
 	cfg.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// labellerComponent wires CPU discovery and labelling. The returned function
+// hands it a reloaded configuration.
+func labellerComponent(cfg config.Config) (agent.Option, func(config.Config)) {
+	var ctrl *labeller.Controller
+	stateDir := cfg.StateDir
+	discover := func(ctx context.Context, lc config.LabellerConfig) (*hostcpu.HostCPU, error) {
+		d, err := hostcpu.NewDiscoverer(hostcpu.Options{
+			LibvirtURI:   lc.LibvirtURI,
+			VirtType:     lc.VirtType,
+			StateDir:     stateDir,
+			ExpandModels: []string{labeller.Policy{MinCPUModel: lc.MinCPUModel}.MinModel()},
+			Logger:       slog.Default().With("component", "hostcpu"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return d.Discover(ctx)
+	}
+	opt := agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
+		c, err := labeller.NewController(labeller.Options{
+			Client: d.Client, NodeName: d.NodeName, Config: cfg.Labeller, Discover: discover,
+			Logger: d.Logger.With("component", "labeller"), Clock: d.Clock, Recorder: d.Recorder,
+			Metrics: labeller.NewMetrics(d.Registry),
+		})
+		ctrl = c
+		return c, err
+	})
+	return opt, func(next config.Config) {
+		if ctrl != nil {
+			ctrl.SetConfig(next.Labeller)
+		}
+	}
+}
+
+// configWatcher reloads the --config file when it changes.
+func configWatcher(path string, current config.Config, flags *pflag.FlagSet, apply func(config.Config)) agent.ComponentFactory {
+	return func(d agent.Deps) (agent.Component, error) {
+		return &config.Watcher{
+			Path: path, Current: current, Flags: flags, Clock: d.Clock, Interval: 2 * time.Second,
+			Logger: d.Logger.With("component", "config"),
+			OnChange: func(next config.Config) {
+				if apply != nil {
+					apply(next)
+				}
+			},
+			OnInvalid: func(err error) {
+				d.Recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: d.NodeName, UID: types.UID(d.NodeName)},
+					corev1.EventTypeWarning, "ConfigReloadRefused", "Configuration %s refused, the last good one stays in force: %v", path, err)
+			},
+		}, nil
+	}
 }
 
 // drainComponents wires the maintenance-annotation trigger and, when enabled,

@@ -60,6 +60,9 @@ type LabellerConfig struct {
 	Enabled bool `json:"enabled"`
 	// LibvirtURI is a libvirt connection URI, or "auto".
 	LibvirtURI string `json:"libvirtURI"`
+	// VirtType is the libvirt domain type asked about: kvm, qemu, or auto
+	// (kvm when /dev/kvm exists, else qemu).
+	VirtType string `json:"virtType"`
 	// RediscoveryPeriod is how often the host is examined again, so that a
 	// QEMU, libvirt or microcode update shows without a restart.
 	RediscoveryPeriod metav1.Duration `json:"rediscoveryPeriod"`
@@ -125,6 +128,7 @@ func Default() Config {
 		Labeller: LabellerConfig{
 			Enabled:           true,
 			LibvirtURI:        LibvirtURIAuto,
+			VirtType:          "auto",
 			RediscoveryPeriod: metav1.Duration{Duration: 10 * time.Minute},
 			MinCPUModel:       "Penryn",
 		},
@@ -194,6 +198,7 @@ func (c *Config) AddLabellerFlags(fs *pflag.FlagSet) {
 
 func (l *LabellerConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&l.LibvirtURI, "libvirt-uri", l.LibvirtURI, "libvirt connection URI. \"auto\" tries qemu:///system, then the embedded QEMU driver under --state-dir.")
+	fs.StringVar(&l.VirtType, "virt-type", l.VirtType, "libvirt domain type to ask about: kvm, qemu, or auto (kvm when /dev/kvm exists, else qemu).")
 	fs.Var(durationValue{&l.RediscoveryPeriod}, "rediscovery-period", "How often the host CPU is examined again, so hypervisor or microcode updates show without a restart.")
 	fs.StringVar(&l.MinCPUModel, "min-cpu-model", l.MinCPUModel, "CPU model every node is assumed to have; its features get no cpu-feature label.")
 	fs.StringSliceVar(&l.ObsoleteCPUModels, "obsolete-cpu-models", l.ObsoleteCPUModels, "CPU models never labelled, added to the built-in list.")
@@ -373,6 +378,11 @@ func (l *LabellerConfig) Validate() error {
 	var errs []error
 	if l.LibvirtURI == "" {
 		errs = append(errs, errors.New(`labeller.libvirtURI: empty; use "auto" or a libvirt URI such as qemu:///system`))
+	}
+	switch l.VirtType {
+	case "auto", "kvm", "qemu":
+	default:
+		errs = append(errs, fmt.Errorf("labeller.virtType %q: must be auto, kvm or qemu", l.VirtType))
 	}
 	if l.RediscoveryPeriod.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("labeller.rediscoveryPeriod %s: must be at least 1s", l.RediscoveryPeriod.Duration))

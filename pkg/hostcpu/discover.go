@@ -1,0 +1,516 @@
+package hostcpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// AutoURI, as Options.LibvirtURI, tries qemu:///system, then the embedded QEMU
+// driver under Options.StateDir. It is config.LibvirtURIAuto.
+const AutoURI = "auto"
+
+// SystemURI is the system libvirt daemon's QEMU driver, tried first by AutoURI.
+const SystemURI = "qemu:///system"
+
+// Virt types, for Options.VirtType.
+const (
+	// VirtTypeAuto picks kvm when /dev/kvm exists and qemu otherwise, as the
+	// issue asks and as KubeVirt's virt-handler does.
+	VirtTypeAuto = "auto"
+	VirtTypeKVM  = "kvm"
+	VirtTypeQEMU = "qemu"
+)
+
+// EmbeddedURI returns the URI of libvirt's embedded QEMU driver rooted at dir.
+// One process can have only one embedded root open at a time (libvirt refuses
+// a second: "already open with path"), and while it is open no other process,
+// virsh included, can open the same root.
+func EmbeddedURI(dir string) string {
+	return "qemu:///embed?root=" + dir
+}
+
+// Options configure a Discoverer. The zero value discovers with libvirt "auto"
+// and cpuid.
+type Options struct {
+	// LibvirtURI is a libvirt URI or AutoURI (also when empty).
+	LibvirtURI string
+	// StateDir is where AutoURI roots the embedded QEMU driver
+	// (<StateDir>/libvirt). Empty leaves the embedded driver out of auto.
+	StateDir string
+	// VirtType is kvm, qemu or VirtTypeAuto (also when empty). With a
+	// domain capabilities file, auto means the file's own type.
+	VirtType string
+
+	// DomainCapabilitiesFile replaces libvirt's domain capabilities.
+	DomainCapabilitiesFile string
+	// CapabilitiesFile replaces libvirt's host capabilities.
+	CapabilitiesFile string
+	// CPUMapDir replaces libvirt for expanding models: the host-model CPU
+	// and ExpandModels are resolved from this cpu_map directory.
+	CPUMapDir string
+	// FallbackCPUMapDir is read when libvirt cannot expand models and
+	// CPUMapDir is empty; empty means DefaultCPUMapDir. A directory that does
+	// not exist disables it.
+	FallbackCPUMapDir string
+
+	// ExpandModels are the models whose complete feature sets the snapshot
+	// carries in ModelFeatures, such as the minimum CPU model. Each costs
+	// one libvirt call.
+	ExpandModels []string
+
+	// Logger receives debug and info records; nil discards them. Problems
+	// are not only logged: they are in HostCPU.Unavailable.
+	Logger *slog.Logger
+	// Dial opens a libvirt connection; nil means DialLibvirt.
+	Dial DialFunc
+	// ReadCPUID reads the host CPU; nil means ReadCPUID.
+	ReadCPUID func() CPUID
+	// KVMAvailable reports whether /dev/kvm exists; nil means a stat of
+	// /dev/kvm.
+	KVMAvailable func() bool
+}
+
+// Validate checks the options and returns every problem at once.
+func (o *Options) Validate() error {
+	var errs []error
+	switch o.VirtType {
+	case "", VirtTypeAuto, VirtTypeKVM, VirtTypeQEMU:
+	default:
+		errs = append(errs, fmt.Errorf("virt type %q: must be auto, kvm or qemu", o.VirtType))
+	}
+	for _, m := range o.ExpandModels {
+		if strings.TrimSpace(m) == "" {
+			errs = append(errs, errors.New("models to expand: contains an empty name"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Discoverer examines the host CPU. It holds no connection between calls: each
+// Discover connects, asks, and closes, so a restarted libvirt daemon or an
+// upgraded QEMU is seen by the next call. It is safe for concurrent use.
+//
+// A Discover costs four to five libvirt calls: domain capabilities, host
+// capabilities, the host-model expansion and one expansion per ExpandModels
+// entry. Each is milliseconds while libvirt's QEMU capabilities cache is
+// valid; where libvirt re-probes QEMU every time (seen on a host whose
+// /dev/kvm the QEMU user cannot open), each takes seconds.
+type Discoverer struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// NewDiscoverer checks opts and fills in the real implementations of what it
+// leaves nil.
+func NewDiscoverer(opts Options) (*Discoverer, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Discoverer{opts: opts, log: opts.Logger}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.opts.LibvirtURI == "" {
+		d.opts.LibvirtURI = AutoURI
+	}
+	if d.opts.VirtType == "" {
+		d.opts.VirtType = VirtTypeAuto
+	}
+	if d.opts.FallbackCPUMapDir == "" {
+		d.opts.FallbackCPUMapDir = DefaultCPUMapDir
+	}
+	if d.opts.Dial == nil {
+		d.opts.Dial = DialLibvirt(d.log)
+	}
+	if d.opts.ReadCPUID == nil {
+		d.opts.ReadCPUID = ReadCPUID
+	}
+	if d.opts.KVMAvailable == nil {
+		d.opts.KVMAvailable = func() bool {
+			_, err := os.Stat("/dev/kvm")
+			return err == nil
+		}
+	}
+	return d, nil
+}
+
+// expander expands a CPU definition into its complete feature list.
+type expander struct {
+	kind   string // FeatureSourceLibvirt or FeatureSourceCPUMap
+	detail string
+	expand func(ctx context.Context, cpu *CPU) (*CPU, error)
+}
+
+// Discover takes one snapshot of the host CPU. It fails only when an input the
+// caller named explicitly (a file or a cpu_map directory) cannot be read, or
+// when ctx ends; libvirt being unreachable is not an error but a fallback to
+// cpuid, recorded in the snapshot's Unavailable list.
+func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
+	start := time.Now()
+	o := &d.opts
+	h := &HostCPU{ModelFeatures: map[string][]string{}}
+	h.CPUID = o.ReadCPUID()
+	h.addSource("cpuid", h.CPUID.String(), "cpu identity")
+
+	dc, caps, cmap, err := d.readOfflineInputs(h)
+	if err != nil {
+		return nil, err
+	}
+
+	var conn Conn
+	var uri string
+	libvirtReason := "" // why libvirt could not help, for the gaps
+	if dc == nil || caps == nil || cmap == nil {
+		var cerr error
+		conn, uri, cerr = d.connect(ctx)
+		if cerr != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			libvirtReason = "libvirt unreachable: " + cerr.Error()
+			h.LibvirtUnreachable = cerr.Error()
+			d.log.Info("libvirt unreachable; using cpuid and offline inputs only", "uri", o.LibvirtURI, "err", cerr)
+		} else {
+			h.LibvirtURI = uri
+			defer func() {
+				if err := conn.Close(); err != nil {
+					d.log.Info("closing the libvirt connection failed", "uri", uri, "err", err)
+				}
+			}()
+		}
+	}
+
+	virtType := d.pickVirtType(dc)
+	if dc == nil && conn != nil {
+		var derr error
+		dc, virtType, derr = d.liveDomainCapabilities(ctx, conn, uri, virtType)
+		if derr != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			libvirtReason = fmt.Sprintf("libvirt %s: domain capabilities: %v", uri, derr)
+		} else {
+			h.addSource("libvirt", uri, "domain capabilities")
+		}
+	}
+	if dc != nil {
+		if dc.VirtType != "" {
+			virtType = dc.VirtType
+		}
+		h.Arch = dc.Arch
+		h.Models = dc.Models
+		if h.Models == nil {
+			h.Models = []Model{}
+		}
+		h.HostModel = dc.HostModel
+		if h.HostModel == nil {
+			h.addGap(FactHostModel, fmt.Sprintf("the domain capabilities for virttype %s have no supported host-model CPU", virtType))
+		}
+	} else {
+		reason := d.noLibvirtReason(libvirtReason, "domain capabilities file")
+		h.addGap(FactModels, reason)
+		h.addGap(FactHostModel, reason)
+	}
+	h.VirtType = virtType
+
+	if caps == nil && conn != nil {
+		t := time.Now()
+		s, cerr := conn.Capabilities(ctx)
+		d.log.Debug("libvirt call", "call", "GetCapabilities", "uri", uri, "duration", time.Since(t), "err", cerr)
+		if cerr == nil {
+			caps, cerr = ParseCapabilities([]byte(s))
+		}
+		if cerr != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			r := fmt.Sprintf("libvirt %s: capabilities: %v", uri, cerr)
+			h.addGap(FactTSC, r)
+			h.addGap(FactMachineTypes, r)
+		} else {
+			h.addSource("libvirt", uri, "host capabilities")
+		}
+	}
+	if h.Arch == "" && caps != nil {
+		h.Arch = caps.Arch
+	}
+	if h.Arch == "" {
+		h.Arch = libvirtArch(runtime.GOARCH)
+	}
+	if caps != nil {
+		h.TSC = caps.TSC
+		if h.TSC == nil {
+			h.addGap(FactTSC, "the host capabilities have no tsc counter")
+		}
+		h.MachineTypes = caps.MachineTypes(h.Arch, virtType)
+		if len(h.MachineTypes) == 0 {
+			h.addGap(FactMachineTypes, fmt.Sprintf("the host capabilities list no machine types for arch %s", h.Arch))
+		}
+	} else {
+		reason := d.noLibvirtReason(libvirtReason, "capabilities file")
+		h.addGap(FactTSC, reason)
+		h.addGap(FactMachineTypes, reason)
+	}
+
+	exp := d.pickExpander(cmap, conn, uri, virtType)
+	d.supportedFeatures(ctx, h, exp, libvirtReason)
+	d.expandModels(ctx, h, exp, libvirtReason)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+
+	switch {
+	case h.HostModel != nil && h.HostModel.Vendor != "":
+		h.Vendor = h.HostModel.Vendor
+	case h.CPUID.Vendor != "":
+		h.Vendor = h.CPUID.Vendor
+		h.addSource("cpuid", h.CPUID.String(), "vendor")
+	}
+
+	d.log.Debug("host CPU discovered", "duration", time.Since(start), "virtType", h.VirtType,
+		"models", len(h.Models), "supportedFeatures", len(h.SupportedFeatures), "featureSource", h.FeatureSource,
+		"unavailable", len(h.Unavailable))
+	return h, nil
+}
+
+// readOfflineInputs reads the files the caller named. Any failure is an
+// error: the caller asked for exactly these inputs.
+func (d *Discoverer) readOfflineInputs(h *HostCPU) (*DomainCapabilities, *Capabilities, *CPUMap, error) {
+	o := &d.opts
+	var dc *DomainCapabilities
+	var caps *Capabilities
+	var cmap *CPUMap
+	if p := o.DomainCapabilitiesFile; p != "" {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("domain capabilities file: %w", err)
+		}
+		if dc, err = ParseDomainCapabilities(data); err != nil {
+			return nil, nil, nil, fmt.Errorf("domain capabilities file %s: %w; save it with `virsh domcapabilities`", p, err)
+		}
+		h.addSource("file", p, "domain capabilities")
+	}
+	if p := o.CapabilitiesFile; p != "" {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("capabilities file: %w", err)
+		}
+		if caps, err = ParseCapabilities(data); err != nil {
+			return nil, nil, nil, fmt.Errorf("capabilities file %s: %w; save it with `virsh capabilities`", p, err)
+		}
+		h.addSource("file", p, "host capabilities")
+	}
+	if p := o.CPUMapDir; p != "" {
+		var err error
+		if cmap, err = LoadCPUMap(p); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return dc, caps, cmap, nil
+}
+
+// noLibvirtReason explains a missing libvirt-derived fact.
+func (d *Discoverer) noLibvirtReason(libvirtReason, input string) string {
+	if libvirtReason != "" {
+		return libvirtReason
+	}
+	return fmt.Sprintf("libvirt was not asked and no %s was given", input)
+}
+
+// connect opens the first reachable URI.
+func (d *Discoverer) connect(ctx context.Context) (Conn, string, error) {
+	var errs []string
+	for _, uri := range d.candidateURIs() {
+		if root, ok := strings.CutPrefix(uri, "qemu:///embed?root="); ok && d.opts.LibvirtURI == AutoURI {
+			// The state directory is ours; libvirt would create the
+			// root with a laxer mode.
+			if err := os.MkdirAll(root, 0o700); err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", uri, err))
+				continue
+			}
+		}
+		t := time.Now()
+		conn, err := d.opts.Dial(ctx, uri)
+		d.log.Debug("libvirt connect", "uri", uri, "duration", time.Since(t), "err", err)
+		if err == nil {
+			return conn, uri, nil
+		}
+		if ctx.Err() != nil {
+			return nil, "", ctx.Err()
+		}
+		errs = append(errs, fmt.Sprintf("%s: %v", uri, err))
+	}
+	return nil, "", errors.New(strings.Join(errs, "; "))
+}
+
+// candidateURIs lists the URIs to try, in order.
+func (d *Discoverer) candidateURIs() []string {
+	if d.opts.LibvirtURI != AutoURI {
+		return []string{d.opts.LibvirtURI}
+	}
+	uris := []string{SystemURI}
+	if d.opts.StateDir != "" {
+		root, err := filepath.Abs(filepath.Join(d.opts.StateDir, "libvirt"))
+		if err == nil {
+			uris = append(uris, EmbeddedURI(root))
+		}
+	}
+	return uris
+}
+
+// pickVirtType resolves VirtTypeAuto.
+func (d *Discoverer) pickVirtType(dc *DomainCapabilities) string {
+	if d.opts.VirtType != VirtTypeAuto {
+		return d.opts.VirtType
+	}
+	if dc != nil && dc.VirtType != "" {
+		return dc.VirtType
+	}
+	if d.opts.KVMAvailable() {
+		return VirtTypeKVM
+	}
+	return VirtTypeQEMU
+}
+
+// liveDomainCapabilities asks libvirt for the domain capabilities. When auto
+// chose kvm and libvirt refuses it (for example /dev/kvm exists but the QEMU
+// binary lacks KVM support), it asks again for qemu.
+func (d *Discoverer) liveDomainCapabilities(ctx context.Context, conn Conn, uri, virtType string) (*DomainCapabilities, string, error) {
+	get := func(vt string) (*DomainCapabilities, error) {
+		t := time.Now()
+		s, err := conn.DomainCapabilities(ctx, vt)
+		d.log.Debug("libvirt call", "call", "GetDomainCapabilities", "uri", uri, "virtType", vt, "duration", time.Since(t), "err", err)
+		if err != nil {
+			return nil, err
+		}
+		return ParseDomainCapabilities([]byte(s))
+	}
+	dc, err := get(virtType)
+	if err != nil && d.opts.VirtType == VirtTypeAuto && virtType == VirtTypeKVM && ctx.Err() == nil {
+		d.log.Info("libvirt refused domain capabilities for kvm; trying qemu", "uri", uri, "err", err)
+		if dc2, err2 := get(VirtTypeQEMU); err2 == nil {
+			return dc2, VirtTypeQEMU, nil
+		}
+	}
+	return dc, virtType, err
+}
+
+// pickExpander chooses how to expand models: an explicit cpu_map directory,
+// else the live libvirt, else the fallback cpu_map directory when it exists.
+func (d *Discoverer) pickExpander(cmap *CPUMap, conn Conn, uri, virtType string) *expander {
+	fromMap := func(m *CPUMap) *expander {
+		return &expander{kind: FeatureSourceCPUMap, detail: m.Dir(), expand: func(_ context.Context, cpu *CPU) (*CPU, error) {
+			return m.Expand(cpu)
+		}}
+	}
+	if cmap != nil {
+		return fromMap(cmap)
+	}
+	if conn != nil {
+		return &expander{kind: FeatureSourceLibvirt, detail: uri, expand: func(ctx context.Context, cpu *CPU) (*CPU, error) {
+			in, err := cpu.XML()
+			if err != nil {
+				return nil, err
+			}
+			t := time.Now()
+			s, err := conn.ExpandCPU(ctx, virtType, in)
+			d.log.Debug("libvirt call", "call", "BaselineHypervisorCPU", "uri", uri, "model", cpu.Model, "virtType", virtType, "duration", time.Since(t), "err", err)
+			if err != nil {
+				return nil, fmt.Errorf("libvirt %s: expanding model %s: %w", uri, cpu.Model, err)
+			}
+			return ParseCPU([]byte(s))
+		}}
+	}
+	dir := d.opts.FallbackCPUMapDir
+	if _, err := os.Stat(dir); err != nil {
+		return nil
+	}
+	m, err := LoadCPUMap(dir)
+	if err != nil {
+		d.log.Info("fallback cpu_map directory unusable", "dir", dir, "err", err)
+		return nil
+	}
+	return fromMap(m)
+}
+
+// supportedFeatures fills SupportedFeatures: the expanded host-model CPU when
+// possible, else cpuid's flags.
+func (d *Discoverer) supportedFeatures(ctx context.Context, h *HostCPU, exp *expander, libvirtReason string) {
+	var reason string
+	switch {
+	case h.HostModel == nil:
+		reason, _ = h.Missing(FactHostModel)
+	case exp == nil:
+		reason = d.noLibvirtReason(libvirtReason, "cpu_map directory")
+	default:
+		cpu, err := exp.expand(ctx, hostModelCPU(h.HostModel))
+		if err == nil {
+			h.SupportedFeatures = cpu.FeaturesWithPolicy("require")
+			h.FeatureSource = exp.kind
+			h.addSource(exp.kind, exp.detail, "hypervisor-supported features")
+			return
+		}
+		reason = fmt.Sprintf("expanding the host-model CPU %s: %v", h.HostModel.Name, err)
+	}
+	h.addGap(FactSupportedFeatures, reason)
+	h.SupportedFeatures = slices.Clone(h.CPUID.Features)
+	h.FeatureSource = FeatureSourceCPUID
+	h.addSource("cpuid", h.CPUID.String(), "features")
+}
+
+// expandModels fills ModelFeatures for ExpandModels, with every feature the
+// model defines, whatever the hypervisor's policy for it: subtracting the
+// minimum model means removing what that model has, not what this host can
+// give it.
+func (d *Discoverer) expandModels(ctx context.Context, h *HostCPU, exp *expander, libvirtReason string) {
+	var problems []string
+	for _, model := range sortedSet(d.opts.ExpandModels) {
+		var why string
+		if exp != nil {
+			cpu, err := exp.expand(ctx, namedModelCPU(model))
+			if err == nil {
+				h.ModelFeatures[model] = cpu.FeatureNames()
+				h.addSource(exp.kind, exp.detail, model+" features")
+				continue
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			why = err.Error()
+		} else {
+			why = d.noLibvirtReason(libvirtReason, "cpu_map directory")
+		}
+		if f, ok := builtinModelFeatures(model); ok {
+			h.ModelFeatures[model] = f
+			h.addSource("builtin", "libvirt 9.0 model definitions", model+" features")
+			d.log.Info("using the built-in feature list of a model", "model", model, "reason", why)
+			continue
+		}
+		problems = append(problems, fmt.Sprintf("model %s: %s", model, why))
+	}
+	if len(problems) > 0 {
+		h.addGap(FactModelFeatures, strings.Join(problems, "; "))
+	}
+}
+
+// libvirtArch maps a GOARCH to libvirt's architecture name.
+func libvirtArch(goarch string) string {
+	switch goarch {
+	case "amd64":
+		return "x86_64"
+	case "386":
+		return "i686"
+	case "arm64":
+		return "aarch64"
+	default:
+		return goarch
+	}
+}

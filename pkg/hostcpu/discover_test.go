@@ -1,0 +1,455 @@
+package hostcpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"libvirt.org/go/libvirt"
+
+	"github.com/node-agent/node-agent/pkg/config"
+)
+
+// fakeConn answers from the captured testdata, like the libvirt of the host
+// that produced it.
+type fakeConn struct {
+	t       *testing.T
+	mu      sync.Mutex
+	calls   []string
+	domcaps map[string]string // by virttype; absent means an error
+	capsErr error
+	closed  bool
+}
+
+func newFakeConn(t *testing.T) *fakeConn {
+	return &fakeConn{t: t, domcaps: map[string]string{
+		"qemu": string(readTestdata(t, "domcapabilities-qemu.xml")),
+		"kvm":  string(readTestdata(t, "domcapabilities-kvm.xml")),
+	}}
+}
+
+func (f *fakeConn) record(s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, s)
+}
+
+func (f *fakeConn) DomainCapabilities(_ context.Context, virtType string) (string, error) {
+	f.record("domcaps " + virtType)
+	if s, ok := f.domcaps[virtType]; ok {
+		return s, nil
+	}
+	return "", fmt.Errorf("invalid argument: KVM is not supported by '/usr/bin/qemu-system-x86_64' on this host")
+}
+
+func (f *fakeConn) Capabilities(context.Context) (string, error) {
+	f.record("caps")
+	if f.capsErr != nil {
+		return "", f.capsErr
+	}
+	return string(readTestdata(f.t, "capabilities.xml")), nil
+}
+
+func (f *fakeConn) ExpandCPU(_ context.Context, virtType, cpuXML string) (string, error) {
+	c, err := ParseCPU([]byte(cpuXML))
+	if err != nil {
+		f.t.Errorf("ExpandCPU got unparsable XML %q: %v", cpuXML, err)
+		return "", err
+	}
+	f.record("expand " + c.Model + " " + virtType)
+	switch {
+	case c.Model == "Penryn" || c.Model == "Haswell":
+		return string(readTestdata(f.t, "baseline-"+c.Model+"-qemu.xml")), nil
+	case c.Model == "EPYC" && len(c.Features) > 0:
+		return string(readTestdata(f.t, "baseline-host-model-qemu.xml")), nil
+	case c.Model == "EPYC-Milan" && len(c.Features) > 0:
+		return string(readTestdata(f.t, "baseline-host-model-kvm.xml")), nil
+	}
+	return "", fmt.Errorf("internal error: Unknown CPU model %s", c.Model)
+}
+
+func (f *fakeConn) Close() error {
+	f.record("close")
+	f.closed = true
+	return nil
+}
+
+var fakeCPUID = CPUID{
+	VendorString: "GenuineIntel", Vendor: "Intel", Brand: "Test CPU", Family: 6, Model: 85,
+	Features: []string{"avx", "avx2", "cx8", "fpu", "pni", "sse2", "sse4.1", "sse4.2"},
+}
+
+type discoverCase struct {
+	opts    Options
+	dialed  []string
+	dialErr error
+	conn    *fakeConn
+}
+
+// discover runs Discover with fakes for every world-touching part that opts
+// leaves nil.
+func (c *discoverCase) discover(t *testing.T) (*HostCPU, error) {
+	t.Helper()
+	o := c.opts
+	if o.Dial == nil {
+		o.Dial = func(ctx context.Context, uri string) (Conn, error) {
+			c.dialed = append(c.dialed, uri)
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if c.dialErr != nil || c.conn == nil {
+				return nil, cmpErr(c.dialErr, "Failed to connect socket to '/var/run/libvirt/libvirt-sock': No such file or directory")
+			}
+			return c.conn, nil
+		}
+	}
+	if o.ReadCPUID == nil {
+		o.ReadCPUID = func() CPUID { return fakeCPUID }
+	}
+	if o.KVMAvailable == nil {
+		o.KVMAvailable = func() bool { return false }
+	}
+	if o.FallbackCPUMapDir == "" {
+		o.FallbackCPUMapDir = filepath.Join(t.TempDir(), "no-cpu-map")
+	}
+	d, err := NewDiscoverer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Discover(context.Background())
+}
+
+func cmpErr(err error, msg string) error {
+	if err != nil {
+		return err
+	}
+	return errors.New(msg)
+}
+
+func TestDiscoverLive(t *testing.T) {
+	c := &discoverCase{conn: newFakeConn(t), opts: Options{LibvirtURI: "qemu:///test", ExpandModels: []string{"Penryn"}}}
+	h, err := c.discover(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCalls := []string{"domcaps qemu", "caps", "expand EPYC qemu", "expand Penryn qemu", "close"}
+	if !reflect.DeepEqual(c.conn.calls, wantCalls) {
+		t.Errorf("libvirt calls = %v; want %v", c.conn.calls, wantCalls)
+	}
+	if !reflect.DeepEqual(c.dialed, []string{"qemu:///test"}) {
+		t.Errorf("dialed %v", c.dialed)
+	}
+	if len(h.Unavailable) != 0 || h.LibvirtURI != "qemu:///test" || h.LibvirtUnreachable != "" {
+		t.Errorf("unavailable = %v, libvirt %q %q; want none, the test URI", h.Unavailable, h.LibvirtURI, h.LibvirtUnreachable)
+	}
+	if h.Arch != "x86_64" || h.VirtType != "qemu" || h.Vendor != "AMD" {
+		t.Errorf("arch, virttype, vendor = %s, %s, %s", h.Arch, h.VirtType, h.Vendor)
+	}
+	if len(h.Models) != 53 || h.HostModel.Name != "EPYC" {
+		t.Errorf("%d models, host model %+v", len(h.Models), h.HostModel)
+	}
+	want := mustParseCPU(t, "baseline-host-model-qemu.xml").FeaturesWithPolicy("require")
+	if !reflect.DeepEqual(h.SupportedFeatures, want) || h.FeatureSource != FeatureSourceLibvirt {
+		t.Errorf("supported features (%s) = %v; want %v", h.FeatureSource, h.SupportedFeatures, want)
+	}
+	if f, ok := h.FeaturesOf("Penryn"); !ok || len(f) != 29 {
+		t.Errorf("Penryn features = %v", f)
+	}
+	if h.TSC == nil || h.TSC.Frequency != 2445426000 || len(h.MachineTypes) != 60 {
+		t.Errorf("tsc %+v, %d machine types", h.TSC, len(h.MachineTypes))
+	}
+	lv := h.Sources[1]
+	if lv.Kind != "libvirt" || lv.Detail != "qemu:///test" || len(lv.Provided) != 4 {
+		t.Errorf("libvirt source = %+v", lv)
+	}
+}
+
+func TestDiscoverVirtType(t *testing.T) {
+	tests := []struct {
+		name     string
+		virtType string
+		kvm      bool
+		kvmFails bool
+		wantAsk  []string
+		wantType string
+		wantGap  bool
+	}{
+		{name: "auto without /dev/kvm", virtType: "", kvm: false, wantAsk: []string{"qemu"}, wantType: "qemu"},
+		{name: "auto with /dev/kvm", virtType: "auto", kvm: true, wantAsk: []string{"kvm"}, wantType: "kvm"},
+		{name: "auto falls back to qemu", virtType: "auto", kvm: true, kvmFails: true, wantAsk: []string{"kvm", "qemu"}, wantType: "qemu"},
+		{name: "explicit kvm does not fall back", virtType: "kvm", kvm: true, kvmFails: true, wantAsk: []string{"kvm"}, wantType: "kvm", wantGap: true},
+		{name: "explicit qemu", virtType: "qemu", kvm: true, wantAsk: []string{"qemu"}, wantType: "qemu"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn := newFakeConn(t)
+			if tt.kvmFails {
+				delete(conn.domcaps, "kvm")
+			}
+			c := &discoverCase{conn: conn, opts: Options{LibvirtURI: "qemu:///test", VirtType: tt.virtType, KVMAvailable: func() bool { return tt.kvm }}}
+			h, err := c.discover(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var asked []string
+			for _, call := range conn.calls {
+				if vt, ok := strings.CutPrefix(call, "domcaps "); ok {
+					asked = append(asked, vt)
+				}
+			}
+			if !reflect.DeepEqual(asked, tt.wantAsk) || h.VirtType != tt.wantType {
+				t.Errorf("asked %v, virttype %s; want %v, %s", asked, h.VirtType, tt.wantAsk, tt.wantType)
+			}
+			reason, missing := h.Missing(FactModels)
+			if missing != tt.wantGap {
+				t.Errorf("models missing = %v (%s); want %v", missing, reason, tt.wantGap)
+			}
+			if tt.wantGap && !strings.Contains(reason, "KVM is not supported") {
+				t.Errorf("reason %q does not carry libvirt's error", reason)
+			}
+		})
+	}
+}
+
+func TestDiscoverAutoURI(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	c := &discoverCase{opts: Options{StateDir: state}}
+	h, err := c.discover(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(state, "libvirt")
+	want := []string{"qemu:///system", "qemu:///embed?root=" + root}
+	if !reflect.DeepEqual(c.dialed, want) {
+		t.Errorf("dialed %v; want %v", c.dialed, want)
+	}
+	if fi, err := os.Stat(root); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("embedded root: %v, %v; want a 0700 directory", fi, err)
+	}
+	reason, _ := h.Missing(FactModels)
+	for _, u := range want {
+		if !strings.Contains(reason, u) {
+			t.Errorf("reason %q does not name %s", reason, u)
+		}
+	}
+
+	c = &discoverCase{}
+	if _, err := c.discover(t); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.dialed, []string{"qemu:///system"}) {
+		t.Errorf("without a state dir, dialed %v; want only the system URI", c.dialed)
+	}
+	if AutoURI != config.LibvirtURIAuto {
+		t.Errorf("hostcpu.AutoURI %q and config.LibvirtURIAuto %q must be one name", AutoURI, config.LibvirtURIAuto)
+	}
+}
+
+func TestDiscoverWithoutLibvirt(t *testing.T) {
+	tests := []struct {
+		name       string
+		fallback   string
+		expand     []string
+		wantSource string
+		wantGap    bool
+	}{
+		{name: "cpu_map fallback", fallback: "testdata/cpu_map", expand: []string{"Penryn", "Haswell"}, wantSource: "cpu_map"},
+		{name: "built-in Penryn", expand: []string{"Penryn"}, wantSource: "builtin"},
+		{name: "no source for Haswell", expand: []string{"Haswell"}, wantGap: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &discoverCase{opts: Options{LibvirtURI: "qemu:///system", FallbackCPUMapDir: tt.fallback, ExpandModels: tt.expand}}
+			h, err := c.discover(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []Fact{FactModels, FactHostModel, FactSupportedFeatures, FactTSC, FactMachineTypes} {
+				reason, missing := h.Missing(f)
+				if !missing || !strings.Contains(reason, "libvirt unreachable: qemu:///system: Failed to connect socket") {
+					t.Errorf("%s: missing %v, reason %q", f, missing, reason)
+				}
+			}
+			if h.LibvirtURI != "" || !strings.Contains(h.LibvirtUnreachable, "Failed to connect socket") {
+				t.Errorf("libvirt %q, unreachable %q", h.LibvirtURI, h.LibvirtUnreachable)
+			}
+			if h.Models != nil || h.HostModel != nil || h.TSC != nil || h.MachineTypes != nil {
+				t.Errorf("libvirt facts set without libvirt: %+v", h)
+			}
+			if !reflect.DeepEqual(h.SupportedFeatures, fakeCPUID.Features) || h.FeatureSource != FeatureSourceCPUID {
+				t.Errorf("features (%s) = %v; want cpuid's", h.FeatureSource, h.SupportedFeatures)
+			}
+			if h.Vendor != "Intel" || h.Arch == "" {
+				t.Errorf("vendor %q, arch %q", h.Vendor, h.Arch)
+			}
+			_, gap := h.Missing(FactModelFeatures)
+			if gap != tt.wantGap {
+				t.Errorf("model features gap = %v; want %v (%v)", gap, tt.wantGap, h.Unavailable)
+			}
+			if !tt.wantGap {
+				for _, m := range tt.expand {
+					if _, ok := h.FeaturesOf(m); !ok {
+						t.Errorf("%s not expanded", m)
+					}
+				}
+				if !slices.ContainsFunc(h.Sources, func(s Source) bool { return s.Kind == tt.wantSource }) {
+					t.Errorf("sources %+v lack %s", h.Sources, tt.wantSource)
+				}
+			}
+		})
+	}
+}
+
+func TestDiscoverOffline(t *testing.T) {
+	for _, vt := range []string{"qemu", "kvm"} {
+		t.Run(vt, func(t *testing.T) {
+			c := &discoverCase{opts: Options{
+				DomainCapabilitiesFile: "testdata/domcapabilities-" + vt + ".xml",
+				CapabilitiesFile:       "testdata/capabilities.xml",
+				CPUMapDir:              "testdata/cpu_map",
+				ExpandModels:           []string{"Penryn"},
+				KVMAvailable:           func() bool { return vt == "qemu" }, // the file wins
+				Dial: func(context.Context, string) (Conn, error) {
+					t.Error("libvirt dialled although every input is a file")
+					return nil, errors.New("no")
+				},
+			}}
+			h, err := c.discover(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.LibvirtURI != "" || h.LibvirtUnreachable != "" {
+				t.Errorf("libvirt %q, unreachable %q; want neither", h.LibvirtURI, h.LibvirtUnreachable)
+			}
+			if len(h.Unavailable) != 0 || h.VirtType != vt || h.FeatureSource != FeatureSourceCPUMap {
+				t.Errorf("unavailable %v, virttype %s, feature source %s", h.Unavailable, h.VirtType, h.FeatureSource)
+			}
+			want := mustParseCPU(t, "baseline-host-model-"+vt+".xml").FeaturesWithPolicy("require")
+			if !reflect.DeepEqual(h.SupportedFeatures, want) {
+				t.Errorf("offline supported features differ from the live capture:\n got %v\nwant %v", h.SupportedFeatures, want)
+			}
+		})
+	}
+}
+
+func TestDiscoverPartlyOffline(t *testing.T) {
+	conn := newFakeConn(t)
+	c := &discoverCase{conn: conn, opts: Options{LibvirtURI: "qemu:///test", DomainCapabilitiesFile: "testdata/domcapabilities-qemu.xml", ExpandModels: []string{"Penryn"}}}
+	h, err := c.discover(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"caps", "expand EPYC qemu", "expand Penryn qemu", "close"}; !reflect.DeepEqual(conn.calls, want) {
+		t.Errorf("calls = %v; want %v", conn.calls, want)
+	}
+	if h.Sources[1].Kind != "file" || h.Sources[2].Kind != "libvirt" {
+		t.Errorf("sources = %+v", h.Sources)
+	}
+
+	// libvirt's capabilities failing leaves only their facts out.
+	conn = newFakeConn(t)
+	conn.capsErr = errors.New("boom")
+	c = &discoverCase{conn: conn, opts: Options{LibvirtURI: "qemu:///test"}}
+	if h, err = c.discover(t); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []Fact{FactTSC, FactMachineTypes} {
+		if r, ok := h.Missing(f); !ok || !strings.Contains(r, "boom") {
+			t.Errorf("%s: %q, %v", f, r, ok)
+		}
+	}
+	if _, ok := h.Missing(FactModels); ok || h.FeatureSource != FeatureSourceLibvirt {
+		t.Errorf("models missing or features from %s", h.FeatureSource)
+	}
+}
+
+func TestDiscoverExpandFailures(t *testing.T) {
+	c := &discoverCase{conn: newFakeConn(t), opts: Options{LibvirtURI: "qemu:///test", ExpandModels: []string{"Nope", "Penryn"}}}
+	h, err := c.discover(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason, ok := h.Missing(FactModelFeatures)
+	if !ok || !strings.Contains(reason, "model Nope") || !strings.Contains(reason, "Unknown CPU model Nope") {
+		t.Errorf("gap = %q, %v", reason, ok)
+	}
+	if _, ok := h.FeaturesOf("Penryn"); !ok {
+		t.Error("Penryn not expanded")
+	}
+}
+
+func TestDiscoverErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.xml")
+	if err := os.WriteFile(bad, []byte("<capabilities/>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		opts    Options
+		wantErr string
+	}{
+		{name: "missing domcapabilities file", opts: Options{DomainCapabilitiesFile: "testdata/absent.xml"}, wantErr: "domain capabilities file: open testdata/absent.xml"},
+		{name: "wrong domcapabilities file", opts: Options{DomainCapabilitiesFile: bad}, wantErr: "virsh domcapabilities"},
+		{name: "wrong capabilities file", opts: Options{CapabilitiesFile: "testdata/domcapabilities-qemu.xml"}, wantErr: "virsh capabilities"},
+		{name: "missing cpu_map", opts: Options{CPUMapDir: "testdata/absent"}, wantErr: "cpu_map testdata/absent"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &discoverCase{opts: tt.opts}
+			if _, err := c.discover(t); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v; want %q", err, tt.wantErr)
+			}
+		})
+	}
+	if _, err := NewDiscoverer(Options{VirtType: "xen", ExpandModels: []string{" "}}); err == nil ||
+		!strings.Contains(err.Error(), `virt type "xen"`) || !strings.Contains(err.Error(), "empty name") {
+		t.Errorf("validation err = %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d, err := NewDiscoverer(Options{LibvirtURI: "qemu:///test", ReadCPUID: func() CPUID { return fakeCPUID },
+		Dial: func(ctx context.Context, _ string) (Conn, error) { return nil, ctx.Err() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Discover(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled discovery: err = %v", err)
+	}
+}
+
+func TestCallWithContext(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	release := make(chan struct{})
+	defer close(release)
+	_, err := callWithContext(ctx, "GetCapabilities", func() (string, error) {
+		<-release
+		return "", nil
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "GetCapabilities") {
+		t.Errorf("err = %v", err)
+	}
+	v, err := callWithContext(context.Background(), "x", func() (int, error) { return 7, nil })
+	if v != 7 || err != nil {
+		t.Errorf("got %v, %v", v, err)
+	}
+}
+
+func TestCleanLibvirtError(t *testing.T) {
+	err := cleanLibvirtError(libvirt.Error{Code: 38, Domain: 7, Message: "Failed to connect socket"})
+	if err.Error() != "Failed to connect socket" {
+		t.Errorf("got %q", err)
+	}
+	if cleanLibvirtError(nil) != nil {
+		t.Error("nil became an error")
+	}
+}

@@ -1,0 +1,23 @@
+// Package hostcpu owns host CPU discovery: what this host's CPU can offer to
+// virtual machines, as libvirt and the CPU itself report it.
+//
+// Discovery combines up to three kinds of source, and records in the snapshot
+// which ones it used and what it could not learn:
+//
+//   - cpuid (github.com/klauspost/cpuid/v2): vendor, brand, family, model,
+//     stepping, the hypervisor bit and the feature flags, renamed to libvirt's
+//     feature names. Always available on x86.
+//   - libvirt (libvirt.org/go/libvirt, built with the libvirt_dlopen tag):
+//     domain capabilities (CPU models and whether they are usable, the
+//     host-model CPU), host capabilities (TSC counter, machine types) and
+//     hypervisor-cpu-baseline with expanded features (the features of a named
+//     model, and the hypervisor-supported features).
+//   - offline files, for debugging and tests: a saved domain capabilities XML,
+//     a saved host capabilities XML, and libvirt's cpu_map directory, whose
+//     model definitions are resolved recursively through <model name=.../>.
+//
+// libvirt sits behind the small Conn interface; Options.Dial opens one. When
+// libvirt cannot be reached, Discover falls back to cpuid and says which facts
+// are missing. Nothing here knows about Kubernetes labels: pkg/labeller turns
+// a HostCPU into labels.
+package hostcpu

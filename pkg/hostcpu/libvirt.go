@@ -1,0 +1,165 @@
+package hostcpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"libvirt.org/go/libvirt"
+)
+
+// Conn is the part of a libvirt connection discovery uses. DialLibvirt returns
+// the real one; tests give their own.
+type Conn interface {
+	// DomainCapabilities returns virConnectGetDomainCapabilities for the
+	// host's default emulator, arch and machine, and virtType, as
+	// `virsh domcapabilities --virttype virtType` prints it.
+	DomainCapabilities(ctx context.Context, virtType string) (string, error)
+	// Capabilities returns virConnectGetCapabilities, as
+	// `virsh capabilities` prints it.
+	Capabilities(ctx context.Context) (string, error)
+	// ExpandCPU returns virConnectBaselineHypervisorCPU of the one CPU
+	// cpuXML with VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES, as
+	// `virsh hypervisor-cpu-baseline --features --virttype virtType` prints
+	// it: the model's complete feature list, ancestry resolved.
+	ExpandCPU(ctx context.Context, virtType, cpuXML string) (string, error)
+	// Close releases the connection.
+	Close() error
+}
+
+// DialFunc opens a libvirt connection to uri.
+type DialFunc func(ctx context.Context, uri string) (Conn, error)
+
+// libvirt's default event loop is process-wide state inside the C library. It
+// must be registered once, before the first connection, and a goroutine must
+// keep running it, or the embedded QEMU driver (qemu:///embed) cannot talk to
+// the QEMU it probes. This Once mirrors that process-wide fact; a second
+// registration would add a second wake-up pipe to the same loop.
+var eventLoop struct {
+	once sync.Once
+	err  error
+}
+
+func startEventLoop(log *slog.Logger) error {
+	eventLoop.once.Do(func() {
+		if err := libvirt.EventRegisterDefaultImpl(); err != nil {
+			eventLoop.err = fmt.Errorf("starting libvirt's event loop: %w; is libvirt (libvirt.so.0) installed?", cleanLibvirtError(err))
+			return
+		}
+		go func() {
+			for {
+				if err := libvirt.EventRunDefaultImpl(); err != nil {
+					// It fails only on a broken poll(2); keep
+					// serving, but do not spin.
+					log.Error("libvirt event loop iteration failed", "err", cleanLibvirtError(err))
+					time.Sleep(time.Second)
+				}
+			}
+		}()
+	})
+	return eventLoop.err
+}
+
+// DialLibvirt opens a connection with libvirt.org/go/libvirt. Built with the
+// libvirt_dlopen tag, it loads libvirt.so.0 at the first call and returns an
+// error, not a crash, where libvirt is not installed. log receives the event
+// loop's errors.
+func DialLibvirt(log *slog.Logger) DialFunc {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return func(ctx context.Context, uri string) (Conn, error) {
+		if err := startEventLoop(log); err != nil {
+			return nil, err
+		}
+		type result struct {
+			c   *libvirt.Connect
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			c, err := libvirt.NewConnect(uri)
+			ch <- result{c, err}
+		}()
+		select {
+		case r := <-ch:
+			if r.err != nil {
+				return nil, cleanLibvirtError(r.err)
+			}
+			return &libvirtConn{c: r.c}, nil
+		case <-ctx.Done():
+			// Close the connection if it opens after all.
+			go func() {
+				if r := <-ch; r.c != nil {
+					_, _ = r.c.Close()
+				}
+			}()
+			return nil, fmt.Errorf("connecting to %s: gave up waiting: %w", uri, ctx.Err())
+		}
+	}
+}
+
+type libvirtConn struct {
+	c *libvirt.Connect
+}
+
+func (l *libvirtConn) DomainCapabilities(ctx context.Context, virtType string) (string, error) {
+	// Empty emulator, arch and machine ask libvirt for the host's defaults,
+	// as virsh does without --emulatorbin, --arch and --machine.
+	s, err := callWithContext(ctx, "GetDomainCapabilities", func() (string, error) {
+		return l.c.GetDomainCapabilities("", "", "", virtType, 0)
+	})
+	return s, cleanLibvirtError(err)
+}
+
+func (l *libvirtConn) Capabilities(ctx context.Context) (string, error) {
+	s, err := callWithContext(ctx, "GetCapabilities", l.c.GetCapabilities)
+	return s, cleanLibvirtError(err)
+}
+
+func (l *libvirtConn) ExpandCPU(ctx context.Context, virtType, cpuXML string) (string, error) {
+	s, err := callWithContext(ctx, "BaselineHypervisorCPU", func() (string, error) {
+		return l.c.BaselineHypervisorCPU("", "", "", virtType, []string{cpuXML}, libvirt.CONNECT_BASELINE_CPU_EXPAND_FEATURES)
+	})
+	return s, cleanLibvirtError(err)
+}
+
+func (l *libvirtConn) Close() error {
+	_, err := l.c.Close()
+	return cleanLibvirtError(err)
+}
+
+// callWithContext runs f, a blocking libvirt call, and stops waiting for it
+// when ctx ends. libvirt calls cannot be interrupted, so a hung call's
+// goroutine stays behind; the caller gets the context's error at once.
+func callWithContext[T any](ctx context.Context, what string, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("libvirt %s: gave up waiting: %w", what, ctx.Err())
+	}
+}
+
+// cleanLibvirtError keeps libvirt's message and drops the
+// virError(Code=.., Domain=.., Message='...') wrapping.
+func cleanLibvirtError(err error) error {
+	var le libvirt.Error
+	if errors.As(err, &le) && le.Message != "" {
+		return errors.New(le.Message)
+	}
+	return err
+}

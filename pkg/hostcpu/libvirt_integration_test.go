@@ -1,0 +1,411 @@
+package hostcpu_test
+
+import (
+	"context"
+	"encoding/xml"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/labeller"
+)
+
+// These tests run discovery against the real libvirt of this host, through
+// the embedded QEMU driver (qemu:///embed?root=DIR), and compare it with what
+// virsh prints for the same URI. They skip where libvirt is missing, unless
+// NODE_AGENT_INTEGRATION=1 (as `make test` sets), where they fail instead.
+
+const integrationEnv = "NODE_AGENT_INTEGRATION"
+
+// requireLibvirt skips or fails the test when libvirt, its QEMU driver, QEMU
+// or virsh is missing.
+func requireLibvirt(t *testing.T) {
+	t.Helper()
+	var missing []string
+	if _, err := exec.LookPath("virsh"); err != nil {
+		missing = append(missing, "virsh (Debian package libvirt-clients)")
+	}
+	if m, _ := filepath.Glob("/usr/bin/qemu-system-*"); len(m) == 0 {
+		missing = append(missing, "QEMU (qemu-system-x86)")
+	}
+	if m, _ := filepath.Glob("/usr/lib/*/libvirt/connection-driver/libvirt_driver_qemu.so"); len(m) == 0 {
+		if m, _ := filepath.Glob("/usr/lib*/libvirt/connection-driver/libvirt_driver_qemu.so"); len(m) == 0 {
+			missing = append(missing, "libvirt's QEMU driver (libvirt-daemon-driver-qemu)")
+		}
+	}
+	// The test driver is built into libvirt.so.0: connecting to it proves
+	// the library loads.
+	if c, err := hostcpu.DialLibvirt(nil)(context.Background(), "test:///default"); err != nil {
+		missing = append(missing, fmt.Sprintf("libvirt.so.0 (libvirt0): %v", err))
+	} else {
+		_ = c.Close()
+	}
+	if len(missing) == 0 {
+		return
+	}
+	msg := "missing " + strings.Join(missing, ", ") + "; run hack/install-deps.sh libvirt"
+	if os.Getenv(integrationEnv) == "1" {
+		t.Fatalf("%s=1 but %s", integrationEnv, msg)
+	}
+	t.Skip(msg)
+}
+
+// One process can open only one embedded root, and keeps it open until it
+// exits; no other process can open it meanwhile. So the root is made once,
+// virsh runs before discovery opens it, and both results are kept for every
+// repetition of the test (-count).
+var embedded struct {
+	once  sync.Once
+	root  string
+	virsh virshOutput
+	h     *hostcpu.HostCPU
+	took  time.Duration
+	log   syncBuffer
+	err   error
+}
+
+type virshOutput struct {
+	domcaps, baseline, penryn, caps []byte
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if embedded.root != "" {
+		_ = os.RemoveAll(embedded.root)
+	}
+	os.Exit(code)
+}
+
+// syncBuffer collects log records; libvirt's event loop may log from its own
+// goroutine, after the test that started it has ended, so the log never goes
+// to a *testing.T directly.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func discoverEmbedded(t *testing.T) (virshOutput, *hostcpu.HostCPU) {
+	embedded.once.Do(func() {
+		root, err := os.MkdirTemp("", "node-agent-embed-")
+		if err != nil {
+			embedded.err = err
+			return
+		}
+		embedded.root = root
+		uri := hostcpu.EmbeddedURI(root)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		virsh := func(args ...string) ([]byte, error) {
+			cmd := exec.CommandContext(ctx, "virsh", append([]string{"-q", "-c", uri}, args...)...)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				return nil, fmt.Errorf("virsh %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+			}
+			return out, nil
+		}
+		write := func(name string, data []byte) string {
+			p := filepath.Join(root, name)
+			if err := os.WriteFile(p, data, 0o600); err != nil {
+				embedded.err = err
+			}
+			return p
+		}
+		var v virshOutput
+		if v.domcaps, err = virsh("domcapabilities", "--virttype", "qemu"); err != nil {
+			embedded.err = err
+			return
+		}
+		// The pipeline KubeVirt runs: virsh domcapabilities | virsh hypervisor-cpu-baseline --features.
+		dcFile := write("domcaps.xml", v.domcaps)
+		if v.baseline, err = virsh("hypervisor-cpu-baseline", "--features", "--virttype", "qemu", dcFile); err != nil {
+			embedded.err = err
+			return
+		}
+		penrynFile := write("penryn.xml", []byte(`<cpu mode='custom' match='exact'><model fallback='forbid'>Penryn</model></cpu>`))
+		if v.penryn, err = virsh("hypervisor-cpu-baseline", "--features", "--virttype", "qemu", penrynFile); err != nil {
+			embedded.err = err
+			return
+		}
+		if v.caps, err = virsh("capabilities"); err != nil {
+			embedded.err = err
+			return
+		}
+		embedded.virsh = v
+
+		d, err := hostcpu.NewDiscoverer(hostcpu.Options{
+			LibvirtURI:   uri,
+			VirtType:     hostcpu.VirtTypeQEMU,
+			ExpandModels: []string{"Penryn"},
+			Logger:       slog.New(slog.NewTextHandler(&embedded.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		})
+		if err != nil {
+			embedded.err = err
+			return
+		}
+		start := time.Now()
+		embedded.h, embedded.err = d.Discover(ctx)
+		embedded.took = time.Since(start)
+	})
+	t.Logf("discovery log:\n%s", embedded.log.String())
+	if embedded.err != nil {
+		t.Fatal(embedded.err)
+	}
+	t.Logf("discovery through %s took %s", hostcpu.EmbeddedURI(embedded.root), embedded.took)
+	return embedded.virsh, embedded.h
+}
+
+// What the test reads from virsh's output, with its own minimal structs so
+// that a bug in the package's parsers cannot hide itself.
+type vDomcaps struct {
+	Modes []struct {
+		Name   string `xml:"name,attr"`
+		Vendor string `xml:"vendor"`
+		Models []struct {
+			Name   string `xml:",chardata"`
+			Usable string `xml:"usable,attr"`
+		} `xml:"model"`
+		Features []vFeature `xml:"feature"`
+	} `xml:"cpu>mode"`
+}
+
+type vFeature struct {
+	Name   string `xml:"name,attr"`
+	Policy string `xml:"policy,attr"`
+}
+
+type vCPU struct {
+	Features []vFeature `xml:"feature"`
+}
+
+type vCaps struct {
+	Host struct {
+		Arch     string `xml:"cpu>arch"`
+		Counters []struct {
+			Name      string `xml:"name,attr"`
+			Frequency string `xml:"frequency,attr"`
+			Scaling   string `xml:"scaling,attr"`
+		} `xml:"cpu>counter"`
+	} `xml:"host"`
+	Guests []struct {
+		Arch struct {
+			Name     string   `xml:"name,attr"`
+			Machines []string `xml:"machine"`
+		} `xml:"arch"`
+	} `xml:"guest"`
+}
+
+func mustUnmarshal(t *testing.T, data []byte, v any) {
+	t.Helper()
+	if err := xml.Unmarshal(data, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func featureNames(fs []vFeature, policy string) []string {
+	var out []string
+	for _, f := range fs {
+		if policy == "" || f.Policy == policy {
+			out = append(out, f.Name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+func minus(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// TestDiscoverAgreesWithVirsh is the issue's first acceptance test, in Go:
+// discovery through the embedded driver agrees exactly with virsh on the
+// models, the host model and its required features, and the features minus
+// Penryn, and so do the labels.
+func TestDiscoverAgreesWithVirsh(t *testing.T) {
+	requireLibvirt(t)
+	if testing.Short() && os.Getenv(integrationEnv) != "1" {
+		t.Skip("probes QEMU through libvirt (tens of seconds); skipped with -short")
+	}
+	v, h := discoverEmbedded(t)
+	if len(h.Unavailable) != 0 {
+		t.Fatalf("discovery left facts out: %+v", h.Unavailable)
+	}
+	if h.FeatureSource != hostcpu.FeatureSourceLibvirt || h.VirtType != "qemu" {
+		t.Errorf("feature source %s, virttype %s", h.FeatureSource, h.VirtType)
+	}
+
+	var dc vDomcaps
+	mustUnmarshal(t, v.domcaps, &dc)
+	var usable, all, hmReq, hmDis []string
+	var hmName, hmVendor string
+	for _, m := range dc.Modes {
+		switch m.Name {
+		case "custom":
+			for _, md := range m.Models {
+				all = append(all, md.Name)
+				if md.Usable == "yes" {
+					usable = append(usable, md.Name)
+				}
+			}
+		case "host-model":
+			hmName, hmVendor = m.Models[0].Name, m.Vendor
+			hmReq, hmDis = featureNames(m.Features, "require"), featureNames(m.Features, "disable")
+		}
+	}
+	var bl, pen vCPU
+	mustUnmarshal(t, v.baseline, &bl)
+	mustUnmarshal(t, v.penryn, &pen)
+	supported := featureNames(bl.Features, "require")
+	penryn := featureNames(pen.Features, "")
+	var caps vCaps
+	mustUnmarshal(t, v.caps, &caps)
+	var machines []string
+	for _, g := range caps.Guests {
+		if g.Arch.Name == caps.Host.Arch {
+			machines = append(machines, g.Arch.Machines...)
+		}
+	}
+
+	eq := func(what string, got, want any) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n discovery %v\n     virsh %v", what, got, want)
+		}
+	}
+	eq("usable models", h.UsableModels(), sorted(usable))
+	eq("all models", h.AllModels(), sorted(all))
+	eq("host model", []string{h.HostModel.Name, h.HostModel.Vendor}, []string{hmName, hmVendor})
+	eq("host-model required features", h.HostModel.Required, hmReq)
+	eq("host-model disabled features", h.HostModel.Disabled, hmDis)
+	eq("hypervisor-supported features", h.SupportedFeatures, supported)
+	eq("Penryn features", h.ModelFeatures["Penryn"], penryn)
+	eq("machine types", h.MachineTypes, sorted(machines))
+	for _, c := range caps.Host.Counters {
+		if c.Name == "tsc" {
+			eq("tsc", []string{fmt.Sprint(h.TSC.Frequency), fmt.Sprint(h.TSC.Scalable)}, []string{c.Frequency, fmt.Sprint(c.Scaling == "yes")})
+		}
+	}
+
+	res, err := labeller.Policy{}.Labels(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Warnings)+len(res.Omitted) != 0 {
+		t.Errorf("warnings %v, omitted %v", res.Warnings, res.Omitted)
+	}
+	obsolete := labeller.Policy{}
+	notObsolete := func(models []string) []string {
+		var out []string
+		for _, m := range sorted(models) {
+			if !obsolete.IsObsolete(m) {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	family := func(prefix string) []string {
+		var out []string
+		for k := range res.Labels {
+			if n, ok := strings.CutPrefix(k, prefix); ok {
+				out = append(out, n)
+			}
+		}
+		return sorted(out)
+	}
+	eq("cpu-model labels", family(labeller.CPUModelLabelPrefix), notObsolete(usable))
+	eq("cpu-model-migration labels", family(labeller.CPUModelMigrationLabelPrefix), notObsolete(append(all, hmName)))
+	eq("host-model-cpu labels", family(labeller.HostModelCPULabelPrefix), []string{hmName})
+	eq("host-model-required-features labels", family(labeller.HostModelRequiredFeaturesLabelPrefix), minus(hmReq, penryn))
+	eq("cpu-feature labels", family(labeller.CPUFeatureLabelPrefix), minus(supported, penryn))
+	eq("cpu-vendor labels", family(labeller.CPUVendorLabelPrefix), []string{hmVendor})
+	eq("machine-type labels", family(labeller.MachineTypeLabelPrefix), sorted(machines))
+	t.Logf("%d labels: %d cpu-model, %d cpu-feature, %d host-model-required-features, %d machine-type",
+		len(res.Labels), len(family(labeller.CPUModelLabelPrefix)), len(family(labeller.CPUFeatureLabelPrefix)),
+		len(family(labeller.HostModelRequiredFeaturesLabelPrefix)), len(family(labeller.MachineTypeLabelPrefix)))
+}
+
+// TestDiscoverWithoutReachableLibvirt is the issue's second acceptance test at
+// the package level: with libvirt unreachable, discovery still succeeds, and
+// the labels carry cpuid's features and vendor and say what was left out.
+// It needs no libvirt, so it never skips.
+func TestDiscoverWithoutReachableLibvirt(t *testing.T) {
+	uri := "qemu+unix:///system?socket=" + filepath.Join(t.TempDir(), "absent.sock")
+	d, err := hostcpu.NewDiscoverer(hostcpu.Options{LibvirtURI: uri, ExpandModels: []string{"Penryn"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := d.Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []hostcpu.Fact{hostcpu.FactModels, hostcpu.FactHostModel, hostcpu.FactSupportedFeatures, hostcpu.FactTSC, hostcpu.FactMachineTypes} {
+		if reason, ok := h.Missing(f); !ok || !strings.Contains(reason, "libvirt unreachable") {
+			t.Errorf("%s: missing %v, reason %q", f, ok, reason)
+		}
+	}
+	if h.FeatureSource != hostcpu.FeatureSourceCPUID {
+		t.Errorf("feature source %s", h.FeatureSource)
+	}
+	res, err := labeller.Policy{}.Labels(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime.GOARCH == "amd64" {
+		var vendor, features int
+		for k := range res.Labels {
+			switch {
+			case strings.HasPrefix(k, labeller.CPUVendorLabelPrefix):
+				vendor++
+			case strings.HasPrefix(k, labeller.CPUFeatureLabelPrefix):
+				features++
+			}
+		}
+		if vendor != 1 || features == 0 || vendor+features != len(res.Labels) {
+			t.Errorf("labels %v; want one cpu-vendor label and cpu-feature labels only", res.Labels)
+		}
+		t.Logf("without libvirt: %d labels (%d cpu-feature)", len(res.Labels), features)
+	}
+	if got := len(res.OmittedPrefixes()); got != 7 {
+		t.Errorf("omitted %v; want the 7 libvirt-only families", res.Omitted)
+	}
+	for _, o := range res.Omitted {
+		if !strings.Contains(o.Reason, uri) {
+			t.Errorf("omission %q does not name the URI tried", o)
+		}
+	}
+}

@@ -1,0 +1,371 @@
+package labeller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/node-agent/node-agent/pkg/agent"
+	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/metrics"
+)
+
+// SkipNodeAnnotation pauses all labelling of a node while it is "true", as in
+// KubeVirt's node-labeller.
+const SkipNodeAnnotation = "node-labeller.kubevirt.io/skip-node"
+
+// FieldManager names the labeller in managedFields.
+const FieldManager = "node-agent-labeller"
+
+// DiscoverFunc takes a snapshot of the host CPU for cfg. The controller calls
+// it at start, on re-discovery and on a configuration change, never on the
+// path of a Node event.
+type DiscoverFunc func(ctx context.Context, cfg config.LabellerConfig) (*hostcpu.HostCPU, error)
+
+// Controller keeps the owned CPU labels of the agent's own Node equal to
+// what the policy computes from the latest discovery. It writes only when the
+// desired and current labels differ, and never touches a key it does not own.
+type Controller struct {
+	client   kubernetes.Interface
+	nodeName string
+	logger   *slog.Logger
+	clock    clock.WithTicker
+	recorder record.EventRecorder
+	discover DiscoverFunc
+	metrics  *Metrics
+
+	configs chan config.LabellerConfig
+	trigger chan struct{}
+
+	mu      sync.Mutex
+	cfg     config.LabellerConfig
+	desired *Result
+	host    *hostcpu.HostCPU
+
+	// Things said once.
+	warnedLibvirt  bool
+	warnedObsolete string
+	warnedSkip     string
+}
+
+// Metrics are the labeller's metrics.
+type Metrics struct {
+	Managed           prometheus.Gauge
+	Syncs             *prometheus.CounterVec
+	SyncDuration      prometheus.Histogram
+	DiscoveryDuration *prometheus.HistogramVec
+}
+
+// NewMetrics creates the labeller's metrics and registers them on reg if not nil.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Managed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Name: "labels_managed",
+			Help: "Owned CPU labels currently desired on the node."}),
+		Syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "label_sync_total",
+			Help: "Label syncs by result: unchanged (no write), changed (one patch), skipped (skip-node), error."}, []string{"result"}),
+		SyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metrics.Namespace, Name: "label_sync_duration_seconds",
+			Help: "Time to compare and, when needed, patch the node's labels.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}),
+		DiscoveryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Name: "discovery_duration_seconds",
+			Help: "Time of one host CPU discovery, by source (libvirt, or cpuid when libvirt was unreachable).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 9)}, []string{"source"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Managed, m.Syncs, m.SyncDuration, m.DiscoveryDuration)
+	}
+	return m
+}
+
+// Options configures a Controller.
+type Options struct {
+	Client   kubernetes.Interface
+	NodeName string
+	Config   config.LabellerConfig
+	Discover DiscoverFunc
+	Logger   *slog.Logger
+	Clock    clock.WithTicker
+	Recorder record.EventRecorder
+	Metrics  *Metrics
+}
+
+// NewController returns a labeller for opts.NodeName.
+func NewController(o Options) (*Controller, error) {
+	if o.Client == nil || o.NodeName == "" || o.Discover == nil {
+		return nil, fmt.Errorf("labeller: client, node name and discover function are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Recorder == nil {
+		o.Recorder = &record.FakeRecorder{}
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+	return &Controller{
+		client: o.Client, nodeName: o.NodeName, logger: o.Logger, clock: o.Clock, recorder: o.Recorder,
+		discover: o.Discover, metrics: o.Metrics, cfg: o.Config,
+		configs: make(chan config.LabellerConfig, 1), trigger: make(chan struct{}, 1),
+	}, nil
+}
+
+// Name implements agent.Component.
+func (c *Controller) Name() string { return "labeller" }
+
+// SetConfig hands the controller a new, already validated configuration; it
+// re-discovers and re-labels with it.
+func (c *Controller) SetConfig(cfg config.LabellerConfig) {
+	select {
+	case <-c.configs:
+	default:
+	}
+	c.configs <- cfg
+}
+
+func (c *Controller) nodeRef() *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", Name: c.nodeName, UID: types.UID(c.nodeName)}
+}
+
+func (c *Controller) poke() {
+	select {
+	case c.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Run implements agent.Component.
+func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
+	c.rediscover(ctx)
+	if err := view.AddHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.poke() },
+		UpdateFunc: func(_, _ any) { c.poke() },
+	}); err != nil {
+		return err
+	}
+	c.poke()
+	c.mu.Lock()
+	period := c.cfg.RediscoveryPeriod.Duration
+	c.mu.Unlock()
+	ticker := c.clock.NewTicker(period)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case cfg := <-c.configs:
+			c.mu.Lock()
+			changed := cfg.RediscoveryPeriod != c.cfg.RediscoveryPeriod
+			c.cfg = cfg
+			c.mu.Unlock()
+			if changed {
+				ticker.Stop()
+				ticker = c.clock.NewTicker(cfg.RediscoveryPeriod.Duration)
+			}
+			c.logger.Info("Configuration changed; discovering again")
+			c.rediscover(ctx)
+			c.sync(ctx, view)
+		case <-ticker.C():
+			c.rediscover(ctx)
+			c.sync(ctx, view)
+		case <-c.trigger:
+			c.sync(ctx, view)
+		}
+	}
+}
+
+// rediscover takes a new snapshot and computes the desired labels. On a
+// failure the previous desired labels stay in force.
+func (c *Controller) rediscover(ctx context.Context) {
+	c.mu.Lock()
+	cfg := c.cfg
+	c.mu.Unlock()
+	start := c.clock.Now()
+	h, err := c.discover(ctx, cfg)
+	if err != nil {
+		c.logger.Error("Host CPU discovery failed; keeping the labels computed before", "err", err)
+		c.metrics.Syncs.WithLabelValues("error").Inc()
+		return
+	}
+	source := "libvirt"
+	if h.LibvirtUnreachable != "" {
+		source = "cpuid"
+	}
+	c.metrics.DiscoveryDuration.WithLabelValues(source).Observe(c.clock.Since(start).Seconds())
+	policy := Policy{MinCPUModel: cfg.MinCPUModel, ObsoleteCPUModels: cfg.ObsoleteCPUModels}
+	res, err := policy.Labels(h)
+	if err != nil {
+		c.logger.Error("Computing labels failed; keeping the labels computed before", "err", err)
+		return
+	}
+	for _, w := range res.Warnings {
+		c.logger.Warn("Label skipped", "reason", w)
+	}
+	if h.LibvirtUnreachable != "" && !c.warnedLibvirt {
+		c.warnedLibvirt = true
+		var omitted []string
+		for _, o := range res.Omitted {
+			omitted = append(omitted, o.String())
+		}
+		c.logger.Warn("libvirt unavailable; labelling from cpuid only", "reason", h.LibvirtUnreachable, "omitted", strings.Join(omitted, "; "))
+		c.recorder.Eventf(c.nodeRef(), corev1.EventTypeWarning, "LibvirtUnavailable",
+			"libvirt unavailable (%s); CPU labels come from cpuid only, and these are not computed: %s", h.LibvirtUnreachable, strings.Join(res.OmittedPrefixes(), ", "))
+	}
+	if h.LibvirtUnreachable == "" {
+		c.warnedLibvirt = false
+	}
+	if res.HostModelObsolete && h.HostModel != nil && c.warnedObsolete != h.HostModel.Name {
+		c.warnedObsolete = h.HostModel.Name
+		c.recorder.Eventf(c.nodeRef(), corev1.EventTypeWarning, "ObsoleteHostModel",
+			"The host-model CPU %s is on the obsolete list; KubeVirt will not schedule host-model VMs here", h.HostModel.Name)
+	}
+	c.mu.Lock()
+	c.desired, c.host = res, h
+	c.mu.Unlock()
+	c.metrics.Managed.Set(float64(len(res.Labels)))
+	c.logger.Info("Host CPU discovered", "source", source, "labels", len(res.Labels), "duration", c.clock.Since(start))
+}
+
+// Diff returns the labels to set and the owned keys to remove so that current
+// becomes desired. Keys of omitted families are left alone: not knowing them
+// is no reason to remove them.
+func Diff(current, desired map[string]string, keep []string) (set map[string]string, remove []string) {
+	set = map[string]string{}
+	for k, v := range desired {
+		if cur, ok := current[k]; !ok || cur != v {
+			set[k] = v
+		}
+	}
+	for k := range current {
+		if !IsOwnedKey(k) {
+			continue
+		}
+		if _, ok := desired[k]; ok {
+			continue
+		}
+		kept := false
+		for _, p := range keep {
+			if strings.HasPrefix(k, p) {
+				kept = true
+				break
+			}
+		}
+		if !kept {
+			remove = append(remove, k)
+		}
+	}
+	sort.Strings(remove)
+	return set, remove
+}
+
+// skipState reads the skip-node annotation. A value other than true or
+// false is refused: nothing is changed, and the admin is told.
+func skipState(node *corev1.Node) (skip bool, err error) {
+	v, ok := node.Annotations[SkipNodeAnnotation]
+	if !ok {
+		return false, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true":
+		return true, nil
+	case "false", "":
+		return false, nil
+	}
+	return true, fmt.Errorf("annotation %s=%q is neither true nor false; labelling is paused until it is fixed", SkipNodeAnnotation, v)
+}
+
+// sync compares the Node's owned labels with the desired ones and sends one
+// patch when they differ.
+func (c *Controller) sync(ctx context.Context, view agent.NodeView) {
+	c.mu.Lock()
+	res := c.desired
+	c.mu.Unlock()
+	if res == nil {
+		return
+	}
+	node, err := view.Get()
+	if err != nil {
+		return
+	}
+	start := c.clock.Now()
+	defer func() { c.metrics.SyncDuration.Observe(c.clock.Since(start).Seconds()) }()
+	skip, serr := skipState(node)
+	if serr != nil {
+		if c.warnedSkip != node.Annotations[SkipNodeAnnotation] {
+			c.warnedSkip = node.Annotations[SkipNodeAnnotation]
+			c.logger.Error("Bad skip-node annotation", "err", serr)
+			c.recorder.Eventf(c.nodeRef(), corev1.EventTypeWarning, "BadSkipNodeAnnotation", "%v", serr)
+		}
+	}
+	if skip {
+		c.metrics.Syncs.WithLabelValues("skipped").Inc()
+		return
+	}
+	set, remove := Diff(node.Labels, res.Labels, res.OmittedPrefixes())
+	if len(set) == 0 && len(remove) == 0 {
+		c.metrics.Syncs.WithLabelValues("unchanged").Inc()
+		return
+	}
+	if err := c.patch(ctx, node.ResourceVersion, set, remove); err != nil {
+		if apierrors.IsConflict(err) {
+			// The Node changed under us; its informer event brings a new
+			// sync with the fresh state.
+			c.logger.Debug("Label patch conflicted; retrying on the next Node event", "err", err)
+			c.metrics.Syncs.WithLabelValues("conflict").Inc()
+			c.retrySoon(ctx)
+			return
+		}
+		c.metrics.Syncs.WithLabelValues("error").Inc()
+		c.logger.Error("Patching labels failed", "err", err)
+		c.retrySoon(ctx)
+		return
+	}
+	c.metrics.Syncs.WithLabelValues("changed").Inc()
+	c.logger.Info("Labels updated", "added", len(set), "removed", len(remove))
+	c.recorder.Eventf(c.nodeRef(), corev1.EventTypeNormal, "CPULabelsChanged", "CPU labels changed: %d added or updated, %d removed", len(set), len(remove))
+}
+
+func (c *Controller) retrySoon(ctx context.Context) {
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-c.clock.After(time.Second):
+			c.poke()
+		}
+	}()
+}
+
+// patch sends one merge patch that sets and removes only owned keys. The
+// resourceVersion in the patch makes it conditional: if the Node changed
+// since we read it, the apiserver answers 409 and nothing is written.
+func (c *Controller) patch(ctx context.Context, resourceVersion string, set map[string]string, remove []string) error {
+	labels := map[string]*string{}
+	for k, v := range set {
+		labels[k] = &v
+	}
+	for _, k := range remove {
+		labels[k] = nil
+	}
+	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion, "labels": labels}})
+	if err != nil {
+		return err
+	}
+	_, err = c.client.CoreV1().Nodes().Patch(ctx, c.nodeName, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager})
+	return err
+}

@@ -1,0 +1,10 @@
+// Package labeller owns the CPU labels of this agent's own Node: which keys it
+// owns, what their values should be, and (in the controller files) keeping the
+// Node in step with them.
+//
+// The label policy (policy.go) is pure: it turns a hostcpu.HostCPU snapshot
+// into the label map KubeVirt's scheduler expects, with KubeVirt's exact keys
+// (cpu-model.node.kubevirt.io/, cpu-feature.node.kubevirt.io/, ...). It skips,
+// with a warning, any name that is not a valid Kubernetes label, and says
+// which label families it could not compute and why.
+package labeller

@@ -1,0 +1,321 @@
+package labeller
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/node-agent/node-agent/pkg/hostcpu"
+)
+
+// Label keys and prefixes, exactly KubeVirt's (kubevirt.io/api/core/v1), so
+// that KubeVirt's scheduling of virt-launcher pods works unchanged.
+const (
+	// CPUModelLabelPrefix + model: the model is usable on this host.
+	CPUModelLabelPrefix = "cpu-model.node.kubevirt.io/"
+	// CPUModelMigrationLabelPrefix + model: libvirt knows the model; a
+	// host-model guest of that model may migrate here.
+	CPUModelMigrationLabelPrefix = "cpu-model-migration.node.kubevirt.io/"
+	// CPUFeatureLabelPrefix + feature: the hypervisor supports the feature
+	// and the minimum CPU model lacks it.
+	CPUFeatureLabelPrefix = "cpu-feature.node.kubevirt.io/"
+	// HostModelCPULabelPrefix + model: the host-model CPU's model.
+	HostModelCPULabelPrefix = "host-model-cpu.node.kubevirt.io/"
+	// HostModelRequiredFeaturesLabelPrefix + feature: a feature the
+	// host-model CPU requires beyond its model and the minimum CPU model.
+	HostModelRequiredFeaturesLabelPrefix = "host-model-required-features.node.kubevirt.io/"
+	// CPUVendorLabelPrefix + vendor (Intel, AMD, Hygon).
+	CPUVendorLabelPrefix = "cpu-vendor.node.kubevirt.io/"
+	// CPUTimerLabelPrefix holds the TSC labels below.
+	CPUTimerLabelPrefix = "cpu-timer.node.kubevirt.io/"
+	// TSCFrequencyLabel's value is the TSC frequency in Hz.
+	TSCFrequencyLabel = CPUTimerLabelPrefix + "tsc-frequency"
+	// TSCScalableLabel's value is "true" or "false".
+	TSCScalableLabel = CPUTimerLabelPrefix + "tsc-scalable"
+	// MachineTypeLabelPrefix + machine type (pc-q35-7.2, q35, ...).
+	MachineTypeLabelPrefix = "machine-type.node.kubevirt.io/"
+	// ObsoleteHostModelLabel is "true" when the host-model CPU's model is
+	// obsolete; KubeVirt keeps host-model guests off such nodes.
+	ObsoleteHostModelLabel = "node-labeller.kubevirt.io/obsolete-host-model"
+)
+
+// DefaultMinCPUModel is used when Policy.MinCPUModel is empty.
+const DefaultMinCPUModel = "Penryn"
+
+// OwnedPrefixes returns the key prefixes this agent owns: every key under
+// them is its to add, change and remove.
+func OwnedPrefixes() []string {
+	return []string{
+		CPUModelLabelPrefix,
+		CPUModelMigrationLabelPrefix,
+		CPUFeatureLabelPrefix,
+		HostModelCPULabelPrefix,
+		HostModelRequiredFeaturesLabelPrefix,
+		CPUVendorLabelPrefix,
+		CPUTimerLabelPrefix,
+		MachineTypeLabelPrefix,
+	}
+}
+
+// IsOwnedKey reports whether key is one this agent owns: under an owned prefix,
+// or the obsolete-host-model key. Any other key, however similar, is not.
+func IsOwnedKey(key string) bool {
+	if key == ObsoleteHostModelLabel {
+		return true
+	}
+	for _, p := range OwnedPrefixes() {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultObsoleteCPUModels returns KubeVirt's default obsolete models. An
+// admin's list adds to these, never replaces them.
+func DefaultObsoleteCPUModels() []string {
+	return []string{
+		"486", "Conroe", "athlon", "core2duo", "coreduo", "kvm32", "kvm64",
+		"n270", "pentium", "pentium2", "pentium3", "pentiumpro", "phenom",
+		"qemu32", "qemu64",
+	}
+}
+
+// versionedAlias matches QEMU's versioned model names, such as Penryn-v1 or
+// Cascadelake-Server-v4: the base name, then -v and a number.
+var versionedAlias = regexp.MustCompile(`^(.+)-v[0-9]+$`)
+
+// Policy decides the labels of a host CPU.
+type Policy struct {
+	// MinCPUModel is the model every node is assumed to have; its features
+	// get no cpu-feature or host-model-required-features label. Empty means
+	// DefaultMinCPUModel.
+	MinCPUModel string
+	// ObsoleteCPUModels are added to DefaultObsoleteCPUModels.
+	ObsoleteCPUModels []string
+}
+
+// MinModel returns the minimum CPU model in force.
+func (p Policy) MinModel() string {
+	if m := strings.TrimSpace(p.MinCPUModel); m != "" {
+		return m
+	}
+	return DefaultMinCPUModel
+}
+
+// ObsoleteModels returns the obsolete list in force: the defaults plus the
+// admin's additions, sorted.
+func (p Policy) ObsoleteModels() []string {
+	all := DefaultObsoleteCPUModels()
+	for _, m := range p.ObsoleteCPUModels {
+		if m = strings.TrimSpace(m); m != "" {
+			all = append(all, m)
+		}
+	}
+	slices.Sort(all)
+	return slices.Compact(all)
+}
+
+// IsObsolete reports whether model is obsolete: listed, or a versioned alias
+// (-vN) of a listed model. Names are case-sensitive, as in libvirt.
+func (p Policy) IsObsolete(model string) bool {
+	return isObsolete(p.ObsoleteModels(), model)
+}
+
+func isObsolete(sortedObsolete []string, model string) bool {
+	if _, ok := slices.BinarySearch(sortedObsolete, model); ok {
+		return true
+	}
+	if m := versionedAlias.FindStringSubmatch(model); m != nil {
+		_, ok := slices.BinarySearch(sortedObsolete, m[1])
+		return ok
+	}
+	return false
+}
+
+// Result is the outcome of Policy.Labels.
+type Result struct {
+	// Labels are the desired owned labels, all valid.
+	Labels map[string]string
+	// HostModelObsolete is true when the host-model CPU's model is obsolete.
+	HostModelObsolete bool
+	// Omitted lists the label families that could not be computed, and why.
+	// A controller should leave existing labels of these families alone
+	// rather than treat them as stale.
+	Omitted []Omission
+	// Notes say where labels came from when it is not the usual source,
+	// such as cpu-feature labels from cpuid.
+	Notes []string
+	// Warnings are names skipped because they cannot be label keys.
+	Warnings []string
+}
+
+// Omission is a set of labels left out for one reason.
+type Omission struct {
+	// Keys are label keys, or prefixes followed by "*".
+	Keys   []string
+	Reason string
+}
+
+func (o Omission) String() string {
+	return strings.Join(o.Keys, ", ") + ": " + o.Reason
+}
+
+// OmittedPrefixes returns the owned prefixes (and keys) of every omitted
+// family, without the "*".
+func (r *Result) OmittedPrefixes() []string {
+	var out []string
+	for _, o := range r.Omitted {
+		for _, k := range o.Keys {
+			out = append(out, strings.TrimSuffix(k, "*"))
+		}
+	}
+	return out
+}
+
+// Labels computes the labels of h under p.
+func (p Policy) Labels(h *hostcpu.HostCPU) (*Result, error) {
+	if h == nil {
+		return nil, errors.New("computing labels: no host CPU snapshot; run discovery first")
+	}
+	b := &builder{res: &Result{Labels: map[string]string{}}}
+	obsolete := p.ObsoleteModels()
+	minModel := p.MinModel()
+	minFeatures, minKnown := h.FeaturesOf(minModel)
+	minReason := fmt.Sprintf("the features of the minimum CPU model %s are unknown", minModel)
+	if r, missing := h.Missing(hostcpu.FactModelFeatures); missing {
+		minReason += " (" + r + ")"
+	}
+	without := func(features []string) []string {
+		var out []string
+		for _, f := range features {
+			if !slices.Contains(minFeatures, f) {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+
+	if reason, missing := h.Missing(hostcpu.FactModels); missing {
+		b.omit(reason, CPUModelLabelPrefix+"*", CPUModelMigrationLabelPrefix+"*")
+	} else {
+		for _, m := range h.Models {
+			if isObsolete(obsolete, m.Name) {
+				continue
+			}
+			if m.Usable {
+				b.add("cpu model", m.Name, CPUModelLabelPrefix, "true")
+			}
+			b.add("cpu model", m.Name, CPUModelMigrationLabelPrefix, "true")
+		}
+	}
+
+	if hm := h.HostModel; hm != nil {
+		b.add("host model", hm.Name, HostModelCPULabelPrefix, "true")
+		if isObsolete(obsolete, hm.Name) {
+			b.res.HostModelObsolete = true
+			b.res.Labels[ObsoleteHostModelLabel] = "true"
+		} else {
+			// KubeVirt also offers the host model itself as a migration
+			// target, even when it is missing from the custom models.
+			b.add("host model", hm.Name, CPUModelMigrationLabelPrefix, "true")
+		}
+		if minKnown {
+			for _, f := range without(hm.Required) {
+				b.add("host-model required feature", f, HostModelRequiredFeaturesLabelPrefix, "true")
+			}
+		} else {
+			b.omit(minReason, HostModelRequiredFeaturesLabelPrefix+"*")
+		}
+	} else {
+		reason, _ := h.Missing(hostcpu.FactHostModel)
+		b.omit(reason, HostModelCPULabelPrefix+"*", HostModelRequiredFeaturesLabelPrefix+"*", ObsoleteHostModelLabel)
+	}
+
+	cpuidFeatures := false
+	if minKnown {
+		for _, f := range without(h.SupportedFeatures) {
+			b.add("cpu feature", f, CPUFeatureLabelPrefix, "true")
+		}
+		cpuidFeatures = h.FeatureSource == hostcpu.FeatureSourceCPUID
+	} else {
+		b.omit(minReason, CPUFeatureLabelPrefix+"*")
+	}
+
+	if h.Vendor != "" {
+		b.add("vendor", h.Vendor, CPUVendorLabelPrefix, "true")
+	} else {
+		b.omit(fmt.Sprintf("neither a host-model CPU nor cpuid (vendor %q) names a vendor libvirt knows", h.CPUID.VendorString), CPUVendorLabelPrefix+"*")
+	}
+
+	if h.TSC != nil {
+		if h.TSC.Frequency > 0 {
+			b.add("tsc frequency", "tsc-frequency", CPUTimerLabelPrefix, fmt.Sprint(h.TSC.Frequency))
+		}
+		b.add("tsc scaling", "tsc-scalable", CPUTimerLabelPrefix, fmt.Sprint(h.TSC.Scalable))
+	} else {
+		reason, _ := h.Missing(hostcpu.FactTSC)
+		b.omit(reason, CPUTimerLabelPrefix+"*")
+	}
+
+	if reason, missing := h.Missing(hostcpu.FactMachineTypes); missing {
+		b.omit(reason, MachineTypeLabelPrefix+"*")
+	} else {
+		for _, m := range h.MachineTypes {
+			b.add("machine type", m, MachineTypeLabelPrefix, "true")
+		}
+	}
+	if cpuidFeatures {
+		b.noteCPUIDFeatures(h)
+	}
+	return b.res, nil
+}
+
+type builder struct {
+	res *Result
+}
+
+// noteCPUIDFeatures says that cpu-feature labels come from cpuid, with the
+// reason unless an omission already gave it.
+func (b *builder) noteCPUIDFeatures(h *hostcpu.HostCPU) {
+	const note = "cpu-feature labels come from the CPU's cpuid flags, not from what the hypervisor supports"
+	reason, _ := h.Missing(hostcpu.FactSupportedFeatures)
+	if reason == "" || slices.ContainsFunc(b.res.Omitted, func(o Omission) bool { return o.Reason == reason }) {
+		b.res.Notes = append(b.res.Notes, note+", for the reason above")
+		return
+	}
+	b.res.Notes = append(b.res.Notes, note+": "+reason)
+}
+
+// add sets prefix+name=value when both are valid, and warns otherwise.
+func (b *builder) add(what, name, prefix, value string) {
+	key := prefix + name
+	if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
+		b.res.Warnings = append(b.res.Warnings, fmt.Sprintf("skipped %s %q: %q is not a valid label key: %s", what, name, key, strings.Join(msgs, "; ")))
+		return
+	}
+	if msgs := validation.IsValidLabelValue(value); len(msgs) > 0 {
+		b.res.Warnings = append(b.res.Warnings, fmt.Sprintf("skipped %s %q: %q is not a valid label value: %s", what, name, value, strings.Join(msgs, "; ")))
+		return
+	}
+	b.res.Labels[key] = value
+}
+
+// omit records keys left out for reason, merging with an earlier omission of
+// the same reason so the report says each cause once.
+func (b *builder) omit(reason string, keys ...string) {
+	if reason == "" {
+		reason = "unknown"
+	}
+	for i := range b.res.Omitted {
+		if b.res.Omitted[i].Reason == reason {
+			b.res.Omitted[i].Keys = append(b.res.Omitted[i].Keys, keys...)
+			return
+		}
+	}
+	b.res.Omitted = append(b.res.Omitted, Omission{Keys: keys, Reason: reason})
+}

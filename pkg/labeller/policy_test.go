@@ -1,0 +1,445 @@
+package labeller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/node-agent/node-agent/pkg/hostcpu"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden label files in testdata")
+
+// The captures of the real libvirt live with the discovery package.
+const capturedDir = "../hostcpu/testdata"
+
+var testCPUID = hostcpu.CPUID{
+	VendorString: "GenuineIntel", Vendor: "Intel", Brand: "Test CPU", Family: 6, Model: 85,
+	Features: []string{"avx", "avx2", "cx8", "fpu", "hypervisor", "pni", "sse2", "sse4.1", "sse4.2"},
+}
+
+type offline struct {
+	domcaps, caps, cpuMap string
+	expand                []string
+}
+
+// discover runs the real discovery on files only; libvirt is never dialled.
+func discover(t *testing.T, in offline) *hostcpu.HostCPU {
+	t.Helper()
+	d, err := hostcpu.NewDiscoverer(hostcpu.Options{
+		DomainCapabilitiesFile: in.domcaps,
+		CapabilitiesFile:       in.caps,
+		CPUMapDir:              in.cpuMap,
+		FallbackCPUMapDir:      filepath.Join(t.TempDir(), "absent"),
+		ExpandModels:           in.expand,
+		Dial: func(context.Context, string) (hostcpu.Conn, error) {
+			return nil, errors.New("no libvirt in this test")
+		},
+		ReadCPUID:    func() hostcpu.CPUID { return testCPUID },
+		KVMAvailable: func() bool { return false },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := d.Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func captured(virtType string) offline {
+	return offline{
+		domcaps: filepath.Join(capturedDir, "domcapabilities-"+virtType+".xml"),
+		caps:    filepath.Join(capturedDir, "capabilities.xml"),
+		cpuMap:  filepath.Join(capturedDir, "cpu_map"),
+		expand:  []string{"Penryn"},
+	}
+}
+
+func keysWithPrefix(labels map[string]string, prefix string) []string {
+	var out []string
+	for k := range labels {
+		if name, ok := strings.CutPrefix(k, prefix); ok {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func mustLabels(t *testing.T, p Policy, h *hostcpu.HostCPU) *Result {
+	t.Helper()
+	res, err := p.Labels(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range res.Labels {
+		if !IsOwnedKey(k) {
+			t.Errorf("label %s is not an owned key", k)
+		}
+		if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+			t.Errorf("invalid label %s=%s", k, v)
+		}
+	}
+	return res
+}
+
+// TestLabelsGolden pins the complete label sets of the two captures. After an
+// intended change, rerun with -update and review the diff.
+func TestLabelsGolden(t *testing.T) {
+	for _, vt := range []string{"qemu", "kvm"} {
+		t.Run(vt, func(t *testing.T) {
+			res := mustLabels(t, Policy{}, discover(t, captured(vt)))
+			if len(res.Omitted) != 0 || len(res.Warnings) != 0 || len(res.Notes) != 0 {
+				t.Errorf("omitted %v, warnings %v, notes %v; want none", res.Omitted, res.Warnings, res.Notes)
+			}
+			got, err := json.MarshalIndent(res.Labels, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", "labels-"+vt+".golden.json")
+			if *update {
+				if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(want) != string(got)+"\n" {
+				t.Errorf("labels differ from %s (rerun with -update if intended):\n%s", golden, got)
+			}
+		})
+	}
+}
+
+// TestLabelsFollowTheCapture derives the expected labels of the qemu capture
+// straight from what virsh printed, family by family, as in the issue's
+// acceptance test.
+func TestLabelsFollowTheCapture(t *testing.T) {
+	h := discover(t, captured("qemu"))
+	res := mustLabels(t, Policy{}, h)
+	parse := func(name string) *hostcpu.CPU {
+		b, err := os.ReadFile(filepath.Join(capturedDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := hostcpu.ParseCPU(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	penryn := parse("baseline-Penryn-qemu.xml").FeatureNames()
+	minus := func(a []string) []string {
+		var out []string
+		for _, f := range a {
+			if !slices.Contains(penryn, f) {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		prefix string
+		want   []string
+	}{
+		// usable='yes' in the capture, minus the default obsolete models.
+		{CPUModelLabelPrefix, []string{"Nehalem", "Opteron_G1", "Opteron_G2", "Penryn", "Westmere"}},
+		{HostModelCPULabelPrefix, []string{"EPYC"}},
+		{CPUVendorLabelPrefix, []string{"AMD"}},
+		{CPUFeatureLabelPrefix, minus(parse("baseline-host-model-qemu.xml").FeaturesWithPolicy("require"))},
+		{HostModelRequiredFeaturesLabelPrefix, minus(h.HostModel.Required)},
+	}
+	for _, tt := range tests {
+		if got := keysWithPrefix(res.Labels, tt.prefix); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: %v; want %v", tt.prefix, got, tt.want)
+		}
+	}
+	if n := len(keysWithPrefix(res.Labels, CPUFeatureLabelPrefix)); n != 46 {
+		t.Errorf("%d cpu-feature labels; the capture gives 46", n)
+	}
+	migration := keysWithPrefix(res.Labels, CPUModelMigrationLabelPrefix)
+	if len(migration) != 39 || !slices.Contains(migration, "Haswell") || slices.Contains(migration, "qemu64") {
+		t.Errorf("migration models = %v; want the 53 known minus 14 obsolete, with unusable Haswell", migration)
+	}
+	if res.Labels[TSCFrequencyLabel] != "2445426000" || res.Labels[TSCScalableLabel] != "false" {
+		t.Errorf("tsc labels %q %q", res.Labels[TSCFrequencyLabel], res.Labels[TSCScalableLabel])
+	}
+	if n := len(keysWithPrefix(res.Labels, MachineTypeLabelPrefix)); n != 60 {
+		t.Errorf("%d machine types; want 60", n)
+	}
+}
+
+func TestIsObsolete(t *testing.T) {
+	tests := []struct {
+		admin []string
+		model string
+		want  bool
+	}{
+		{nil, "qemu64", true},
+		{nil, "486", true},
+		{nil, "Conroe", true},
+		{nil, "conroe", false}, // libvirt's names are case-sensitive
+		{nil, "Penryn", false},
+		{nil, "Conroe-v1", true},
+		{nil, "kvm64-v12", true},
+		{nil, "Penryn-v1", false},
+		{nil, "Conroe-v", false},
+		{nil, "Conroe-vx", false},
+		{nil, "-v1", false},
+		{[]string{"Penryn"}, "Penryn", true},
+		{[]string{"Penryn"}, "Penryn-v1", true},
+		{[]string{"Penryn"}, "qemu64", true}, // additions never replace the defaults
+		{[]string{" Westmere "}, "Westmere", true},
+		{[]string{"Penryn-v1"}, "Penryn", false},
+		{[]string{"Penryn-v1"}, "Penryn-v1", true},
+		{[]string{"Penryn-v1"}, "Penryn-v2", false},
+	}
+	for _, tt := range tests {
+		if got := (Policy{ObsoleteCPUModels: tt.admin}).IsObsolete(tt.model); got != tt.want {
+			t.Errorf("obsolete %v: IsObsolete(%q) = %v; want %v", tt.admin, tt.model, got, tt.want)
+		}
+	}
+	if got := (Policy{ObsoleteCPUModels: []string{"Penryn", "486", ""}}).ObsoleteModels(); len(got) != 16 || !slices.IsSorted(got) {
+		t.Errorf("ObsoleteModels = %v; want the 15 defaults plus Penryn, sorted", got)
+	}
+}
+
+func TestLabelsPolicy(t *testing.T) {
+	ancestry := offline{
+		domcaps: "testdata/domcapabilities-ancestry.xml",
+		cpuMap:  "testdata/cpu_map-ancestry",
+		expand:  []string{"MinChild", "Penryn"},
+	}
+	tests := []struct {
+		name   string
+		in     offline
+		policy Policy
+		want   map[string][]string // prefix -> names
+	}{
+		{
+			name:   "minimum model subtracted through its ancestry",
+			in:     ancestry,
+			policy: Policy{MinCPUModel: "MinChild"},
+			want: map[string][]string{
+				// HostX = MinChild(MinBase: fpu sse; sse2) + avx aes,
+				// requires avx2, disables aes.
+				CPUFeatureLabelPrefix:                {"avx", "avx2"},
+				HostModelRequiredFeaturesLabelPrefix: {"avx2"},
+				CPUModelLabelPrefix:                  {"HostX", "MinChild", "MinChild-v1"},
+				CPUModelMigrationLabelPrefix:         {"HostX", "MinBase", "MinChild", "MinChild-v1"},
+				HostModelCPULabelPrefix:              {"HostX"},
+				CPUVendorLabelPrefix:                 {"Intel"},
+			},
+		},
+		{
+			name:   "admin additions and their versioned aliases",
+			in:     ancestry,
+			policy: Policy{MinCPUModel: "MinChild", ObsoleteCPUModels: []string{"MinChild", "MinBase"}},
+			want: map[string][]string{
+				CPUModelLabelPrefix:          {"HostX"},
+				CPUModelMigrationLabelPrefix: {"HostX"},
+				// The minimum model may be obsolete; it is still subtracted.
+				CPUFeatureLabelPrefix: {"avx", "avx2"},
+			},
+		},
+		{
+			name:   "the host model obsolete",
+			in:     ancestry,
+			policy: Policy{MinCPUModel: "MinChild", ObsoleteCPUModels: []string{"HostX"}},
+			want: map[string][]string{
+				CPUModelLabelPrefix:          {"MinChild", "MinChild-v1"},
+				CPUModelMigrationLabelPrefix: {"MinBase", "MinChild", "MinChild-v1"},
+				HostModelCPULabelPrefix:      {"HostX"},
+			},
+		},
+		{
+			name:   "a different minimum model",
+			in:     ancestry,
+			policy: Policy{}, // Penryn: none of the synthetic features but fpu, sse, sse2
+			want: map[string][]string{
+				CPUFeatureLabelPrefix:                {"avx", "avx2"},
+				HostModelRequiredFeaturesLabelPrefix: {"avx2"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := mustLabels(t, tt.policy, discover(t, tt.in))
+			for prefix, want := range tt.want {
+				if got := keysWithPrefix(res.Labels, prefix); !reflect.DeepEqual(got, want) {
+					t.Errorf("%s: %v; want %v", prefix, got, want)
+				}
+			}
+			obsolete := slices.Contains(tt.policy.ObsoleteCPUModels, "HostX")
+			if _, ok := res.Labels[ObsoleteHostModelLabel]; ok != obsolete || res.HostModelObsolete != obsolete {
+				t.Errorf("obsolete-host-model label %v, flag %v; want %v", ok, res.HostModelObsolete, obsolete)
+			}
+		})
+	}
+}
+
+// The issue's example from the OpenShift docs: with Penryn as the minimum,
+// a Haswell host gets labels only for what Haswell has and Penryn lacks.
+func TestLabelsHaswellOverPenryn(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(capturedDir, "baseline-Haswell-qemu.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	haswell, err := hostcpu.ParseCPU(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	penryn := discover(t, offline{cpuMap: filepath.Join(capturedDir, "cpu_map"), expand: []string{"Penryn"}}).ModelFeatures["Penryn"]
+	h := &hostcpu.HostCPU{
+		Vendor:            "Intel",
+		Models:            []hostcpu.Model{{Name: "Haswell", Usable: true}, {Name: "Penryn", Usable: true}},
+		HostModel:         &hostcpu.HostModel{Name: "Haswell", Vendor: "Intel"},
+		SupportedFeatures: haswell.FeatureNames(),
+		FeatureSource:     hostcpu.FeatureSourceLibvirt,
+		ModelFeatures:     map[string][]string{"Penryn": penryn},
+	}
+	res := mustLabels(t, Policy{}, h)
+	want := []string{"aes", "avx", "avx2", "bmi1", "bmi2", "erms", "fma", "fsgsbase", "hle", "invpcid", "movbe", "pcid", "pclmuldq", "popcnt", "rdtscp", "rtm", "smep", "sse4.2", "tsc-deadline", "x2apic", "xsave"}
+	if got := keysWithPrefix(res.Labels, CPUFeatureLabelPrefix); !reflect.DeepEqual(got, want) {
+		t.Errorf("cpu-feature labels %v; want %v", got, want)
+	}
+}
+
+func TestLabelsInvalidNames(t *testing.T) {
+	long := strings.Repeat("x", 64)
+	h := &hostcpu.HostCPU{
+		Vendor: "Weird Vendor",
+		Models: []hostcpu.Model{
+			{Name: "Good", Usable: true}, {Name: "Bad Model", Usable: true},
+			{Name: long, Usable: true}, {Name: "trailing-"},
+		},
+		HostModel:         &hostcpu.HostModel{Name: "Host/Model", Required: []string{"ok-req", "bad req"}},
+		SupportedFeatures: []string{"sse4.1", "bad/feature", "-lead", "avx512-bf16", "fsgsbase"},
+		ModelFeatures:     map[string][]string{"Penryn": {"fsgsbase"}},
+		TSC:               &hostcpu.TSC{Frequency: 1000},
+		MachineTypes:      []string{"pc-q35-7.2", "bad machine"},
+	}
+	res := mustLabels(t, Policy{}, h)
+	want := map[string]string{
+		CPUModelLabelPrefix + "Good":                    "true",
+		CPUModelMigrationLabelPrefix + "Good":           "true",
+		HostModelRequiredFeaturesLabelPrefix + "ok-req": "true",
+		CPUFeatureLabelPrefix + "sse4.1":                "true",
+		CPUFeatureLabelPrefix + "avx512-bf16":           "true",
+		TSCFrequencyLabel:                               "1000",
+		TSCScalableLabel:                                "false",
+		MachineTypeLabelPrefix + "pc-q35-7.2":           "true",
+	}
+	if !reflect.DeepEqual(res.Labels, want) {
+		t.Errorf("labels = %v\nwant %v", res.Labels, want)
+	}
+	for _, bad := range []string{`"Bad Model"`, long, `"trailing-"`, `"Host/Model"`, `"bad req"`, `"bad/feature"`, `"-lead"`, `"Weird Vendor"`, `"bad machine"`} {
+		if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, bad) }) {
+			t.Errorf("no warning names %s: %v", bad, res.Warnings)
+		}
+	}
+	// Bad Model twice (cpu-model and migration), trailing- once, the long
+	// name twice, Host/Model twice (host-model-cpu and migration), then one
+	// each for the rest.
+	if len(res.Warnings) != 12 {
+		t.Errorf("%d warnings; want 12: %v", len(res.Warnings), res.Warnings)
+	}
+}
+
+func TestLabelsWithoutLibvirt(t *testing.T) {
+	h := discover(t, offline{expand: []string{"Penryn"}}) // libvirt fails, built-in Penryn
+	res := mustLabels(t, Policy{}, h)
+	want := map[string]string{
+		CPUVendorLabelPrefix + "Intel":       "true",
+		CPUFeatureLabelPrefix + "avx":        "true",
+		CPUFeatureLabelPrefix + "avx2":       "true",
+		CPUFeatureLabelPrefix + "hypervisor": "true",
+		CPUFeatureLabelPrefix + "sse4.2":     "true",
+	}
+	if !reflect.DeepEqual(res.Labels, want) {
+		t.Errorf("labels = %v; want %v", res.Labels, want)
+	}
+	wantOmitted := []string{CPUModelLabelPrefix, CPUModelMigrationLabelPrefix, HostModelCPULabelPrefix, HostModelRequiredFeaturesLabelPrefix, ObsoleteHostModelLabel, CPUTimerLabelPrefix, MachineTypeLabelPrefix}
+	if got := res.OmittedPrefixes(); !reflect.DeepEqual(got, wantOmitted) {
+		t.Errorf("omitted %v; want %v", got, wantOmitted)
+	}
+	if len(res.Omitted) != 1 || !strings.Contains(res.Omitted[0].Reason, "libvirt unreachable") || !strings.Contains(res.Omitted[0].String(), "machine-type.node.kubevirt.io/*") {
+		t.Errorf("omissions = %v; want one, for libvirt", res.Omitted)
+	}
+	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "cpuid") {
+		t.Errorf("notes = %v", res.Notes)
+	}
+}
+
+func TestLabelsUnknownMinimumModel(t *testing.T) {
+	in := captured("qemu")
+	in.expand = []string{"Skylake-Server"} // not in the testdata cpu_map
+	res := mustLabels(t, Policy{MinCPUModel: "Skylake-Server"}, discover(t, in))
+	if n := len(keysWithPrefix(res.Labels, CPUFeatureLabelPrefix)) + len(keysWithPrefix(res.Labels, HostModelRequiredFeaturesLabelPrefix)); n != 0 {
+		t.Errorf("%d feature labels without the minimum model's features", n)
+	}
+	if got := res.OmittedPrefixes(); !slices.Contains(got, CPUFeatureLabelPrefix) || !slices.Contains(got, HostModelRequiredFeaturesLabelPrefix) {
+		t.Errorf("omitted %v", got)
+	}
+	if !strings.Contains(res.Omitted[0].Reason, "Skylake-Server") {
+		t.Errorf("reason %q does not name the model", res.Omitted[0].Reason)
+	}
+	if len(keysWithPrefix(res.Labels, CPUModelLabelPrefix)) == 0 {
+		t.Error("model labels lost too")
+	}
+}
+
+func TestLabelsTSC(t *testing.T) {
+	h := &hostcpu.HostCPU{TSC: &hostcpu.TSC{Scalable: true}, ModelFeatures: map[string][]string{"Penryn": nil}}
+	res := mustLabels(t, Policy{}, h)
+	if _, ok := res.Labels[TSCFrequencyLabel]; ok || res.Labels[TSCScalableLabel] != "true" {
+		t.Errorf("labels = %v; want only tsc-scalable=true", res.Labels)
+	}
+	if _, err := (Policy{}).Labels(nil); err == nil {
+		t.Error("nil snapshot accepted")
+	}
+}
+
+func TestIsOwnedKey(t *testing.T) {
+	tests := []struct {
+		key  string
+		want bool
+	}{
+		{"cpu-model.node.kubevirt.io/Haswell", true},
+		{"cpu-model-migration.node.kubevirt.io/Haswell", true},
+		{"cpu-feature.node.kubevirt.io/avx", true},
+		{"host-model-cpu.node.kubevirt.io/EPYC", true},
+		{"host-model-required-features.node.kubevirt.io/la57", true},
+		{"cpu-vendor.node.kubevirt.io/AMD", true},
+		{"cpu-timer.node.kubevirt.io/tsc-frequency", true},
+		{"machine-type.node.kubevirt.io/q35", true},
+		{"node-labeller.kubevirt.io/obsolete-host-model", true},
+		// Similar, but not ours.
+		{"node-labeller.kubevirt.io/skip-node", false},
+		{"node-labeller.kubevirt.io/obsolete-host-model-x", false},
+		{"cpu-model.node.kubevirt.io", false},
+		{"xcpu-model.node.kubevirt.io/Haswell", false},
+		{"feature.node.kubernetes.io/cpu-model-Haswell", false},
+		{"hyperv.node.kubevirt.io/vpindex", false},
+		{"kubevirt.io/schedulable", false},
+		{"cpu-model.node.kubevirt.io.example.com/x", false},
+	}
+	for _, tt := range tests {
+		if got := IsOwnedKey(tt.key); got != tt.want {
+			t.Errorf("IsOwnedKey(%q) = %v; want %v", tt.key, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,248 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+// requireLibvirt skips (or, under make test, fails) without the QEMU driver.
+func requireLibvirt(t *testing.T) {
+	t.Helper()
+	for _, p := range []string{"/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so", "/usr/bin/qemu-system-x86_64"} {
+		if _, err := os.Stat(p); err != nil {
+			if os.Getenv(testenv.IntegrationEnv) == "1" {
+				t.Fatalf("%s missing: run hack/install-deps.sh (a failure, not a skip, because %s=1)", p, testenv.IntegrationEnv)
+			}
+			t.Skipf("%s missing: run hack/install-deps.sh", p)
+		}
+	}
+}
+
+// ownedLabels keeps the labels the labeller owns.
+func ownedLabels(all map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range all {
+		if labeller.IsOwnedKey(k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func diffKeys(a, b map[string]string) []string {
+	var out []string
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			out = append(out, "-"+k+"="+v)
+		}
+	}
+	for k, v := range b {
+		if w, ok := a[k]; !ok || w != v {
+			out = append(out, "+"+k+"="+v)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestLabellerKeepsLabelsTrue(t *testing.T) {
+	requireLibvirt(t)
+	root := t.TempDir()
+	uri := "qemu:///embed?root=" + filepath.Join(root, "libvirt")
+
+	// What `node-agent labels` prints for these inputs.
+	cmd := exec.Command(agentBinary, "labels", "-o", "json", "--libvirt-uri", uri, "--state-dir", root)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node-agent labels: %v", err)
+	}
+	var want map[string]string
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatalf("labels -o json: %v\n%s", err, out)
+	}
+	if len(want) < 10 || want["cpu-model.node.kubevirt.io/Penryn"] == "" && len(ownedLabels(want)) != len(want) {
+		t.Fatalf("labels printed too few labels or foreign ones: %v", want)
+	}
+	t.Logf("node-agent labels printed %d labels", len(want))
+
+	env := testenv.StartForTest(t, testenv.Options{})
+	c := env.Client()
+	ctx := context.Background()
+	foreign := map[string]string{
+		"team":                                 "virt",
+		"cpu-model.node.kubevirt.io.example/x": "true", // looks similar, is not owned
+		"feature.node.kubernetes.io/cpu-x":     "true",
+	}
+	stale := map[string]string{
+		"cpu-model.node.kubevirt.io/Cascadelake-Server": "true",
+		"cpu-vendor.node.kubevirt.io/WrongVendor":       "true",
+	}
+	planted := maps.Clone(foreign)
+	maps.Copy(planted, stale)
+	if err := env.AddNode(ctx, "node-1", testenv.WithNodeLabels(planted)); err != nil {
+		t.Fatal(err)
+	}
+
+	agent := startAgent(t, env, "node-1", "--libvirt-uri", uri, "--shutdown-enabled=false")
+	agent.waitReady(t)
+
+	labelsNow := func() map[string]string { return getNode(t, c, "node-1").Labels }
+	waitFor(t, 2*time.Minute, "labels equal to `node-agent labels`", func() (bool, error) {
+		return len(diffKeys(ownedLabels(labelsNow()), want)) == 0, nil
+	})
+	got := labelsNow()
+	t.Logf("node-1 carries %d owned labels, exactly the set `labels -o json` printed", len(ownedLabels(got)))
+	for k, v := range foreign {
+		if got[k] != v {
+			t.Errorf("foreign label %s changed: %q", k, got[k])
+		}
+	}
+	for k := range stale {
+		if _, ok := got[k]; ok && want[k] == "" {
+			t.Errorf("stale label %s not removed", k)
+		}
+	}
+
+	// Steady state: no writes. The sync counter moves only on "unchanged".
+	changed := scrape(t, agent.metricsAddr, `node_agent_label_sync_total{result="changed"}`)
+	if err := patchNode(c, "node-1", `{"metadata":{"annotations":{"unrelated":"x"}}}`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "a sync after an unrelated change", func() (bool, error) {
+		return scrape(t, agent.metricsAddr, `node_agent_label_sync_total{result="unchanged"}`) > 0, nil
+	})
+	if after := scrape(t, agent.metricsAddr, `node_agent_label_sync_total{result="changed"}`); after != changed {
+		t.Errorf("an unrelated Node change caused %v label writes", after-changed)
+	}
+
+	// Deleting an owned label brings it back.
+	var victim string
+	for k := range want {
+		if strings.HasPrefix(k, labeller.CPUFeatureLabelPrefix) {
+			victim = k
+			break
+		}
+	}
+	if err := patchNode(c, "node-1", `{"metadata":{"labels":{"`+victim+`":null}}}`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitFor(t, 30*time.Second, victim+" back", func() (bool, error) { return labelsNow()[victim] == want[victim], nil })
+	t.Logf("deleted %s by hand; the agent put it back after %s", victim, time.Since(start).Round(time.Millisecond))
+
+	// skip-node=true: nothing is corrected.
+	if err := patchNode(c, "node-1", `{"metadata":{"annotations":{"`+labeller.SkipNodeAnnotation+`":"true"}}}`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "skip-node seen", func() (bool, error) {
+		return scrape(t, agent.metricsAddr, `node_agent_label_sync_total{result="skipped"}`) > 0, nil
+	})
+	if err := patchNode(c, "node-1", `{"metadata":{"labels":{"`+victim+`":null,"cpu-model.node.kubevirt.io/Fake":"true"}}}`); err != nil {
+		t.Fatal(err)
+	}
+	skipped := scrape(t, agent.metricsAddr, `node_agent_label_sync_total{result="skipped"}`)
+	waitFor(t, 30*time.Second, "the agent saw the hand edit", func() (bool, error) {
+		return scrape(t, agent.metricsAddr, `node_agent_label_sync_total{result="skipped"}`) > skipped, nil
+	})
+	if l := labelsNow(); l[victim] != "" || l["cpu-model.node.kubevirt.io/Fake"] != "true" {
+		t.Errorf("labels corrected while skip-node=true")
+	}
+
+	// skip-node=false resumes at once.
+	if err := patchNode(c, "node-1", `{"metadata":{"annotations":{"`+labeller.SkipNodeAnnotation+`":"false"}}}`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "labels corrected after skip-node=false", func() (bool, error) {
+		return len(diffKeys(ownedLabels(labelsNow()), want)) == 0, nil
+	})
+	// And removing the annotation keeps it going.
+	if err := patchNode(c, "node-1", `{"metadata":{"annotations":{"`+labeller.SkipNodeAnnotation+`":"true"}}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := patchNode(c, "node-1", `{"metadata":{"labels":{"`+victim+`":null}}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := patchNode(c, "node-1", `{"metadata":{"annotations":{"`+labeller.SkipNodeAnnotation+`":null}}}`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "labels corrected after skip-node removed", func() (bool, error) {
+		return labelsNow()[victim] == want[victim], nil
+	})
+}
+
+func TestLabellerReloadsConfig(t *testing.T) {
+	requireLibvirt(t)
+	root := t.TempDir()
+	uri := "qemu:///embed?root=" + filepath.Join(root, "libvirt")
+	env := testenv.StartForTest(t, testenv.Options{})
+	c := env.Client()
+	if err := env.AddNode(context.Background(), "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(root, "config.yaml")
+	write := func(s string) {
+		// Write and rename, as the kubelet updates a mounted ConfigMap.
+		tmp := cfgPath + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, cfgPath); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("labeller:\n  libvirtURI: " + uri + "\nshutdown:\n  enabled: false\n")
+	agent := startAgent(t, env, "node-1", "--config", cfgPath)
+	agent.waitReady(t)
+
+	var model string
+	// cpu-model-migration labels every model libvirt knows, so there is one
+	// whatever this host can run.
+	waitFor(t, 2*time.Minute, "cpu-model-migration labels", func() (bool, error) {
+		for k := range getNode(t, c, "node-1").Labels {
+			if strings.HasPrefix(k, labeller.CPUModelMigrationLabelPrefix) {
+				model = strings.TrimPrefix(k, labeller.CPUModelMigrationLabelPrefix)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	// Marking that model obsolete removes its label.
+	write("labeller:\n  libvirtURI: " + uri + "\n  obsoleteCPUModels: [" + model + "]\nshutdown:\n  enabled: false\n")
+	waitFor(t, time.Minute, model+" label removed after reload", func() (bool, error) {
+		_, ok := getNode(t, c, "node-1").Labels[labeller.CPUModelMigrationLabelPrefix+model]
+		return !ok, nil
+	})
+	t.Logf("reloaded obsoleteCPUModels=[%s]; its cpu-model-migration label went away", model)
+
+	// An invalid reload is refused with an Event; the labels stay.
+	before := ownedLabels(getNode(t, c, "node-1").Labels)
+	write("labeller:\n  minCpuModel: Haswell\n")
+	waitFor(t, time.Minute, "ConfigReloadRefused event", func() (bool, error) {
+		evs, err := c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=node-1,reason=ConfigReloadRefused"})
+		return err == nil && len(evs.Items) > 0, err
+	})
+	time.Sleep(3 * time.Second) // a poll period: a wrongly applied reload would show by now
+	if d := diffKeys(before, ownedLabels(getNode(t, c, "node-1").Labels)); len(d) > 0 {
+		t.Errorf("labels changed after a refused reload: %v", d)
+	}
+}
+
+func patchNode(c kubernetes.Interface, name, patch string) error {
+	_, err := c.CoreV1().Nodes().Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
