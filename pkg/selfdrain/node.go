@@ -69,9 +69,11 @@ func setStatusAnnotation(node *corev1.Node, st *Status) {
 	node.Annotations[StatusAnnotation] = st.Encode()
 }
 
-// updateNode reads the Node, applies mutate and writes it back, retrying on
-// conflict, so a concurrent writer's change is never overwritten. mutate
-// returns false to skip the write.
+// updateNode reads the Node, applies mutate and writes back what the agent
+// may change (spec.unschedulable, spec.taints and the status annotation) with
+// a merge patch conditional on the resourceVersion it read, retrying on
+// conflict, so a concurrent writer's change is never overwritten and the
+// agent needs only the patch verb. mutate returns false to skip the write.
 func updateNode(ctx context.Context, client kubernetes.Interface, name string, mutate func(*corev1.Node) (bool, error)) (*corev1.Node, error) {
 	var out *corev1.Node
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
@@ -88,7 +90,24 @@ func updateNode(ctx context.Context, client kubernetes.Interface, name string, m
 			out = node
 			return nil
 		}
-		out, err = client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{FieldManager: FieldManager})
+		taints := node.Spec.Taints
+		if taints == nil {
+			taints = []corev1.Taint{}
+		}
+		patch := map[string]any{
+			"metadata": map[string]any{
+				"resourceVersion": node.ResourceVersion,
+				"annotations":     map[string]string{StatusAnnotation: node.Annotations[StatusAnnotation]},
+			},
+			// A merge patch replaces the whole taint list: the
+			// resourceVersion above makes sure it is the list we read.
+			"spec": map[string]any{"unschedulable": node.Spec.Unschedulable, "taints": taints},
+		}
+		b, err := json.Marshal(patch)
+		if err != nil {
+			return err
+		}
+		out, err = client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager})
 		return err
 	})
 	if err != nil {
