@@ -197,6 +197,7 @@ func (c *Config) AddLabellerFlags(fs *pflag.FlagSet) {
 }
 
 func (l *LabellerConfig) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&l.Enabled, "labeller-enabled", l.Enabled, "Keep the Node's CPU labels (cpu-model, cpu-feature, host-model, ...) in step with the host.")
 	fs.StringVar(&l.LibvirtURI, "libvirt-uri", l.LibvirtURI, "libvirt connection URI. \"auto\" tries qemu:///system, then the embedded QEMU driver under --state-dir.")
 	fs.StringVar(&l.VirtType, "virt-type", l.VirtType, "libvirt domain type to ask about: kvm, qemu, or auto (kvm when /dev/kvm exists, else qemu).")
 	fs.Var(durationValue{&l.RediscoveryPeriod}, "rediscovery-period", "How often the host CPU is examined again, so hypervisor or microcode updates show without a restart.")

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +118,22 @@ func TestLoadFlagsWinOverFile(t *testing.T) {
 	}
 	if strings.Join(got.Labeller.ObsoleteCPUModels, ",") != "b,c" {
 		t.Errorf("obsoleteCPUModels = %v, want [b c]", got.Labeller.ObsoleteCPUModels)
+	}
+}
+
+// Every key must have a flag: the reference docs and the "keys mirror the
+// flags" promise are built on that.
+func TestEveryKeyHasAFlag(t *testing.T) {
+	c := Default()
+	paths := map[uintptr]string{}
+	collectPaths(reflect.ValueOf(&c).Elem(), "", paths)
+	documented := map[string]bool{}
+	for _, k := range Keys() {
+		documented[k.Path] = true
+	}
+	for _, p := range paths {
+		if !documented[p] {
+			t.Errorf("config key %s has no flag", p)
+		}
 	}
 }

@@ -78,7 +78,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Managed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Name: "labels_managed",
 			Help: "Owned CPU labels currently desired on the node."}),
 		Syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "label_sync_total",
-			Help: "Label syncs by result: unchanged (no write), changed (one patch), skipped (skip-node), error."}, []string{"result"}),
+			Help: "Label syncs by result: unchanged (no write), changed (one patch), skipped (skip-node), conflict (the Node changed meanwhile; retried), error."}, []string{"result"}),
 		SyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metrics.Namespace, Name: "label_sync_duration_seconds",
 			Help: "Time to compare and, when needed, patch the node's labels.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}),
 		DiscoveryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Name: "discovery_duration_seconds",

@@ -1,0 +1,98 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// Key is one configuration key as documented: its config-file path, its flag,
+// its default and what it means. The list is derived from the Config struct
+// and the flags bound to its fields, so docs cannot drift from the code.
+type Key struct {
+	Path    string // e.g. drain.timeout
+	Flag    string // e.g. drain-timeout
+	Type    string
+	Default string
+	Usage   string
+}
+
+// Keys returns every key of Config that has a flag, in flag order.
+func Keys() []Key {
+	c := Default()
+	paths := map[uintptr]string{}
+	collectPaths(reflect.ValueOf(&c).Elem(), "", paths)
+	fs := pflag.NewFlagSet("keys", pflag.ContinueOnError)
+	fs.SortFlags = false
+	c.AddFlags(fs)
+	var out []Key
+	fs.VisitAll(func(f *pflag.Flag) {
+		path := paths[valuePointer(f.Value)]
+		if path == "" {
+			return
+		}
+		def := f.DefValue
+		if def == "" || def == "[]" {
+			def = `""`
+			if f.Value.Type() == "stringSlice" {
+				def = "[]"
+			}
+		}
+		out = append(out, Key{Path: path, Flag: f.Name, Type: f.Value.Type(), Default: def, Usage: f.Usage})
+	})
+	return out
+}
+
+// collectPaths maps the address of every leaf field of v to its key path.
+func collectPaths(v reflect.Value, prefix string, out map[uintptr]string) {
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		path := prefix + name
+		fv := v.Field(i)
+		if fv.Kind() == reflect.Struct && f.Type.Name() != "Duration" {
+			collectPaths(fv, path+".", out)
+			continue
+		}
+		out[fv.Addr().Pointer()] = path
+	}
+}
+
+// valuePointer returns the address of the field a flag value writes to.
+func valuePointer(v pflag.Value) uintptr {
+	if d, ok := v.(durationValue); ok {
+		return reflect.ValueOf(d.d).Pointer()
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer {
+		return 0
+	}
+	// pflag's slice values are structs whose first field points at the slice.
+	if e := rv.Elem(); e.Kind() == reflect.Struct && e.NumField() > 0 && e.Field(0).Kind() == reflect.Pointer {
+		return e.Field(0).Pointer()
+	}
+	return rv.Pointer()
+}
+
+// Reference renders Keys as the Markdown configuration reference.
+func Reference() string {
+	var b strings.Builder
+	b.WriteString("# Configuration reference\n\n")
+	b.WriteString("<!-- Generated from pkg/config by `make docs`; a test fails when it is out of date. -->\n\n")
+	b.WriteString("Every key of the `--config` YAML file of `node-agent run` is also a flag. ")
+	b.WriteString("A flag given on the command line wins over the file. Unknown keys and bad values are refused ")
+	b.WriteString("at start, naming the key. The `labeller` keys are applied again when the file changes (a mounted ")
+	b.WriteString("ConfigMap); an invalid change is refused with an Event on the Node and the last good configuration ")
+	b.WriteString("stays. Other keys take effect at the next start. Durations use Go syntax: `90s`, `5m`, `1h`.\n\n")
+	b.WriteString("| key | flag | type | default | meaning |\n| --- | --- | --- | --- | --- |\n")
+	for _, k := range Keys() {
+		fmt.Fprintf(&b, "| `%s` | `--%s` | %s | `%s` | %s |\n", k.Path, k.Flag, k.Type, k.Default, strings.ReplaceAll(k.Usage, "|", `\|`))
+	}
+	return b.String()
+}
