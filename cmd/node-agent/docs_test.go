@@ -44,7 +44,10 @@ func TestDocsUpToDate(t *testing.T) {
 
 type recorder struct{ collectors []prometheus.Collector }
 
-func (r *recorder) Register(c prometheus.Collector) error { r.collectors = append(r.collectors, c); return nil }
+func (r *recorder) Register(c prometheus.Collector) error {
+	r.collectors = append(r.collectors, c)
+	return nil
+}
 func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 	r.collectors = append(r.collectors, cs...)
 }

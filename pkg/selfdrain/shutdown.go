@@ -22,8 +22,13 @@ const (
 	ReasonPrepareForShutdown = "PrepareForShutdown"
 
 	// statusReserve ends the engine's drain this long before the Guard's
-	// deadline, so the final status is written before the lock goes.
-	statusReserve = 500 * time.Millisecond
+	// deadline, so the final status is written before the lock goes. It
+	// covers the in-flight evictions and four writes in a row (the engine's
+	// status and condition, then drainedInTime and NodeShuttingDown); on a
+	// loaded control plane one write took over 500ms, the Guard released
+	// first and the record of an incomplete drain was lost
+	// (test/e2e/reboot_test.go, TestRebootReleasesLockAtDeadline).
+	statusReserve = 2 * time.Second
 )
 
 // ShutdownDrainer adapts the controller to the shutdown Guard.

@@ -177,6 +177,31 @@ func (c *Container) WriteFile(path string, data []byte, perm os.FileMode) error 
 	return nil
 }
 
+// Symlink makes path inside the container a symbolic link to target (a path
+// as the container sees it, such as a unit file to enable), creating parent
+// directories. It never follows a symlink out of the container's root.
+func (c *Container) Symlink(target, path string) error {
+	r, err := os.OpenRoot(c.root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	rel := strings.TrimPrefix(filepath.Clean(path), "/")
+	if err := r.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
+		return fmt.Errorf("container %s: creating the directory of %s: %w", c.name, path, err)
+	}
+	if err := r.Symlink(target, rel); err != nil {
+		return fmt.Errorf("container %s: linking %s to %s: %w", c.name, path, target, err)
+	}
+	return nil
+}
+
+// JournalDir is where the container's systemd-journald keeps its persistent
+// journal, as seen from the host. The files outlive a boot (they are in the
+// overlay), so `journalctl -D` reads a boot's log after the container has
+// gone down.
+func (c *Container) JournalDir() string { return filepath.Join(c.root, "var", "log", "journal") }
+
 // ReadFile reads a file of the container.
 func (c *Container) ReadFile(path string) ([]byte, error) {
 	r, err := os.OpenRoot(c.root)
