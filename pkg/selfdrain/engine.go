@@ -202,7 +202,6 @@ type podState struct {
 	inFlight     bool
 	evicted      bool // the eviction was accepted; waiting for deletion
 	firstBlocked time.Time
-	deleted      bool // deleted after drain.deleteAfter
 	lastEvent    time.Time
 }
 
