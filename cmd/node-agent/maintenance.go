@@ -58,8 +58,8 @@ show phase Waiting.`,
 type clientFunc func() (kubernetes.Interface, error)
 
 func newMaintenanceStartCommand(client clientFunc) *cobra.Command {
-	var reason string
-	var wait bool
+	var reason, podSelector string
+	var wait, dryRun bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "start NODE --reason TEXT [--wait]",
@@ -76,6 +76,9 @@ blocker) until the drain Succeeded or Failed, and exits non-zero on Failed.`,
 			}
 			node := args[0]
 			ctx := cmd.Context()
+			if dryRun {
+				return printPlan(cmd, c, node, podSelector)
+			}
 			requested := time.Now().Add(-time.Second) // apiserver times are in whole seconds
 			if _, err := selfdrain.RequestMaintenance(ctx, c, node, reason); err != nil {
 				return err
@@ -95,8 +98,45 @@ blocker) until the drain Succeeded or Failed, and exits non-zero on Failed.`,
 	cmd.Flags().StringVar(&reason, "reason", "", "Why the node goes into maintenance; shown in its status and Events (required).")
 	cmd.Flags().BoolVar(&wait, "wait", false, "Show progress and wait until the drain Succeeded (exit 0) or Failed (exit 1).")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "With --wait, give up waiting after this long (the maintenance goes on). 0 waits for ever.")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Change nothing: list the pods a drain would evict now, those it would skip, and the PodDisruptionBudgets that would block it.")
+	cmd.Flags().StringVar(&podSelector, "drain-pod-selector", "", "With --dry-run, the agent's drain.podSelector, if it has one.")
 	_ = cmd.MarkFlagRequired("reason")
 	return cmd
+}
+
+func printPlan(cmd *cobra.Command, c kubernetes.Interface, node, podSelector string) error {
+	plan, err := selfdrain.Plan(cmd.Context(), c, node, podSelector)
+	if err != nil {
+		return err
+	}
+	n, err := c.CoreV1().Nodes().Get(cmd.Context(), node, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading Node %s: %w", node, err)
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "Dry run: nothing changed. A drain of %s now would:\n", node)
+	if n.Spec.Unschedulable {
+		fmt.Fprintln(out, "  leave the node cordoned (it is cordoned already, so ending maintenance keeps it cordoned)")
+	} else {
+		fmt.Fprintln(out, "  cordon the node (ending maintenance uncordons it)")
+	}
+	fmt.Fprintln(out, "  add the drain taint (default kubevirt.io/drain=draining:NoSchedule)")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nPOD\tACTION\tNOTE")
+	counts := map[string]int{}
+	for _, p := range plan {
+		counts[p.Action]++
+		note := p.Why
+		if len(p.Blockers) > 0 {
+			note = "blocked now: " + strings.Join(p.Blockers, "; ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Pod, p.Action, note)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n%d to evict, %d to skip, %d finished.\n", counts["evict"], counts["skip"], counts["done"])
+	return nil
 }
 
 // waitForDrain follows the status of a maintenance started at or after since.

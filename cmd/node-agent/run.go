@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -171,7 +170,8 @@ func drainComponents(cfg config.Config) []agent.Option {
 		return opts
 	}
 	return append(opts, agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
-		logger := d.Logger.With("component", "shutdown")
+		// The guard adds its own component key.
+		logger := d.Logger
 		g, err := shutdown.NewGuard(shutdown.GuardOptions{
 			Connect: func(ctx context.Context) (shutdown.Logind, error) {
 				return shutdown.Connect(ctx, cfg.Shutdown.SystemBusAddress)
@@ -186,7 +186,11 @@ func drainComponents(cfg config.Config) []agent.Option {
 			Logger:             logger,
 			Registry:           d.Registry,
 			OnStatus: func(s shutdown.Status) {
-				d.Health.SetDetail("shutdown-guard", fmt.Sprintf("%s: %s", s.State, s.Message))
+				detail := string(s.State)
+				if s.Message != "" {
+					detail += ": " + s.Message
+				}
+				d.Health.SetDetail("shutdown-guard", detail)
 			},
 		})
 		if err != nil {

@@ -326,6 +326,9 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 
 	results := make(chan evictResult, len(pending)+1)
 	work := make(chan *podState)
+	// Evictions in flight stop as soon as this attempt ends, so a shutdown
+	// drain's final writes do not queue behind them.
+	workCtx, workCancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	workers := min(e.Config.Parallelism, max(len(pending), 1))
 	for range workers {
@@ -333,11 +336,12 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 		go func() {
 			defer wg.Done()
 			for ps := range work {
-				results <- evictResult{key: string(ps.pod.UID), err: e.evictOrDelete(ctx, ps)}
+				results <- evictResult{key: string(ps.pod.UID), err: e.evictOrDelete(workCtx, ps)}
 			}
 		}()
 	}
 	defer func() {
+		workCancel()
 		close(work)
 		wg.Wait()
 	}()
@@ -572,8 +576,12 @@ func (e *Engine) setPending(st *Status, pending map[types.UID]*podState) {
 func (e *Engine) writeStatus(ctx context.Context, st *Status) {
 	now := metav1.NewTime(e.Clock.Now())
 	st.LastUpdate = &now
-	if err := patchStatusAnnotation(ctx, e.Client, e.NodeName, st); err != nil && ctx.Err() == nil {
-		e.Logger.Warn("Could not write maintenance status", "err", err)
+	if err := patchStatusAnnotation(ctx, e.Client, e.NodeName, st); err != nil {
+		if errors.Is(err, context.Canceled) {
+			e.Logger.Debug("Maintenance status not written: the drain was stopped", "phase", st.Phase)
+		} else {
+			e.Logger.Warn("Could not write maintenance status", "phase", st.Phase, "err", err)
+		}
 	}
 }
 
