@@ -59,6 +59,9 @@ func run(ctx context.Context) error {
 		return err
 	}
 	bin := filepath.Join(root, "bin")
+	if dir := os.Getenv("NODE_AGENT_DEMO_BIN_DIR"); dir != "" {
+		bin = dir // the integration test runs the demo with its own build
+	}
 	agentBin := filepath.Join(bin, "node-agent")
 	if _, err := os.Stat(agentBin); err != nil {
 		return fmt.Errorf("%s missing: run `make build` (make demo does)", agentBin)

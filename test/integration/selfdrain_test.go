@@ -443,3 +443,36 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 		t.Error("node-4 never showed phase Waiting while node-1 drained")
 	}
 }
+
+func TestDrainDeletesBlockedPodsAfterDeleteAfter(t *testing.T) {
+	b := newDrainBed(t)
+	c := b.env.Client()
+	createDeployment(t, c, b.ns, "db", 3, "node-1")
+	waitRunningOn(t, c, "node-1", 3)
+	createPDB(t, c, b.ns, "db", 3) // allows no eviction at all
+	b.addTargets(t)
+
+	agent := startAgent(t, b.env, "node-1", "--drain-delete-after", "5s")
+	agent.waitReady(t)
+	out, err := cli(t, b.env, "start", "node-1", "--reason", "delete after", "--wait")
+	t.Logf("maintenance start --wait:\n%s", out)
+	if err != nil {
+		t.Fatalf("start --wait: %v", err)
+	}
+	deleted := scrape(t, agent.metricsAddr, `node_agent_evictions_total{result="deleted"}`)
+	blocked := scrape(t, agent.metricsAddr, `node_agent_evictions_total{result="blocked"}`)
+	t.Logf("evictions refused: %v; pods deleted after drain.deleteAfter: %v", blocked, deleted)
+	if deleted != 3 {
+		t.Errorf("%v pods deleted, want 3", deleted)
+	}
+	if blocked < 3 {
+		t.Errorf("%v refused evictions: the pods were deleted without trying eviction first", blocked)
+	}
+	if n := len(podsOn(t, c, "node-1")); n != 0 {
+		t.Errorf("%d pods left on node-1", n)
+	}
+	waitFor(t, 30*time.Second, "PodDeleted events", func() (bool, error) {
+		evs, err := c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=node-1,reason=PodDeleted"})
+		return err == nil && len(evs.Items) > 0, err
+	})
+}

@@ -1,0 +1,49 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+// TestDemoRunsToTheEnd runs what `make demo` runs and checks that it shows
+// the labels and the drain, and leaves nothing running.
+func TestDemoRunsToTheEnd(t *testing.T) {
+	testenv.RequireBinaries(t, testenv.DefaultOptions())
+	requireLibvirt(t)
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The demo runs bin/node-agent; give it the binary built for this run.
+	bin := t.TempDir()
+	for _, name := range []string{testenv.BinEtcd, testenv.BinKubeAPIServer, testenv.BinKubeControllerManager, testenv.BinKubeScheduler, testenv.BinKwok} {
+		if err := os.Symlink(filepath.Join(root, "bin", name), filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(agentBinary, filepath.Join(bin, "node-agent")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "run", "-tags", "libvirt_dlopen", "./hack/demo")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "NODE_AGENT_DEMO_BIN_DIR="+bin)
+	out, err := cmd.CombinedOutput()
+	t.Logf("make demo output:\n%s", out)
+	if err != nil {
+		t.Fatalf("demo failed: %v", err)
+	}
+	for _, want := range []string{"cpu-model-migration.node.kubevirt.io/", "labels in all", "node-1 drained:", "Succeeded", "node-1: unschedulable=false", "Stopping everything"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+}
