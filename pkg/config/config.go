@@ -287,12 +287,13 @@ var durationKeys = [][2]string{
 // badDurationKey finds the first duration key in js whose value does not
 // parse, because metav1.Duration's own error does not name the key.
 func badDurationKey(js []byte) string {
-	var doc map[string]map[string]any
+	var doc map[string]any
 	if json.Unmarshal(js, &doc) != nil {
 		return ""
 	}
 	for _, k := range durationKeys {
-		v, ok := doc[k[0]][k[1]]
+		section, _ := doc[k[0]].(map[string]any)
+		v, ok := section[k[1]]
 		if !ok {
 			continue
 		}

@@ -35,6 +35,7 @@ func TestParse(t *testing.T) {
 		{name: "unknown nested key", yaml: "drain:\n  timeOut: 1s\n", wantErr: `unknown field "drain.timeOut"`},
 		{name: "keys are case-sensitive", yaml: "labeller:\n  minCpuModel: x\n", wantErr: `unknown field "labeller.minCpuModel"`},
 		{name: "bad duration names the key", yaml: "shutdown:\n  drainBudget: 5 minutes\n", wantErr: "shutdown.drainBudget"},
+		{name: "bad duration beside top-level keys", yaml: "nodeName: node-1\nlogLevel: info\ndrain:\n  timeout: soon\n", wantErr: "drain.timeout"},
 		{name: "wrong type", yaml: "drain:\n  maxConcurrentNodes: many\n", wantErr: "maxConcurrentNodes"},
 		{name: "not yaml", yaml: "a: [1\n", wantErr: "not valid YAML"},
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -358,6 +359,11 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 	retryTimer := e.Clock.NewTimer(0)
 	defer retryTimer.Stop()
 	var lastErr string
+	// Progress goes to the Node from a goroutine of its own, so a slow PATCH
+	// never holds up evictions or the final write; the final write waits
+	// for it instead, so an older progress write cannot land after it.
+	pw := e.startProgressWriter(ctx)
+	defer func() { pw.stop() }()
 
 	for {
 		now := e.Clock.Now()
@@ -368,6 +374,7 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 		if len(pending) == 0 {
 			st.Phase = PhaseSucceeded
 			st.LastError = ""
+			pw.stop()
 			e.finishStatus(ctx, st, now)
 			d := e.Clock.Since(start)
 			e.observe(req.Trigger, "succeeded", d)
@@ -380,7 +387,7 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 			dirty = true
 		}
 		if dirty && now.Sub(lastWrite) >= statusInterval {
-			e.writeStatus(ctx, st)
+			pw.post(st)
 			lastWrite = now
 			dirty = false
 		}
@@ -431,7 +438,9 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 			if st.LastError == "" {
 				st.LastError = fmt.Sprintf("drain did not finish before its deadline; %d pods left", len(pending))
 			}
+			pw.stop()
 			e.finishStatus(ctx, st, e.Clock.Now())
+			pw = e.startProgressWriter(ctx)
 			e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "DrainFailed", "Drain did not finish in time: %d of %d pods still on the node; last error: %s", len(pending), st.EvictionPods, st.LastError)
 			e.Logger.Warn("Drain deadline passed", "pending", len(pending), "lastError", st.LastError)
 			e.observe(req.Trigger, "failed", e.Clock.Since(start))
@@ -569,6 +578,47 @@ func (e *Engine) setPending(st *Status, pending map[types.UID]*podState) {
 	}
 	sort.Strings(st.PendingPods)
 	st.DrainProgress = progress(st.EvictionPods, len(pending))
+}
+
+// progressWriter writes the latest progress posted to it; a newer status
+// replaces one not yet written.
+type progressWriter struct {
+	ch      chan Status
+	done    chan struct{}
+	stopped bool
+}
+
+func (e *Engine) startProgressWriter(ctx context.Context) *progressWriter {
+	w := &progressWriter{ch: make(chan Status, 1), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for st := range w.ch {
+			e.writeStatus(ctx, &st)
+		}
+	}()
+	return w
+}
+
+// post queues a copy of st. Only the drain loop posts, so after the
+// non-blocking drain of the buffer the send cannot block.
+func (w *progressWriter) post(st *Status) {
+	c := *st
+	c.PendingPods = slices.Clone(st.PendingPods)
+	select {
+	case <-w.ch:
+	default:
+	}
+	w.ch <- c
+}
+
+// stop writes what is queued and waits; it may be called more than once.
+func (w *progressWriter) stop() {
+	if w.stopped {
+		return
+	}
+	w.stopped = true
+	close(w.ch)
+	<-w.done
 }
 
 // writeStatus writes st to the Node; a failure is logged and retried by the
