@@ -635,9 +635,10 @@ func (e *Engine) writeStatus(ctx context.Context, st *Status) {
 	}
 }
 
-// finishStatus writes a phase change: the annotation and the condition.
+// finishStatus writes a phase change: the condition first, then the
+// annotation, so a reader that waits for the annotation's phase (such as
+// `maintenance start --wait`) finds the condition already in step.
 func (e *Engine) finishStatus(ctx context.Context, st *Status, at time.Time) {
-	e.writeStatus(ctx, st)
 	reason, msg := ReasonDrained, fmt.Sprintf("Drained %d pods (%s)", st.EvictionPods, st.Trigger)
 	if st.Phase == PhaseFailed {
 		reason, msg = ReasonDrainFailed, fmt.Sprintf("%d pods left: %s", len(st.PendingPods), st.LastError)
@@ -645,4 +646,5 @@ func (e *Engine) finishStatus(ctx context.Context, st *Status, at time.Time) {
 	if err := setCondition(ctx, e.Client, e.NodeName, corev1.ConditionTrue, reason, msg, metav1.NewTime(at)); err != nil && ctx.Err() == nil {
 		e.Logger.Warn("Could not set the node condition", "err", err)
 	}
+	e.writeStatus(ctx, st)
 }
