@@ -99,6 +99,11 @@ func findKwokModuleDir(ctx context.Context) (string, error) {
 // into one multi-document YAML for kwok --config.
 func kwokStagesConfig(moduleDir, podStages string) ([]byte, error) {
 	var buf bytes.Buffer
+	// One kwok plays the kubelet of every node, with 4 pod workers by
+	// default; a real cluster has one kubelet per node, each handling its own
+	// pods at once. More workers keep kwok from being the bottleneck of a
+	// parallel drain, which would measure kwok instead of the drain.
+	buf.WriteString("---\napiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n  podPlayStageParallelism: 32\n  nodePlayStageParallelism: 4\n  nodeLeaseParallelism: 4\n  podsOnNodeSyncParallelism: 1\n")
 	for _, rel := range kwokStageDirs(podStages) {
 		dir := filepath.Join(moduleDir, "kustomize", "stage", filepath.FromSlash(rel))
 		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
