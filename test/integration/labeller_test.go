@@ -246,3 +246,41 @@ func patchNode(c kubernetes.Interface, name, patch string) error {
 	_, err := c.CoreV1().Nodes().Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
 }
+
+// TestLabelsWithoutLibvirt is issue 3's acceptance 2 at the command line:
+// with libvirt unreachable, cpuid still gives cpu-feature and cpu-vendor
+// labels, the exit status is 0, and stderr says what was left out and why.
+func TestLabelsWithoutLibvirt(t *testing.T) {
+	cmd := exec.Command(agentBinary, "labels", "-o", "json", "--libvirt-uri", "qemu:///system?socket=/nonexistent/libvirt-sock")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("labels exited with %v; stderr:\n%s", err, stderr.String())
+	}
+	var got map[string]string
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("stdout is not a JSON map: %v\n%s", err, out)
+	}
+	features, vendors := 0, 0
+	for k := range got {
+		switch {
+		case strings.HasPrefix(k, labeller.CPUFeatureLabelPrefix):
+			features++
+		case strings.HasPrefix(k, labeller.CPUVendorLabelPrefix):
+			vendors++
+		case strings.HasPrefix(k, labeller.CPUModelLabelPrefix), strings.HasPrefix(k, labeller.MachineTypeLabelPrefix):
+			t.Errorf("label %s needs libvirt, yet was printed without it", k)
+		}
+	}
+	if features == 0 || vendors != 1 {
+		t.Errorf("got %d cpu-feature and %d cpu-vendor labels, want some and one", features, vendors)
+	}
+	msg := stderr.String()
+	for _, want := range []string{"Left out", "cpu-model.node.kubevirt.io/*", "libvirt unreachable"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, msg)
+		}
+	}
+	t.Logf("without libvirt: %d cpu-feature labels, %d cpu-vendor label; stderr:\n%s", features, vendors, msg)
+}
