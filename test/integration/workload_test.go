@@ -31,35 +31,9 @@ func fullEnv(t *testing.T) *testenv.Env {
 	return testenv.StartForTest(t, testenv.Options{Controllers: true, Scheduler: true, Kwok: true})
 }
 
-func podTemplate(app string, preferNode string) corev1.PodTemplateSpec {
-	spec := corev1.PodSpec{
-		Containers:  []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}},
-		Tolerations: []corev1.Toleration{testenv.KwokToleration()},
-	}
-	if preferNode != "" {
-		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-				Weight: 100,
-				Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-					Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{preferNode},
-				}}},
-			}},
-		}}
-	}
-	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}}, Spec: spec}
-}
-
 func createDeployment(t *testing.T, c kubernetes.Interface, ns, name string, replicas int32, preferNode string) *appsv1.Deployment {
 	t.Helper()
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Template: podTemplate(name, preferNode),
-		},
-	}
-	d, err := c.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{})
+	d, err := c.AppsV1().Deployments(ns).Create(context.Background(), testenv.NewDeployment(ns, name, replicas, preferNode), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,14 +42,7 @@ func createDeployment(t *testing.T, c kubernetes.Interface, ns, name string, rep
 
 func createDaemonSet(t *testing.T, c kubernetes.Interface, ns, name string) {
 	t.Helper()
-	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Template: podTemplate(name, ""),
-		},
-	}
-	if _, err := c.AppsV1().DaemonSets(ns).Create(context.Background(), ds, metav1.CreateOptions{}); err != nil {
+	if _, err := c.AppsV1().DaemonSets(ns).Create(context.Background(), testenv.NewDaemonSet(ns, name), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -106,22 +73,14 @@ func createPDB(t *testing.T, c kubernetes.Interface, ns, app string, minAvailabl
 // podsOn lists the pods bound to node, all namespaces.
 func podsOn(t *testing.T, c kubernetes.Interface, node string) []corev1.Pod {
 	t.Helper()
-	l, err := c.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	pods, err := testenv.PodsOn(context.Background(), c, node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l.Items
+	return pods
 }
 
-func runningPods(pods []corev1.Pod) int {
-	n := 0
-	for _, p := range pods {
-		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-			n++
-		}
-	}
-	return n
-}
+func runningPods(pods []corev1.Pod) int { return testenv.RunningPods(pods) }
 
 // waitRunningOn waits until node has want Running pods.
 func waitRunningOn(t *testing.T, c kubernetes.Interface, node string, want int) {
