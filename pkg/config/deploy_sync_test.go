@@ -45,8 +45,8 @@ func TestDeployConfigMapIsDefault(t *testing.T) {
 		got.Labeller.ObsoleteCPUModels = nil
 	}
 	if want := Default(); !reflect.DeepEqual(got, want) {
-		gotKeys, wantKeys := flatten(t, got), flatten(t, want)
-		for _, k := range leafKeyPaths(reflect.TypeOf(Config{}), "") {
+		gotKeys, wantKeys := deployFlatten(t, got), deployFlatten(t, want)
+		for _, k := range deployKeyPaths(reflect.TypeOf(Config{}), "") {
 			if gotKeys[k] != wantKeys[k] {
 				t.Errorf("config.yaml in %s: %s is %s, config.Default() has %s", deployConfigMap, k, gotKeys[k], wantKeys[k])
 			}
@@ -60,13 +60,13 @@ func TestDeployConfigMapIsDefault(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(content), &doc); err != nil {
 		t.Fatal(err)
 	}
-	keys := leafKeyPaths(reflect.TypeOf(Config{}), "")
+	keys := deployKeyPaths(reflect.TypeOf(Config{}), "")
 	if len(keys) < 25 {
 		t.Fatalf("found only %d keys in Config; the walk is broken", len(keys))
 	}
-	defaults := flatten(t, Default())
+	defaults := deployFlatten(t, Default())
 	for _, k := range keys {
-		if !hasPath(doc, k) {
+		if !deployHasPath(doc, k) {
 			t.Errorf("config.yaml in %s lacks key %s (default %s)", deployConfigMap, k, defaults[k])
 		}
 	}
@@ -84,9 +84,9 @@ func TestDeployConfigMapIsDefault(t *testing.T) {
 	}
 }
 
-// leafKeyPaths lists the dotted config keys of t's JSON tags, descending into
+// deployKeyPaths lists the dotted config keys of t's JSON tags, descending into
 // sections (durations are leaves).
-func leafKeyPaths(t reflect.Type, prefix string) []string {
+func deployKeyPaths(t reflect.Type, prefix string) []string {
 	var out []string
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -95,7 +95,7 @@ func leafKeyPaths(t reflect.Type, prefix string) []string {
 			continue
 		}
 		if f.Type.Kind() == reflect.Struct && f.Type.Name() != "Duration" {
-			out = append(out, leafKeyPaths(f.Type, prefix+name+".")...)
+			out = append(out, deployKeyPaths(f.Type, prefix+name+".")...)
 			continue
 		}
 		out = append(out, prefix+name)
@@ -103,19 +103,19 @@ func leafKeyPaths(t reflect.Type, prefix string) []string {
 	return out
 }
 
-func hasPath(doc map[string]any, path string) bool {
+func deployHasPath(doc map[string]any, path string) bool {
 	head, rest, nested := strings.Cut(path, ".")
 	v, ok := doc[head]
 	if !ok || !nested {
 		return ok
 	}
 	m, ok := v.(map[string]any)
-	return ok && hasPath(m, rest)
+	return ok && deployHasPath(m, rest)
 }
 
-// flatten renders every key of c as YAML, by dotted path; a key omitted when
+// deployFlatten renders every key of c as YAML, by dotted path; a key omitted when
 // empty renders as "".
-func flatten(t *testing.T, c Config) map[string]string {
+func deployFlatten(t *testing.T, c Config) map[string]string {
 	t.Helper()
 	b, err := yaml.Marshal(c)
 	if err != nil {
@@ -126,7 +126,7 @@ func flatten(t *testing.T, c Config) map[string]string {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
-	for _, k := range leafKeyPaths(reflect.TypeOf(Config{}), "") {
+	for _, k := range deployKeyPaths(reflect.TypeOf(Config{}), "") {
 		var v any = doc
 		for _, p := range strings.Split(k, ".") {
 			m, _ := v.(map[string]any)

@@ -1,0 +1,1280 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+// The identity deploy/ gives the agent.
+const (
+	agentNamespace      = "node-agent"
+	agentServiceAccount = "node-agent"
+	agentUser           = "system:serviceaccount:" + agentNamespace + ":" + agentServiceAccount
+	agentPolicy         = "node-agent-own-node"
+	// nodeNameExtra is where the apiserver puts the node of the pod a
+	// service-account token is bound to.
+	nodeNameExtra = "authentication.kubernetes.io/node-name"
+)
+
+// deployFiles are the manifests kustomization.yaml lists.
+var deployFiles = []string{"daemonset.yaml", "rbac.yaml", "admission-policy.yaml", "configmap.yaml"}
+
+func deployDir(t *testing.T) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "deploy")
+}
+
+// decodeObjects splits a multi-document YAML stream into objects.
+func decodeObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatal(err)
+		}
+		if len(m) > 0 {
+			out = append(out, &unstructured.Unstructured{Object: m})
+		}
+	}
+}
+
+// deployObject finds kind/name among objs and converts it into out.
+func deployObject(t *testing.T, objs []*unstructured.Unstructured, kind, namespace, name string, out any) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name && o.GetNamespace() == namespace {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, out); err != nil {
+				t.Fatalf("%s %s/%s: %v", kind, namespace, name, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("deploy/ has no %s %s/%s", kind, namespace, name)
+}
+
+func readDeployObjects(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	for _, f := range deployFiles {
+		data, err := os.ReadFile(filepath.Join(deployDir(t), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, decodeObjects(t, data)...)
+	}
+	return objs
+}
+
+var quoted = regexp.MustCompile(`'([^']*)'`)
+
+// celStrings returns the single-quoted strings of a CEL expression.
+func celStrings(expr string) []string {
+	var out []string
+	for _, m := range quoted.FindAllStringSubmatch(expr, -1) {
+		out = append(out, m[1])
+	}
+	sort.Strings(out)
+	return out
+}
+
+func policyVariable(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy, name string) string {
+	t.Helper()
+	for _, v := range p.Spec.Variables {
+		if v.Name == name {
+			return v.Expression
+		}
+	}
+	t.Fatalf("policy %s has no variable %s", p.Name, name)
+	return ""
+}
+
+func portOfAddress(t *testing.T, addr string) int32 {
+	t.Helper()
+	_, p, _ := strings.Cut(addr, ":")
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatalf("address %q: %v", addr, err)
+	}
+	return int32(n)
+}
+
+// TestDeployManifestsAgreeWithCode checks the facts that deploy/ repeats from
+// the code: the policy's label prefixes, annotation, taint and conditions,
+// its ServiceAccount, and the DaemonSet's ports, mounts and config file.
+func TestDeployManifestsAgreeWithCode(t *testing.T) {
+	// readDeployObjects reads what kustomization.yaml lists.
+	var kust struct {
+		Resources []string `json:"resources"`
+	}
+	data, err := os.ReadFile(filepath.Join(deployDir(t), "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &kust); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(kust.Resources)), slices.Sorted(slices.Values(deployFiles))) {
+		t.Errorf("kustomization.yaml lists %v, the tests read %v", kust.Resources, deployFiles)
+	}
+	objs := readDeployObjects(t)
+	def := config.Default()
+
+	var ds appsv1.DaemonSet
+	deployObject(t, objs, "DaemonSet", agentNamespace, "node-agent", &ds)
+	var policy admissionregistrationv1.ValidatingAdmissionPolicy
+	deployObject(t, objs, "ValidatingAdmissionPolicy", "", agentPolicy, &policy)
+	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	deployObject(t, objs, "ValidatingAdmissionPolicyBinding", "", agentPolicy, &binding)
+	var leases rbacv1.Role
+	deployObject(t, objs, "Role", def.Drain.LeaseNamespace, "node-agent-drain-slots", &leases)
+	var cr rbacv1.ClusterRole
+	deployObject(t, objs, "ClusterRole", "", "node-agent", &cr)
+
+	// The policy names the DaemonSet's ServiceAccount.
+	if got := ds.Namespace + "/" + ds.Spec.Template.Spec.ServiceAccountName; got != agentNamespace+"/"+agentServiceAccount {
+		t.Errorf("DaemonSet runs as %s, want %s/%s", got, agentNamespace, agentServiceAccount)
+	}
+	if len(policy.Spec.MatchConditions) != 1 || !strings.Contains(policy.Spec.MatchConditions[0].Expression, "'"+agentUser+"'") {
+		t.Errorf("policy matchConditions %+v do not name %s", policy.Spec.MatchConditions, agentUser)
+	}
+	if binding.Spec.PolicyName != policy.Name || !slices.Equal(binding.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %+v does not Deny with policy %s", binding.Spec, policy.Name)
+	}
+
+	// The policy's list of what the agent owns is the code's.
+	wantPrefixes := slices.Sorted(slices.Values(labeller.OwnedPrefixes()))
+	if got := celStrings(policyVariable(t, &policy, "ownedLabelPrefixes")); !slices.Equal(got, wantPrefixes) {
+		t.Errorf("policy ownedLabelPrefixes = %v, labeller.OwnedPrefixes() = %v", got, wantPrefixes)
+	}
+	if got := celStrings(policyVariable(t, &policy, "ownedLabelKeys")); !slices.Equal(got, []string{labeller.ObsoleteHostModelLabel}) {
+		t.Errorf("policy ownedLabelKeys = %v, want [%s]", got, labeller.ObsoleteHostModelLabel)
+	}
+	if got := celStrings(policyVariable(t, &policy, "ownedAnnotation")); !slices.Equal(got, []string{selfdrain.StatusAnnotation}) {
+		t.Errorf("policy ownedAnnotation = %v, want %s", got, selfdrain.StatusAnnotation)
+	}
+	if got := celStrings(policyVariable(t, &policy, "drainTaintKey")); !slices.Equal(got, []string{def.Drain.TaintKey}) {
+		t.Errorf("policy drainTaintKey = %v, want drain.taintKey's default %s", got, def.Drain.TaintKey)
+	}
+	wantConds := []string{string(selfdrain.ShuttingDownCondition), string(selfdrain.ConditionType)}
+	sort.Strings(wantConds)
+	if got := celStrings(policyVariable(t, &policy, "agentConditions")); !slices.Equal(got, wantConds) {
+		t.Errorf("policy agentConditions = %v, want %v", got, wantConds)
+	}
+
+	// Without drain.deleteAfter the agent deletes no pod, and RBAC says so.
+	if def.Drain.DeleteAfter.Duration == 0 {
+		for _, r := range cr.Rules {
+			if slices.Contains(r.Resources, "pods") && slices.Contains(r.Verbs, "delete") {
+				t.Errorf("ClusterRole grants pods delete, but drain.deleteAfter is off by default")
+			}
+		}
+	}
+
+	// The DaemonSet serves what the config file says, and mounts what it
+	// names.
+	spec := ds.Spec.Template.Spec
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(spec.Containers))
+	}
+	ctr := spec.Containers[0]
+	ports := map[string]int32{}
+	for _, p := range ctr.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if want := portOfAddress(t, def.MetricsBindAddress); ports["metrics"] != want {
+		t.Errorf("metrics port %d, metricsBindAddress %s", ports["metrics"], def.MetricsBindAddress)
+	}
+	if want := portOfAddress(t, def.HealthProbeBindAddress); ports["health"] != want {
+		t.Errorf("health port %d, healthProbeBindAddress %s", ports["health"], def.HealthProbeBindAddress)
+	}
+	for name, probe := range map[string]*corev1.Probe{"/healthz": ctr.LivenessProbe, "/readyz": ctr.ReadinessProbe} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != name || probe.HTTPGet.Port.String() != "health" {
+			t.Errorf("probe for %s: %+v", name, probe)
+		}
+	}
+	if !slices.Contains(ctr.Args, "--config=/etc/node-agent/config.yaml") {
+		t.Errorf("args %v do not pass --config=/etc/node-agent/config.yaml", ctr.Args)
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range ctr.VolumeMounts {
+		mounts[m.MountPath] = m
+	}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = v
+	}
+	if v := volumes[mounts["/etc/node-agent"].Name]; v.ConfigMap == nil || v.ConfigMap.Name != "node-agent-config" || mounts["/etc/node-agent"].SubPath != "" {
+		t.Errorf("/etc/node-agent is not the whole ConfigMap node-agent-config: %+v", v)
+	}
+	busSocket := strings.TrimPrefix(def.Shutdown.SystemBusAddress, "unix:path=")
+	hostMounts := map[string]string{ // mount path: host path
+		def.StateDir:                 def.StateDir,
+		filepath.Dir(busSocket):      filepath.Dir(busSocket),
+		def.Shutdown.LogindDropInDir: def.Shutdown.LogindDropInDir,
+		"/run/host/libvirt":          "/run/libvirt",
+	}
+	for dir, host := range hostMounts {
+		m, ok := mounts[dir]
+		if !ok {
+			t.Errorf("no mount at %s", dir)
+			continue
+		}
+		if hp := volumes[m.Name].HostPath; hp == nil || hp.Path != host {
+			t.Errorf("mount %s is not the host's %s: %+v", dir, host, volumes[m.Name])
+		}
+	}
+	// The embedded QEMU driver writes into /run/libvirt: the pod's own.
+	if m, ok := mounts["/run/libvirt"]; !ok || volumes[m.Name].EmptyDir == nil || m.ReadOnly {
+		t.Errorf("/run/libvirt is not a writable emptyDir: %+v", volumes[m.Name])
+	}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil && !slices.Contains(slices.Collect(maps.Values(hostMounts)), v.HostPath.Path) {
+			t.Errorf("host mount %s is not one the agent needs", v.HostPath.Path)
+		}
+	}
+	if mounts[def.StateDir].ReadOnly {
+		t.Errorf("stateDir %s is mounted read-only", def.StateDir)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range ctr.Env {
+		env[e.Name] = e
+	}
+	if e := env["NODE_NAME"]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("NODE_NAME is not the downward API's spec.nodeName: %+v", e)
+	}
+	if e := env["GOMEMLIMIT"]; e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
+		t.Errorf("GOMEMLIMIT is not the memory limit: %+v", e)
+	}
+	if ctr.Resources.Limits.Memory().IsZero() || ctr.Resources.Requests.Memory().IsZero() || ctr.Resources.Requests.Cpu().IsZero() {
+		t.Errorf("resources %+v: want memory limit and cpu/memory requests", ctr.Resources)
+	}
+	sc := ctr.SecurityContext
+	if sc == nil || ptr.Deref(sc.Privileged, false) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("securityContext %+v: want unprivileged, read-only root, no privilege escalation, all capabilities dropped", sc)
+	}
+	if spec.PriorityClassName != "system-node-critical" || len(spec.Tolerations) != 1 || spec.Tolerations[0].Operator != corev1.TolerationOpExists || spec.Tolerations[0].Key != "" {
+		t.Errorf("priorityClassName %q tolerations %+v: want system-node-critical and one operator Exists", spec.PriorityClassName, spec.Tolerations)
+	}
+}
+
+// kubectlBinary returns bin/kubectl, skipping or failing as for the other
+// control-plane binaries when it is missing.
+func kubectlBinary(t *testing.T, opts testenv.Options) string {
+	t.Helper()
+	testenv.RequireBinaries(t, opts, testenv.BinKubectl)
+	dir := opts.BinDir
+	if dir == "" {
+		dir = os.Getenv(testenv.BinDirEnv)
+	}
+	if dir == "" {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = filepath.Join(root, "bin")
+	}
+	return filepath.Join(dir, testenv.BinKubectl)
+}
+
+// deployBed is a control plane with node-1..3 and deploy/ applied.
+type deployBed struct {
+	env      *testenv.Env
+	c        kubernetes.Interface
+	kubectl  string
+	auditLog string
+}
+
+func (b *deployBed) run(t *testing.T, stdin []byte, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), b.kubectl, append([]string{"--kubeconfig", b.env.KubeconfigPath()}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("kubectl %s: %w\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return out, nil
+}
+
+// auditPolicy records every request of the agent's ServiceAccount, so the
+// test can show which requests `node-agent run` made and that none was
+// refused.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    users: ["` + agentUser + `"]
+  - level: None
+`
+
+// TestDeploy is issue 7's acceptance 1, 2 and 3 on the real control plane:
+// deploy/ applies; the agent's identity, with a token bound to a pod on
+// node-1, can change node-1's own parts and nothing else; and `node-agent
+// run` with exactly that identity labels and drains without a single 403.
+func TestDeploy(t *testing.T) {
+	opts := testenv.DefaultOptions()
+	b := &deployBed{kubectl: kubectlBinary(t, opts)}
+	dir := t.TempDir()
+	policyFile := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policyFile, []byte(auditPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.auditLog = filepath.Join(dir, "audit.log")
+	opts.APIServerArgs = []string{"--audit-policy-file=" + policyFile, "--audit-log-path=" + b.auditLog, "--audit-log-format=json"}
+	b.env = testenv.StartForTest(t, opts)
+	b.c = b.env.Client()
+	if err := b.env.AddNodes(t.Context(), []string{"node-1", "node-2", "node-3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.env.CreateNamespace(t.Context(), "work"); err != nil {
+		t.Fatal(err)
+	}
+
+	if !t.Run("apply", b.testApply) {
+		t.FailNow()
+	}
+	if !t.Run("privilege", b.testPrivilege) {
+		t.FailNow()
+	}
+	t.Run("agent", b.testAgent)
+}
+
+// testApply is acceptance 1: `kubectl kustomize deploy/` applies with a
+// server-side dry run, then for real.
+func (b *deployBed) testApply(t *testing.T) {
+	manifests, err := b.run(t, nil, "kustomize", deployDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeObjects(t, manifests)
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind()+"/"+o.GetName())
+	}
+	t.Logf("kubectl kustomize deploy/: %d objects: %s", len(objs), strings.Join(kinds, " "))
+
+	// A dry run creates nothing, so the objects inside the new namespace
+	// cannot be dry-run before the namespace exists: the apiserver answers
+	// NotFound for each, whatever the object. So: first a dry run of what
+	// does not live in it, then the Namespace for real, then a dry run of
+	// everything, then everything for real.
+	var outside, namespace []*unstructured.Unstructured
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "Namespace" && o.GetName() == agentNamespace:
+			namespace = append(namespace, o)
+			outside = append(outside, o)
+		case o.GetNamespace() != agentNamespace:
+			outside = append(outside, o)
+		}
+	}
+	out, err := b.run(t, asList(t, outside), "apply", "--server-side", "--dry-run=server", "--field-manager=node-agent-install", "-f", "-")
+	if err != nil {
+		t.Fatalf("server-side dry run of the objects outside namespace %s: %v", agentNamespace, err)
+	}
+	t.Logf("server-side dry run, objects outside namespace %s:\n%s", agentNamespace, strings.TrimSpace(string(out)))
+	if _, err := b.c.CoreV1().Namespaces().Get(t.Context(), agentNamespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("namespace %s exists after a dry run (err %v)", agentNamespace, err)
+	}
+	if _, err := b.run(t, asList(t, namespace), "apply", "--server-side", "--field-manager=node-agent-install", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	out, err = b.run(t, manifests, "apply", "--server-side", "--dry-run=server", "--field-manager=node-agent-install", "-f", "-")
+	if err != nil {
+		t.Fatalf("server-side dry run: %v", err)
+	}
+	t.Logf("server-side dry run, everything:\n%s", strings.TrimSpace(string(out)))
+	if _, err := b.c.AppsV1().DaemonSets(agentNamespace).Get(t.Context(), "node-agent", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("DaemonSet exists after a dry run (err %v)", err)
+	}
+
+	out, err = b.run(t, manifests, "apply", "--server-side", "--field-manager=node-agent-install", "-f", "-")
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	t.Logf("apply:\n%s", strings.TrimSpace(string(out)))
+
+	// The kvm component renders and applies too (dry run).
+	overlay := t.TempDir()
+	base, err := filepath.Rel(overlay, deployDir(t)) // kustomize takes relative paths only
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(fmt.Sprintf(
+		"resources: [%q]\ncomponents: [%q]\n", base, filepath.Join(base, "components", "kvm"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kvm, err := b.run(t, nil, "kustomize", "--load-restrictor=LoadRestrictionsNone", overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(kvm, []byte("devices.kubevirt.io/kvm")) {
+		t.Errorf("the kvm component does not request devices.kubevirt.io/kvm")
+	}
+	if _, err := b.run(t, kvm, "apply", "--server-side", "--dry-run=server", "--field-manager=node-agent-install", "-f", "-"); err != nil {
+		t.Errorf("the kvm component, server-side dry run: %v", err)
+	}
+
+	// The apiserver type-checks the policy's CEL against the Node schema;
+	// a warning means an expression that would fail at admission time.
+	waitFor(t, time.Minute, "the policy type-checked", func() (bool, error) {
+		p, err := b.c.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(t.Context(), agentPolicy, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if p.Status.ObservedGeneration != p.Generation {
+			return false, nil
+		}
+		if p.Status.TypeChecking != nil && len(p.Status.TypeChecking.ExpressionWarnings) > 0 {
+			for _, w := range p.Status.TypeChecking.ExpressionWarnings {
+				t.Errorf("policy %s: %s: %s", agentPolicy, w.FieldRef, w.Warning)
+			}
+		}
+		return true, nil
+	})
+
+	// kwok runs the DaemonSet's pods (no image is pulled), one per node.
+	waitFor(t, 2*time.Minute, "a running node-agent pod on every node", func() (bool, error) {
+		pods, err := b.c.CoreV1().Pods(agentNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=node-agent"})
+		if err != nil {
+			return false, err
+		}
+		return runningPods(pods.Items) == 3, nil
+	})
+}
+
+// asList encodes objs as one v1 List for kubectl.
+func asList(t *testing.T, objs []*unstructured.Unstructured) []byte {
+	t.Helper()
+	items := make([]map[string]any, len(objs))
+	for i, o := range objs {
+		items[i] = o.Object
+	}
+	b, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// agentPod returns the running node-agent DaemonSet pod on node.
+func (b *deployBed) agentPod(t *testing.T, node string) *corev1.Pod {
+	t.Helper()
+	pods, err := b.c.CoreV1().Pods(agentNamespace).List(t.Context(), metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/name=node-agent", FieldSelector: "spec.nodeName=" + node,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			return p
+		}
+	}
+	t.Fatalf("no running node-agent pod on %s", node)
+	return nil
+}
+
+// boundToken issues a token of the agent's ServiceAccount bound to pod, as
+// the kubelet mounts into it. pod nil gives a token bound to nothing.
+func (b *deployBed) boundToken(t *testing.T, pod *corev1.Pod) string {
+	t.Helper()
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if pod != nil {
+		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+	}
+	tr, err := b.c.CoreV1().ServiceAccounts(agentNamespace).CreateToken(t.Context(), agentServiceAccount, req, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+func (b *deployBed) tokenClient(t *testing.T, token string) kubernetes.Interface {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(b.env.TokenConfig(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func whoAmI(t *testing.T, c kubernetes.Interface) authenticationv1.UserInfo {
+	t.Helper()
+	r, err := c.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Status.UserInfo
+}
+
+func mergePatchNode(t *testing.T, c kubernetes.Interface, node string, patch any, dryRun bool) error {
+	t.Helper()
+	data, err := json.Marshal(patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := metav1.PatchOptions{}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	_, err = c.CoreV1().Nodes().Patch(t.Context(), node, types.MergePatchType, data, opts)
+	return err
+}
+
+type obj = map[string]any
+
+func wantAllowed(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Errorf("%s: %v, want allowed", what, err)
+		return
+	}
+	t.Logf("allowed: %s", what)
+}
+
+// wantDenied expects a 403 whose message contains msg.
+func wantDenied(t *testing.T, what string, err error, msg string) {
+	t.Helper()
+	switch {
+	case err == nil:
+		t.Errorf("%s: allowed, want 403", what)
+	case !apierrors.IsForbidden(err):
+		t.Errorf("%s: %v, want 403 Forbidden", what, err)
+	case !strings.Contains(err.Error(), msg):
+		t.Errorf("%s: %v, want a message with %q", what, err, msg)
+	default:
+		t.Logf("denied:  %s: %v", what, err)
+	}
+}
+
+// Messages of the two layers that refuse.
+const (
+	byRBAC   = `User "` + agentUser + `" cannot`
+	byPolicy = `ValidatingAdmissionPolicy '` + agentPolicy + `'`
+)
+
+// testPrivilege is acceptance 2: with a token bound to the node-agent pod on
+// node-1, the agent's identity can change node-1's own parts, and nothing of
+// node-2, no other part of node-1, and no Node's existence.
+func (b *deployBed) testPrivilege(t *testing.T) {
+	ctx := t.Context()
+	const drainTaint = "kubevirt.io/drain"
+	pod := b.agentPod(t, "node-1")
+	sa := b.tokenClient(t, b.boundToken(t, pod))
+	who := whoAmI(t, sa)
+	t.Logf("token bound to pod %s/%s authenticates as %s, groups %v, %s=%v", pod.Namespace, pod.Name, who.Username, who.Groups, nodeNameExtra, who.Extra[nodeNameExtra])
+	if who.Username != agentUser || !slices.Equal(who.Extra[nodeNameExtra], []string{"node-1"}) {
+		t.Fatalf("token user %s extra %v, want %s on node-1", who.Username, who.Extra, agentUser)
+	}
+
+	// The policy is in force once the apiserver's admission plugin has
+	// loaded it; a dry run cannot change node-2 meanwhile.
+	waitFor(t, time.Minute, "the admission policy in force", func() (bool, error) {
+		err := mergePatchNode(t, sa, "node-2", obj{"metadata": obj{"labels": obj{labeller.CPUVendorLabelPrefix + "Probe": "true"}}}, true)
+		return err != nil && strings.Contains(err.Error(), byPolicy), nil
+	})
+	node2Before := getNode(t, b.c, "node-2")
+
+	t.Run("allowed on its own node", func(t *testing.T) {
+		owned := obj{}
+		for _, p := range labeller.OwnedPrefixes() {
+			owned[p+"DeployTest"] = "true"
+		}
+		owned[labeller.ObsoleteHostModelLabel] = "true"
+		wantAllowed(t, "label node-1 under every owned prefix", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"labels": owned}}, false))
+		for k := range owned {
+			owned[k] = nil
+		}
+		wantAllowed(t, "remove those labels again", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"labels": owned}}, false))
+
+		// Cordon and taint as the drain engine does: the whole taint list,
+		// conditional on the resourceVersion read.
+		n := getNode(t, sa, "node-1")
+		taints := append(slices.Clone(n.Spec.Taints), corev1.Taint{Key: drainTaint, Value: selfdrain.TaintValue, Effect: corev1.TaintEffectNoSchedule, TimeAdded: ptr.To(metav1.Now())})
+		wantAllowed(t, "cordon node-1 and add the drain taint", mergePatchNode(t, sa, "node-1", obj{
+			"metadata": obj{"resourceVersion": n.ResourceVersion, "annotations": obj{selfdrain.StatusAnnotation: `{"phase":"Running"}`}},
+			"spec":     obj{"unschedulable": true, "taints": taints},
+		}, false))
+		cond := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True","reason":"Draining","message":"deploy test","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`,
+			selfdrain.ConditionType, time.Now().UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339))
+		_, err := sa.CoreV1().Nodes().PatchStatus(ctx, "node-1", []byte(cond))
+		wantAllowed(t, "set the UnderMaintenance condition on node-1", err)
+
+		// Evict a pod bound to node-1.
+		victim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "evictee", Namespace: "work"},
+			Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/x:1"}},
+				Tolerations: []corev1.Toleration{testenv.KwokToleration()}}}
+		if _, err := b.c.CoreV1().Pods("work").Create(ctx, victim, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, time.Minute, "pod evictee running", func() (bool, error) {
+			p, err := b.c.CoreV1().Pods("work").Get(ctx, "evictee", metav1.GetOptions{})
+			return err == nil && p.Status.Phase == corev1.PodRunning, err
+		})
+		err = sa.PolicyV1().Evictions("work").Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "evictee", Namespace: "work"}})
+		wantAllowed(t, "evict pod work/evictee on node-1", err)
+		waitFor(t, time.Minute, "pod evictee gone", func() (bool, error) {
+			_, err := b.c.CoreV1().Pods("work").Get(ctx, "evictee", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+
+		// Undo: uncordon, drop the taint, the annotation and the condition.
+		n = getNode(t, sa, "node-1")
+		kept := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return t.Key == drainTaint })
+		wantAllowed(t, "uncordon node-1 and remove the drain taint", mergePatchNode(t, sa, "node-1", obj{
+			"metadata": obj{"resourceVersion": n.ResourceVersion, "annotations": obj{selfdrain.StatusAnnotation: nil}},
+			"spec":     obj{"unschedulable": false, "taints": kept},
+		}, false))
+		_, err = sa.CoreV1().Nodes().PatchStatus(ctx, "node-1", []byte(fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"$patch":"delete"}]}}`, selfdrain.ConditionType)))
+		wantAllowed(t, "remove the UnderMaintenance condition", err)
+
+		// The other verbs of the ClusterRole and the two Roles.
+		_, err = sa.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-1"})
+		wantAllowed(t, "list the pods on node-1", err)
+		_, err = sa.AppsV1().DaemonSets(agentNamespace).Get(ctx, "node-agent", metav1.GetOptions{})
+		wantAllowed(t, "get a DaemonSet (kubectl's drain filter)", err)
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-agent-drain-slot-test", Namespace: agentNamespace},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-1")}}
+		created, err := sa.CoordinationV1().Leases(agentNamespace).Create(ctx, lease, metav1.CreateOptions{})
+		wantAllowed(t, "create a drain-slot Lease in node-agent", err)
+		if err == nil {
+			created.Spec.HolderIdentity = ptr.To("")
+			_, err = sa.CoordinationV1().Leases(agentNamespace).Update(ctx, created, metav1.UpdateOptions{})
+			wantAllowed(t, "update it", err)
+		}
+		ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "node-1.", Namespace: metav1.NamespaceDefault},
+			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "node-1", UID: "node-1"}, Reason: "DeployTest", Message: "deploy test", Type: corev1.EventTypeNormal,
+			Source: corev1.EventSource{Component: "node-agent", Host: "node-1"}}
+		_, err = sa.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{})
+		wantAllowed(t, "create an Event about node-1 in default", err)
+	})
+
+	t.Run("denied", func(t *testing.T) {
+		label := func(key string) obj { return obj{"metadata": obj{"labels": obj{key: "true"}}} }
+		wantDenied(t, "label node-2 under an owned prefix", mergePatchNode(t, sa, "node-2", label(labeller.CPUModelLabelPrefix+"DeployTest"), false), "may change only that Node, not node-2")
+		wantDenied(t, "cordon node-2", mergePatchNode(t, sa, "node-2", obj{"spec": obj{"unschedulable": true}}, false), "may change only that Node, not node-2")
+		_, err := sa.CoreV1().Nodes().PatchStatus(ctx, "node-2", []byte(fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True","reason":"x"}]}}`, selfdrain.ConditionType)))
+		wantDenied(t, "set UnderMaintenance on node-2", err, "may change only that Node, not node-2")
+
+		wantDenied(t, "label node-1 outside the owned prefixes", mergePatchNode(t, sa, "node-1", label("team"), false), "only labels under its own prefixes")
+		wantDenied(t, "a look-alike of an owned prefix", mergePatchNode(t, sa, "node-1", label("cpu-model.node.kubevirt.io.example/x"), false), "only labels under its own prefixes")
+		wantDenied(t, "remove node-1's hostname label", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"labels": obj{corev1.LabelHostname: nil}}}, false), "only labels under its own prefixes")
+
+		n := getNode(t, sa, "node-1")
+		var foreign []corev1.Taint
+		for _, tn := range n.Spec.Taints {
+			if tn.Key != testenv.KwokTaintKey {
+				foreign = append(foreign, tn)
+			}
+		}
+		if len(foreign) == len(n.Spec.Taints) {
+			t.Fatalf("node-1 has no %s taint to remove: %v", testenv.KwokTaintKey, n.Spec.Taints)
+		}
+		wantDenied(t, "remove node-1's foreign taint "+testenv.KwokTaintKey, mergePatchNode(t, sa, "node-1", obj{
+			"metadata": obj{"resourceVersion": n.ResourceVersion}, "spec": obj{"taints": append([]corev1.Taint{}, foreign...)}}, false), "other taints must stay")
+		withNoExecute := append(slices.Clone(n.Spec.Taints), corev1.Taint{Key: drainTaint, Effect: corev1.TaintEffectNoExecute})
+		wantDenied(t, "a NoExecute drain taint on node-1", mergePatchNode(t, sa, "node-1", obj{"spec": obj{"taints": withNoExecute}}, false), "other taints must stay")
+
+		wantDenied(t, "request maintenance on node-1 (the admins' annotation)", mergePatchNode(t, sa, "node-1",
+			obj{"metadata": obj{"annotations": obj{selfdrain.MaintenanceAnnotation: "self-inflicted"}}}, false), "only the annotation "+selfdrain.StatusAnnotation)
+		wantDenied(t, "change node-1's foreign annotation "+testenv.KwokNodeAnnotation, mergePatchNode(t, sa, "node-1",
+			obj{"metadata": obj{"annotations": obj{testenv.KwokNodeAnnotation: nil}}}, false), "only the annotation "+selfdrain.StatusAnnotation)
+		wantDenied(t, "add a finalizer to node-1", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"finalizers": []string{"example.com/hold"}}}, false), "finalizers")
+		if n.Spec.ProviderID == "" {
+			wantDenied(t, "set node-1's providerID", mergePatchNode(t, sa, "node-1", obj{"spec": obj{"providerID": "kwok://elsewhere"}}, false), "only spec.unschedulable")
+		}
+
+		_, err = sa.CoreV1().Nodes().PatchStatus(ctx, "node-1", []byte(`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"NodeAgentSaysSo"}]}}`))
+		wantDenied(t, "mark node-1 not Ready", err, "only the UnderMaintenance and NodeShuttingDown conditions")
+		_, err = sa.CoreV1().Nodes().PatchStatus(ctx, "node-1", []byte(`{"status":{"allocatable":{"pods":"0"}}}`))
+		wantDenied(t, "change node-1's allocatable", err, "only its own conditions")
+		_, err = sa.CoreV1().Nodes().PatchStatus(ctx, "node-1", []byte(`{"metadata":{"labels":{"team":"virt"}}}`))
+		wantDenied(t, "a foreign label through nodes/status", err, "only labels under its own prefixes")
+
+		err = sa.CoreV1().Nodes().Delete(ctx, "node-2", metav1.DeleteOptions{})
+		wantDenied(t, "delete node-2", err, byRBAC+" delete resource \"nodes\"")
+		err = sa.CoreV1().Nodes().Delete(ctx, "node-1", metav1.DeleteOptions{})
+		wantDenied(t, "delete its own node-1", err, byRBAC+" delete resource \"nodes\"")
+		_, err = sa.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		wantDenied(t, "update (not patch) node-1", err, byRBAC+" update resource \"nodes\"")
+		_, err = sa.CoreV1().Pods("work").Get(ctx, "anything", metav1.GetOptions{})
+		wantDenied(t, "get a pod", err, byRBAC+" get resource \"pods\"")
+		err = sa.CoreV1().Pods(agentNamespace).Delete(ctx, b.agentPod(t, "node-2").Name, metav1.DeleteOptions{})
+		wantDenied(t, "delete a pod (drain.deleteAfter is off)", err, byRBAC+" delete resource \"pods\"")
+		_, err = sa.CoordinationV1().Leases("work").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+		wantDenied(t, "create a Lease outside node-agent", err, byRBAC+" create resource \"leases\"")
+		_, err = sa.CoreV1().Events("work").Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "x."},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "work", Name: "x"}}, metav1.CreateOptions{})
+		wantDenied(t, "create an Event outside default", err, byRBAC+" create resource \"events\"")
+
+		// A token of the same ServiceAccount not bound to a pod names no
+		// node, so it may change no Node.
+		unbound := b.tokenClient(t, b.boundToken(t, nil))
+		if extra := whoAmI(t, unbound).Extra[nodeNameExtra]; len(extra) != 0 {
+			t.Errorf("unbound token carries %s=%v", nodeNameExtra, extra)
+		}
+		wantDenied(t, "an unbound token labels node-1 under an owned prefix", mergePatchNode(t, unbound, "node-1",
+			label(labeller.CPUModelLabelPrefix+"DeployTest"), false), "this token names no node")
+	})
+
+	// The policy refuses DELETE on its own, should RBAC ever allow it: grant
+	// delete for a moment and try with a dry run.
+	t.Run("denied delete by the policy alone", func(t *testing.T) {
+		grant := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "deploy-test-delete-nodes"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"delete"}}}}
+		bind := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "deploy-test-delete-nodes"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: grant.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: agentNamespace, Name: agentServiceAccount}}}
+		if _, err := b.c.RbacV1().ClusterRoles().Create(ctx, grant, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.c.RbacV1().ClusterRoleBindings().Create(ctx, bind, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = b.c.RbacV1().ClusterRoleBindings().Delete(ctx, bind.Name, metav1.DeleteOptions{})
+			_ = b.c.RbacV1().ClusterRoles().Delete(ctx, grant.Name, metav1.DeleteOptions{})
+		}()
+		var last error
+		waitFor(t, 30*time.Second, "RBAC to allow the delete", func() (bool, error) {
+			last = sa.CoreV1().Nodes().Delete(ctx, "node-2", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+			return last == nil || !strings.Contains(last.Error(), byRBAC), nil
+		})
+		wantDenied(t, "delete node-2 with RBAC allowing it (dry run)", last, "never deletes Nodes")
+	})
+
+	// Nothing of node-2 changed, and node-1 kept its foreign parts.
+	node2 := getNode(t, b.c, "node-2")
+	if !maps.Equal(node2.Labels, node2Before.Labels) || node2.Spec.Unschedulable || !slices.EqualFunc(node2.Spec.Taints, node2Before.Spec.Taints, func(a, b corev1.Taint) bool { return a.Key == b.Key && a.Effect == b.Effect }) {
+		t.Errorf("node-2 changed: labels %v unschedulable %t taints %v", node2.Labels, node2.Spec.Unschedulable, node2.Spec.Taints)
+	}
+	n1 := getNode(t, b.c, "node-1")
+	if n1.Labels["team"] != "" || n1.Annotations[testenv.KwokNodeAnnotation] != testenv.KwokNodeValue || !slices.ContainsFunc(n1.Spec.Taints, func(tn corev1.Taint) bool { return tn.Key == testenv.KwokTaintKey }) ||
+		n1.Spec.Unschedulable || hasDrainTaint(n1) || len(ownedLabels(n1.Labels)) != 0 {
+		t.Errorf("node-1 not as before: labels %v annotations %v taints %v unschedulable %t", n1.Labels, n1.Annotations, n1.Spec.Taints, n1.Spec.Unschedulable)
+	}
+}
+
+// testAgent is acceptance 3: `node-agent run` with the ServiceAccount's
+// token bound to its pod on node-1, with the shipped config file, labels
+// node-1 from the real embedded libvirt and drains it on the maintenance
+// annotation, without a single refused request.
+func (b *deployBed) testAgent(t *testing.T) {
+	requireLibvirt(t)
+	ctx := t.Context()
+	c := b.c
+	dir := t.TempDir()
+
+	// The shipped config file, as the DaemonSet mounts it.
+	var cm corev1.ConfigMap
+	deployObject(t, readDeployObjects(t), "ConfigMap", agentNamespace, "node-agent-config", &cm)
+	cfgFile := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cm.Data["config.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "node-agent.kubeconfig")
+	if err := testenv.WriteKubeconfig(kubeconfig, b.env.TokenConfig(b.boundToken(t, b.agentPod(t, "node-1")))); err != nil {
+		t.Fatal(err)
+	}
+
+	// A small Deployment on node-1: keep the other nodes cordoned while it
+	// settles.
+	for _, n := range []string{"node-2", "node-3"} {
+		if err := patchNode(c, n, `{"spec":{"unschedulable":true}}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const replicas = 4
+	createDeployment(t, c, "work", "web", replicas, "node-1")
+	waitFor(t, 2*time.Minute, "web running on node-1", func() (bool, error) {
+		n := 0
+		for _, p := range podsOn(t, c, "node-1") {
+			if p.Labels["app"] == "web" && p.Status.Phase == corev1.PodRunning {
+				n++
+			}
+		}
+		return n == replicas, nil
+	})
+	for _, n := range []string{"node-2", "node-3"} {
+		if err := patchNode(c, n, `{"spec":{"unschedulable":false}}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// libvirt's QEMU monitor socket lives under the root; a t.TempDir()
+	// named after this test would exceed a socket path's 108 bytes.
+	short, err := os.MkdirTemp("", "na-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(short) })
+	began := time.Now()
+	uri := "qemu:///embed?root=" + filepath.Join(short, "libvirt")
+	agent := startAgent(t, b.env, "node-1", "--config", cfgFile, "--kubeconfig", kubeconfig, "--libvirt-uri", uri, "--shutdown-enabled=false")
+	usage := watchUsage(agent.cmd.Process.Pid, short)
+	defer usage.stop()
+	agent.waitReady(t)
+
+	var labels map[string]string
+	waitFor(t, 3*time.Minute, "CPU labels on node-1", func() (bool, error) {
+		labels = ownedLabels(getNode(t, c, "node-1").Labels)
+		for k := range labels {
+			if strings.HasPrefix(k, labeller.CPUModelMigrationLabelPrefix) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	labelled := usage.sample()
+	t.Logf("node-1 labelled after %s: %d owned labels, for example %s", time.Since(began).Round(time.Second), len(labels), strings.Join(firstKeys(labels, 4), " "))
+
+	// Steady state: what the agent costs between events.
+	const idleWindow = 10 * time.Second
+	time.Sleep(idleWindow)
+	idle := usage.sample()
+
+	out, err := cli(t, b.env, "start", "node-1", "--reason", "deploy test", "--wait")
+	t.Logf("maintenance start --wait:\n%s", out)
+	if err != nil {
+		t.Fatalf("maintenance start --wait: %v", err)
+	}
+	drained := usage.sample()
+	st := nodeStatus(t, c, "node-1")
+	t.Logf("status: %s", st.Encode())
+	if st.Phase != selfdrain.PhaseSucceeded || st.EvictionPods != replicas {
+		t.Errorf("phase %s after %d evictions, want Succeeded after %d", st.Phase, st.EvictionPods, replicas)
+	}
+	node := getNode(t, c, "node-1")
+	if !node.Spec.Unschedulable || !hasDrainTaint(node) {
+		t.Errorf("node-1 not cordoned and tainted: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
+	}
+	// The condition follows the status annotation.
+	waitFor(t, 30*time.Second, "condition UnderMaintenance=True Drained", func() (bool, error) {
+		cond := nodeCondition(getNode(t, c, "node-1"))
+		return cond != nil && cond.Status == corev1.ConditionTrue && cond.Reason == selfdrain.ReasonDrained, nil
+	})
+	for _, p := range podsOn(t, c, "node-1") {
+		if p.Labels["app"] == "web" {
+			t.Errorf("pod %s still on node-1", p.Name)
+		}
+	}
+	waitDeploymentAvailable(t, c, "work", "web", replicas)
+	waitFor(t, time.Minute, "the agent's Events on node-1", func() (bool, error) {
+		evs, err := c.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-1,source=node-agent"})
+		if err != nil {
+			return false, err
+		}
+		seen := map[string]bool{}
+		for _, e := range evs.Items {
+			seen[e.Reason] = true
+		}
+		return seen["CPULabelsChanged"] && seen["MaintenanceStarted"] && seen["DrainSucceeded"], nil
+	})
+
+	out, err = cli(t, b.env, "stop", "node-1", "--wait")
+	t.Logf("maintenance stop --wait:\n%s", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node = getNode(t, c, "node-1")
+	if node.Spec.Unschedulable || hasDrainTaint(node) || nodeCondition(node) != nil {
+		t.Errorf("after stop: unschedulable=%t taints=%v condition=%+v", node.Spec.Unschedulable, node.Spec.Taints, nodeCondition(node))
+	}
+
+	heap := scrape(t, agent.metricsAddr, "go_memstats_heap_inuse_bytes")
+	if err := agent.stop(t); err != nil {
+		t.Errorf("node-agent exited with %v after SIGTERM", err)
+	}
+	usage.stop()
+	final := usage.sample()
+	log := agent.stderr.String()
+	for _, bad := range []string{"forbidden", "Forbidden", " 403", "Unauthorized", "is invalid"} {
+		if strings.Contains(log, bad) {
+			t.Errorf("the agent's log contains %q:\n%s", bad, grepLines(log, bad, 10))
+		}
+	}
+
+	// The apiserver's own record of every request the agent made.
+	b.checkAudit(t, began)
+
+	t.Logf("resources of node-agent run (the agent, and the agent with its QEMU probes), %d samples 100ms apart:", final.samples)
+	t.Logf("  RSS: agent %.0f MiB when labelled, %.0f MiB idle, %.0f MiB drained; peak: agent %.0f MiB, with its QEMU probes %.0f MiB",
+		mib(labelled.agentRSS), mib(idle.agentRSS), mib(drained.agentRSS), mib(final.peakAgentRSS), mib(final.peakTreeRSS))
+	t.Logf("  Go heap in use after the drain: %.0f MiB", heap/(1<<20))
+	t.Logf("  CPU, start to labelled (%s): %.2f s (%.0f millicores)", labelled.at.Sub(usage.start).Round(time.Second), labelled.cpu.Seconds(),
+		millicores(labelled.cpu, labelled.at.Sub(usage.start)))
+	t.Logf("  CPU, idle (%s after labelling): %.3f s (%.1f millicores)", idle.at.Sub(labelled.at).Round(time.Second), (idle.cpu - labelled.cpu).Seconds(),
+		millicores(idle.cpu-labelled.cpu, idle.at.Sub(labelled.at)))
+	t.Logf("  CPU, maintenance start to drained (%s, %d pods): %.3f s (%.0f millicores)", drained.at.Sub(idle.at).Round(time.Second), replicas,
+		(drained.cpu - idle.cpu).Seconds(), millicores(drained.cpu-idle.cpu, drained.at.Sub(idle.at)))
+	t.Logf("  CPU, whole run (%s): %.2f s", final.at.Sub(usage.start).Round(time.Second), final.cpu.Seconds())
+}
+
+func firstKeys(m map[string]string, n int) []string {
+	keys := slices.Sorted(maps.Keys(m))
+	if len(keys) > n {
+		keys = keys[:n]
+	}
+	return keys
+}
+
+func grepLines(s, sub string, n int) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) && len(out) < n {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event the test reads.
+type auditEvent struct {
+	AuditID   string    `json:"auditID"`
+	Stage     string    `json:"stage"`
+	Verb      string    `json:"verb"`
+	UserAgent string    `json:"userAgent"`
+	Received  time.Time `json:"requestReceivedTimestamp"`
+	User      struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		APIGroup    string `json:"apiGroup"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"responseStatus"`
+}
+
+// checkAudit reads the apiserver's audit log: every request `node-agent run`
+// (user agent node-agent/node-1) made since began must be one the
+// ClusterRole or Roles of deploy/rbac.yaml grant, and none may have been
+// refused (401, 403, or 422, the code of an admission denial without a
+// reason).
+func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
+	t.Helper()
+	f, err := os.Open(b.auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	last := map[string]auditEvent{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("audit log: %v", err)
+		}
+		if e.User.Username != agentUser || !strings.HasPrefix(e.UserAgent, "node-agent/node-1") || e.Received.Before(began) || e.ObjectRef == nil {
+			continue
+		}
+		last[e.AuditID] = e // the latest stage of each request
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(last) == 0 {
+		t.Fatal("the audit log has no request of node-agent/node-1")
+	}
+
+	granted := b.grantedByDeploy(t)
+	tally := map[string]map[int]int{}
+	for _, e := range last {
+		res := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			res += "/" + e.ObjectRef.Subresource
+		}
+		if e.ObjectRef.APIGroup != "" {
+			res = e.ObjectRef.APIGroup + "/" + res
+		}
+		key := e.Verb + " " + res
+		if e.ObjectRef.Namespace != "" {
+			key += " in " + e.ObjectRef.Namespace
+		}
+		code := 0
+		if e.ResponseStatus != nil {
+			code = e.ResponseStatus.Code
+		}
+		if tally[key] == nil {
+			tally[key] = map[int]int{}
+		}
+		tally[key][code]++
+		switch code {
+		case 401, 403, 422:
+			msg := ""
+			if e.ResponseStatus != nil {
+				msg = e.ResponseStatus.Message
+			}
+			t.Errorf("the apiserver refused the agent's %s with %d: %s", key, code, msg)
+		}
+		if !granted(e.Verb, e.ObjectRef.APIGroup, res, e.ObjectRef.Namespace) {
+			t.Errorf("the agent made a request deploy/rbac.yaml does not grant: %s", key)
+		}
+	}
+	var lines []string
+	for _, k := range slices.Sorted(maps.Keys(tally)) {
+		var codes []string
+		for _, code := range slices.Sorted(maps.Keys(tally[k])) {
+			codes = append(codes, fmt.Sprintf("%d×%d", tally[k][code], code))
+		}
+		lines = append(lines, fmt.Sprintf("  %-52s %s", k, strings.Join(codes, " ")))
+	}
+	t.Logf("audit log: %d requests of node-agent run, by verb and resource (count×status):\n%s", len(last), strings.Join(lines, "\n"))
+}
+
+// grantedByDeploy returns whether deploy/rbac.yaml's rules allow a request.
+func (b *deployBed) grantedByDeploy(t *testing.T) func(verb, group, resource, namespace string) bool {
+	t.Helper()
+	type rule struct {
+		namespace string // "" for the ClusterRole
+		r         rbacv1.PolicyRule
+	}
+	var rules []rule
+	for _, o := range readDeployObjects(t) {
+		switch o.GetKind() {
+		case "ClusterRole", "Role":
+			var role rbacv1.Role
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range role.Rules {
+				rules = append(rules, rule{namespace: o.GetNamespace(), r: r})
+			}
+		}
+	}
+	return func(verb, group, resource, namespace string) bool {
+		resource = strings.TrimPrefix(resource, group+"/")
+		for _, r := range rules {
+			if r.namespace != "" && r.namespace != namespace {
+				continue
+			}
+			if slices.Contains(r.r.APIGroups, group) && slices.Contains(r.r.Resources, resource) && slices.Contains(r.r.Verbs, verb) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// usageWatcher samples the resident memory and CPU time of the agent and
+// of the QEMU processes its embedded libvirt starts to probe QEMU, from
+// /proc. Those QEMUs daemonize, so they are found by their command line
+// (which names the libvirt root, marker), not only as descendants. In a pod
+// they all count against the container's limits.
+type usageWatcher struct {
+	pid    int
+	marker string
+	start  time.Time
+	done   chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+
+	mu                        sync.Mutex
+	peakAgentRSS, peakTreeRSS int64
+	samples                   int
+	agentCPU                  time.Duration         // agent plus its reaped children
+	detachedCPU               map[int]time.Duration // daemonized QEMUs, by pid
+}
+
+type usageSample struct {
+	at                        time.Time
+	agentRSS                  int64 // now
+	cpu                       time.Duration
+	peakAgentRSS, peakTreeRSS int64
+	samples                   int
+}
+
+func watchUsage(pid int, marker string) *usageWatcher {
+	w := &usageWatcher{pid: pid, marker: marker, start: time.Now(), done: make(chan struct{}), detachedCPU: map[int]time.Duration{}}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			w.poll()
+			select {
+			case <-w.done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return w
+}
+
+func (w *usageWatcher) poll() {
+	stats := map[int][]string{}
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f := procStat(pid); f != nil {
+			stats[pid] = f
+			ppid, _ := strconv.Atoi(f[1])
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	if stats[w.pid] == nil {
+		return // exited
+	}
+	agentRSS := procRSS(w.pid)
+	tree := map[int]bool{}
+	queue := []int{w.pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = append(queue[1:], children[p]...)
+		tree[p] = true
+	}
+	total := int64(0)
+	detached := map[int]time.Duration{}
+	for pid, f := range stats {
+		if tree[pid] {
+			total += procRSS(pid)
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if w.marker != "" && bytes.Contains(cmdline, []byte(w.marker)) {
+			total += procRSS(pid)
+			detached[pid] = ticks(f[11:13])
+		}
+	}
+	// Fields 14-17 of /proc/PID/stat (index 11 on, after pid and comm):
+	// utime, stime, cutime, cstime.
+	agentCPU := ticks(stats[w.pid][11:15])
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.samples++
+	w.peakAgentRSS = max(w.peakAgentRSS, agentRSS)
+	w.peakTreeRSS = max(w.peakTreeRSS, total)
+	w.agentCPU = max(w.agentCPU, agentCPU)
+	for pid, c := range detached {
+		w.detachedCPU[pid] = max(w.detachedCPU[pid], c)
+	}
+}
+
+// ticks sums /proc stat fields in clock ticks (USER_HZ, 100 on Linux).
+func ticks(fields []string) time.Duration {
+	var d time.Duration
+	for _, s := range fields {
+		v, _ := strconv.ParseInt(s, 10, 64)
+		d += time.Duration(v) * 10 * time.Millisecond
+	}
+	return d
+}
+
+func (w *usageWatcher) sample() usageSample {
+	w.poll()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cpu := w.agentCPU
+	for _, c := range w.detachedCPU {
+		cpu += c
+	}
+	return usageSample{at: time.Now(), agentRSS: procRSS(w.pid), cpu: cpu, peakAgentRSS: w.peakAgentRSS, peakTreeRSS: w.peakTreeRSS, samples: w.samples}
+}
+
+func (w *usageWatcher) stop() {
+	w.once.Do(func() { close(w.done) })
+	w.wg.Wait()
+}
+
+// procStat returns the fields of /proc/PID/stat after "pid (comm)": state,
+// ppid, ...
+func procStat(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 15 {
+		return nil
+	}
+	return f
+}
+
+// procRSS returns the resident set size of pid in bytes, 0 when it is gone.
+func procRSS(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func millicores(cpu, wall time.Duration) float64 {
+	if wall <= 0 {
+		return 0
+	}
+	return 1000 * cpu.Seconds() / wall.Seconds()
+}
