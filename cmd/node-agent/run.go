@@ -91,7 +91,13 @@ SIGTERM or SIGINT stops it cleanly.`,
 			if err != nil {
 				return err
 			}
-			return a.Run(cmd.Context())
+			err = a.Run(cmd.Context())
+			// libvirt's embedded driver starts its QEMU probes daemonized;
+			// stopped mid-discovery, the agent would leave them running.
+			if n := hostcpu.KillProbes(hostcpu.EmbedRoot(cfg.Labeller.LibvirtURI, cfg.StateDir)); n > 0 {
+				logger.Info("Stopped QEMU capability probes left by the embedded libvirt", "count", n)
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&configFile, "config", "", "YAML file with the same keys as the flags (see docs/configuration.md).")
