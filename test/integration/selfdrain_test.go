@@ -347,7 +347,12 @@ func TestDrainResumesAfterAgentRestart(t *testing.T) {
 
 	again := startAgent(t, b.env, "node-1")
 	again.waitReady(t)
-	waitFor(t, 2*time.Minute, "phase Succeeded", func() (bool, error) {
+	// Killing the agent can cut an eviction request between the apiserver's
+	// PDB update and its pod deletion: the PDB then counts a disruption for a
+	// pod that is still there, until the disruption controller drops it
+	// after two minutes (its DeletionTimeout). Until then every eviction is
+	// refused, and the agent keeps retrying; the wait allows for that.
+	waitFor(t, 5*time.Minute, "phase Succeeded", func() (bool, error) {
 		st := nodeStatus(t, c, "node-1")
 		return st.Phase == selfdrain.PhaseSucceeded, nil
 	})
