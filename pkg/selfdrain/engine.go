@@ -337,7 +337,14 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 		go func() {
 			defer wg.Done()
 			for ps := range work {
-				results <- evictResult{key: string(ps.pod.UID), err: e.evictOrDelete(workCtx, ps)}
+				deleted, err := e.evictOrDelete(workCtx, ps)
+				// Counted here, not when the loop handles the result: the
+				// pod's deletion may reach the loop first, and an accepted
+				// eviction must count all the same.
+				if e.Metrics != nil && workCtx.Err() == nil {
+					e.Metrics.Evictions.WithLabelValues(evictionResult(deleted, err)).Inc()
+				}
+				results <- evictResult{key: string(ps.pod.UID), err: err}
 			}
 		}()
 	}
@@ -469,24 +476,15 @@ func (e *Engine) observe(trigger Trigger, result string, d time.Duration) {
 // handleResult applies one eviction's outcome to the pod's state.
 func (e *Engine) handleResult(ps *podState, err error, failed bool, st *Status, pending map[types.UID]*podState) {
 	now := e.Clock.Now()
-	result := "evicted"
 	switch {
 	case err == nil:
 		ps.evicted = true
 		ps.firstBlocked = time.Time{}
-	case apierrors.IsNotFound(err):
-		result = "not_found"
-		delete(pending, ps.pod.UID)
-	case apierrors.IsConflict(err) && ps.pod.UID != "":
-		// The UID precondition failed: a new pod took the name; ours is gone.
-		result = "not_found"
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err) && ps.pod.UID != "":
+		// Gone; a conflict means the UID precondition failed: a new pod
+		// took the name, and ours is gone.
 		delete(pending, ps.pod.UID)
 	default:
-		if apierrors.IsTooManyRequests(err) {
-			result = "blocked"
-		} else {
-			result = "error"
-		}
 		if ps.firstBlocked.IsZero() {
 			ps.firstBlocked = now
 		}
@@ -503,9 +501,21 @@ func (e *Engine) handleResult(ps *podState, err error, failed bool, st *Status, 
 		}
 		e.Logger.Debug("Eviction refused", "pod", ps.key, "attempt", ps.attempts, "retryIn", ps.nextAttempt.Sub(now), "err", err)
 	}
-	if e.Metrics != nil {
-		e.Metrics.Evictions.WithLabelValues(result).Inc()
+}
+
+// evictionResult is the result label of node_agent_evictions_total.
+func evictionResult(deleted bool, err error) string {
+	switch {
+	case err == nil && deleted:
+		return "deleted"
+	case err == nil:
+		return "evicted"
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return "not_found"
+	case apierrors.IsTooManyRequests(err):
+		return "blocked"
 	}
+	return "error"
 }
 
 // describeEvictionError turns an eviction error into a message that names
@@ -531,18 +541,14 @@ func describeEvictionError(err error) string {
 
 // evictOrDelete evicts the pod, or deletes it once it has been blocked for
 // drain.deleteAfter.
-func (e *Engine) evictOrDelete(ctx context.Context, ps *podState) error {
+func (e *Engine) evictOrDelete(ctx context.Context, ps *podState) (deleted bool, err error) {
 	p := ps.pod
 	uid := p.UID
 	if d := e.Config.DeleteAfter.Duration; d > 0 && !ps.firstBlocked.IsZero() && e.Clock.Since(ps.firstBlocked) >= d {
 		e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "PodDeleted", "Deleting pod %s: its eviction was refused for %s (drain.deleteAfter)", ps.key, d)
-		err := e.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if e.Metrics != nil && err == nil {
-			e.Metrics.Evictions.WithLabelValues("deleted").Inc()
-		}
-		return err
+		return true, e.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	}
-	return e.Client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
+	return false, e.Client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
 	})

@@ -1,12 +1,15 @@
 package selfdrain
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -184,4 +187,25 @@ func FuzzDecodeStatus(f *testing.F) {
 			t.Fatalf("round trip changed %q to %q", st.Encode(), again.Encode())
 		}
 	})
+}
+
+func TestEvictionResult(t *testing.T) {
+	gr := schema.GroupResource{Resource: "pods"}
+	tests := []struct {
+		deleted bool
+		err     error
+		want    string
+	}{
+		{false, nil, "evicted"},
+		{true, nil, "deleted"},
+		{false, apierrors.NewNotFound(gr, "p"), "not_found"},
+		{false, apierrors.NewConflict(gr, "p", errors.New("uid")), "not_found"},
+		{false, apierrors.NewTooManyRequests("pdb", 0), "blocked"},
+		{false, apierrors.NewInternalError(errors.New("x")), "error"},
+	}
+	for _, tt := range tests {
+		if got := evictionResult(tt.deleted, tt.err); got != tt.want {
+			t.Errorf("evictionResult(%t, %v) = %s, want %s", tt.deleted, tt.err, got, tt.want)
+		}
+	}
 }

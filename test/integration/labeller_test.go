@@ -80,7 +80,10 @@ func TestLabellerKeepsLabelsTrue(t *testing.T) {
 	}
 	t.Logf("node-agent labels printed %d labels", len(want))
 
-	env := testenv.StartForTest(t, testenv.Options{})
+	// The agent runs as the shipped ServiceAccount (see identity_test.go),
+	// which needs the DaemonSet's pods, so the whole control plane runs.
+	env := fullEnv(t)
+	installAgentIdentity(t, env)
 	c := env.Client()
 	ctx := context.Background()
 	foreign := map[string]string{
@@ -192,7 +195,10 @@ func TestLabellerReloadsConfig(t *testing.T) {
 	requireLibvirt(t)
 	root := t.TempDir()
 	uri := "qemu:///embed?root=" + filepath.Join(root, "libvirt")
-	env := testenv.StartForTest(t, testenv.Options{})
+	// The agent runs as the shipped ServiceAccount (see identity_test.go),
+	// which needs the DaemonSet's pods, so the whole control plane runs.
+	env := fullEnv(t)
+	installAgentIdentity(t, env)
 	c := env.Client()
 	if err := env.AddNode(context.Background(), "node-1"); err != nil {
 		t.Fatal(err)

@@ -35,7 +35,7 @@ func startAgent(t *testing.T, env *testenv.Env, node string, args ...string) *ag
 	t.Helper()
 	p := &agentProcess{metricsAddr: freeAddr(t), healthAddr: freeAddr(t), stateDir: t.TempDir(), stderr: &syncBuffer{}, done: make(chan error, 1)}
 	all := append([]string{"run",
-		"--kubeconfig", env.KubeconfigPath(),
+		"--kubeconfig", agentKubeconfig(t, env, node),
 		"--node-name", node,
 		"--metrics-bind-address", p.metricsAddr,
 		"--health-probe-bind-address", p.healthAddr,
@@ -58,10 +58,18 @@ func startAgent(t *testing.T, env *testenv.Env, node string, args ...string) *ag
 	}
 	t.Logf("started node-agent (pid %d) for %s", p.cmd.Process.Pid, node)
 	go func() { p.done <- p.cmd.Wait() }()
+	_, asServiceAccount := identities.Load(env)
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Kill()
 			<-p.done
+		}
+		// Running as the shipped ServiceAccount, any refused request is a
+		// failure, also one the agent only logs (an Event, a condition).
+		if asServiceAccount {
+			if lines := grepLines(p.stderr.String(), "forbidden", 5); lines != "" {
+				t.Errorf("node-agent, running as %s, was refused requests:\n%s", agentUser, lines)
+			}
 		}
 		if t.Failed() {
 			t.Logf("node-agent log:\n%s", tail(p.stderr.String(), 60))

@@ -28,11 +28,11 @@ func newDrainBed(t *testing.T) *drainBed {
 	t.Helper()
 	env := fullEnv(t)
 	ctx := context.Background()
-	for _, ns := range []string{"node-agent", "work"} {
-		if _, err := env.CreateNamespace(ctx, ns); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := env.CreateNamespace(ctx, "work"); err != nil {
+		t.Fatal(err)
 	}
+	// The agents run as the shipped ServiceAccount (see identity_test.go).
+	installAgentIdentity(t, env)
 	if err := env.AddNode(ctx, "node-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +112,9 @@ func TestMaintenanceDrainsNode(t *testing.T) {
 	if st.Phase != selfdrain.PhaseSucceeded || st.Trigger != selfdrain.TriggerAnnotation || st.Reason != "kernel update" {
 		t.Errorf("status = %s/%s/%q, want Succeeded/annotation/kernel update", st.Phase, st.Trigger, st.Reason)
 	}
-	if st.TotalPods != 45 || st.EvictionPods != 42 || len(st.PendingPods) != 0 || st.DrainProgress != 100 {
-		t.Errorf("counts: total=%d eviction=%d pending=%v progress=%d; want 45, 42, none, 100", st.TotalPods, st.EvictionPods, st.PendingPods, st.DrainProgress)
+	// 45 workload pods plus the agent's own DaemonSet pod.
+	if st.TotalPods != 46 || st.EvictionPods != 42 || len(st.PendingPods) != 0 || st.DrainProgress != 100 {
+		t.Errorf("counts: total=%d eviction=%d pending=%v progress=%d; want 46, 42, none, 100", st.TotalPods, st.EvictionPods, st.PendingPods, st.DrainProgress)
 	}
 	if cond := nodeCondition(node); cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != selfdrain.ReasonDrained {
 		t.Errorf("condition = %+v, want UnderMaintenance=True reason Drained", cond)
@@ -457,6 +458,9 @@ func TestDrainDeletesBlockedPodsAfterDeleteAfter(t *testing.T) {
 	createPDB(t, c, b.ns, "db", 3) // allows no eviction at all
 	b.addTargets(t)
 
+	// drain.deleteAfter needs pods delete, which deploy/rbac.yaml leaves
+	// out on purpose; an admin who turns it on grants it, as here.
+	grantPodDelete(t, b.env)
 	agent := startAgent(t, b.env, "node-1", "--drain-delete-after", "5s")
 	agent.waitReady(t)
 	out, err := cli(t, b.env, "start", "node-1", "--reason", "delete after", "--wait")

@@ -70,14 +70,21 @@ func createPDB(t *testing.T, c kubernetes.Interface, ns, app string, minAvailabl
 	})
 }
 
-// podsOn lists the pods bound to node, all namespaces.
+// podsOn lists the pods bound to node, all namespaces but the agent's own
+// (its DaemonSet pods, where deploy/ is installed, are not workload).
 func podsOn(t *testing.T, c kubernetes.Interface, node string) []corev1.Pod {
 	t.Helper()
 	pods, err := testenv.PodsOn(context.Background(), c, node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pods
+	out := pods[:0]
+	for _, p := range pods {
+		if p.Namespace != agentNamespace {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func runningPods(pods []corev1.Pod) int { return testenv.RunningPods(pods) }
