@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -219,13 +220,13 @@ func restConfig(path string) (*rest.Config, error) {
 	if path == "" {
 		c, err := rest.InClusterConfig()
 		if err != nil {
-			return nil, errorf("no --kubeconfig given and not running in a cluster: %v", err)
+			return nil, fmt.Errorf("no --kubeconfig given and not running in a cluster: %v", err)
 		}
 		return c, nil
 	}
 	c, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
-		return nil, errorf("kubeconfig %s: %v", path, err)
+		return nil, fmt.Errorf("kubeconfig %s: %v", path, err)
 	}
 	return c, nil
 }

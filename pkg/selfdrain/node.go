@@ -140,10 +140,6 @@ func setCondition(ctx context.Context, client kubernetes.Interface, name string,
 	return patchCondition(ctx, client, name, ConditionType, status, reason, message, now)
 }
 
-func setConditionType(ctx context.Context, e *Engine, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
-	return patchCondition(ctx, e.Client, e.NodeName, typ, status, reason, message, now)
-}
-
 func patchCondition(ctx context.Context, client kubernetes.Interface, name string, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
 	cond := map[string]any{
 		"type": typ, "status": status, "reason": reason, "message": message,

@@ -79,5 +79,5 @@ func (d shutdownDrainer) Undo(ctx context.Context) error {
 }
 
 func setShutdownCondition(ctx context.Context, e *Engine, status corev1.ConditionStatus, reason, msg string, now metav1.Time) error {
-	return setConditionType(ctx, e, ShuttingDownCondition, status, reason, msg, now)
+	return patchCondition(ctx, e.Client, e.NodeName, ShuttingDownCondition, status, reason, msg, now)
 }
