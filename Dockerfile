@@ -1,10 +1,9 @@
 # node-agent's container image, for deploy/daemonset.yaml.
 #
-# Honest status: this image has never been built. The project's build
-# machines have no container engine. The build stage runs the same `go build`
-# as `make build`; the runtime stage installs a subset of what
-# hack/install-deps.sh installs for the integration tests' embedded QEMU
-# driver, and creates the same user and groups.
+# For users with Docker. `make image` (hack/image.sh) builds the same image
+# without a container engine, and that is the one the tests run on a real
+# kubelet (test/node). Both install the packages listed in
+# hack/image/packages.txt and create the same user and groups.
 #
 #   docker build -t registry.example.com/node-agent:v0.1.0 \
 #     --build-arg VERSION=v0.1.0 --build-arg COMMIT=$(git rev-parse --short HEAD) .
@@ -20,21 +19,19 @@ COPY . .
 ARG VERSION=devel
 ARG COMMIT=unknown
 RUN CGO_ENABLED=1 go build -trimpath -tags libvirt_dlopen \
-      -ldflags "-X github.com/node-agent/node-agent/pkg/version.Version=${VERSION} -X github.com/node-agent/node-agent/pkg/version.Commit=${COMMIT}" \
+      -ldflags "-s -w -X github.com/node-agent/node-agent/pkg/version.Version=${VERSION} -X github.com/node-agent/node-agent/pkg/version.Commit=${COMMIT}" \
       -o /out/node-agent ./cmd/node-agent
 
-# Runtime: Debian bookworm, the same glibc as the build stage.
-# - libvirt0: the libvirt client library node-agent loads; it also ships
-#   libvirt's cpu_map, the fallback for expanding CPU models.
-# - libvirt-daemon-driver-qemu and qemu-system-x86: the embedded QEMU driver
-#   (qemu:///embed), which asks QEMU itself what it and KVM offer when the
-#   host runs no libvirt of its own.
-# Those packages create neither the libvirt-qemu user nor the kvm group, and
-# the QEMU driver will not start without them.
+# Runtime: Debian bookworm, the same glibc as the build stage, with the
+# packages of hack/image/packages.txt (libvirt0 and the embedded QEMU
+# driver; the file says why each is there). Those packages create neither
+# the libvirt-qemu user nor the kvm group, and the QEMU driver will not start
+# without them.
 FROM debian:bookworm-slim
+COPY hack/image/packages.txt /tmp/packages.txt
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libvirt0 libvirt-daemon-driver-qemu qemu-system-x86 \
- && rm -rf /var/lib/apt/lists/* \
+ && grep -v '^[[:space:]]*\(#\|$\)' /tmp/packages.txt | xargs apt-get install -y --no-install-recommends \
+ && rm -rf /var/lib/apt/lists/* /tmp/packages.txt \
  && (getent group kvm >/dev/null || groupadd -r kvm) \
  && (getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu) \
  && (getent passwd libvirt-qemu >/dev/null || useradd -r -g libvirt-qemu -G kvm -d /nonexistent -s /usr/sbin/nologin libvirt-qemu)

@@ -18,7 +18,6 @@ set -euo pipefail
 
 out=${NODE_AGENT_ROOTFS:-${HOME}/.cache/node-agent/rootfs-bookworm}
 suite=bookworm
-sources=/etc/apt/sources.list.d/debian.sources
 
 if [[ -d $out ]]; then
 	echo "rootfs: $out exists; remove it to build it again" >&2
@@ -34,25 +33,9 @@ command -v debootstrap >/dev/null || {
 	exit 1
 }
 
-mirror=${MIRROR:-}
-if [[ -z $mirror ]]; then
-	[[ -r $sources ]] || {
-		echo "rootfs: cannot read $sources to find the Debian mirror; set MIRROR" >&2
-		exit 1
-	}
-	# deb822: stanzas are separated by blank lines. Take the URIs of the first
-	# stanza whose Suites field lists exactly "$suite" (not -security/-updates).
-	mirror=$(awk -v suite="$suite" '
-		/^[[:space:]]*$/ { if (uris != "" && hit) { print uris; exit } uris = ""; hit = 0; next }
-		/^URIs:/ { uris = $2 }
-		/^Suites:/ { for (i = 2; i <= NF; i++) if ($i == suite) hit = 1 }
-		END { if (uris != "" && hit) print uris }
-	' "$sources" | head -n1)
-	[[ -n $mirror ]] || {
-		echo "rootfs: no stanza for suite $suite in $sources; set MIRROR" >&2
-		exit 1
-	}
-fi
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+mirror=$(debian_mirror "$suite") || { echo "rootfs: no Debian mirror" >&2; exit 1; }
 
 mkdir -p "$(dirname "$out")"
 # Leftovers of runs killed outright are never trusted; a build takes minutes,

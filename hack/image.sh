@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# image.sh builds node-agent's container image without a container engine,
+# from the Debian mirror and the Go module proxy only, into an archive:
+#
+#   bin/node-agent-image.tar   OCI image layout + docker save manifest.json;
+#                              loads with `ctr images import`, `podman load`,
+#                              `docker load` and `kind load image-archive`
+#   bin/node-agent-image.txt   name, digest, sizes (KEY=VALUE)
+#
+# Two layers:
+#   1. the base: Debian bookworm (debootstrap minbase) with the packages of
+#      hack/image/packages.txt, the libvirt-qemu user and the kvm group,
+#      pruned of docs, logs and apt lists. It is built once per recipe (this
+#      script and the package list) and cached in
+#      ~/.cache/node-agent/image-base-<hash> (NODE_AGENT_IMAGE_BASE
+#      overrides), since debootstrap takes minutes;
+#   2. /usr/local/bin/node-agent, stripped.
+# The archive is reproducible: hack/ociimage clamps every mtime to the commit
+# time of HEAD and sorts entries, so the same commit gives the same digest.
+#
+# usage: hack/image.sh        env: IMAGE (default localhost/node-agent:<git describe>),
+#                                  OUT_DIR (default bin/)
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=hack/lib.sh
+source "${root}/hack/lib.sh"
+bin="${OUT_DIR:-${root}/bin}"
+suite=bookworm
+packages_file="${root}/hack/image/packages.txt"
+
+version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo devel)
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+image=${IMAGE:-localhost/node-agent:${version}}
+# The commit's time, so that one commit always gives one digest.
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || echo 0)}
+
+start=$SECONDS
+# The base is rebuilt when the package list or base_recipe changes; bump
+# base_recipe with any change to build_base below.
+base_recipe=1
+recipe=$( (echo "$base_recipe"; cat "$packages_file") | sha256sum | cut -c1-12)
+base=${NODE_AGENT_IMAGE_BASE:-${HOME}/.cache/node-agent/image-base-${recipe}}
+
+build_base() {
+	[[ $(id -u) -eq 0 ]] || { echo "image: debootstrap needs root" >&2; return 1; }
+	command -v debootstrap >/dev/null || { echo "image: debootstrap missing; run hack/install-deps.sh nspawn" >&2; return 1; }
+	local mirror pkgs tmp
+	mirror=$(debian_mirror "$suite")
+	pkgs=$(grep -v '^[[:space:]]*\(#\|$\)' "$packages_file" | paste -sd, -)
+	mkdir -p "$(dirname "$base")"
+	tmp=$(mktemp -d "${base}.tmp.XXXXXX")
+	# shellcheck disable=SC2064
+	trap "rm -rf '$tmp' '$tmp.log'" RETURN
+	echo "image: debootstrap $suite with $pkgs (cold: a few minutes)" >&2
+	debootstrap --variant=minbase --include="$pkgs" "$suite" "$tmp" "$mirror" >"$tmp.log" 2>&1 || {
+		echo "image: debootstrap failed; its last lines:" >&2
+		tail -n 20 "$tmp.log" >&2
+		return 1
+	}
+	chmod 0755 "$tmp"
+	# The Debian packages create neither, and the QEMU driver will not start
+	# without them (same as hack/install-deps.sh on the test host).
+	chroot "$tmp" sh -ec '
+		getent group kvm >/dev/null || groupadd -r kvm
+		getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
+		getent passwd libvirt-qemu >/dev/null || useradd -r -g libvirt-qemu -G kvm -d /nonexistent -s /usr/sbin/nologin libvirt-qemu'
+	# Prune what a container never reads and what differs between two
+	# debootstrap runs (logs, caches, the machine id, password ages), keeping
+	# every package's copyright file.
+	find "$tmp/usr/share/doc" -mindepth 2 ! -name copyright -type f -delete 2>/dev/null || true
+	find "$tmp/usr/share/doc" -mindepth 1 -type d -empty -delete 2>/dev/null || true
+	rm -rf "$tmp"/usr/share/{man,info,lintian,locale} \
+		"$tmp"/var/cache/apt/* "$tmp"/var/lib/apt/lists/* "$tmp"/var/cache/debconf/*-old \
+		"$tmp"/var/cache/ldconfig/aux-cache "$tmp"/var/lib/dpkg/*-old "$tmp"/etc/*- \
+		"$tmp"/var/lib/dbus/machine-id "$tmp"/debootstrap
+	find "$tmp/var/log" -type f -delete
+	: >"$tmp/etc/machine-id"
+	: >"$tmp/etc/resolv.conf"
+	echo node-agent >"$tmp/etc/hostname"
+	# Field 3 of shadow is the day of the last password change: the build
+	# day, unless emptied (no password ageing; the accounts have no
+	# password anyway).
+	sed -i -E 's/^([^:]*:[^:]*:)[0-9]*:/\1:/' "$tmp/etc/shadow"
+	mv -T "$tmp" "$base"
+}
+
+if [[ ! -d $base ]]; then
+	build_base
+	echo "image: base built in $((SECONDS - start))s: $base" >&2
+else
+	echo "image: base $base (cached)" >&2
+fi
+excludes=(--exclude-contents dev --exclude-contents proc --exclude-contents sys
+	--exclude-contents run --exclude-contents tmp --exclude-contents var/tmp)
+# The base layer, compressed once per base: compressing 240 MB is most of a
+# warm build. Its mtimes are the time of the commit that last changed the
+# package list, so a cold rebuild of the same recipe gets the same ones.
+if [[ ! -f $base.layer.tar.gz ]]; then
+	base_epoch=$(git -C "$root" log -1 --format=%ct -- "$packages_file" 2>/dev/null)
+	(cd "$root" && go run ./hack/ociimage --layer-only --out "$base.layer.tar.gz" --layer "$base" \
+		--epoch "${base_epoch:-$SOURCE_DATE_EPOCH}" "${excludes[@]}")
+fi
+
+layer="${bin}/image-layer"
+rm -rf "$layer"
+mkdir -p "$layer/usr/local/bin"
+# Stripped, without paths of this machine: the same commit builds the same
+# binary. cgo with -tags libvirt_dlopen, as `make build`.
+(cd "$root" && CGO_ENABLED=1 go build -trimpath -tags libvirt_dlopen \
+	-ldflags "-s -w -X github.com/node-agent/node-agent/pkg/version.Version=${version} -X github.com/node-agent/node-agent/pkg/version.Commit=${commit}" \
+	-o "$layer/usr/local/bin/node-agent" ./cmd/node-agent)
+
+(cd "$root" && go run ./hack/ociimage \
+	--name "$image" --out "${bin}/node-agent-image.tar" --summary "${bin}/node-agent-image.txt" \
+	--layer "$base.layer.tar.gz" --layer "$layer" "${excludes[@]}" \
+	--entrypoint /usr/local/bin/node-agent --cmd run --user 0:0 \
+	--env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+	--label "org.opencontainers.image.title=node-agent" \
+	--label "org.opencontainers.image.version=${version}" \
+	--label "org.opencontainers.image.revision=${commit}") >/dev/null
+
+# shellcheck disable=SC1091
+source "${bin}/node-agent-image.txt"
+echo "image: ${name} ${digest}" >&2
+echo "image: archive $((archive_bytes / 1024 / 1024)) MiB compressed, $((unpacked_bytes / 1024 / 1024)) MiB unpacked, binary $(($(stat -c %s "$layer/usr/local/bin/node-agent") / 1024 / 1024)) MiB; built in $((SECONDS - start))s" >&2
+echo "image: ${bin}/node-agent-image.tar; load it with: ctr -n k8s.io images import FILE | podman load -i FILE | docker load -i FILE | kind load image-archive FILE" >&2

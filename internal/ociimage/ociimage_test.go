@@ -1,0 +1,194 @@
+package ociimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeTestTree(t *testing.T, dir string) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(dir, "usr/bin"), 0o755))
+	must(os.MkdirAll(filepath.Join(dir, "dev/pts"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "dev/null-ish"), []byte("x"), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "usr/bin/tool"), []byte("#!/bin/sh\necho hi\n"), 0o755))
+	must(os.Link(filepath.Join(dir, "usr/bin/tool"), filepath.Join(dir, "usr/bin/tool2")))
+	must(os.Symlink("tool", filepath.Join(dir, "usr/bin/link")))
+	must(os.WriteFile(filepath.Join(dir, "a"), []byte("a"), 0o600))
+}
+
+func build(t *testing.T, dirs ...string) (Result, []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	res, err := Write(&buf, Spec{
+		Name: "localhost/test:v1", Layers: dirs, Exclude: []string{"dev"},
+		Entrypoint: []string{"/usr/bin/tool"}, Epoch: time.Unix(1700000000, 0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, buf.Bytes()
+}
+
+func TestSameInputSameDigest(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	writeTestTree(t, a)
+	// The second tree is written later, with other mtimes and inode numbers.
+	time.Sleep(10 * time.Millisecond)
+	writeTestTree(t, b)
+	if err := os.Chtimes(filepath.Join(b, "a"), time.Unix(1, 0), time.Unix(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	ra, archA := build(t, a)
+	rb, archB := build(t, b)
+	if ra.ManifestDigest != rb.ManifestDigest || !bytes.Equal(archA, archB) {
+		t.Fatalf("two builds of equal trees differ: %s vs %s", ra.ManifestDigest, rb.ManifestDigest)
+	}
+	if err := os.WriteFile(filepath.Join(b, "a"), []byte("b"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if rc, _ := build(t, b); rc.ManifestDigest == ra.ManifestDigest {
+		t.Fatal("changing a file's content did not change the digest")
+	}
+}
+
+// TestArchiveIsConsistent reads the archive as a loader would: index.json
+// and manifest.json point at blobs whose content matches their digests, and
+// the layer holds the tree with links kept and excluded contents left out.
+func TestArchiveIsConsistent(t *testing.T) {
+	dir := t.TempDir()
+	writeTestTree(t, dir)
+	res, arch := build(t, dir, dir)
+	files := readTar(t, bytes.NewReader(arch))
+	for name, data := range files {
+		if hex, ok := strings.CutPrefix(name, "blobs/sha256/"); ok && hex != "" {
+			if got := sha(data); got != "sha256:"+hex {
+				t.Errorf("blob %s has digest %s", name, got)
+			}
+		}
+	}
+	var idx index
+	mustJSON(t, files["index.json"], &idx)
+	if len(idx.Manifests) != 1 || idx.Manifests[0].Digest != res.ManifestDigest ||
+		idx.Manifests[0].Annotations[annotationImageName] != "localhost/test:v1" ||
+		idx.Manifests[0].Annotations[annotationRefName] != "v1" {
+		t.Fatalf("index.json: %s", files["index.json"])
+	}
+	var man manifest
+	mustJSON(t, files[blobPath(res.ManifestDigest)], &man)
+	var dm []dockerManifest
+	mustJSON(t, files["manifest.json"], &dm)
+	if len(dm) != 1 || dm[0].Config != blobPath(man.Config.Digest) || len(dm[0].Layers) != 2 || dm[0].RepoTags[0] != "localhost/test:v1" {
+		t.Fatalf("manifest.json: %s", files["manifest.json"])
+	}
+	var cfg imageConfig
+	mustJSON(t, files[blobPath(man.Config.Digest)], &cfg)
+	if len(cfg.RootFS.DiffIDs) != 2 || cfg.Config.Entrypoint[0] != "/usr/bin/tool" {
+		t.Fatalf("config: %s", files[blobPath(man.Config.Digest)])
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(files[blobPath(man.Layers[0].Digest)]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sha(raw); got != cfg.RootFS.DiffIDs[0] {
+		t.Errorf("diff_id %s, uncompressed layer %s", cfg.RootFS.DiffIDs[0], got)
+	}
+	hdrs := map[string]*tar.Header{}
+	tr := tar.NewReader(bytes.NewReader(raw))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		hdrs[h.Name] = h
+		if !h.ModTime.Equal(time.Unix(1700000000, 0)) {
+			t.Errorf("%s has mtime %s", h.Name, h.ModTime)
+		}
+	}
+	if _, ok := hdrs["dev/"]; !ok {
+		t.Error("the excluded directory itself is missing")
+	}
+	if _, ok := hdrs["dev/null-ish"]; ok {
+		t.Error("the excluded directory's contents are in the layer")
+	}
+	if h := hdrs["usr/bin/tool2"]; h == nil || h.Typeflag != tar.TypeLink || h.Linkname != "usr/bin/tool" {
+		t.Errorf("hard link: %+v", h)
+	}
+	if h := hdrs["usr/bin/link"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "tool" {
+		t.Errorf("symlink: %+v", h)
+	}
+	if h := hdrs["a"]; h == nil || h.Mode&0o777 != 0o600 {
+		t.Errorf("mode: %+v", h)
+	}
+}
+
+func TestBadSpec(t *testing.T) {
+	dir := t.TempDir()
+	for name, spec := range map[string]Spec{
+		"no host":   {Name: "node-agent:v1", Layers: []string{dir}, Epoch: time.Unix(1, 0)},
+		"no tag":    {Name: "localhost/node-agent", Layers: []string{dir}, Epoch: time.Unix(1, 0)},
+		"no layers": {Name: "localhost/node-agent:v1", Epoch: time.Unix(1, 0)},
+		"no epoch":  {Name: "localhost/node-agent:v1", Layers: []string{dir}},
+		"no dir":    {Name: "localhost/node-agent:v1", Layers: []string{filepath.Join(dir, "missing")}, Epoch: time.Unix(1, 0)},
+	} {
+		if _, err := Write(io.Discard, spec); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func readTar(t *testing.T, r io.Reader) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[h.Name] = data
+	}
+}
+
+func mustJSON(t *testing.T, data []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%v: %s", err, data)
+	}
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+func blobPath(digest string) string { return "blobs/sha256/" + strings.TrimPrefix(digest, "sha256:") }
