@@ -40,6 +40,9 @@ const (
 	statusInterval = time.Second
 	// podEventInterval bounds the per-pod failure Events.
 	podEventInterval = time.Minute
+	// evictionRequestTimeout bounds one eviction request, which is not
+	// cancelled when a drain attempt ends (see Drain).
+	evictionRequestTimeout = 10 * time.Second
 )
 
 // Engine drains the agent's own Node. It is shared by the annotation and the
@@ -327,9 +330,15 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 
 	results := make(chan evictResult, len(pending)+1)
 	work := make(chan *podState)
-	// Evictions in flight stop as soon as this attempt ends, so a shutdown
-	// drain's final writes do not queue behind them.
-	workCtx, workCancel := context.WithCancel(ctx)
+	// An eviction request in flight is never cancelled when this attempt
+	// ends (maintenance stopped, the agent asked to exit): kube-apiserver
+	// records the disruption in the PodDisruptionBudget's status before it
+	// deletes the pod, and a request cut off in between leaves a recorded
+	// disruption for a pod that stays, which blocks that budget until the
+	// disruption controller expires it two minutes later. Seen on a real
+	// node: deleting the agent's pod mid-drain stalled the new pod's drain
+	// for 2m21s. Each request has a bound of its own instead, and the
+	// attempt waits for those in flight when it ends.
 	var wg sync.WaitGroup
 	workers := min(e.Config.Parallelism, max(len(pending), 1))
 	for range workers {
@@ -337,11 +346,13 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 		go func() {
 			defer wg.Done()
 			for ps := range work {
-				deleted, err := e.evictOrDelete(workCtx, ps)
+				reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), evictionRequestTimeout)
+				deleted, err := e.evictOrDelete(reqCtx, ps)
+				cancel()
 				// Counted here, not when the loop handles the result: the
 				// pod's deletion may reach the loop first, and an accepted
 				// eviction must count all the same.
-				if e.Metrics != nil && workCtx.Err() == nil {
+				if e.Metrics != nil {
 					e.Metrics.Evictions.WithLabelValues(evictionResult(deleted, err)).Inc()
 				}
 				results <- evictResult{key: string(ps.pod.UID), err: err}
@@ -349,7 +360,6 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 		}()
 	}
 	defer func() {
-		workCancel()
 		close(work)
 		wg.Wait()
 	}()
