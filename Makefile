@@ -30,23 +30,31 @@ deps: ## Install the Debian packages tests need (only the missing ones)
 	hack/install-deps.sh
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok into bin/ (cached)
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet and kwok into bin/ (cached)
 	hack/build-tools.sh
+
+.PHONY: image
+image: deps ## Build node-agent's container image without a container engine into bin/node-agent-image.tar (reproducible)
+	hack/image.sh
 
 .PHONY: rootfs
 rootfs: deps ## Build the cached systemd rootfs for the end-to-end tests
 	hack/rootfs.sh
 
 .PHONY: test
-test: deps tools build rootfs ## Run every test: unit, integration (real control plane, real libvirt) and end-to-end (real systemd)
-	NODE_AGENT_INTEGRATION=1 NODE_AGENT_E2E=1 $(GO) test -tags $(GOTAGS) -count=1 -timeout $(TEST_TIMEOUT) ./cmd/... ./pkg/... ./hack/...
+test: deps tools build image rootfs ## Run every test: unit, integration (real control plane, real libvirt), real node (kubelet, containerd) and end-to-end (real systemd)
+	NODE_AGENT_INTEGRATION=1 NODE_AGENT_E2E=1 $(GO) test -tags $(GOTAGS) -count=1 -timeout $(TEST_TIMEOUT) ./cmd/... ./pkg/... ./internal/... ./hack/...
 	@# The packages under test/ each start real control planes and containers;
 	@# one at a time keeps a 2-core machine from timing them out.
 	NODE_AGENT_INTEGRATION=1 NODE_AGENT_E2E=1 $(GO) test -tags $(GOTAGS) -count=1 -timeout $(TEST_TIMEOUT) -p 1 -v ./test/...
 
 .PHONY: unit
 unit: ## Run only the unit tests (no processes, no root)
-	$(GO) test -tags $(GOTAGS) -count=1 ./pkg/... ./cmd/...
+	$(GO) test -tags $(GOTAGS) -count=1 ./pkg/... ./cmd/... ./internal/...
+
+.PHONY: node-e2e
+node-e2e: deps tools build image ## Run the shipped DaemonSet on a real kubelet with containerd and runc
+	NODE_AGENT_INTEGRATION=1 $(GO) test -tags $(GOTAGS) -count=1 -timeout $(TEST_TIMEOUT) -v ./test/node/...
 
 .PHONY: e2e
 e2e: deps tools build rootfs ## Run the end-to-end tests in a systemd-nspawn container

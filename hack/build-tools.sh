@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# build-tools.sh builds the upstream binaries the tests run against, from the
+# build-tools.sh builds the upstream binaries the tests run against (the
+# control plane, kwok, kubectl, and the kubelet of the real-node tests), from the
 # Go module proxy, into bin/. Each binary is built once per pinned version and
 # kept in a cache outside the work tree (NODE_AGENT_TOOLS_CACHE, default
 # ~/.cache/node-agent/tools), so a fresh clone on a machine that built it
@@ -40,7 +41,7 @@ build() {
 
 tool() {
 	case $1 in
-	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
+	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet)
 		build "$1" "${k8s_version}" hack/tools/k8s "k8s.io/kubernetes/cmd/$1" "${k8s_ldflags}" ;;
 	etcd) build etcd "${etcd_version}" hack/tools/k8s go.etcd.io/etcd/server/v3 ;;
 	kwok) build kwok "${kwok_version}" hack/tools/kwok sigs.k8s.io/kwok/cmd/kwok ;;
@@ -50,6 +51,6 @@ tool() {
 }
 
 if [[ $# -eq 0 ]]; then
-	set -- etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl
+	set -- etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl kubelet
 fi
 for t in "$@"; do tool "$t"; done

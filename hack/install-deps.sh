@@ -6,19 +6,24 @@
 #                   tests, the demo and `node-agent labels` on this host;
 #   dbus-daemon:    private buses for the logind stand-in tests;
 #   debootstrap + systemd-container: the systemd-nspawn rootfs for the
-#                   end-to-end shutdown test.
+#                   end-to-end shutdown test, and the base of the image
+#                   `make image` builds;
+#   containerd, runc, CNI plugins: the real node of test/node, where a real
+#                   kubelet runs the shipped DaemonSet (iproute2 makes its
+#                   network namespace).
 #
-# usage: hack/install-deps.sh [group ...]   groups: libvirt dbus nspawn (default: all)
+# usage: hack/install-deps.sh [group ...]   groups: libvirt dbus nspawn node (default: all)
 set -euo pipefail
 
 declare -A groups=(
 	[libvirt]="libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 libvirt-clients"
 	[dbus]="dbus-daemon"
 	[nspawn]="debootstrap systemd-container"
+	[node]="containerd runc containernetworking-plugins iproute2"
 )
 
 if [[ $# -eq 0 ]]; then
-	set -- libvirt dbus nspawn
+	set -- libvirt dbus nspawn node
 fi
 
 missing=()

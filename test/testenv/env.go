@@ -405,8 +405,11 @@ type credentials struct {
 	servingCert, servingKey     string
 	saKey, saPub                string
 	admin, kcm, scheduler, kwok keyPair
-	caPool                      *x509.CertPool
-	apiserverClient             *http.Client // admin client for /readyz
+	// kubeletClient is how kube-apiserver authenticates to real kubelets
+	// (logs, exec, port-forward), as kubeadm's apiserver-kubelet-client.
+	kubeletClientCert, kubeletClientKey string
+	caPool                              *x509.CertPool
+	apiserverClient                     *http.Client // admin client for /readyz
 }
 
 func (e *Env) writeCredentials(dir string) (*credentials, error) {
@@ -466,6 +469,13 @@ func (e *Env) writeCredentials(dir string) (*credentials, error) {
 	if c.kwok, err = p.client(KwokUser, "system:masters"); err != nil {
 		return nil, err
 	}
+	kubeletClient, err := p.client("kube-apiserver-kubelet-client", "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	if c.kubeletClientCert, c.kubeletClientKey, err = writeKeyPair(dir, "kubelet-client", kubeletClient); err != nil {
+		return nil, err
+	}
 
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(p.caPEM)
@@ -490,9 +500,14 @@ func (e *Env) apiserverArgs(port int, etcdURL string, c *credentials) launchSpec
 		"--tls-cert-file=" + c.servingCert,
 		"--tls-private-key-file=" + c.servingKey,
 		"--client-ca-file=" + c.caFile,
-		// RBAC only, as in the clusters node-agent runs in: least-privilege
-		// tests must see the same 403s a real cluster would give.
-		"--authorization-mode=RBAC",
+		// Node and RBAC, as in the clusters node-agent runs in: least-privilege
+		// tests must see the same 403s a real cluster would give. The Node
+		// authorizer and the NodeRestriction admission plugin confine real
+		// kubelets (test/testenv/realnode) to their own Node and pods.
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--kubelet-client-certificate=" + c.kubeletClientCert,
+		"--kubelet-client-key=" + c.kubeletClientKey,
 		"--service-account-issuer=" + ServiceAccountIssuer,
 		"--service-account-signing-key-file=" + c.saKey,
 		"--service-account-key-file=" + c.saPub,
@@ -687,6 +702,17 @@ func (e *Env) UserConfig(user string, groups ...string) (*rest.Config, error) {
 		Burst: clientBurst,
 	}, nil
 }
+
+// ClientCertificate issues a client certificate and key (PEM) for user in
+// groups, signed by the control plane's CA: for example the identity of a
+// real kubelet, system:node:NAME in system:nodes.
+func (e *Env) ClientCertificate(user string, groups ...string) (certPEM, keyPEM []byte, err error) {
+	kp, err := e.pki.client(user, groups...)
+	return kp.CertPEM, kp.KeyPEM, err
+}
+
+// CAPEM returns the control plane's CA certificate.
+func (e *Env) CAPEM() []byte { return e.pki.caPEM }
 
 // TokenConfig returns a client configuration that authenticates with a
 // bearer token, for example one from the TokenRequest API.

@@ -1,0 +1,446 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+// TestRealNode is issue 10's acceptance: the DaemonSet from deploy/, changed
+// only by the image name, on a real kubelet with containerd and runc.
+func TestRealNode(t *testing.T) {
+	b := newBed(t)
+	t.Logf("image %s %s, archive %.1f MiB", b.image.name, b.image.digest, float64(b.image.archiveBytes)/(1<<20))
+	b.applyDeploy(t)
+
+	if !t.Run("pod", b.testPod) {
+		t.FailNow()
+	}
+	t.Run("identity", b.testIdentity)
+	t.Run("usage", b.testUsage)
+	t.Run("drain", b.testDrain)
+}
+
+// testPod: the agent's pod is Running and Ready (its probes pass), and the
+// Node's CPU labels come from libvirt inside the container, equal to what
+// `node-agent labels` prints on the host for the same virt type.
+func (b *bed) testPod(t *testing.T) {
+	pod := b.agentPod(t, 3*time.Minute, "")
+	var started time.Time
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == "node-agent" && cs.State.Running != nil {
+			started = cs.State.Running.StartedAt.Time
+		}
+	}
+	t.Logf("agent pod %s Running and Ready: %s", pod.Name, containerStates(pod))
+
+	want := b.hostLabels(t, false)
+	if withKVM := b.hostLabels(t, true); !maps.Equal(withKVM, want) {
+		t.Logf("with the host's /dev/kvm, `node-agent labels` prints these labels too, which the pod, without /dev/kvm, cannot write: %v", diffKeys(withKVM, want))
+	}
+	if !hasPrefix(want, labeller.CPUModelMigrationLabelPrefix) {
+		t.Fatalf("`node-agent labels` on the host printed no %s labels; the comparison would prove nothing", labeller.CPUModelMigrationLabelPrefix)
+	}
+	var got map[string]string
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		node, err := b.c.CoreV1().Nodes().Get(t.Context(), realNode, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = owned(node.Labels)
+		if maps.Equal(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Node's labels never equalled the host's `node-agent labels --virt-type qemu`:\nmissing: %v\nextra or different: %v",
+				diffKeys(want, got), diffKeys(got, want))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Container start times are in whole seconds.
+	t.Logf("time from the agent container's start (%s) to the Node's %d CPU labels: %s (%d of them cpu-model-migration)",
+		started.Format(time.TimeOnly), len(got), time.Since(started).Round(time.Second), countPrefix(got, labeller.CPUModelMigrationLabelPrefix))
+
+	// The pod has run a while; its liveness probe has not restarted it.
+	pod, err := b.c.CoreV1().Pods(agentNS).Get(t.Context(), pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.RestartCount != 0 {
+			t.Errorf("container %s restarted %d times: %s", cs.Name, cs.RestartCount, containerStates(pod))
+		}
+	}
+}
+
+// hostLabels runs `node-agent labels -o json` on the host with the embedded
+// QEMU driver and virt type qemu: the container has no /dev/kvm (the
+// DaemonSet mounts none unless the kvm component is added), so its "auto"
+// picks qemu, and its image carries the same Debian libvirt and QEMU as the
+// host's hack/install-deps.sh. Without kvm, /dev/kvm is hidden from the
+// command too, in a mount namespace of its own, by an empty file bound over
+// it: libvirt reads the TSC counter through /dev/kvm.
+func (b *bed) hostLabels(t *testing.T, kvm bool) map[string]string {
+	t.Helper()
+	root := t.TempDir()
+	args := []string{filepath.Join(b.bin, "node-agent"), "labels", "-o", "json", "--virt-type", "qemu",
+		"--libvirt-uri", "qemu:///embed?root=" + root, "--state-dir", root}
+	if !kvm {
+		empty := filepath.Join(root, "no-kvm")
+		if err := os.WriteFile(empty, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-ec",
+			`[ ! -e /dev/kvm ] || mount --bind "$0" /dev/kvm; exec "$@"`, empty}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node-agent labels: %v\n%s", err, stderr.String())
+	}
+	var labels map[string]string
+	if err := json.Unmarshal(out, &labels); err != nil {
+		t.Fatalf("node-agent labels -o json: %v\n%s", err, out)
+	}
+	return labels
+}
+
+// testIdentity: the agent's requests carry the token the kubelet projected
+// (the audit log shows the node name bound into it), and the admission
+// policy refuses a change to another Node made with that very token, read
+// out of the container.
+func (b *bed) testIdentity(t *testing.T) {
+	pod := b.agentPod(t, time.Minute, "")
+	events := b.auditEvents(t)
+	var n int
+	verbs := map[string]int{}
+	for _, e := range events {
+		if e.User.Username != agentUser {
+			continue
+		}
+		n++
+		verbs[e.Verb]++
+		if got := e.User.Extra[nodeNameKey]; !slices.Equal(got, []string{realNode}) {
+			t.Errorf("%s %s by %s carries %s=%v, want [%s]", e.Verb, e.RequestURI, agentUser, nodeNameKey, got, realNode)
+		}
+		if e.ResponseStatus.Code == 401 || e.ResponseStatus.Code == 403 || e.ResponseStatus.Code == 422 {
+			t.Errorf("%s %s by the agent was refused: %d", e.Verb, e.RequestURI, e.ResponseStatus.Code)
+		}
+	}
+	if n == 0 {
+		t.Fatalf("the audit log has no request of %s", agentUser)
+	}
+	t.Logf("audit log: %d requests of %s (by verb: %v), each with %s=%s", n, agentUser, verbs, nodeNameKey, realNode)
+
+	pid, err := b.node.ContainerPID(t.Context(), agentNS, pod.Name, "node-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// /proc/PID/root is the container's own root: this is the file the
+	// kubelet projected into it.
+	// The pod mounts it at /var/run/secrets/...; in the image /var/run is a
+	// symlink to /run, which /proc/PID/root would resolve against the
+	// host's root, not the container's.
+	token, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/run/secrets/kubernetes.io/serviceaccount/token", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kubernetes.NewForConfig(b.env.TokenConfig(strings.TrimSpace(string(token))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	label := func(node string) error {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, labeller.CPUModelLabelPrefix+"Identity-Test")
+		_, err := c.CoreV1().Nodes().Patch(t.Context(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	if err := label(realNode); err != nil {
+		t.Errorf("the container's token may not label its own Node (dry run): %v", err)
+	}
+	err = label(kwokNode)
+	if err == nil {
+		t.Fatalf("the container's token labelled %s, another Node", kwokNode)
+	}
+	if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+		t.Fatalf("labelling %s with the container's token: %v, want a refusal by admission", kwokNode, err)
+	}
+	if !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+		t.Errorf("the refusal does not come from the admission policy: %v", err)
+	}
+	t.Logf("the container's token, on %s: refused: %v", kwokNode, err)
+}
+
+// testDrain: maintenance by annotation drains real pods (a Deployment with a
+// PodDisruptionBudget) off the real node, while the agent's own pod is
+// deleted mid-drain; the new pod resumes the drain and completes it, and
+// `maintenance stop` uncordons.
+func (b *bed) testDrain(t *testing.T) {
+	ctx := t.Context()
+	const replicas = 6
+	if _, err := b.env.CreateNamespace(ctx, "work"); err != nil {
+		t.Fatal(err)
+	}
+	dep := testenv.NewDeployment("work", "web", replicas, realNode)
+	spec := &dep.Spec.Template.Spec
+	spec.Containers[0].Image = testpodImage
+	spec.Containers[0].ImagePullPolicy = corev1.PullNever
+	spec.Containers[0].ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}},
+		PeriodSeconds: 1,
+	}
+	spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
+	spec.DNSPolicy = corev1.DNSDefault // no cluster DNS here
+	// The kwok node that takes the replacements is cordoned until every
+	// pod has landed on the real node.
+	b.cordon(t, kwokNode, true)
+	if _, err := b.c.AppsV1().Deployments("work").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "work"},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+		},
+	}
+	if _, err := b.c.PolicyV1().PodDisruptionBudgets("work").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Minute, "the Deployment's pods Ready on "+realNode, func() (bool, string) {
+		pods, err := testenv.PodsOn(ctx, b.c, realNode)
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for i := range pods {
+			if pods[i].Namespace == "work" && testenv.PodReady(&pods[i]) {
+				ready++
+			}
+		}
+		return ready == replicas, fmt.Sprintf("%d of %d Ready", ready, replicas)
+	})
+	b.cordon(t, kwokNode, false)
+
+	// The budget's floor, sampled through the whole drain.
+	minReady := replicas
+	var mu sync.Mutex
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			pods, err := b.c.CoreV1().Pods("work").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			if err != nil {
+				continue
+			}
+			ready := 0
+			for i := range pods.Items {
+				if pods.Items[i].DeletionTimestamp == nil && testenv.PodReady(&pods.Items[i]) {
+					ready++
+				}
+			}
+			mu.Lock()
+			minReady = min(minReady, ready)
+			mu.Unlock()
+		}
+	})
+
+	began := time.Now()
+	b.agent(t, "maintenance", "start", realNode, "--reason", "real-node test")
+	old := b.agentPod(t, time.Minute, "")
+	waitFor(t, 2*time.Minute, "the drain to be under way", func() (bool, string) {
+		st := b.status(t)
+		return st != nil && st.Phase == selfdrain.PhaseRunning && len(st.PendingPods) > 0, fmt.Sprintf("%+v", st)
+	})
+	st := b.status(t)
+	if err := b.c.CoreV1().Pods(agentNS).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("deleted agent pod %s mid-drain (%d%% progress, %d pods pending)", old.Name, st.DrainProgress, len(st.PendingPods))
+	fresh := b.agentPod(t, 3*time.Minute, old.Name)
+	t.Logf("new agent pod %s Ready after %s", fresh.Name, time.Since(began).Round(time.Second))
+	waitFor(t, 5*time.Minute, "the drain to succeed", func() (bool, string) {
+		st := b.status(t)
+		return st != nil && st.Phase == selfdrain.PhaseSucceeded, fmt.Sprintf("%+v", st)
+	})
+	close(stop)
+	wg.Wait()
+	st = b.status(t)
+	t.Logf("drain Succeeded %s after maintenance start: totalPods %d, evictionPods %d; minimum Ready web pods during it: %d of %d",
+		time.Since(began).Round(time.Second), st.TotalPods, st.EvictionPods, minReady, replicas)
+	if minReady < replicas-1 {
+		t.Errorf("the PodDisruptionBudget was broken: %d Ready pods at one point, floor %d", minReady, replicas-1)
+	}
+	if !st.StartTime.Equal(&metav1.Time{}) && st.StartTime.Time.After(began.Add(2*time.Second)) {
+		t.Errorf("the new agent started a new drain (startTime %s) instead of resuming the one begun at %s", st.StartTime, began)
+	}
+	// Succeeded means every evicted pod is gone or finished; the kubelet
+	// deletes a finished pod's object a moment later.
+	pods, err := testenv.PodsOn(ctx, b.c, realNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if p.Namespace == "work" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			t.Errorf("pod %s still %s on %s after the drain", p.Name, p.Status.Phase, realNode)
+		}
+	}
+	waitFor(t, time.Minute, "the evicted pods' objects to go", func() (bool, string) {
+		pods, err := testenv.PodsOn(ctx, b.c, realNode)
+		if err != nil {
+			return false, err.Error()
+		}
+		n := 0
+		for _, p := range pods {
+			if p.Namespace == "work" {
+				n++
+			}
+		}
+		return n == 0, fmt.Sprintf("%d left", n)
+	})
+	waitFor(t, time.Minute, fmt.Sprintf("%d web pods Ready on %s", replicas, kwokNode), func() (bool, string) {
+		pods, err := testenv.PodsOn(ctx, b.c, kwokNode)
+		if err != nil {
+			return false, err.Error()
+		}
+		n := 0
+		for i := range pods {
+			if pods[i].Namespace == "work" && testenv.PodReady(&pods[i]) {
+				n++
+			}
+		}
+		return n == replicas, fmt.Sprintf("%d Ready", n)
+	})
+	node, err := b.c.CoreV1().Nodes().Get(ctx, realNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !node.Spec.Unschedulable || !hasTaint(node, "kubevirt.io/drain") {
+		t.Errorf("%s drained but unschedulable=%t, taints %v", realNode, node.Spec.Unschedulable, node.Spec.Taints)
+	}
+
+	b.agent(t, "maintenance", "stop", realNode, "--wait")
+	node, err = b.c.CoreV1().Nodes().Get(ctx, realNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.Spec.Unschedulable || hasTaint(node, "kubevirt.io/drain") {
+		t.Errorf("after maintenance stop: unschedulable=%t, taints %v", node.Spec.Unschedulable, node.Spec.Taints)
+	}
+}
+
+func (b *bed) cordon(t *testing.T, node string, on bool) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)
+	if _, err := b.c.CoreV1().Nodes().Patch(t.Context(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *bed) agent(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(b.bin, "node-agent"), append(args, "--kubeconfig", b.env.KubeconfigPath())...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node-agent %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func (b *bed) status(t *testing.T) *selfdrain.Status {
+	t.Helper()
+	node, err := b.c.CoreV1().Nodes().Get(t.Context(), realNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := selfdrain.ParseStatus(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, check func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := check()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s; last: %s", timeout, what, state)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func owned(all map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range all {
+		if labeller.IsOwnedKey(k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func diffKeys(a, b map[string]string) []string {
+	var out []string
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			out = append(out, k+"="+v)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func hasPrefix(m map[string]string, prefix string) bool { return countPrefix(m, prefix) > 0 }
+
+func countPrefix(m map[string]string, prefix string) int {
+	n := 0
+	for k := range m {
+		if strings.HasPrefix(k, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
