@@ -10,7 +10,8 @@
 #                   `make image` builds;
 #   containerd, runc, CNI plugins: the real node of test/node, where a real
 #                   kubelet runs the shipped DaemonSet (iproute2 makes its
-#                   network namespace).
+#                   network namespace), and skopeo, which reads the image
+#                   archive `make image` writes as both formats it claims.
 #
 # usage: hack/install-deps.sh [group ...]   groups: libvirt dbus nspawn node (default: all)
 set -euo pipefail
@@ -19,7 +20,7 @@ declare -A groups=(
 	[libvirt]="libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 libvirt-clients"
 	[dbus]="dbus-daemon"
 	[nspawn]="debootstrap systemd-container"
-	[node]="containerd runc containernetworking-plugins iproute2"
+	[node]="containerd runc containernetworking-plugins iproute2 skopeo"
 )
 
 if [[ $# -eq 0 ]]; then

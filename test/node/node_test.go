@@ -443,4 +443,3 @@ func hasTaint(n *corev1.Node, key string) bool {
 	}
 	return false
 }
-

@@ -1,0 +1,81 @@
+package node
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+// TestImageArchive checks the archive `make image` wrote: skopeo (the
+// containers/image library podman load uses) reads it both as an OCI
+// archive, with the digest make image printed, and as a docker save
+// archive, as docker load reads it; and building the same tree again gives
+// the same digest. ctr import, which `kind load image-archive` runs, is
+// TestRealNode's own first step.
+func TestImageArchive(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, "bin")
+	if d := os.Getenv(testenv.BinDirEnv); d != "" {
+		bin = d
+	}
+	summary, err := readImageSummary(filepath.Join(bin, "node-agent-image.txt"))
+	requireOrSkip(t, err)
+	_, err = exec.LookPath("skopeo")
+	requireOrSkip(t, err)
+	archive := filepath.Join(bin, "node-agent-image.tar")
+
+	raw, err := exec.Command("skopeo", "inspect", "--raw", "oci-archive:"+archive).Output()
+	if err != nil {
+		t.Fatalf("skopeo inspect --raw oci-archive: %v", err)
+	}
+	sum := sha256.Sum256(raw)
+	if got := "sha256:" + hex.EncodeToString(sum[:]); got != summary.digest {
+		t.Errorf("the OCI archive's manifest has digest %s; make image printed %s", got, summary.digest)
+	}
+
+	out, err := exec.Command("skopeo", "inspect", "--config", "docker-archive:"+archive).Output()
+	if err != nil {
+		t.Fatalf("skopeo inspect docker-archive: %v", err)
+	}
+	var cfg struct {
+		Config struct {
+			Entrypoint []string `json:"Entrypoint"`
+			Cmd        []string `json:"Cmd"`
+		} `json:"config"`
+	}
+	if err := json.Unmarshal(out, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.Config.Entrypoint, " ") != "/usr/local/bin/node-agent" || strings.Join(cfg.Config.Cmd, " ") != "run" {
+		t.Errorf("docker archive's config: entrypoint %v cmd %v", cfg.Config.Entrypoint, cfg.Config.Cmd)
+	}
+
+	// The same tree, built again into another directory.
+	again := t.TempDir()
+	cmd := exec.Command(filepath.Join(root, "hack/image.sh"))
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "OUT_DIR="+again)
+	began := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/image.sh: %v\n%s", err, out)
+	}
+	second, err := readImageSummary(filepath.Join(again, "node-agent-image.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.digest != summary.digest || second.name != summary.name {
+		t.Errorf("two builds of the same tree differ: %s %s, then %s %s", summary.name, summary.digest, second.name, second.digest)
+	}
+	t.Logf("%s: %s twice (warm rebuild %s); archive %.1f MiB", summary.name, summary.digest, time.Since(began).Round(time.Second), float64(summary.archiveBytes)/(1<<20))
+}
