@@ -81,7 +81,47 @@ func requireOrSkip(t *testing.T, err error) {
 	t.Skipf("%v (set %s=1 to fail instead of skipping)", err, testenv.IntegrationEnv)
 }
 
+// newBed starts the control plane and the real node.
 func newBed(t *testing.T) *bed {
+	b := setupBed(t)
+	pause, testpod := buildTestImages(t, t.TempDir())
+	began := time.Now()
+	node, err := b.env.StartRealNode(t.Context(), testenv.RealNodeOptions{
+		Name:       realNode,
+		PauseImage: pauseImage,
+		Images:     []string{pause, testpod, filepath.Join(b.bin, "node-agent-image.tar")},
+	})
+	if err != nil {
+		t.Fatalf("starting the real node: %v", err)
+	}
+	b.node = node
+	// A kwok node beside it: another Node for the admission test, and room
+	// for the drained pods' replacements.
+	if err := b.env.AddNode(t.Context(), kwokNode); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("real node %s Ready at %s after %s (kubelet log %s)", realNode, node.IP(), time.Since(began).Round(time.Millisecond), node.KubeletLog())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- last lines of the kubelet log ---\n%s", tail(node.KubeletLog(), 60))
+			t.Logf("--- last lines of the containerd log ---\n%s", tail(node.ContainerdLog(), 30))
+		}
+		// Pods first, so the kubelet tears their sandboxes down itself.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
+		defer cancel()
+		_ = b.c.AppsV1().DaemonSets(agentNS).Delete(ctx, "node-agent", metav1.DeleteOptions{})
+		_ = b.c.CoreV1().Namespaces().Delete(ctx, "work", metav1.DeleteOptions{})
+		waitNoPods(ctx, b.c, realNode)
+		if err := node.Stop(context.WithoutCancel(t.Context())); err != nil {
+			t.Errorf("stopping the real node: %v", err)
+		}
+	})
+	return b
+}
+
+// setupBed checks the prerequisites and starts the control plane, with an
+// audit log of the agent's requests.
+func setupBed(t *testing.T) *bed {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -125,38 +165,6 @@ func newBed(t *testing.T) *bed {
 	b.env = testenv.StartForTest(t, opts)
 	b.c = b.env.Client()
 
-	pause, testpod := buildTestImages(t, dir)
-	began := time.Now()
-	node, err := b.env.StartRealNode(t.Context(), testenv.RealNodeOptions{
-		Name:       realNode,
-		PauseImage: pauseImage,
-		Images:     []string{pause, testpod, filepath.Join(b.bin, "node-agent-image.tar")},
-	})
-	if err != nil {
-		t.Fatalf("starting the real node: %v", err)
-	}
-	b.node = node
-	// A kwok node beside it: another Node for the admission test, and room
-	// for the drained pods' replacements.
-	if err := b.env.AddNode(t.Context(), kwokNode); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("real node %s Ready at %s after %s (kubelet log %s)", realNode, node.IP(), time.Since(began).Round(time.Millisecond), node.KubeletLog())
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("--- last lines of the kubelet log ---\n%s", tail(node.KubeletLog(), 60))
-			t.Logf("--- last lines of the containerd log ---\n%s", tail(node.ContainerdLog(), 30))
-		}
-		// Pods first, so the kubelet tears their sandboxes down itself.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
-		defer cancel()
-		_ = b.c.AppsV1().DaemonSets(agentNS).Delete(ctx, "node-agent", metav1.DeleteOptions{})
-		_ = b.c.CoreV1().Namespaces().Delete(ctx, "work", metav1.DeleteOptions{})
-		waitNoPods(ctx, b.c, realNode)
-		if err := node.Stop(context.WithoutCancel(t.Context())); err != nil {
-			t.Errorf("stopping the real node: %v", err)
-		}
-	})
 	return b
 }
 
@@ -254,10 +262,15 @@ func (b *bed) kubectl(t *testing.T, stdin []byte, args ...string) []byte {
 // Ready, other than the one named not, and returns it.
 func (b *bed) agentPod(t *testing.T, timeout time.Duration, not string) *corev1.Pod {
 	t.Helper()
+	return b.agentPodOn(t, realNode, timeout, not)
+}
+
+func (b *bed) agentPodOn(t *testing.T, node string, timeout time.Duration, not string) *corev1.Pod {
+	t.Helper()
 	var last string
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		pods, err := b.c.CoreV1().Pods(agentNS).List(t.Context(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + realNode})
+		pods, err := b.c.CoreV1().Pods(agentNS).List(t.Context(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 		if err == nil {
 			for i := range pods.Items {
 				p := &pods.Items[i]
@@ -272,7 +285,7 @@ func (b *bed) agentPod(t *testing.T, timeout time.Duration, not string) *corev1.
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Fatalf("no Ready agent pod on %s within %s; last seen: %s", realNode, timeout, last)
+	t.Fatalf("no Ready agent pod on %s within %s; last seen: %s", node, timeout, last)
 	return nil
 }
 

@@ -44,7 +44,7 @@ type RealNode struct {
 	env  *Env
 	opts RealNodeOptions
 	dir  string
-	net  *nodeNetwork
+	net  *NodeNetwork
 
 	containerd *process
 	kubelet    *process
@@ -108,10 +108,7 @@ func (e *Env) StartRealNode(ctx context.Context, opts RealNodeOptions) (n *RealN
 		}
 	}()
 	began := time.Now()
-	if n.net, err = newNodeNetwork(filepath.Base(dir)[len("na-node-"):]); err != nil {
-		return n, err
-	}
-	if err := n.net.proxyAPIServer(e.server); err != nil {
+	if n.net, err = e.NewNodeNetwork(filepath.Base(dir)[len("na-node-"):]); err != nil {
 		return n, err
 	}
 	if err := n.startContainerd(ctx); err != nil {
@@ -170,45 +167,20 @@ func (n *RealNode) ImportImage(ctx context.Context, archive string) error {
 }
 
 func (n *RealNode) startContainerd(ctx context.Context) error {
-	cfg := fmt.Sprintf(`version = 2
-root = %[1]q
-state = %[2]q
-[grpc]
-  address = %[3]q
-[ttrpc]
-  address = %[4]q
-[debug]
-  level = "info"
-[plugins."io.containerd.internal.v1.opt"]
-  path = %[5]q
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %[6]q
-  # The machine's root lacks CAP_SYS_RESOURCE: without this every sandbox
-  # fails in runc ("can't get final child's PID from pipe: EOF").
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        BinaryName = "/usr/sbin/runc"
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = %[7]q
-`, filepath.Join(n.dir, "containerd/root"), filepath.Join(n.dir, "containerd/state"), n.sock(), n.sock()+".ttrpc",
-		filepath.Join(n.dir, "containerd/opt"), n.opts.PauseImage, filepath.Join(n.dir, "cni"))
+	cfg := ContainerdConfig(ContainerdPaths{
+		Root: filepath.Join(n.dir, "containerd/root"), State: filepath.Join(n.dir, "containerd/state"),
+		Socket: n.sock(), Opt: filepath.Join(n.dir, "containerd/opt"), CNIConfDir: filepath.Join(n.dir, "cni"),
+	}, n.opts.PauseImage)
 	if err := writeFiles(map[string]string{
 		filepath.Join(n.dir, "containerd.toml"):        cfg,
-		filepath.Join(n.dir, "cni/10-bridge.conflist"): n.net.cniConfig(filepath.Join(n.dir, "cni-ipam")),
+		filepath.Join(n.dir, "cni/10-bridge.conflist"): n.net.CNIConfig(filepath.Join(n.dir, "cni-ipam")),
 	}); err != nil {
 		return err
 	}
 	n.containerd = &process{
 		name:    n.opts.Name + "-containerd",
 		path:    "/usr/bin/nsenter",
-		args:    []string{"--net=" + n.net.nsPath(), "--", "/usr/bin/containerd", "--config", filepath.Join(n.dir, "containerd.toml")},
+		args:    []string{"--net=" + n.net.NSPath(), "--", "/usr/bin/containerd", "--config", filepath.Join(n.dir, "containerd.toml")},
 		logPath: n.ContainerdLog(),
 	}
 	if err := n.containerd.start(); err != nil {
@@ -222,59 +194,16 @@ state = %[2]q
 
 func (n *RealNode) startKubelet(ctx context.Context) error {
 	e := n.env
-	certPEM, keyPEM, err := e.ClientCertificate("system:node:"+n.opts.Name, "system:nodes")
-	if err != nil {
-		return err
-	}
 	kubeconfig := filepath.Join(n.dir, "kubelet.kubeconfig")
 	// The API through the node's own end of the proxy: the kubernetes
 	// Service address, as pods see it.
-	if err := WriteKubeconfig(kubeconfig, &rest.Config{
-		Host:            "https://" + n.net.apiAddr,
-		TLSClientConfig: rest.TLSClientConfig{CAData: e.pki.caPEM, CertData: certPEM, KeyData: keyPEM},
-	}); err != nil {
+	if err := e.NodeKubeconfig(kubeconfig, n.opts.Name, n.net.APIServer()); err != nil {
 		return err
 	}
 	caFile := filepath.Join(n.dir, "ca.crt")
-	config := map[string]any{
-		"apiVersion": "kubelet.config.k8s.io/v1beta1",
-		"kind":       "KubeletConfiguration",
-		// From 1.35 the kubelet refuses cgroup v1, which these hosts have.
-		"failCgroupV1":             false,
-		"cgroupDriver":             "cgroupfs",
-		"failSwapOn":               false,
-		"containerRuntimeEndpoint": "unix://" + n.sock(),
-		"address":                  n.net.nodeIP,
-		"healthzBindAddress":       "127.0.0.1",
-		"readOnlyPort":             0,
-		"podLogsDir":               filepath.Join(n.dir, "pod-logs"),
-		"authentication": map[string]any{
-			"anonymous": map[string]any{"enabled": false},
-			"webhook":   map[string]any{"enabled": true},
-			"x509":      map[string]any{"clientCAFile": caFile},
-		},
-		"authorization": map[string]any{"mode": "Webhook"},
-		// This is a test host's disk, shared with everything else: only
-		// evict or collect images when it is really full.
-		"evictionHard":                map[string]any{"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
-		"imageGCHighThresholdPercent": 100,
-		"imageGCLowThresholdPercent":  99,
-		"serializeImagePulls":         false,
-		"shutdownGracePeriod":         "0s",
-		"syncFrequency":               "10s",
-		"fileCheckFrequency":          "10s",
-		"nodeStatusUpdateFrequency":   "5s",
-	}
-	if n.opts.KubeletConfig != "" {
-		var extra map[string]any
-		if err := yaml.Unmarshal([]byte(n.opts.KubeletConfig), &extra); err != nil {
-			return fmt.Errorf("RealNodeOptions.KubeletConfig: %w", err)
-		}
-		for k, v := range extra {
-			config[k] = v
-		}
-	}
-	configJSON, err := json.MarshalIndent(config, "", "  ")
+	configJSON, err := KubeletConfig(KubeletPaths{
+		RuntimeSocket: n.sock(), PodLogsDir: filepath.Join(n.dir, "pod-logs"), ClientCAFile: caFile,
+	}, n.net.nodeIP, n.opts.KubeletConfig)
 	if err != nil {
 		return err
 	}
@@ -287,7 +216,7 @@ func (n *RealNode) startKubelet(ctx context.Context) error {
 	n.kubelet = &process{
 		name: n.opts.Name + "-kubelet",
 		path: "/usr/bin/nsenter",
-		args: []string{"--net=" + n.net.nsPath(), "--", filepath.Join(e.opts.BinDir, BinKubelet),
+		args: []string{"--net=" + n.net.NSPath(), "--", filepath.Join(e.opts.BinDir, BinKubelet),
 			"--config=" + filepath.Join(n.dir, "kubelet.yaml"),
 			"--kubeconfig=" + kubeconfig,
 			"--root-dir=" + filepath.Join(n.dir, "kubelet"),
@@ -392,9 +321,9 @@ func (n *RealNode) Stop(ctx context.Context) error {
 			errs = append(errs, n.containerd.stop(stopGrace))
 		}
 		errs = append(errs, unmountUnder(n.dir))
-		errs = append(errs, removeKubepodsCgroups())
+		errs = append(errs, RemoveKubepodsCgroups())
 		if n.net != nil {
-			errs = append(errs, n.net.close())
+			errs = append(errs, n.net.Close())
 		}
 		if err := errors.Join(errs...); err != nil {
 			n.stopErr = err
@@ -452,4 +381,106 @@ func writeFiles(files map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// ContainerdPaths are where a real node's containerd keeps its state.
+type ContainerdPaths struct {
+	Root, State, Socket, Opt, CNIConfDir string
+}
+
+// ContainerdConfig is the configuration of a real node's containerd 1.6
+// (config version 2): the CRI with runc, the CNI plugins of Debian's
+// containernetworking-plugins, and a local pause image.
+func ContainerdConfig(p ContainerdPaths, pauseImage string) string {
+	return fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+[grpc]
+  address = %[3]q
+[ttrpc]
+  address = %[4]q
+[debug]
+  level = "info"
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[5]q
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %[6]q
+  # The machine's root lacks CAP_SYS_RESOURCE: without this every sandbox
+  # fails in runc ("can't get final child's PID from pipe: EOF").
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "/usr/sbin/runc"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %[7]q
+`, p.Root, p.State, p.Socket, p.Socket+".ttrpc", p.Opt, pauseImage, p.CNIConfDir)
+}
+
+// KubeletPaths are the files a real node's kubelet configuration names.
+type KubeletPaths struct {
+	RuntimeSocket, PodLogsDir, ClientCAFile string
+}
+
+// KubeletConfig is a real node's KubeletConfiguration, as JSON (which is
+// YAML), with extra (YAML) merged over it.
+func KubeletConfig(p KubeletPaths, nodeIP, extra string) ([]byte, error) {
+	config := map[string]any{
+		"apiVersion": "kubelet.config.k8s.io/v1beta1",
+		"kind":       "KubeletConfiguration",
+		// From 1.35 the kubelet refuses cgroup v1, which these hosts have.
+		"failCgroupV1":             false,
+		"cgroupDriver":             "cgroupfs",
+		"failSwapOn":               false,
+		"containerRuntimeEndpoint": "unix://" + p.RuntimeSocket,
+		"address":                  nodeIP,
+		"healthzBindAddress":       "127.0.0.1",
+		"readOnlyPort":             0,
+		"podLogsDir":               p.PodLogsDir,
+		"authentication": map[string]any{
+			"anonymous": map[string]any{"enabled": false},
+			"webhook":   map[string]any{"enabled": true},
+			"x509":      map[string]any{"clientCAFile": p.ClientCAFile},
+		},
+		"authorization": map[string]any{"mode": "Webhook"},
+		// This is a test host's disk, shared with everything else: only
+		// evict or collect images when it is really full.
+		"evictionHard":                map[string]any{"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+		"imageGCHighThresholdPercent": 100,
+		"imageGCLowThresholdPercent":  99,
+		"serializeImagePulls":         false,
+		"shutdownGracePeriod":         "0s",
+		"syncFrequency":               "10s",
+		"fileCheckFrequency":          "10s",
+		"nodeStatusUpdateFrequency":   "5s",
+	}
+	if extra != "" {
+		var more map[string]any
+		if err := yaml.Unmarshal([]byte(extra), &more); err != nil {
+			return nil, fmt.Errorf("extra kubelet configuration: %w", err)
+		}
+		for k, v := range more {
+			config[k] = v
+		}
+	}
+	return json.MarshalIndent(config, "", "  ")
+}
+
+// NodeKubeconfig writes a kubeconfig for the kubelet of the Node name
+// (system:node:NAME in system:nodes, as the Node authorizer wants), reaching
+// kube-apiserver at server.
+func (e *Env) NodeKubeconfig(path, name, server string) error {
+	certPEM, keyPEM, err := e.ClientCertificate("system:node:"+name, "system:nodes")
+	if err != nil {
+		return err
+	}
+	return WriteKubeconfig(path, &rest.Config{
+		Host:            server,
+		TLSClientConfig: rest.TLSClientConfig{CAData: e.pki.caPEM, CertData: certPEM, KeyData: keyPEM},
+	})
 }

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// nodeNetwork is a real node's network: a network namespace the test made,
+// NodeNetwork is a real node's network: a network namespace the test made,
 // joined to the host by a veth pair, with a CNI bridge for its pods.
 //
 // The kubelet refuses a loopback node IP, and the control plane listens on
@@ -36,7 +36,7 @@ import (
 //
 // Every address lives in the namespace or on its veth; nothing listens
 // beyond loopback and these.
-type nodeNetwork struct {
+type NodeNetwork struct {
 	id      string
 	netns   string
 	hostIf  string
@@ -51,7 +51,21 @@ type nodeNetwork struct {
 	closed   bool
 }
 
-func newNodeNetwork(id string) (*nodeNetwork, error) {
+// NewNodeNetwork makes a real node's network namespace, its veth pair, and
+// the kubernetes Service address inside it, forwarding to the Env's
+// kube-apiserver. Close removes all of it.
+func (e *Env) NewNodeNetwork(id string) (*NodeNetwork, error) {
+	n, err := newNodeNetwork(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.proxyAPIServer(e.server); err != nil {
+		return nil, errors.Join(err, n.Close())
+	}
+	return n, nil
+}
+
+func newNodeNetwork(id string) (*NodeNetwork, error) {
 	var b [1]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
@@ -66,7 +80,7 @@ func newNodeNetwork(id string) (*nodeNetwork, error) {
 	if len(id) > 8 {
 		id = id[:8]
 	}
-	n := &nodeNetwork{
+	n := &NodeNetwork{
 		id:      id,
 		netns:   "na-" + id,
 		hostIf:  "nah" + id, // at most 11 of IFNAMSIZ's 15
@@ -88,7 +102,7 @@ func newNodeNetwork(id string) (*nodeNetwork, error) {
 	}
 	for _, s := range steps {
 		if err := ip(s...); err != nil {
-			return nil, errors.Join(err, n.close())
+			return nil, errors.Join(err, n.Close())
 		}
 	}
 	return n, nil
@@ -102,11 +116,19 @@ func ip(args ...string) error {
 	return nil
 }
 
-func (n *nodeNetwork) nsPath() string { return "/run/netns/" + n.netns }
+// NSPath is the network namespace's path, for nsenter --net= and
+// systemd-nspawn --network-namespace-path=.
+func (n *NodeNetwork) NSPath() string { return "/run/netns/" + n.netns }
 
-// cniConfig is the bridge network of the node's pods. host-local keeps its
+// NodeIP is the node's address in the namespace.
+func (n *NodeNetwork) NodeIP() string { return n.nodeIP }
+
+// APIServer is the URL of kube-apiserver as seen from the namespace.
+func (n *NodeNetwork) APIServer() string { return "https://" + n.apiAddr }
+
+// CNIConfig is the bridge network of the node's pods. host-local keeps its
 // leases under ipamDir, not in the host's /var/lib/cni.
-func (n *nodeNetwork) cniConfig(ipamDir string) string {
+func (n *NodeNetwork) CNIConfig(ipamDir string) string {
 	return fmt.Sprintf(`{
   "cniVersion": "0.4.0",
   "name": "node-agent-test",
@@ -130,9 +152,9 @@ func (n *nodeNetwork) cniConfig(ipamDir string) string {
 // proxyAPIServer listens on the kubernetes Service address inside the
 // namespace and forwards every connection to target (https://127.0.0.1:PORT)
 // on the host.
-func (n *nodeNetwork) proxyAPIServer(target string) error {
+func (n *NodeNetwork) proxyAPIServer(target string) error {
 	hostPort := strings.TrimPrefix(target, "https://")
-	l, err := listenInNetns(n.nsPath(), n.apiAddr)
+	l, err := listenInNetns(n.NSPath(), n.apiAddr)
 	if err != nil {
 		return fmt.Errorf("listening on %s in %s: %w", n.apiAddr, n.netns, err)
 	}
@@ -151,7 +173,7 @@ func (n *nodeNetwork) proxyAPIServer(target string) error {
 	return nil
 }
 
-func (n *nodeNetwork) forward(c net.Conn, hostPort string) {
+func (n *NodeNetwork) forward(c net.Conn, hostPort string) {
 	up, err := net.Dial("tcp", hostPort)
 	if err != nil {
 		c.Close()
@@ -175,7 +197,7 @@ func (n *nodeNetwork) forward(c net.Conn, hostPort string) {
 	n.untrack(c, up)
 }
 
-func (n *nodeNetwork) track(conns ...net.Conn) bool {
+func (n *NodeNetwork) track(conns ...net.Conn) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -190,7 +212,7 @@ func (n *nodeNetwork) track(conns ...net.Conn) bool {
 	return true
 }
 
-func (n *nodeNetwork) untrack(conns ...net.Conn) {
+func (n *NodeNetwork) untrack(conns ...net.Conn) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, c := range conns {
@@ -199,9 +221,9 @@ func (n *nodeNetwork) untrack(conns ...net.Conn) {
 	}
 }
 
-// close stops the proxy and deletes the namespace, which takes the veth
+// Close stops the proxy and deletes the namespace, which takes the veth
 // pair and the bridge with it.
-func (n *nodeNetwork) close() error {
+func (n *NodeNetwork) Close() error {
 	n.mu.Lock()
 	n.closed = true
 	if n.listener != nil {
@@ -212,7 +234,7 @@ func (n *nodeNetwork) close() error {
 	}
 	n.mu.Unlock()
 	var errs []error
-	if _, err := os.Stat(n.nsPath()); err == nil {
+	if _, err := os.Stat(n.NSPath()); err == nil {
 		errs = append(errs, ip("netns", "del", n.netns))
 	}
 	// Normally gone with its peer; left over only if the namespace was.
@@ -315,10 +337,16 @@ func unescapeMountPath(s string) string {
 	return b.String()
 }
 
-// removeKubepodsCgroups kills what is left in the kubelet's cgroups
+// RemoveKubepodsCgroups kills what is left in the kubelet's cgroups
 // (cgroup v1: one tree per controller) and removes them bottom-up.
-func removeKubepodsCgroups() error {
+func RemoveKubepodsCgroups() error {
 	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods*")
+	// A kubelet in a cgroup namespace (a systemd-nspawn machine) makes them
+	// under its own cgroup, for example memory/process_api/ID/kubepods.
+	for _, pattern := range []string{"/sys/fs/cgroup/*/*/kubepods*", "/sys/fs/cgroup/*/*/*/kubepods*"} {
+		more, _ := filepath.Glob(pattern)
+		roots = append(roots, more...)
+	}
 	if fi, err := os.Stat("/sys/fs/cgroup/kubepods.slice"); err == nil && fi.IsDir() {
 		roots = append(roots, "/sys/fs/cgroup/kubepods.slice")
 	}

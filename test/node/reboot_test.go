@@ -1,0 +1,347 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/test/e2e"
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+const machineName = "node-machine"
+
+// TestRealNodeReboot is issue 11: `systemctl reboot` on a real node (a
+// systemd-nspawn machine with systemd, logind, containerd and the kubelet)
+// drains it through the agent's DaemonSet pod, and the pod uncordons the
+// node after the reboot.
+func TestRealNodeReboot(t *testing.T) {
+	b := setupBed(t)
+	pause, testpod := buildTestImages(t, t.TempDir())
+	m := newMachineNode(t, b.env, b.bin, machineName, []string{pause, testpod, filepath.Join(b.bin, "node-agent-image.tar")}, "")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
+		defer cancel()
+		_ = b.c.AppsV1().DaemonSets(agentNS).Delete(ctx, "node-agent", metav1.DeleteOptions{})
+		if m.c.Running() {
+			m.c.Kill()
+		}
+		if err := testenv.RemoveKubepodsCgroups(); err != nil {
+			t.Errorf("removing the kubelet's cgroups: %v", err)
+		}
+	})
+	t.Logf("machine %s booted, Node Ready after %s", machineName, m.boot(t, b.env).Round(time.Millisecond))
+	if err := b.env.AddNode(t.Context(), kwokNode); err != nil {
+		t.Fatal(err)
+	}
+	b.applyDeploy(t)
+	pod := b.agentPodOn(t, machineName, 3*time.Minute, "")
+	t.Logf("agent pod %s Ready on %s", pod.Name, machineName)
+	waitFor(t, time.Minute, "the agent's delay lock", func() (bool, string) {
+		locks, err := m.inhibitors(t.Context())
+		return err == nil && len(locks) == 1, fmt.Sprintf("%v %v", locks, err)
+	})
+
+	if !t.Run("relock", func(t *testing.T) { b.testRelock(t, m) }) {
+		t.FailNow()
+	}
+	if !t.Run("reboot", func(t *testing.T) { b.testReboot(t, m, "reboot-a", false) }) {
+		t.FailNow()
+	}
+	t.Run("reboot-with-kubelet-shutdown", func(t *testing.T) { b.testReboot(t, m, "reboot-b", true) })
+}
+
+// testRelock is case 3: the agent's pod is deleted while the host is up; the
+// new pod takes the lock again, and logind never lists two node-agent locks.
+func (b *bed) testRelock(t *testing.T, m *machineNode) {
+	ctx := t.Context()
+	old := b.agentPodOn(t, machineName, time.Minute, "")
+	var (
+		maxLocks int
+		lastSeen = time.Now()
+		gone     time.Time
+		back     time.Time
+	)
+	deleted := time.Now()
+	if err := b.c.CoreV1().Pods(agentNS).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		locks, err := m.inhibitors(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		maxLocks = max(maxLocks, len(locks))
+		switch {
+		case len(locks) == 0 && gone.IsZero():
+			gone = lastSeen
+		case len(locks) == 1 && !gone.IsZero():
+			back = now
+		}
+		if len(locks) > 0 {
+			lastSeen = now
+		}
+		if !back.IsZero() {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if back.IsZero() {
+		t.Fatalf("no node-agent lock again within 3 minutes of deleting pod %s", old.Name)
+	}
+	if maxLocks > 1 {
+		t.Errorf("logind listed %d node-agent locks at once", maxLocks)
+	}
+	fresh := b.agentPodOn(t, machineName, time.Minute, old.Name)
+	t.Logf("pod %s deleted; its lock went %s later; pod %s took the lock %s after the deletion (%s without a lock); at most %d lock at a time",
+		old.Name, gone.Sub(deleted).Round(time.Millisecond), fresh.Name, back.Sub(deleted).Round(time.Millisecond), back.Sub(gone).Round(time.Millisecond), maxLocks)
+}
+
+// testReboot is cases 1 and 2: a Deployment of 20 real pods with a PDB that
+// allows 2 on the machine; `systemctl reboot` inside it; logind waits for
+// the agent pod's lock while it drains, then the machine exits with 133; it
+// boots again and the agent uncordons the node. With kubeletShutdown, the
+// kubelet's own graceful node shutdown is on as well (30 s, 10 s for
+// critical pods), and the test reports what each of them did.
+func (b *bed) testReboot(t *testing.T, m *machineNode, ns string, kubeletShutdown bool) {
+	ctx := t.Context()
+	const replicas, allowed = 20, 2
+	if kubeletShutdown {
+		m.setKubeletConfig(t, "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n")
+		restarted := time.Now()
+		m.c.MustExec(ctx, "systemctl", "restart", "kubelet")
+		waitFor(t, 2*time.Minute, "the kubelet to be back", func() (bool, string) {
+			node, err := b.c.CoreV1().Nodes().Get(ctx, machineName, metav1.GetOptions{})
+			return err == nil && nodeReadyAfter(node, restarted), fmt.Sprint(err)
+		})
+		waitFor(t, time.Minute, "the kubelet's and the agent's locks", func() (bool, string) {
+			locks, _ := m.inhibitors(ctx)
+			k := m.kubeletLocks(ctx)
+			return len(locks) == 1 && k == 1, fmt.Sprintf("node-agent %d, kubelet %d", len(locks), k)
+		})
+		t.Log("logind lists both delay locks: the kubelet's and node-agent's")
+	}
+	if _, err := b.env.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	dep := testenv.NewDeployment(ns, "web", replicas, machineName)
+	spec := &dep.Spec.Template.Spec
+	spec.Containers[0].Image = testpodImage
+	spec.Containers[0].ImagePullPolicy = corev1.PullNever
+	spec.Containers[0].ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}},
+		PeriodSeconds: 1,
+	}
+	spec.DNSPolicy = corev1.DNSDefault
+	b.cordon(t, kwokNode, true)
+	if _, err := b.c.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(allowed)),
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+		},
+	}
+	if _, err := b.c.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 4*time.Minute, "20 web pods Ready on "+machineName, func() (bool, string) {
+		n := b.readyOn(t, ns, machineName)
+		return n == replicas, fmt.Sprintf("%d Ready", n)
+	})
+	b.cordon(t, kwokNode, false)
+	node, err := b.c.CoreV1().Nodes().Get(ctx, machineName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.Spec.Unschedulable || hasTaint(node, "kubevirt.io/drain") {
+		t.Fatalf("%s is cordoned or tainted before the reboot", machineName)
+	}
+
+	// Watch the drain from outside: when the node was cordoned and
+	// tainted, when the status said Succeeded and how many web pods were
+	// still on the node then, and the fewest Ready web pods at any time.
+	var (
+		mu                      sync.Mutex
+		cordoned, succeeded     time.Time
+		leftAtSucceeded, minRdy = -1, replicas
+		stop                    = make(chan struct{})
+		wg                      sync.WaitGroup
+		exited                  = make(chan time.Time, 1)
+	)
+	done := m.c.Exited()
+	go func() {
+		<-done
+		exited <- time.Now()
+	}()
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			node, err := b.c.CoreV1().Nodes().Get(ctx, machineName, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			pods, err := b.c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			if err != nil {
+				continue
+			}
+			ready, left := 0, 0
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if p.DeletionTimestamp == nil && testenv.PodReady(p) {
+					ready++
+				}
+				if p.Spec.NodeName == machineName && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+					left++
+				}
+			}
+			st, _ := selfdrain.ParseStatus(node)
+			now := time.Now()
+			mu.Lock()
+			minRdy = min(minRdy, ready)
+			if cordoned.IsZero() && node.Spec.Unschedulable && hasTaint(node, "kubevirt.io/drain") {
+				cordoned = now
+			}
+			if succeeded.IsZero() && st != nil && st.Trigger == selfdrain.TriggerShutdown && st.Phase == selfdrain.PhaseSucceeded {
+				succeeded, leftAtSucceeded = now, left
+			}
+			mu.Unlock()
+		}
+	})
+
+	rebootAt := time.Now()
+	m.c.MustExec(ctx, "systemctl", "reboot")
+	waitCtx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	code, err := m.c.Wait(waitCtx)
+	cancel()
+	if err != nil {
+		t.Fatalf("the machine did not go down within 4 minutes of systemctl reboot: %v", err)
+	}
+	exitAt := <-exited
+	// One more sample after the exit.
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if code != e2e.ExitReboot {
+		t.Errorf("the machine exited with %d, want %d (reboot)", code, e2e.ExitReboot)
+	}
+	node, err = b.c.CoreV1().Nodes().Get(ctx, machineName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := selfdrain.ParseStatus(node)
+	if err != nil || st == nil {
+		t.Fatalf("status after the reboot: %v %v", st, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("status at exit: phase %s, trigger %s, totalPods %d, evictionPods %d, drainedInTime %s, lastError %q",
+		st.Phase, st.Trigger, st.TotalPods, st.EvictionPods, fmtBool(st.DrainedInTime), st.LastError)
+	killed := b.killedByKubelet(t, ns)
+	if cordoned.IsZero() {
+		t.Errorf("the node was never seen cordoned and tainted")
+	}
+	if !kubeletShutdown {
+		if succeeded.IsZero() {
+			t.Fatalf("the status never said Succeeded with trigger shutdown before the machine went down")
+		}
+		if !succeeded.Before(exitAt) {
+			t.Errorf("the machine exited (%s) before the drain succeeded (%s): logind did not wait", exitAt.Format(time.StampMilli), succeeded.Format(time.StampMilli))
+		}
+		if leftAtSucceeded != 0 {
+			t.Errorf("%d web pods were still running on %s when the status said Succeeded", leftAtSucceeded, machineName)
+		}
+		if minRdy < replicas-allowed {
+			t.Errorf("the PodDisruptionBudget was broken: %d Ready web pods at one point, floor %d", minRdy, replicas-allowed)
+		}
+		if killed != 0 {
+			t.Errorf("%d web pods were killed by the kubelet's node shutdown, not evicted", killed)
+		}
+		t.Logf("timeline: systemctl reboot → cordoned %s → Succeeded %s → machine exit %s (release and shutdown after the drain: %s); fewest Ready web pods %d (floor %d)",
+			cordoned.Sub(rebootAt).Round(time.Millisecond), succeeded.Sub(rebootAt).Round(time.Millisecond),
+			exitAt.Sub(rebootAt).Round(time.Millisecond), exitAt.Sub(succeeded).Round(time.Millisecond), minRdy, replicas-allowed)
+	} else {
+		sAt := "never"
+		if !succeeded.IsZero() {
+			sAt = succeeded.Sub(rebootAt).Round(time.Millisecond).String()
+		}
+		t.Logf("with the kubelet's graceful shutdown (30s/10s): systemctl reboot → cordoned %s → Succeeded %s → machine exit %s; pods killed by the kubelet's shutdown, not evicted: %d of %d; fewest Ready web pods %d (floor %d)",
+			cordoned.Sub(rebootAt).Round(time.Millisecond), sAt, exitAt.Sub(rebootAt).Round(time.Millisecond), killed, replicas, minRdy, replicas-allowed)
+	}
+
+	// After the reboot: the kubelet registers again, the agent's pod runs
+	// again, and it uncordons the node it cordoned.
+	bootAt := time.Now()
+	ready := m.boot(t, b.env)
+	waitFor(t, 3*time.Minute, "the node uncordoned after the reboot", func() (bool, string) {
+		node, err := b.c.CoreV1().Nodes().Get(ctx, machineName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return !node.Spec.Unschedulable && !hasTaint(node, "kubevirt.io/drain"), fmt.Sprintf("unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
+	})
+	uncordoned := time.Since(bootAt)
+	pod := b.agentPodOn(t, machineName, 2*time.Minute, "")
+	t.Logf("second boot: Node Ready %s after boot, uncordoned %s after boot (agent pod %s %s)",
+		ready.Round(time.Millisecond), uncordoned.Round(time.Millisecond), pod.Name, containerStates(pod))
+	waitFor(t, time.Minute, "the agent's lock after the reboot", func() (bool, string) {
+		locks, err := m.inhibitors(ctx)
+		return err == nil && len(locks) == 1, fmt.Sprintf("%v %v", locks, err)
+	})
+}
+
+func (b *bed) readyOn(t *testing.T, ns, node string) int {
+	pods, err := testenv.PodsOn(t.Context(), b.c, node)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for i := range pods {
+		if pods[i].Namespace == ns && testenv.PodReady(&pods[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+// killedByKubelet counts the namespace's pods that the kubelet's graceful
+// node shutdown terminated in place (it marks them Failed with reason
+// Terminated), as opposed to evicted ones, which are deleted.
+func (b *bed) killedByKubelet(t *testing.T, ns string) int {
+	pods, err := b.c.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Terminated" {
+			n++
+		}
+	}
+	return n
+}
+
+func fmtBool(b *bool) string {
+	if b == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*b)
+}
