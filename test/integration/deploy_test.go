@@ -193,8 +193,8 @@ func TestDeployManifestsAgreeWithCode(t *testing.T) {
 	if got := celStrings(policyVariable(t, &policy, "ownedLabelPrefixes")); !slices.Equal(got, wantPrefixes) {
 		t.Errorf("policy ownedLabelPrefixes = %v, labeller.OwnedPrefixes() = %v", got, wantPrefixes)
 	}
-	if got := celStrings(policyVariable(t, &policy, "ownedLabelKeys")); !slices.Equal(got, []string{labeller.ObsoleteHostModelLabel}) {
-		t.Errorf("policy ownedLabelKeys = %v, want [%s]", got, labeller.ObsoleteHostModelLabel)
+	if got, want := celStrings(policyVariable(t, &policy, "ownedLabelKeys")), slices.Sorted(slices.Values(labeller.OwnedKeys())); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
+		t.Errorf("policy ownedLabelKeys = %v, labeller.OwnedKeys() = %v", got, want)
 	}
 	if got := celStrings(policyVariable(t, &policy, "ownedAnnotation")); !slices.Equal(got, []string{selfdrain.StatusAnnotation}) {
 		t.Errorf("policy ownedAnnotation = %v, want %s", got, selfdrain.StatusAnnotation)
