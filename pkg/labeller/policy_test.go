@@ -459,3 +459,60 @@ func TestIsOwnedKey(t *testing.T) {
 		}
 	}
 }
+
+// KubeVirt labels usable='yes' and usable='unknown', and neither usable='no'
+// nor a model without the attribute (cpu_plugin.go, loadDomCapabilities).
+func TestModelUsability(t *testing.T) {
+	h := &hostcpu.HostCPU{Arch: "x86_64", Models: []hostcpu.Model{
+		{Name: "Yes", Usability: "yes"}, {Name: "Unknown", Usability: "unknown"},
+		{Name: "No", Usability: "no"}, {Name: "None"}, {Name: "Old", Usability: "yes"},
+	}}
+	res := mustLabels(t, Policy{ObsoleteCPUModels: []string{"Old"}}, h)
+	for _, prefix := range []string{CPUModelLabelPrefix, CPUModelMigrationLabelPrefix} {
+		if got := keysWithPrefix(res.Labels, prefix); !reflect.DeepEqual(got, []string{"Unknown", "Yes"}) {
+			t.Errorf("%s: %v; want [Unknown Yes]", prefix, got)
+		}
+	}
+}
+
+// Unknown sources leave their families alone; known ones, even empty, do
+// not.
+func TestLocalFamilies(t *testing.T) {
+	yes, no := true, false
+	tests := []struct {
+		name        string
+		h           hostcpu.HostCPU
+		want        map[string]string
+		wantOmitted []string
+	}{
+		{"unknown", hostcpu.HostCPU{Arch: "x86_64"}, map[string]string{},
+			[]string{HyperVLabelPrefix, SEVLabel, SEVESLabel, SEVSNPLabel, TDXLabel, S390PVLabel, RealtimeLabel}},
+		{"known, nothing offered", hostcpu.HostCPU{Arch: "x86_64", HyperV: []string{}, Security: &hostcpu.LaunchSecurity{}, Realtime: &no}, map[string]string{}, nil},
+		{"known, all offered", hostcpu.HostCPU{Arch: "x86_64", HyperV: []string{"base", "vpindex"}, Security: &hostcpu.LaunchSecurity{SEV: true, SEVES: true, SEVSNP: true, TDX: true, S390PV: true}, Realtime: &yes},
+			map[string]string{HyperVLabelPrefix + "base": "true", HyperVLabelPrefix + "vpindex": "true", SEVLabel: "true", SEVESLabel: "true", SEVSNPLabel: "true", TDXLabel: "true", S390PVLabel: "true", RealtimeLabel: "true"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := tt.h
+			h.Models = []hostcpu.Model{}
+			h.SupportedFeatures = []string{}
+			h.MachineTypes = []string{}
+			h.HostModel = &hostcpu.HostModel{Name: "H", Vendor: "Intel"}
+			h.Vendor = "Intel"
+			h.TSC = &hostcpu.TSC{}
+			res := mustLabels(t, Policy{}, &h)
+			got := map[string]string{}
+			for k, v := range res.Labels {
+				if slices.Contains(OwnedKeys(), k) || strings.HasPrefix(k, HyperVLabelPrefix) {
+					got[k] = v
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("labels %v; want %v", got, tt.want)
+			}
+			if o := res.OmittedPrefixes(); !slices.Equal(o, tt.wantOmitted) {
+				t.Errorf("omitted %v; want %v", o, tt.wantOmitted)
+			}
+		})
+	}
+}
