@@ -403,6 +403,38 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 	eq("host-model-required-features labels minus Penryn", family(withPenryn.Labels, labeller.HostModelRequiredFeaturesLabelPrefix), minus(hmReq, penryn))
 	hv := family(res.Labels, labeller.HyperVLabelPrefix)
 	t.Logf("hyperv.node.kubevirt.io labels from /dev/kvm: %v", hv)
+
+	// KubeVirt's own pipeline saves virsh's output to files and labels from
+	// them; node-agent given the same files (--domcapabilities,
+	// --supported-features) must label as it does live, apart from the
+	// families those two files do not give.
+	dir := t.TempDir()
+	dcFile, sfFile := filepath.Join(dir, "virsh_domcapabilities.xml"), filepath.Join(dir, "supported_features.xml")
+	for p, b := range map[string][]byte{dcFile: v.domcaps, sfFile: v.baseline} {
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := hostcpu.NewDiscoverer(hostcpu.Options{DomainCapabilitiesFile: dcFile, SupportedFeaturesFile: sfFile, FallbackCPUMapDir: filepath.Join(dir, "absent")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ho, err := d.Discover(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	offline, err := labeller.Policy{}.Labels(ho)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]string{}
+	for k, val := range res.Labels {
+		if !strings.HasPrefix(k, labeller.CPUTimerLabelPrefix) && !strings.HasPrefix(k, labeller.MachineTypeLabelPrefix) &&
+			!strings.HasPrefix(k, labeller.HyperVLabelPrefix) && k != labeller.RealtimeLabel {
+			live[k] = val
+		}
+	}
+	eq("labels from virsh's saved files (KubeVirt's pipeline) vs live", offline.Labels, live)
 	t.Logf("%d labels: %d cpu-model, %d cpu-feature (%d minus Penryn), %d host-model-required-features, %d machine-type, %d hyperv",
 		len(res.Labels), len(family(res.Labels, labeller.CPUModelLabelPrefix)), len(family(res.Labels, labeller.CPUFeatureLabelPrefix)),
 		len(family(withPenryn.Labels, labeller.CPUFeatureLabelPrefix)),
@@ -436,17 +468,19 @@ func TestDiscoverWithoutReachableLibvirt(t *testing.T) {
 		t.Fatal(err)
 	}
 	if runtime.GOARCH == "amd64" {
-		var vendor, features int
+		var vendor, features, local int
 		for k := range res.Labels {
 			switch {
 			case strings.HasPrefix(k, labeller.CPUVendorLabelPrefix):
 				vendor++
 			case strings.HasPrefix(k, labeller.CPUFeatureLabelPrefix):
 				features++
+			case strings.HasPrefix(k, labeller.HyperVLabelPrefix), k == labeller.RealtimeLabel:
+				local++ // from /dev/kvm and the sysctl, not libvirt
 			}
 		}
-		if vendor != 1 || features == 0 || vendor+features != len(res.Labels) {
-			t.Errorf("labels %v; want one cpu-vendor label and cpu-feature labels only", res.Labels)
+		if vendor != 1 || features == 0 || vendor+features+local != len(res.Labels) {
+			t.Errorf("labels %v; want one cpu-vendor label, cpu-feature labels and the kernel's hyperv and realtime labels only", res.Labels)
 		}
 		t.Logf("without libvirt: %d labels (%d cpu-feature)", len(res.Labels), features)
 	}
