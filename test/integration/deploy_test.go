@@ -869,8 +869,10 @@ func (b *deployBed) testAgent(t *testing.T) {
 	var labels map[string]string
 	waitFor(t, 3*time.Minute, "CPU labels on node-1", func() (bool, error) {
 		labels = ownedLabels(getNode(t, c, "node-1").Labels)
+		// The host model is labelled whatever this host's CPU; which
+		// models are usable depends on it.
 		for k := range labels {
-			if strings.HasPrefix(k, labeller.CPUModelMigrationLabelPrefix) {
+			if strings.HasPrefix(k, labeller.HostModelCPULabelPrefix) {
 				return true, nil
 			}
 		}
