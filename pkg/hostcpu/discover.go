@@ -425,6 +425,9 @@ func (d *Discoverer) localProbes(h *HostCPU) {
 
 // noLibvirtReason explains a missing libvirt-derived fact.
 func (d *Discoverer) noLibvirtReason(libvirtReason, input string) string {
+	if libvirtReason == offlineReason {
+		return fmt.Sprintf("no %s was given, and offline files are not mixed with this machine's libvirt", input)
+	}
 	if libvirtReason != "" {
 		return libvirtReason
 	}
