@@ -11,6 +11,7 @@ package baseline
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -166,6 +167,15 @@ func Compute(nodes []NodeCPU) *Result {
 		}
 	}
 
+	vendors := map[string]bool{}
+	for _, n := range nodes {
+		if n.Vendor != "" {
+			vendors[n.Vendor] = true
+		}
+	}
+	if len(vendors) > 1 {
+		r.Notes = append(r.Notes, fmt.Sprintf("the nodes have CPUs of %d vendors (%s): they share only models that emulate the older generations of one of them; a selector per vendor gives each pool a newer baseline", len(vendors), strings.Join(slices.Sorted(maps.Keys(vendors)), ", ")))
+	}
 	count := map[string]int{}
 	for _, n := range nodes {
 		for _, f := range slices.Compact(slices.Sorted(slices.Values(n.Features))) {

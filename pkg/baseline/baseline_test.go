@@ -2,6 +2,7 @@ package baseline
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -113,6 +114,10 @@ func TestCompute(t *testing.T) {
 	}
 	if r := Compute(nil); r.Model != "" || len(r.Notes) == 0 {
 		t.Errorf("no nodes: %+v", r)
+	}
+	mixed := Compute([]NodeCPU{{Name: "a", Models: []string{"Penryn"}, Vendor: "Intel"}, {Name: "b", Models: []string{"Penryn"}, Vendor: "AMD"}})
+	if mixed.Model != "Penryn" || !strings.Contains(strings.Join(mixed.Notes, " "), "2 vendors (AMD, Intel)") {
+		t.Errorf("two vendors: model %q, notes %v", mixed.Model, mixed.Notes)
 	}
 }
 

@@ -75,15 +75,29 @@ func KVMHyperV(path string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: KVM_GET_MSR_INDEX_LIST: %w", path, err)
 	}
+	return hyperVFrom(msrs, func(c uintptr) (bool, error) {
+		r, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, kvmCheckExtension, c)
+		if errno != 0 {
+			return false, fmt.Errorf("%s: KVM_CHECK_EXTENSION %d: %w", path, c, errno)
+		}
+		// 0: unsupported; a positive value: supported
+		// (https://docs.kernel.org/virt/kvm/api.html#kvm-check-extension).
+		return r > 0, nil
+	})
+}
+
+// hyperVFrom applies KubeVirt's rule to KVM's answers: an enlightenment with
+// a capability is there when KVM has the capability; one without, when its
+// MSR is in the MSR index list.
+func hyperVFrom(msrs []uint32, hasCap func(uintptr) (bool, error)) ([]string, error) {
 	out := []string{}
 	for _, p := range hyperVProbes {
 		var ok bool
 		if p.cap != 0 {
-			r, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, kvmCheckExtension, p.cap)
-			if errno != 0 {
-				return nil, fmt.Errorf("%s: KVM_CHECK_EXTENSION %d: %w", path, p.cap, errno)
+			var err error
+			if ok, err = hasCap(p.cap); err != nil {
+				return nil, err
 			}
-			ok = r > 0
 		} else {
 			ok = slices.Contains(msrs, p.msr)
 		}

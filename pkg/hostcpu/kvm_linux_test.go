@@ -1,8 +1,10 @@
 package hostcpu
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -54,5 +56,27 @@ func TestKVMHyperV(t *testing.T) {
 	t.Logf("/dev/kvm offers %d Hyper-V enlightenments: %v", len(hv), hv)
 	if _, err := KVMHyperV(filepath.Join(t.TempDir(), "kvm")); err == nil {
 		t.Error("a missing /dev/kvm read as known")
+	}
+}
+
+func TestHyperVFrom(t *testing.T) {
+	caps := map[uintptr]bool{kvmCapHyperV: true, kvmCapHyperVTime: true, kvmCapHyperVSynIC: false, kvmCapHyperVVPIndex: true}
+	has := func(c uintptr) (bool, error) { return caps[c], nil }
+	// The SynIC MSR is listed, but synic has a capability, which says no:
+	// the capability alone decides, as in KubeVirt.
+	msrs := []uint32{hvMSRSControl, hvMSRTSCFrequency, hvMSRReset}
+	got, err := hyperVFrom(msrs, has)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"base", "frequencies", "reset", "time", "vpindex"}
+	if !slices.Equal(got, want) {
+		t.Errorf("hyperVFrom = %v; want %v", got, want)
+	}
+	if _, err := hyperVFrom(nil, func(uintptr) (bool, error) { return false, errors.New("EBADF") }); err == nil {
+		t.Error("a failed KVM_CHECK_EXTENSION read as unsupported")
+	}
+	if got, _ := hyperVFrom(nil, func(uintptr) (bool, error) { return false, nil }); got == nil || len(got) != 0 {
+		t.Errorf("nothing offered = %#v; want an empty, known list", got)
 	}
 }
