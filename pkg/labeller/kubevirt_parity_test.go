@@ -22,8 +22,8 @@ const kubevirtData = "testdata/kubevirt"
 // parityCase is one run of node-agent on KubeVirt's files, with what
 // KubeVirt's tests assert for the same files.
 type parityCase struct {
-	domcaps, features, cpuMap string
-	policy                    Policy
+	features, cpuMap string
+	policy           Policy
 	// want are exact label sets per family (prefix or single key), from
 	// KubeVirt's test assertions; each case says which.
 	want map[string][]string
