@@ -22,6 +22,7 @@ type labelsOptions struct {
 	output     string
 	domCaps    string
 	caps       string
+	features   string
 	cpuMap     string
 	verbose    bool
 }
@@ -42,9 +43,21 @@ prints). When libvirt is unreachable, the cpu-feature and cpu-vendor labels
 come from cpuid alone, the command still succeeds, and it lists the labels it
 left out and why.
 
---domcapabilities, --capabilities and --cpu-map replace libvirt with saved
-files, to examine another host's output. libvirt is asked only for what the
-files do not give.
+--domcapabilities, --capabilities and --supported-features describe a host
+with saved files, as KubeVirt's own pipeline does (virsh domcapabilities,
+virsh capabilities, virsh hypervisor-cpu-baseline --features). Given any of
+them, nothing of this machine is read: no cpuid, no libvirt, no /dev/kvm, no
+sysctl, so another host's files are never mixed with this one. What no file
+gives is listed as left out. --cpu-map only supplies libvirt's model
+definitions (to expand the host model and --min-cpu-model) and mixes nothing.
+
+--min-cpu-model (default Penryn) subtracts that model's features from the
+cpu-feature and host-model-required-features labels. KubeVirt's own labeller
+stopped subtracting in 2022 (kubevirt/kubevirt#7765) and labels every
+supported feature; pass --min-cpu-model "" to do the same, and to compare with
+it. With a model set, a feature the model has gets no label: a VM needing it
+cannot select for it, and may migrate to a node lacking it with nothing in the
+labels to say why.
 
 Output: -o table (the default) groups the labels by prefix and ends with the
 sources used; -o json and -o yaml print a flat label map on stdout and the
@@ -56,9 +69,9 @@ sources on stderr.`,
   # virsh -c 'qemu:///embed?root=/tmp/x' domcapabilities --virttype qemu:
   node-agent labels -o json --libvirt-uri 'qemu:///embed?root=/tmp/x' --virt-type qemu
 
-  # Another host's saved output, without libvirt:
-  node-agent labels --domcapabilities dc.xml --capabilities caps.xml \
-      --cpu-map /usr/share/libvirt/cpu_map`,
+  # Another host's saved output, labelled as KubeVirt's labeller would:
+  node-agent labels --min-cpu-model "" --domcapabilities dc.xml \
+      --capabilities caps.xml --supported-features supported_features.xml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd)
@@ -72,6 +85,7 @@ sources on stderr.`,
 	fs.StringVarP(&o.output, "output", "o", "table", "Output `format`: table, json or yaml.")
 	fs.StringVar(&o.domCaps, "domcapabilities", "", "Read the domain capabilities from this `file` (saved with virsh domcapabilities) instead of libvirt.")
 	fs.StringVar(&o.caps, "capabilities", "", "Read the host capabilities from this `file` (saved with virsh capabilities) instead of libvirt.")
+	fs.StringVar(&o.features, "supported-features", "", "Read the hypervisor-supported features from this `file` (saved with virsh hypervisor-cpu-baseline --features, KubeVirt's supported_features.xml) instead of libvirt.")
 	fs.StringVar(&o.cpuMap, "cpu-map", "", "Expand CPU models from this libvirt cpu_map `directory` instead of libvirt, following <model name=.../> ancestry.")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "Log each discovery step to stderr.")
 	return cmd
@@ -107,8 +121,9 @@ func (o *labelsOptions) run(cmd *cobra.Command) error {
 		VirtType:               cfg.Labeller.VirtType,
 		DomainCapabilitiesFile: o.domCaps,
 		CapabilitiesFile:       o.caps,
+		SupportedFeaturesFile:  o.features,
 		CPUMapDir:              o.cpuMap,
-		ExpandModels:           []string{policy.MinModel()},
+		ExpandModels:           policy.ExpandModels(),
 		Logger:                 log,
 	})
 	if err != nil {
@@ -162,6 +177,7 @@ var tableGroups = []string{
 	labeller.CPUFeatureLabelPrefix,
 	labeller.CPUTimerLabelPrefix,
 	labeller.MachineTypeLabelPrefix,
+	labeller.HyperVLabelPrefix,
 }
 
 // writeTable prints the labels grouped by prefix, the names of each group in
@@ -185,8 +201,10 @@ func writeTable(w io.Writer, labels map[string]string) error {
 		fmt.Fprintf(&b, "%s (%d)\n", prefix, len(names))
 		writeColumns(&b, names, 100)
 	}
-	if v, ok := labels[labeller.ObsoleteHostModelLabel]; ok {
-		fmt.Fprintf(&b, "%s=%s\n", labeller.ObsoleteHostModelLabel, v)
+	for _, k := range labeller.OwnedKeys() {
+		if v, ok := labels[k]; ok {
+			fmt.Fprintf(&b, "%s=%s\n", k, v)
+		}
 	}
 	fmt.Fprintf(&b, "%d labels\n", len(labels))
 	_, err := io.WriteString(w, b.String())
@@ -236,7 +254,15 @@ func writeWrapped(b *strings.Builder, items []string, indent string, width int) 
 // writeReport says where the labels came from and what was left out.
 func writeReport(w io.Writer, h *hostcpu.HostCPU, res *labeller.Result, p labeller.Policy) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nSources (arch %s, virttype %s, minimum CPU model %s):\n", h.Arch, h.VirtType, p.MinModel())
+	minModel := p.MinModel()
+	if minModel == "" {
+		minModel = "none"
+	}
+	mode := "this machine"
+	if h.Offline {
+		mode = "offline files only"
+	}
+	fmt.Fprintf(&b, "\nSources (%s; arch %s, virttype %s, minimum CPU model %s):\n", mode, h.Arch, h.VirtType, minModel)
 	for _, s := range h.Sources {
 		fmt.Fprintf(&b, "  %-8s %s: %s\n", s.Kind, s.Detail, strings.Join(s.Provided, ", "))
 	}

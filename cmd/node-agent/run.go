@@ -116,7 +116,7 @@ func labellerComponent(cfg config.Config) (agent.Option, func(config.Config)) {
 			LibvirtURI:   lc.LibvirtURI,
 			VirtType:     lc.VirtType,
 			StateDir:     stateDir,
-			ExpandModels: []string{labeller.Policy{MinCPUModel: lc.MinCPUModel}.MinModel()},
+			ExpandModels: labeller.Policy{MinCPUModel: lc.MinCPUModel}.ExpandModels(),
 			Logger:       slog.Default().With("component", "hostcpu"),
 		})
 		if err != nil {

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -193,6 +194,7 @@ func run(ctx context.Context) error {
 	step("What to try next")
 	fmt.Print(`  bin/node-agent labels                 the labels this host gets, no cluster needed
   bin/node-agent labels -o json         the same as a flat map
+  bin/node-agent cpu-baseline --help    the newest CPU model a set of nodes shares
   bin/node-agent maintenance --help     the maintenance API
   bin/node-agent run --help             every flag; each is also a --config key
   make test                             unit, integration (real control plane) and end-to-end (real systemd) tests
@@ -257,11 +259,11 @@ func printPlacement(ctx context.Context, c kubernetes.Interface) {
 	fmt.Printf("  Running %s pods per node: %s\n", app, strings.Join(parts, ", "))
 }
 
-// cpuLabels keeps the labels in KubeVirt's CPU label families.
+// cpuLabels keeps the labels node-agent's labeller owns.
 func cpuLabels(all map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range all {
-		if strings.Contains(k, ".node.kubevirt.io/") || strings.HasPrefix(k, "node-labeller.kubevirt.io/") {
+		if labeller.IsOwnedKey(k) {
 			out[k] = v
 		}
 	}

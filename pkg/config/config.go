@@ -67,7 +67,8 @@ type LabellerConfig struct {
 	// QEMU, libvirt or microcode update shows without a restart.
 	RediscoveryPeriod metav1.Duration `json:"rediscoveryPeriod"`
 	// MinCPUModel is the CPU model whose features every node is assumed to
-	// have; its features get no cpu-feature label.
+	// have; its features get no cpu-feature label. Empty turns the
+	// subtraction off, as KubeVirt's own labeller has it since 2022.
 	MinCPUModel string `json:"minCPUModel"`
 	// ObsoleteCPUModels are added to the built-in obsolete list; it never
 	// replaces it.
@@ -201,7 +202,7 @@ func (l *LabellerConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&l.LibvirtURI, "libvirt-uri", l.LibvirtURI, "libvirt connection URI. \"auto\" tries qemu:///system, then the embedded QEMU driver under --state-dir.")
 	fs.StringVar(&l.VirtType, "virt-type", l.VirtType, "libvirt domain type to ask about: kvm, qemu, or auto (kvm when /dev/kvm exists, else qemu).")
 	fs.Var(durationValue{&l.RediscoveryPeriod}, "rediscovery-period", "How often the host CPU is examined again, so hypervisor or microcode updates show without a restart.")
-	fs.StringVar(&l.MinCPUModel, "min-cpu-model", l.MinCPUModel, "CPU model every node is assumed to have; its features get no cpu-feature label.")
+	fs.StringVar(&l.MinCPUModel, "min-cpu-model", l.MinCPUModel, "CPU model every node is assumed to have; its features get no cpu-feature or host-model-required-features label. \"\" labels every supported feature, as KubeVirt's own labeller does since 2022: use \"\" when KubeVirt's labeller also runs, or the two fight over those keys. With a model set, a VM that needs one of the model's features cannot ask for it in a node selector, and may be live-migrated to a node lacking it with nothing in the labels to say why.")
 	fs.StringSliceVar(&l.ObsoleteCPUModels, "obsolete-cpu-models", l.ObsoleteCPUModels, "CPU models never labelled, added to the built-in list.")
 }
 
@@ -389,8 +390,8 @@ func (l *LabellerConfig) Validate() error {
 	if l.RediscoveryPeriod.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("labeller.rediscoveryPeriod %s: must be at least 1s", l.RediscoveryPeriod.Duration))
 	}
-	if l.MinCPUModel == "" {
-		errs = append(errs, errors.New("labeller.minCPUModel: empty; the default is Penryn"))
+	if l.MinCPUModel != strings.TrimSpace(l.MinCPUModel) {
+		errs = append(errs, fmt.Errorf("labeller.minCPUModel %q: has surrounding spaces; use a model name such as Penryn, or \"\" for no subtraction", l.MinCPUModel))
 	}
 	for _, m := range l.ObsoleteCPUModels {
 		if strings.TrimSpace(m) == "" {

@@ -71,7 +71,9 @@ func TestValidate(t *testing.T) {
 		{name: "bad selector", mutate: func(c *Config) { c.Drain.PodSelector = "a in (" }, wantErr: "drain.podSelector"},
 		{name: "zero concurrency", mutate: func(c *Config) { c.Drain.MaxConcurrentNodes = 0 }, wantErr: "drain.maxConcurrentNodes"},
 		{name: "bad log format", mutate: func(c *Config) { c.LogFormat = "xml" }, wantErr: "logFormat"},
-		{name: "empty min model", mutate: func(c *Config) { c.Labeller.MinCPUModel = "" }, wantErr: "labeller.minCPUModel"},
+		// "" turns the subtraction off, as KubeVirt has it.
+		{name: "empty min model is valid", mutate: func(c *Config) { c.Labeller.MinCPUModel = "" }},
+		{name: "min model with spaces", mutate: func(c *Config) { c.Labeller.MinCPUModel = " Penryn" }, wantErr: "labeller.minCPUModel"},
 		{name: "empty obsolete entry", mutate: func(c *Config) { c.Labeller.ObsoleteCPUModels = []string{""} }, wantErr: "obsoleteCPUModels"},
 		{name: "no budget", mutate: func(c *Config) { c.Shutdown.DrainBudget.Duration = 0 }, wantErr: "shutdown.drainBudget"},
 	}
@@ -136,5 +138,34 @@ func TestEveryKeyHasAFlag(t *testing.T) {
 		if !documented[p] {
 			t.Errorf("config key %s has no flag", p)
 		}
+	}
+}
+
+// An explicit empty minCPUModel, in the file or on the command line, must
+// reach the policy as empty and not fall back to the default Penryn.
+func TestLoadEmptyMinCPUModel(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("nodeName: node-1\nlabeller:\n  minCPUModel: \"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	base := Default()
+	base.AddFlags(fs)
+	c, err := Load(path, base, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Labeller.MinCPUModel != "" {
+		t.Errorf("minCPUModel from the file = %q; want empty", c.Labeller.MinCPUModel)
+	}
+
+	fs = pflag.NewFlagSet("t", pflag.ContinueOnError)
+	c = Default()
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{"--min-cpu-model="}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Labeller.MinCPUModel != "" {
+		t.Errorf("--min-cpu-model= gave %q; want empty", c.Labeller.MinCPUModel)
 	}
 }

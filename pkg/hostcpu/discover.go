@@ -53,6 +53,15 @@ type Options struct {
 	DomainCapabilitiesFile string
 	// CapabilitiesFile replaces libvirt's host capabilities.
 	CapabilitiesFile string
+	// SupportedFeaturesFile replaces the hypervisor-supported features: the
+	// output of `virsh hypervisor-cpu-baseline --features` on the host-model
+	// CPU, which is the file KubeVirt's node labeller reads
+	// (supported_features.xml).
+	//
+	// Any of DomainCapabilitiesFile, CapabilitiesFile and
+	// SupportedFeaturesFile makes discovery offline: the files describe a
+	// host, perhaps another one, so nothing of this machine is read.
+	SupportedFeaturesFile string
 	// CPUMapDir replaces libvirt for expanding models: the host-model CPU
 	// and ExpandModels are resolved from this cpu_map directory.
 	CPUMapDir string
@@ -76,6 +85,17 @@ type Options struct {
 	// KVMAvailable reports whether /dev/kvm exists; nil means a stat of
 	// /dev/kvm.
 	KVMAvailable func() bool
+	// HyperV reads KVM's Hyper-V enlightenments; nil means
+	// KVMHyperV("/dev/kvm").
+	HyperV func() ([]string, error)
+	// Realtime reads whether realtime scheduling is unthrottled; nil means
+	// ReadRealtime(SchedRTRuntimePath).
+	Realtime func() (bool, error)
+}
+
+// offline reports whether files stand for the host.
+func (o *Options) offline() bool {
+	return o.DomainCapabilitiesFile != "" || o.CapabilitiesFile != "" || o.SupportedFeaturesFile != ""
 }
 
 // Validate checks the options and returns every problem at once.
@@ -133,6 +153,12 @@ func NewDiscoverer(opts Options) (*Discoverer, error) {
 	if d.opts.ReadCPUID == nil {
 		d.opts.ReadCPUID = ReadCPUID
 	}
+	if d.opts.HyperV == nil {
+		d.opts.HyperV = func() ([]string, error) { return KVMHyperV("/dev/kvm") }
+	}
+	if d.opts.Realtime == nil {
+		d.opts.Realtime = func() (bool, error) { return ReadRealtime(SchedRTRuntimePath) }
+	}
 	if d.opts.KVMAvailable == nil {
 		d.opts.KVMAvailable = func() bool {
 			_, err := os.Stat("/dev/kvm")
@@ -156,11 +182,15 @@ type expander struct {
 func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 	start := time.Now()
 	o := &d.opts
-	h := &HostCPU{ModelFeatures: map[string][]string{}}
-	h.CPUID = o.ReadCPUID()
-	h.addSource("cpuid", h.CPUID.String(), "cpu identity")
+	h := &HostCPU{ModelFeatures: map[string][]string{}, Offline: o.offline()}
+	if h.Offline {
+		h.addGap(FactCPUID, offlineReason)
+	} else {
+		h.CPUID = o.ReadCPUID()
+		h.addSource("cpuid", h.CPUID.String(), "cpu identity")
+	}
 
-	dc, caps, cmap, err := d.readOfflineInputs(h)
+	dc, caps, cmap, sf, err := d.readOfflineInputs(h)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +198,9 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 	var conn Conn
 	var uri string
 	libvirtReason := "" // why libvirt could not help, for the gaps
-	if dc == nil || caps == nil || cmap == nil {
+	if h.Offline {
+		libvirtReason = offlineReason
+	} else if dc == nil || caps == nil || cmap == nil {
 		var cerr error
 		conn, uri, cerr = d.connect(ctx)
 		if cerr != nil {
@@ -214,10 +246,15 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 		if h.HostModel == nil {
 			h.addGap(FactHostModel, fmt.Sprintf("the domain capabilities for virttype %s have no supported host-model CPU", virtType))
 		}
+		h.Security = dc.Security
+		if h.Security == nil {
+			h.addGap(FactLaunchSecurity, "the domain capabilities have no <features> element")
+		}
 	} else {
 		reason := d.noLibvirtReason(libvirtReason, "domain capabilities file")
 		h.addGap(FactModels, reason)
 		h.addGap(FactHostModel, reason)
+		h.addGap(FactLaunchSecurity, reason)
 	}
 	h.VirtType = virtType
 
@@ -242,7 +279,7 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 	if h.Arch == "" && caps != nil {
 		h.Arch = caps.Arch
 	}
-	if h.Arch == "" {
+	if h.Arch == "" && !h.Offline {
 		h.Arch = libvirtArch(runtime.GOARCH)
 	}
 	if caps != nil {
@@ -261,7 +298,12 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 	}
 
 	exp := d.pickExpander(cmap, conn, uri, virtType)
-	d.supportedFeatures(ctx, h, exp, libvirtReason)
+	if sf != nil {
+		h.SupportedFeatures = supportedFeaturesOf(sf, h.Arch)
+		h.FeatureSource = FeatureSourceFile
+	} else {
+		d.supportedFeatures(ctx, h, exp, libvirtReason)
+	}
 	d.expandModels(ctx, h, exp, libvirtReason)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -270,10 +312,15 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 	switch {
 	case h.HostModel != nil && h.HostModel.Vendor != "":
 		h.Vendor = h.HostModel.Vendor
-	case h.CPUID.Vendor != "":
+	case h.HostModel != nil && h.Arch == "s390x":
+		// s390x domain capabilities name no vendor; KubeVirt labels IBM,
+		// the only maker of the architecture.
+		h.Vendor = "IBM"
+	case h.CPUID.Vendor != "" && !h.Offline:
 		h.Vendor = h.CPUID.Vendor
 		h.addSource("cpuid", h.CPUID.String(), "vendor")
 	}
+	d.localProbes(h)
 
 	d.log.Debug("host CPU discovered", "duration", time.Since(start), "virtType", h.VirtType,
 		"models", len(h.Models), "supportedFeatures", len(h.SupportedFeatures), "featureSource", h.FeatureSource,
@@ -283,42 +330,104 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 
 // readOfflineInputs reads the files the caller named. Any failure is an
 // error: the caller asked for exactly these inputs.
-func (d *Discoverer) readOfflineInputs(h *HostCPU) (*DomainCapabilities, *Capabilities, *CPUMap, error) {
+func (d *Discoverer) readOfflineInputs(h *HostCPU) (*DomainCapabilities, *Capabilities, *CPUMap, *CPU, error) {
 	o := &d.opts
 	var dc *DomainCapabilities
 	var caps *Capabilities
 	var cmap *CPUMap
+	var sf *CPU
 	if p := o.DomainCapabilitiesFile; p != "" {
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("domain capabilities file: %w", err)
+			return nil, nil, nil, nil, fmt.Errorf("domain capabilities file: %w", err)
 		}
 		if dc, err = ParseDomainCapabilities(data); err != nil {
-			return nil, nil, nil, fmt.Errorf("domain capabilities file %s: %w; save it with `virsh domcapabilities`", p, err)
+			return nil, nil, nil, nil, fmt.Errorf("domain capabilities file %s: %w; save it with `virsh domcapabilities`", p, err)
 		}
 		h.addSource("file", p, "domain capabilities")
 	}
 	if p := o.CapabilitiesFile; p != "" {
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("capabilities file: %w", err)
+			return nil, nil, nil, nil, fmt.Errorf("capabilities file: %w", err)
 		}
 		if caps, err = ParseCapabilities(data); err != nil {
-			return nil, nil, nil, fmt.Errorf("capabilities file %s: %w; save it with `virsh capabilities`", p, err)
+			return nil, nil, nil, nil, fmt.Errorf("capabilities file %s: %w; save it with `virsh capabilities`", p, err)
 		}
 		h.addSource("file", p, "host capabilities")
 	}
 	if p := o.CPUMapDir; p != "" {
 		var err error
 		if cmap, err = LoadCPUMap(p); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
-	return dc, caps, cmap, nil
+	if p := o.SupportedFeaturesFile; p != "" {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("supported features file: %w", err)
+		}
+		if sf, err = ParseCPU(data); err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("supported features file %s: %w; save it with `virsh hypervisor-cpu-baseline --features`", p, err)
+		}
+		h.addSource("file", p, "hypervisor-supported features")
+	}
+	return dc, caps, cmap, sf, nil
+}
+
+// offlineReason explains the facts that only this machine could give.
+const offlineReason = "offline files describe the host, and this machine's own facts are not mixed with them"
+
+// supportedFeaturesOf picks the hypervisor-supported features out of a
+// hypervisor-cpu-baseline --features output as KubeVirt does: the features
+// with policy='require', and on s390x also those without a policy, which
+// libvirt prints there without one.
+func supportedFeaturesOf(cpu *CPU, arch string) []string {
+	var out []string
+	for _, f := range cpu.Features {
+		if f.Policy == "require" || (f.Policy == "" && arch == "s390x") {
+			out = append(out, f.Name)
+		}
+	}
+	return sortedSet(out)
+}
+
+// localProbes reads what only this machine's kernel knows: KVM's Hyper-V
+// enlightenments and the realtime sysctl. Offline, both are unknown.
+func (d *Discoverer) localProbes(h *HostCPU) {
+	if h.Offline {
+		h.addGap(FactHyperV, offlineReason)
+		h.addGap(FactRealtime, offlineReason)
+		return
+	}
+	switch {
+	case h.Arch != "x86_64" && h.Arch != "i686":
+		// Hyper-V enlightenments are an x86 interface; KubeVirt reports
+		// none elsewhere.
+		h.HyperV = []string{}
+	default:
+		hv, err := d.opts.HyperV()
+		if err != nil {
+			h.addGap(FactHyperV, err.Error())
+		} else {
+			h.HyperV = hv
+			h.addSource("kvm", "/dev/kvm", "hyper-v enlightenments")
+		}
+	}
+	rt, err := d.opts.Realtime()
+	if err != nil {
+		h.addGap(FactRealtime, err.Error())
+	} else {
+		h.Realtime = &rt
+		h.addSource("sysctl", "kernel.sched_rt_runtime_us", "realtime")
+	}
 }
 
 // noLibvirtReason explains a missing libvirt-derived fact.
 func (d *Discoverer) noLibvirtReason(libvirtReason, input string) string {
+	if libvirtReason == offlineReason {
+		return fmt.Sprintf("no %s was given, and offline files are not mixed with this machine's libvirt", input)
+	}
 	if libvirtReason != "" {
 		return libvirtReason
 	}
@@ -461,6 +570,9 @@ func (d *Discoverer) supportedFeatures(ctx context.Context, h *HostCPU, exp *exp
 		reason = fmt.Sprintf("expanding the host-model CPU %s: %v", h.HostModel.Name, err)
 	}
 	h.addGap(FactSupportedFeatures, reason)
+	if h.Offline {
+		return
+	}
 	h.SupportedFeatures = slices.Clone(h.CPUID.Features)
 	h.FeatureSource = FeatureSourceCPUID
 	h.addSource("cpuid", h.CPUID.String(), "features")

@@ -329,8 +329,16 @@ func TestDiscoverOffline(t *testing.T) {
 			if h.LibvirtURI != "" || h.LibvirtUnreachable != "" {
 				t.Errorf("libvirt %q, unreachable %q; want neither", h.LibvirtURI, h.LibvirtUnreachable)
 			}
-			if len(h.Unavailable) != 0 || h.VirtType != vt || h.FeatureSource != FeatureSourceCPUMap {
-				t.Errorf("unavailable %v, virttype %s, feature source %s", h.Unavailable, h.VirtType, h.FeatureSource)
+			// Offline, only this machine's own facts are missing.
+			var gaps []Fact
+			for _, g := range h.Unavailable {
+				gaps = append(gaps, g.Fact)
+			}
+			if want := []Fact{FactCPUID, FactHyperV, FactRealtime}; !reflect.DeepEqual(gaps, want) || h.VirtType != vt || h.FeatureSource != FeatureSourceCPUMap {
+				t.Errorf("unavailable %v (want %v), virttype %s, feature source %s", h.Unavailable, want, h.VirtType, h.FeatureSource)
+			}
+			if !h.Offline || len(h.CPUID.Features) != 0 || h.HyperV != nil || h.Realtime != nil {
+				t.Errorf("offline %v, cpuid %v, hyper-v %v, realtime %v: local facts read although files describe the host", h.Offline, h.CPUID, h.HyperV, h.Realtime)
 			}
 			want := mustParseCPU(t, "baseline-host-model-"+vt+".xml").FeaturesWithPolicy("require")
 			if !reflect.DeepEqual(h.SupportedFeatures, want) {
@@ -340,6 +348,8 @@ func TestDiscoverOffline(t *testing.T) {
 	}
 }
 
+// A file for one input makes discovery offline: libvirt is not asked for the
+// rest, since its answers would describe this machine, not the file's host.
 func TestDiscoverPartlyOffline(t *testing.T) {
 	conn := newFakeConn(t)
 	c := &discoverCase{conn: conn, opts: Options{LibvirtURI: "qemu:///test", DomainCapabilitiesFile: "testdata/domcapabilities-qemu.xml", ExpandModels: []string{"Penryn"}}}
@@ -347,11 +357,16 @@ func TestDiscoverPartlyOffline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"caps", "expand EPYC qemu", "expand Penryn qemu", "close"}; !reflect.DeepEqual(conn.calls, want) {
-		t.Errorf("calls = %v; want %v", conn.calls, want)
+	if len(conn.calls) != 0 {
+		t.Errorf("libvirt calls = %v; want none", conn.calls)
 	}
-	if h.Sources[1].Kind != "file" || h.Sources[2].Kind != "libvirt" {
-		t.Errorf("sources = %+v", h.Sources)
+	for _, f := range []Fact{FactTSC, FactMachineTypes, FactCPUID} {
+		if r, ok := h.Missing(f); !ok || !strings.Contains(r, "offline") {
+			t.Errorf("%s: %q, %v; want missing because offline", f, r, ok)
+		}
+	}
+	if h.Sources[0].Kind != "file" || h.Vendor != "AMD" {
+		t.Errorf("sources = %+v, vendor %q", h.Sources, h.Vendor)
 	}
 
 	// libvirt's capabilities failing leaves only their facts out.

@@ -12,9 +12,15 @@
 //     host-model CPU), host capabilities (TSC counter, machine types) and
 //     hypervisor-cpu-baseline with expanded features (the features of a named
 //     model, and the hypervisor-supported features).
-//   - offline files, for debugging and tests: a saved domain capabilities XML,
-//     a saved host capabilities XML, and libvirt's cpu_map directory, whose
-//     model definitions are resolved recursively through <model name=.../>.
+//   - the kernel: KVM's Hyper-V enlightenments through /dev/kvm ioctls, and
+//     the realtime sysctl kernel.sched_rt_runtime_us.
+//   - offline files, for debugging, tests and other hosts: a saved domain
+//     capabilities XML, a saved host capabilities XML, a saved
+//     hypervisor-cpu-baseline --features output, and libvirt's cpu_map
+//     directory, whose model definitions are resolved recursively through
+//     <model name=.../>. Given any of the first three, discovery is offline:
+//     it reads nothing of this machine (no cpuid, libvirt or kernel), so that
+//     another host's files are never mixed with this one's facts.
 //
 // libvirt sits behind the small Conn interface; Options.Dial opens one. When
 // libvirt cannot be reached, Discover falls back to cpuid and says which facts

@@ -24,6 +24,17 @@ const (
 	FactTSC Fact = "tsc counter"
 	// FactMachineTypes is the list of machine types for the host arch.
 	FactMachineTypes Fact = "machine types"
+	// FactLaunchSecurity is the confidential-guest support of the domain
+	// capabilities' <features>: SEV, SEV-ES, SEV-SNP, TDX, s390-pv.
+	FactLaunchSecurity Fact = "launch security"
+	// FactHyperV is the set of Hyper-V enlightenments KVM supports.
+	FactHyperV Fact = "hyper-v enlightenments"
+	// FactRealtime is whether the scheduler lets realtime tasks run
+	// unthrottled (kernel.sched_rt_runtime_us = -1).
+	FactRealtime Fact = "realtime scheduling"
+	// FactCPUID is the local CPU's own identity and flags; it is not read
+	// when offline files describe another host.
+	FactCPUID Fact = "cpuid"
 )
 
 // Where a feature list came from, in HostCPU.FeatureSource.
@@ -37,6 +48,9 @@ const (
 	// FeatureSourceCPUID means the host CPU's own cpuid flags: what the CPU
 	// has, not what the hypervisor can give a guest.
 	FeatureSourceCPUID = "cpuid"
+	// FeatureSourceFile means a saved hypervisor-cpu-baseline --features
+	// output (Options.SupportedFeaturesFile).
+	FeatureSourceFile = "file"
 )
 
 // HostCPU is one snapshot of what this host's CPU offers to virtual machines.
@@ -74,6 +88,17 @@ type HostCPU struct {
 	// LibvirtUnreachable says why no live libvirt could be reached; empty
 	// when one was, or when offline files made it unnecessary.
 	LibvirtUnreachable string
+	// Security is the confidential-guest support; nil when unknown.
+	Security *LaunchSecurity
+	// HyperV are the Hyper-V enlightenments KVM offers (KubeVirt's names:
+	// base, time, vpindex, ...), sorted; nil when unknown, empty when none.
+	HyperV []string
+	// Realtime is whether kernel.sched_rt_runtime_us is -1; nil when unknown.
+	Realtime *bool
+	// Offline is true when files describe the host: then nothing of the
+	// local machine (cpuid, libvirt, /dev/kvm, sysctls) is read, so that
+	// another host's files are never mixed with this one's facts.
+	Offline bool
 	// Sources says which inputs were used, in order.
 	Sources []Source
 	// Unavailable lists the facts that could not be learned, with the cause.
@@ -86,6 +111,9 @@ type Model struct {
 	// Usable is true when libvirt reports usable='yes': a guest with this
 	// model can start on this host.
 	Usable bool
+	// Usability is libvirt's usable attribute as written: yes, no, unknown,
+	// or empty when the model has none.
+	Usability string
 	// Vendor is the model's vendor as libvirt reports it ("unknown" for
 	// generic models).
 	Vendor string
@@ -110,6 +138,13 @@ type TSC struct {
 	// Scalable is true when the TSC frequency can be scaled for guests
 	// (libvirt's scaling='yes').
 	Scalable bool
+}
+
+// LaunchSecurity is the confidential-guest support libvirt reports.
+type LaunchSecurity struct {
+	SEV, SEVES, SEVSNP, TDX bool
+	// S390PV is IBM Secure Execution (s390 protected virtualization).
+	S390PV bool
 }
 
 // Source is one input discovery used.

@@ -190,6 +190,13 @@ type vDomcaps struct {
 		} `xml:"model"`
 		Features []vFeature `xml:"feature"`
 	} `xml:"cpu>mode"`
+	SEV *struct {
+		Supported   string `xml:"supported,attr"`
+		MaxESGuests int    `xml:"maxESGuests"`
+	} `xml:"features>sev"`
+	TDX *struct {
+		Supported string `xml:"supported,attr"`
+	} `xml:"features>tdx"`
 }
 
 type vFeature struct {
@@ -278,7 +285,8 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 		case "custom":
 			for _, md := range m.Models {
 				all = append(all, md.Name)
-				if md.Usable == "yes" {
+				// KubeVirt labels usable='yes' and usable='unknown'.
+				if md.Usable == "yes" || md.Usable == "unknown" {
 					usable = append(usable, md.Name)
 				}
 			}
@@ -307,7 +315,13 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 			t.Errorf("%s:\n discovery %v\n     virsh %v", what, got, want)
 		}
 	}
-	eq("usable models", h.UsableModels(), sorted(usable))
+	var usableByAttr []string
+	for _, m := range h.Models {
+		if m.Usability == "yes" || m.Usability == "unknown" {
+			usableByAttr = append(usableByAttr, m.Name)
+		}
+	}
+	eq("usable models", sorted(usableByAttr), sorted(usable))
 	eq("all models", h.AllModels(), sorted(all))
 	eq("host model", []string{h.HostModel.Name, h.HostModel.Vendor}, []string{hmName, hmVendor})
 	eq("host-model required features", h.HostModel.Required, hmReq)
@@ -321,6 +335,7 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 		}
 	}
 
+	// KubeVirt's own configuration: no minimum model, its obsolete list.
 	res, err := labeller.Policy{}.Labels(h)
 	if err != nil {
 		t.Fatal(err)
@@ -338,25 +353,92 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 		}
 		return out
 	}
-	family := func(prefix string) []string {
+	family := func(labels map[string]string, prefix string) []string {
 		var out []string
-		for k := range res.Labels {
+		for k := range labels {
 			if n, ok := strings.CutPrefix(k, prefix); ok {
 				out = append(out, n)
 			}
 		}
 		return sorted(out)
 	}
-	eq("cpu-model labels", family(labeller.CPUModelLabelPrefix), notObsolete(usable))
-	eq("cpu-model-migration labels", family(labeller.CPUModelMigrationLabelPrefix), notObsolete(append(all, hmName)))
-	eq("host-model-cpu labels", family(labeller.HostModelCPULabelPrefix), []string{hmName})
-	eq("host-model-required-features labels", family(labeller.HostModelRequiredFeaturesLabelPrefix), minus(hmReq, penryn))
-	eq("cpu-feature labels", family(labeller.CPUFeatureLabelPrefix), minus(supported, penryn))
-	eq("cpu-vendor labels", family(labeller.CPUVendorLabelPrefix), []string{hmVendor})
-	eq("machine-type labels", family(labeller.MachineTypeLabelPrefix), sorted(machines))
-	t.Logf("%d labels: %d cpu-model, %d cpu-feature, %d host-model-required-features, %d machine-type",
-		len(res.Labels), len(family(labeller.CPUModelLabelPrefix)), len(family(labeller.CPUFeatureLabelPrefix)),
-		len(family(labeller.HostModelRequiredFeaturesLabelPrefix)), len(family(labeller.MachineTypeLabelPrefix)))
+	eq("cpu-model labels", family(res.Labels, labeller.CPUModelLabelPrefix), notObsolete(usable))
+	eq("cpu-model-migration labels", family(res.Labels, labeller.CPUModelMigrationLabelPrefix), notObsolete(usable))
+	eq("host-model-cpu labels", family(res.Labels, labeller.HostModelCPULabelPrefix), []string{hmName})
+	eq("host-model-required-features labels", family(res.Labels, labeller.HostModelRequiredFeaturesLabelPrefix), hmReq)
+	eq("cpu-feature labels", family(res.Labels, labeller.CPUFeatureLabelPrefix), supported)
+	eq("cpu-vendor labels", family(res.Labels, labeller.CPUVendorLabelPrefix), []string{hmVendor})
+	eq("machine-type labels", family(res.Labels, labeller.MachineTypeLabelPrefix), sorted(machines))
+	var security []string
+	if dc.SEV != nil && dc.SEV.Supported == "yes" {
+		security = append(security, labeller.SEVLabel)
+		if dc.SEV.MaxESGuests > 0 {
+			security = append(security, labeller.SEVESLabel)
+		}
+	}
+	if dc.TDX != nil && dc.TDX.Supported == "yes" {
+		security = append(security, labeller.TDXLabel)
+	}
+	var gotSecurity []string
+	for _, k := range []string{labeller.SEVLabel, labeller.SEVESLabel, labeller.SEVSNPLabel, labeller.TDXLabel, labeller.S390PVLabel} {
+		if _, ok := res.Labels[k]; ok {
+			gotSecurity = append(gotSecurity, k)
+		}
+	}
+	eq("launch-security labels", gotSecurity, security)
+	// KubeVirt runs sysctl and compares with -1.
+	out, err := exec.Command("sysctl", "-n", "kernel.sched_rt_runtime_us").Output()
+	if err != nil {
+		t.Fatalf("sysctl: %v", err)
+	}
+	_, realtime := res.Labels[labeller.RealtimeLabel]
+	eq("realtime label", realtime, strings.TrimSpace(string(out)) == "-1")
+
+	// The default configuration subtracts Penryn from both feature families.
+	withPenryn, err := labeller.Policy{MinCPUModel: labeller.DefaultMinCPUModel}.Labels(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq("cpu-feature labels minus Penryn", family(withPenryn.Labels, labeller.CPUFeatureLabelPrefix), minus(supported, penryn))
+	eq("host-model-required-features labels minus Penryn", family(withPenryn.Labels, labeller.HostModelRequiredFeaturesLabelPrefix), minus(hmReq, penryn))
+	hv := family(res.Labels, labeller.HyperVLabelPrefix)
+	t.Logf("hyperv.node.kubevirt.io labels from /dev/kvm: %v", hv)
+
+	// KubeVirt's own pipeline saves virsh's output to files and labels from
+	// them; node-agent given the same files (--domcapabilities,
+	// --supported-features) must label as it does live, apart from the
+	// families those two files do not give.
+	dir := t.TempDir()
+	dcFile, sfFile := filepath.Join(dir, "virsh_domcapabilities.xml"), filepath.Join(dir, "supported_features.xml")
+	for p, b := range map[string][]byte{dcFile: v.domcaps, sfFile: v.baseline} {
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := hostcpu.NewDiscoverer(hostcpu.Options{DomainCapabilitiesFile: dcFile, SupportedFeaturesFile: sfFile, FallbackCPUMapDir: filepath.Join(dir, "absent")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ho, err := d.Discover(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	offline, err := labeller.Policy{}.Labels(ho)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]string{}
+	for k, val := range res.Labels {
+		if !strings.HasPrefix(k, labeller.CPUTimerLabelPrefix) && !strings.HasPrefix(k, labeller.MachineTypeLabelPrefix) &&
+			!strings.HasPrefix(k, labeller.HyperVLabelPrefix) && k != labeller.RealtimeLabel {
+			live[k] = val
+		}
+	}
+	eq("labels from virsh's saved files (KubeVirt's pipeline) vs live", offline.Labels, live)
+	t.Logf("%d labels: %d cpu-model, %d cpu-feature (%d minus Penryn), %d host-model-required-features, %d machine-type, %d hyperv",
+		len(res.Labels), len(family(res.Labels, labeller.CPUModelLabelPrefix)), len(family(res.Labels, labeller.CPUFeatureLabelPrefix)),
+		len(family(withPenryn.Labels, labeller.CPUFeatureLabelPrefix)),
+		len(family(res.Labels, labeller.HostModelRequiredFeaturesLabelPrefix)), len(family(res.Labels, labeller.MachineTypeLabelPrefix)), len(hv))
 }
 
 // TestDiscoverWithoutReachableLibvirt is the issue's second acceptance test at
@@ -386,22 +468,25 @@ func TestDiscoverWithoutReachableLibvirt(t *testing.T) {
 		t.Fatal(err)
 	}
 	if runtime.GOARCH == "amd64" {
-		var vendor, features int
+		var vendor, features, local int
 		for k := range res.Labels {
 			switch {
 			case strings.HasPrefix(k, labeller.CPUVendorLabelPrefix):
 				vendor++
 			case strings.HasPrefix(k, labeller.CPUFeatureLabelPrefix):
 				features++
+			case strings.HasPrefix(k, labeller.HyperVLabelPrefix), k == labeller.RealtimeLabel:
+				local++ // from /dev/kvm and the sysctl, not libvirt
 			}
 		}
-		if vendor != 1 || features == 0 || vendor+features != len(res.Labels) {
-			t.Errorf("labels %v; want one cpu-vendor label and cpu-feature labels only", res.Labels)
+		if vendor != 1 || features == 0 || vendor+features+local != len(res.Labels) {
+			t.Errorf("labels %v; want one cpu-vendor label, cpu-feature labels and the kernel's hyperv and realtime labels only", res.Labels)
 		}
 		t.Logf("without libvirt: %d labels (%d cpu-feature)", len(res.Labels), features)
 	}
-	if got := len(res.OmittedPrefixes()); got != 7 {
-		t.Errorf("omitted %v; want the 7 libvirt-only families", res.Omitted)
+	// The 7 libvirt-only families and the 5 launch-security keys.
+	if got := len(res.OmittedPrefixes()); got != 12 {
+		t.Errorf("omitted %v; want the 7 libvirt-only families and the 5 launch-security keys", res.Omitted)
 	}
 	for _, o := range res.Omitted {
 		if !strings.Contains(o.Reason, uri) {

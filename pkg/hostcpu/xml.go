@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -28,6 +29,9 @@ type DomainCapabilities struct {
 	// Models are the custom-mode models, in libvirt's order, without
 	// duplicates.
 	Models []Model
+	// Security is what the <features> element says about confidential
+	// guests; nil when the document has no <features> element.
+	Security *LaunchSecurity
 }
 
 type domainCapsXML struct {
@@ -47,6 +51,54 @@ type domainCapsXML struct {
 		Vendor   string       `xml:"vendor"`
 		Features []featureXML `xml:"feature"`
 	} `xml:"cpu>mode"`
+	Features *featuresXML `xml:"features"`
+}
+
+// featuresXML is the <features> element of the domain capabilities: what the
+// hypervisor offers guests beyond the CPU. Only the confidential-guest parts
+// are read (https://libvirt.org/formatdomaincaps.html#features).
+type featuresXML struct {
+	SEV *struct {
+		Supported   string `xml:"supported,attr"`
+		MaxESGuests string `xml:"maxESGuests"`
+	} `xml:"sev"`
+	LaunchSecurity *struct {
+		Supported string `xml:"supported,attr"`
+		Enums     []struct {
+			Name   string   `xml:"name,attr"`
+			Values []string `xml:"value"`
+		} `xml:"enum"`
+	} `xml:"launchSecurity"`
+	TDX    *supportedXML `xml:"tdx"`
+	S390PV *supportedXML `xml:"s390-pv"`
+}
+
+type supportedXML struct {
+	Supported string `xml:"supported,attr"`
+}
+
+// security reads the confidential-guest support the way KubeVirt's node
+// labeller does (pkg/virt-handler/node-labeller/cpu_plugin.go): SEV-ES needs
+// SEV and a positive maxESGuests; SEV-SNP needs SEV-ES and "sev-snp" among
+// launchSecurity's sectype values; TDX and s390 protected virtualization
+// (IBM Secure Execution) need only their own supported='yes'.
+func (f *featuresXML) security() *LaunchSecurity {
+	ls := &LaunchSecurity{}
+	if f.SEV != nil && f.SEV.Supported == "yes" {
+		ls.SEV = true
+		n, _ := strconv.ParseUint(strings.TrimSpace(f.SEV.MaxESGuests), 10, 32)
+		ls.SEVES = n > 0
+	}
+	if ls.SEVES && f.LaunchSecurity != nil && f.LaunchSecurity.Supported == "yes" {
+		for _, e := range f.LaunchSecurity.Enums {
+			if e.Name == "sectype" && slices.Contains(e.Values, "sev-snp") {
+				ls.SEVSNP = true
+			}
+		}
+	}
+	ls.TDX = f.TDX != nil && f.TDX.Supported == "yes"
+	ls.S390PV = f.S390PV != nil && f.S390PV.Supported == "yes"
+	return ls
 }
 
 type featureXML struct {
@@ -102,11 +154,15 @@ func ParseDomainCapabilities(data []byte) (*DomainCapabilities, error) {
 				dc.Models = append(dc.Models, Model{
 					Name:       name,
 					Usable:     m.Usable == "yes",
+					Usability:  strings.TrimSpace(m.Usable),
 					Vendor:     m.Vendor,
 					Deprecated: m.Deprecated == "yes",
 				})
 			}
 		}
+	}
+	if f := x.Features; f != nil {
+		dc.Security = f.security()
 	}
 	return dc, nil
 }

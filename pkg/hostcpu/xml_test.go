@@ -143,7 +143,7 @@ func TestParseDomainCapabilities(t *testing.T) {
 				if !reflect.DeepEqual(dc.HostModel, want) {
 					t.Errorf("host model = %+v; want %+v", dc.HostModel, want)
 				}
-				wantModels := []Model{{Name: "Penryn", Usable: true, Vendor: "Intel", Deprecated: true}, {Name: "EPYC", Vendor: "AMD"}}
+				wantModels := []Model{{Name: "Penryn", Usable: true, Usability: "yes", Vendor: "Intel", Deprecated: true}, {Name: "EPYC", Usability: "no", Vendor: "AMD"}}
 				if !reflect.DeepEqual(dc.Models, wantModels) {
 					t.Errorf("models = %+v; want %+v", dc.Models, wantModels)
 				}

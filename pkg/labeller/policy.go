@@ -41,9 +41,26 @@ const (
 	// ObsoleteHostModelLabel is "true" when the host-model CPU's model is
 	// obsolete; KubeVirt keeps host-model guests off such nodes.
 	ObsoleteHostModelLabel = "node-labeller.kubevirt.io/obsolete-host-model"
+	// HyperVLabelPrefix + enlightenment (base, time, vpindex, ...): KVM
+	// supports that Hyper-V enlightenment.
+	HyperVLabelPrefix = "hyperv.node.kubevirt.io/"
+	// SEVLabel, SEVESLabel, SEVSNPLabel and TDXLabel are "true" when libvirt
+	// offers guests AMD SEV, SEV-ES, SEV-SNP or Intel TDX.
+	SEVLabel    = "kubevirt.io/sev"
+	SEVESLabel  = "kubevirt.io/sev-es"
+	SEVSNPLabel = "kubevirt.io/sev-snp"
+	TDXLabel    = "kubevirt.io/tdx"
+	// S390PVLabel is "true" when libvirt offers s390 protected
+	// virtualization (IBM Secure Execution).
+	S390PVLabel = "kubevirt.io/s390-pv"
+	// RealtimeLabel is "true" when kernel.sched_rt_runtime_us is -1.
+	RealtimeLabel = "kubevirt.io/realtime"
 )
 
-// DefaultMinCPUModel is used when Policy.MinCPUModel is empty.
+// DefaultMinCPUModel is the default of labeller.minCPUModel, as the OpenShift
+// documentation this project follows sets it. KubeVirt itself stopped
+// subtracting a minimum model in 2022 (kubevirt/kubevirt#7765); an empty
+// Policy.MinCPUModel does the same.
 const DefaultMinCPUModel = "Penryn"
 
 // OwnedPrefixes returns the key prefixes this agent owns: every key under
@@ -58,13 +75,19 @@ func OwnedPrefixes() []string {
 		CPUVendorLabelPrefix,
 		CPUTimerLabelPrefix,
 		MachineTypeLabelPrefix,
+		HyperVLabelPrefix,
 	}
 }
 
+// OwnedKeys returns the single keys this agent owns outside its prefixes.
+func OwnedKeys() []string {
+	return []string{ObsoleteHostModelLabel, SEVLabel, SEVESLabel, SEVSNPLabel, TDXLabel, S390PVLabel, RealtimeLabel}
+}
+
 // IsOwnedKey reports whether key is one this agent owns: under an owned prefix,
-// or the obsolete-host-model key. Any other key, however similar, is not.
+// or one of OwnedKeys. Any other key, however similar, is not.
 func IsOwnedKey(key string) bool {
-	if key == ObsoleteHostModelLabel {
+	if slices.Contains(OwnedKeys(), key) {
 		return true
 	}
 	for _, p := range OwnedPrefixes() {
@@ -75,14 +98,20 @@ func IsOwnedKey(key string) bool {
 	return false
 }
 
-// DefaultObsoleteCPUModels returns KubeVirt's default obsolete models. An
-// admin's list adds to these, never replaces them.
+// DefaultObsoleteCPUModels returns KubeVirt's default obsolete models
+// (pkg/virt-handler/node-labeller/util, DefaultObsoleteCPUModels, at
+// kubevirt/kubevirt d923fdb), with their -v1 aliases written out as KubeVirt
+// lists them. An admin's list adds to these, never replaces them.
 func DefaultObsoleteCPUModels() []string {
-	return []string{
-		"486", "Conroe", "athlon", "core2duo", "coreduo", "kvm32", "kvm64",
-		"n270", "pentium", "pentium2", "pentium3", "pentiumpro", "phenom",
-		"qemu32", "qemu64",
+	var out []string
+	for _, m := range []string{
+		"486", "Conroe", "Opteron_G1", "Opteron_G2", "athlon", "core2duo", "coreduo",
+		"kvm32", "kvm64", "n270", "pentium", "pentium2", "pentium3", "pentiumpro",
+		"phenom", "qemu32", "qemu64",
+	} {
+		out = append(out, m, m+"-v1")
 	}
+	return out
 }
 
 // versionedAlias matches QEMU's versioned model names, such as Penryn-v1 or
@@ -92,19 +121,44 @@ var versionedAlias = regexp.MustCompile(`^(.+)-v[0-9]+$`)
 // Policy decides the labels of a host CPU.
 type Policy struct {
 	// MinCPUModel is the model every node is assumed to have; its features
-	// get no cpu-feature or host-model-required-features label. Empty means
-	// DefaultMinCPUModel.
+	// get no cpu-feature or host-model-required-features label. Empty turns
+	// the subtraction off, as KubeVirt has it since kubevirt/kubevirt#7765:
+	// every supported feature gets its label.
 	MinCPUModel string
 	// ObsoleteCPUModels are added to DefaultObsoleteCPUModels.
 	ObsoleteCPUModels []string
 }
 
-// MinModel returns the minimum CPU model in force.
+// MinModel returns the minimum CPU model in force; empty when none.
 func (p Policy) MinModel() string {
-	if m := strings.TrimSpace(p.MinCPUModel); m != "" {
-		return m
+	return strings.TrimSpace(p.MinCPUModel)
+}
+
+// ExpandModels returns the models whose features discovery must expand for
+// this policy: the minimum CPU model, if any.
+func (p Policy) ExpandModels() []string {
+	if m := p.MinModel(); m != "" {
+		return []string{m}
 	}
-	return DefaultMinCPUModel
+	return nil
+}
+
+// archRules says which label families KubeVirt computes on an architecture
+// (pkg/virt-handler/node-labeller/{amd64,s390x,arm64,arch_labeller}.go):
+// x86 and s390x have hypervisor-supported features, named models and a host
+// model; arm64 and the rest have none of the three.
+type archRules struct {
+	features, namedModels, hostModel bool
+}
+
+func rulesFor(arch string) archRules {
+	switch arch {
+	case "x86_64", "i686", "s390x", "":
+		// An unknown arch (an offline supported-features file alone) is
+		// read as x86, KubeVirt's main case.
+		return archRules{features: true, namedModels: true, hostModel: true}
+	}
+	return archRules{}
 }
 
 // ObsoleteModels returns the obsolete list in force: the defaults plus the
@@ -184,8 +238,12 @@ func (p Policy) Labels(h *hostcpu.HostCPU) (*Result, error) {
 	}
 	b := &builder{res: &Result{Labels: map[string]string{}}}
 	obsolete := p.ObsoleteModels()
+	rules := rulesFor(h.Arch)
 	minModel := p.MinModel()
 	minFeatures, minKnown := h.FeaturesOf(minModel)
+	if minModel == "" {
+		minFeatures, minKnown = nil, true
+	}
 	minReason := fmt.Sprintf("the features of the minimum CPU model %s are unknown", minModel)
 	if r, missing := h.Missing(hostcpu.FactModelFeatures); missing {
 		minReason += " (" + r + ")"
@@ -200,59 +258,27 @@ func (p Policy) Labels(h *hostcpu.HostCPU) (*Result, error) {
 		return out
 	}
 
-	if reason, missing := h.Missing(hostcpu.FactModels); missing {
-		b.omit(reason, CPUModelLabelPrefix+"*", CPUModelMigrationLabelPrefix+"*")
-	} else {
-		for _, m := range h.Models {
-			if isObsolete(obsolete, m.Name) {
-				continue
-			}
-			if m.Usable {
-				b.add("cpu model", m.Name, CPUModelLabelPrefix, "true")
-			}
-			b.add("cpu model", m.Name, CPUModelMigrationLabelPrefix, "true")
-		}
-	}
-
-	if hm := h.HostModel; hm != nil {
-		b.add("host model", hm.Name, HostModelCPULabelPrefix, "true")
-		if isObsolete(obsolete, hm.Name) {
-			b.res.HostModelObsolete = true
-			b.res.Labels[ObsoleteHostModelLabel] = "true"
-		} else {
-			// KubeVirt also offers the host model itself as a migration
-			// target, even when it is missing from the custom models.
-			b.add("host model", hm.Name, CPUModelMigrationLabelPrefix, "true")
-		}
-		if minKnown {
-			for _, f := range without(hm.Required) {
-				b.add("host-model required feature", f, HostModelRequiredFeaturesLabelPrefix, "true")
-			}
-		} else {
-			b.omit(minReason, HostModelRequiredFeaturesLabelPrefix+"*")
-		}
-	} else {
-		reason, _ := h.Missing(hostcpu.FactHostModel)
-		b.omit(reason, HostModelCPULabelPrefix+"*", HostModelRequiredFeaturesLabelPrefix+"*", ObsoleteHostModelLabel)
-	}
+	b.models(h, rules, obsolete)
+	b.hostModel(h, rules, obsolete, minKnown, minReason, without)
 
 	cpuidFeatures := false
-	if minKnown {
+	switch {
+	case !rules.features:
+	case !minKnown:
+		b.omit(minReason, CPUFeatureLabelPrefix+"*")
+	case h.SupportedFeatures == nil:
+		reason, _ := h.Missing(hostcpu.FactSupportedFeatures)
+		b.omit(reason, CPUFeatureLabelPrefix+"*")
+	default:
 		for _, f := range without(h.SupportedFeatures) {
 			b.add("cpu feature", f, CPUFeatureLabelPrefix, "true")
 		}
 		cpuidFeatures = h.FeatureSource == hostcpu.FeatureSourceCPUID
-	} else {
-		b.omit(minReason, CPUFeatureLabelPrefix+"*")
-	}
-
-	if h.Vendor != "" {
-		b.add("vendor", h.Vendor, CPUVendorLabelPrefix, "true")
-	} else {
-		b.omit(fmt.Sprintf("neither a host-model CPU nor cpuid (vendor %q) names a vendor libvirt knows", h.CPUID.VendorString), CPUVendorLabelPrefix+"*")
 	}
 
 	if h.TSC != nil {
+		// KubeVirt writes tsc-frequency=0 when libvirt reports no
+		// frequency; node-agent leaves the key out (docs/labels.md).
 		if h.TSC.Frequency > 0 {
 			b.add("tsc frequency", "tsc-frequency", CPUTimerLabelPrefix, fmt.Sprint(h.TSC.Frequency))
 		}
@@ -269,10 +295,97 @@ func (p Policy) Labels(h *hostcpu.HostCPU) (*Result, error) {
 			b.add("machine type", m, MachineTypeLabelPrefix, "true")
 		}
 	}
+
+	if h.HyperV == nil {
+		reason, _ := h.Missing(hostcpu.FactHyperV)
+		b.omit(reason, HyperVLabelPrefix+"*")
+	} else {
+		for _, e := range h.HyperV {
+			b.add("hyper-v enlightenment", e, HyperVLabelPrefix, "true")
+		}
+	}
+
+	if sec := h.Security; sec == nil {
+		reason, _ := h.Missing(hostcpu.FactLaunchSecurity)
+		b.omit(reason, SEVLabel, SEVESLabel, SEVSNPLabel, TDXLabel, S390PVLabel)
+	} else {
+		for key, on := range map[string]bool{SEVLabel: sec.SEV, SEVESLabel: sec.SEVES, SEVSNPLabel: sec.SEVSNP, TDXLabel: sec.TDX, S390PVLabel: sec.S390PV} {
+			if on {
+				b.res.Labels[key] = "true"
+			}
+		}
+	}
+
+	if h.Realtime == nil {
+		reason, _ := h.Missing(hostcpu.FactRealtime)
+		b.omit(reason, RealtimeLabel)
+	} else if *h.Realtime {
+		b.res.Labels[RealtimeLabel] = "true"
+	}
+
 	if cpuidFeatures {
 		b.noteCPUIDFeatures(h)
 	}
 	return b.res, nil
+}
+
+// models adds cpu-model and cpu-model-migration labels as KubeVirt does
+// (cpu_plugin.go, loadDomCapabilities): a model is labelled when libvirt
+// says usable='yes' or usable='unknown' and it is not obsolete; a model
+// without a usable attribute, or with usable='no', is not. Both families get
+// the same models.
+func (b *builder) models(h *hostcpu.HostCPU, rules archRules, obsolete []string) {
+	if !rules.namedModels {
+		return
+	}
+	if reason, missing := h.Missing(hostcpu.FactModels); missing {
+		b.omit(reason, CPUModelLabelPrefix+"*", CPUModelMigrationLabelPrefix+"*")
+		return
+	}
+	for _, m := range h.Models {
+		if m.Usability == "" || m.Usability == "no" || isObsolete(obsolete, m.Name) {
+			continue
+		}
+		b.add("cpu model", m.Name, CPUModelLabelPrefix, "true")
+		b.add("cpu model", m.Name, CPUModelMigrationLabelPrefix, "true")
+	}
+}
+
+// hostModel adds the host-model, its required features, the vendor and the
+// obsolete-host-model labels, on the architectures where KubeVirt has a host
+// model. The host model is not added to cpu-model-migration on its own: it
+// is there when it is a usable custom model, as KubeVirt at d923fdb has it.
+func (b *builder) hostModel(h *hostcpu.HostCPU, rules archRules, obsolete []string, minKnown bool, minReason string, without func([]string) []string) {
+	if !rules.hostModel {
+		return
+	}
+	hm := h.HostModel
+	if hm != nil {
+		b.add("host model", hm.Name, HostModelCPULabelPrefix, "true")
+		if isObsolete(obsolete, hm.Name) {
+			b.res.HostModelObsolete = true
+			b.res.Labels[ObsoleteHostModelLabel] = "true"
+		}
+		if minKnown {
+			for _, f := range without(hm.Required) {
+				b.add("host-model required feature", f, HostModelRequiredFeaturesLabelPrefix, "true")
+			}
+		} else {
+			b.omit(minReason, HostModelRequiredFeaturesLabelPrefix+"*")
+		}
+	} else {
+		reason, _ := h.Missing(hostcpu.FactHostModel)
+		b.omit(reason, HostModelCPULabelPrefix+"*", HostModelRequiredFeaturesLabelPrefix+"*", ObsoleteHostModelLabel)
+	}
+	switch {
+	case h.Vendor != "":
+		b.add("vendor", h.Vendor, CPUVendorLabelPrefix, "true")
+	case h.Offline:
+		reason, _ := h.Missing(hostcpu.FactHostModel)
+		b.omit(reason, CPUVendorLabelPrefix+"*")
+	default:
+		b.omit(fmt.Sprintf("neither a host-model CPU nor cpuid (vendor %q) names a vendor libvirt knows", h.CPUID.VendorString), CPUVendorLabelPrefix+"*")
+	}
 }
 
 type builder struct {

@@ -77,6 +77,9 @@ func keysWithPrefix(labels map[string]string, prefix string) []string {
 	return out
 }
 
+// penryn is the default configuration: Penryn's features subtracted.
+var penryn = Policy{MinCPUModel: DefaultMinCPUModel}
+
 func mustLabels(t *testing.T, p Policy, h *hostcpu.HostCPU) *Result {
 	t.Helper()
 	res, err := p.Labels(h)
@@ -99,9 +102,11 @@ func mustLabels(t *testing.T, p Policy, h *hostcpu.HostCPU) *Result {
 func TestLabelsGolden(t *testing.T) {
 	for _, vt := range []string{"qemu", "kvm"} {
 		t.Run(vt, func(t *testing.T) {
-			res := mustLabels(t, Policy{}, discover(t, captured(vt)))
-			if len(res.Omitted) != 0 || len(res.Warnings) != 0 || len(res.Notes) != 0 {
-				t.Errorf("omitted %v, warnings %v, notes %v; want none", res.Omitted, res.Warnings, res.Notes)
+			res := mustLabels(t, penryn, discover(t, captured(vt)))
+			// Offline files leave out only what this machine's kernel would
+			// have to tell.
+			if got, want := res.OmittedPrefixes(), []string{HyperVLabelPrefix, RealtimeLabel}; !reflect.DeepEqual(got, want) || len(res.Warnings) != 0 || len(res.Notes) != 0 {
+				t.Errorf("omitted %v, warnings %v, notes %v; want omitted %v and nothing else", got, res.Warnings, res.Notes, want)
 			}
 			got, err := json.MarshalIndent(res.Labels, "", "  ")
 			if err != nil {
@@ -129,7 +134,7 @@ func TestLabelsGolden(t *testing.T) {
 // acceptance test.
 func TestLabelsFollowTheCapture(t *testing.T) {
 	h := discover(t, captured("qemu"))
-	res := mustLabels(t, Policy{}, h)
+	res := mustLabels(t, penryn, h)
 	parse := func(name string) *hostcpu.CPU {
 		b, err := os.ReadFile(filepath.Join(capturedDir, name))
 		if err != nil {
@@ -141,11 +146,11 @@ func TestLabelsFollowTheCapture(t *testing.T) {
 		}
 		return c
 	}
-	penryn := parse("baseline-Penryn-qemu.xml").FeatureNames()
+	penrynFeatures := parse("baseline-Penryn-qemu.xml").FeatureNames()
 	minus := func(a []string) []string {
 		var out []string
 		for _, f := range a {
-			if !slices.Contains(penryn, f) {
+			if !slices.Contains(penrynFeatures, f) {
 				out = append(out, f)
 			}
 		}
@@ -155,8 +160,11 @@ func TestLabelsFollowTheCapture(t *testing.T) {
 		prefix string
 		want   []string
 	}{
-		// usable='yes' in the capture, minus the default obsolete models.
-		{CPUModelLabelPrefix, []string{"Nehalem", "Opteron_G1", "Opteron_G2", "Penryn", "Westmere"}},
+		// usable='yes' in the capture, minus the default obsolete models
+		// (Opteron_G1 and Opteron_G2 among them).
+		{CPUModelLabelPrefix, []string{"Nehalem", "Penryn", "Westmere"}},
+		// KubeVirt gives the migration family the same models.
+		{CPUModelMigrationLabelPrefix, []string{"Nehalem", "Penryn", "Westmere"}},
 		{HostModelCPULabelPrefix, []string{"EPYC"}},
 		{CPUVendorLabelPrefix, []string{"AMD"}},
 		{CPUFeatureLabelPrefix, minus(parse("baseline-host-model-qemu.xml").FeaturesWithPolicy("require"))},
@@ -169,10 +177,6 @@ func TestLabelsFollowTheCapture(t *testing.T) {
 	}
 	if n := len(keysWithPrefix(res.Labels, CPUFeatureLabelPrefix)); n != 46 {
 		t.Errorf("%d cpu-feature labels; the capture gives 46", n)
-	}
-	migration := keysWithPrefix(res.Labels, CPUModelMigrationLabelPrefix)
-	if len(migration) != 39 || !slices.Contains(migration, "Haswell") || slices.Contains(migration, "qemu64") {
-		t.Errorf("migration models = %v; want the 53 known minus 14 obsolete, with unusable Haswell", migration)
 	}
 	if res.Labels[TSCFrequencyLabel] != "2445426000" || res.Labels[TSCScalableLabel] != "false" {
 		t.Errorf("tsc labels %q %q", res.Labels[TSCFrequencyLabel], res.Labels[TSCScalableLabel])
@@ -194,6 +198,9 @@ func TestIsObsolete(t *testing.T) {
 		{nil, "conroe", false}, // libvirt's names are case-sensitive
 		{nil, "Penryn", false},
 		{nil, "Conroe-v1", true},
+		{nil, "Opteron_G1", true},
+		{nil, "Opteron_G2-v1", true},
+		{nil, "Opteron_G3", false},
 		{nil, "kvm64-v12", true},
 		{nil, "Penryn-v1", false},
 		{nil, "Conroe-v", false},
@@ -212,8 +219,9 @@ func TestIsObsolete(t *testing.T) {
 			t.Errorf("obsolete %v: IsObsolete(%q) = %v; want %v", tt.admin, tt.model, got, tt.want)
 		}
 	}
-	if got := (Policy{ObsoleteCPUModels: []string{"Penryn", "486", ""}}).ObsoleteModels(); len(got) != 16 || !slices.IsSorted(got) {
-		t.Errorf("ObsoleteModels = %v; want the 15 defaults plus Penryn, sorted", got)
+	// KubeVirt's 17 defaults and their 17 -v1 forms, plus Penryn.
+	if got := (Policy{ObsoleteCPUModels: []string{"Penryn", "486", ""}}).ObsoleteModels(); len(got) != 35 || !slices.IsSorted(got) {
+		t.Errorf("ObsoleteModels = %v; want the 34 defaults plus Penryn, sorted", got)
 	}
 }
 
@@ -239,9 +247,10 @@ func TestLabelsPolicy(t *testing.T) {
 				CPUFeatureLabelPrefix:                {"avx", "avx2"},
 				HostModelRequiredFeaturesLabelPrefix: {"avx2"},
 				CPUModelLabelPrefix:                  {"HostX", "MinChild", "MinChild-v1"},
-				CPUModelMigrationLabelPrefix:         {"HostX", "MinBase", "MinChild", "MinChild-v1"},
-				HostModelCPULabelPrefix:              {"HostX"},
-				CPUVendorLabelPrefix:                 {"Intel"},
+				// MinBase has no usable attribute: no label, as in KubeVirt.
+				CPUModelMigrationLabelPrefix: {"HostX", "MinChild", "MinChild-v1"},
+				HostModelCPULabelPrefix:      {"HostX"},
+				CPUVendorLabelPrefix:         {"Intel"},
 			},
 		},
 		{
@@ -261,14 +270,14 @@ func TestLabelsPolicy(t *testing.T) {
 			policy: Policy{MinCPUModel: "MinChild", ObsoleteCPUModels: []string{"HostX"}},
 			want: map[string][]string{
 				CPUModelLabelPrefix:          {"MinChild", "MinChild-v1"},
-				CPUModelMigrationLabelPrefix: {"MinBase", "MinChild", "MinChild-v1"},
+				CPUModelMigrationLabelPrefix: {"MinChild", "MinChild-v1"},
 				HostModelCPULabelPrefix:      {"HostX"},
 			},
 		},
 		{
 			name:   "a different minimum model",
 			in:     ancestry,
-			policy: Policy{}, // Penryn: none of the synthetic features but fpu, sse, sse2
+			policy: penryn, // none of the synthetic features but fpu, sse, sse2
 			want: map[string][]string{
 				CPUFeatureLabelPrefix:                {"avx", "avx2"},
 				HostModelRequiredFeaturesLabelPrefix: {"avx2"},
@@ -302,16 +311,16 @@ func TestLabelsHaswellOverPenryn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	penryn := discover(t, offline{cpuMap: filepath.Join(capturedDir, "cpu_map"), expand: []string{"Penryn"}}).ModelFeatures["Penryn"]
+	penrynFeatures := discover(t, offline{cpuMap: filepath.Join(capturedDir, "cpu_map"), expand: []string{"Penryn"}}).ModelFeatures["Penryn"]
 	h := &hostcpu.HostCPU{
 		Vendor:            "Intel",
-		Models:            []hostcpu.Model{{Name: "Haswell", Usable: true}, {Name: "Penryn", Usable: true}},
+		Models:            []hostcpu.Model{{Name: "Haswell", Usable: true, Usability: "yes"}, {Name: "Penryn", Usable: true, Usability: "yes"}},
 		HostModel:         &hostcpu.HostModel{Name: "Haswell", Vendor: "Intel"},
 		SupportedFeatures: haswell.FeatureNames(),
 		FeatureSource:     hostcpu.FeatureSourceLibvirt,
-		ModelFeatures:     map[string][]string{"Penryn": penryn},
+		ModelFeatures:     map[string][]string{"Penryn": penrynFeatures},
 	}
-	res := mustLabels(t, Policy{}, h)
+	res := mustLabels(t, penryn, h)
 	want := []string{"aes", "avx", "avx2", "bmi1", "bmi2", "erms", "fma", "fsgsbase", "hle", "invpcid", "movbe", "pcid", "pclmuldq", "popcnt", "rdtscp", "rtm", "smep", "sse4.2", "tsc-deadline", "x2apic", "xsave"}
 	if got := keysWithPrefix(res.Labels, CPUFeatureLabelPrefix); !reflect.DeepEqual(got, want) {
 		t.Errorf("cpu-feature labels %v; want %v", got, want)
@@ -323,8 +332,8 @@ func TestLabelsInvalidNames(t *testing.T) {
 	h := &hostcpu.HostCPU{
 		Vendor: "Weird Vendor",
 		Models: []hostcpu.Model{
-			{Name: "Good", Usable: true}, {Name: "Bad Model", Usable: true},
-			{Name: long, Usable: true}, {Name: "trailing-"},
+			{Name: "Good", Usability: "yes"}, {Name: "Bad Model", Usability: "yes"},
+			{Name: long, Usability: "unknown"}, {Name: "trailing-", Usability: "no"},
 		},
 		HostModel:         &hostcpu.HostModel{Name: "Host/Model", Required: []string{"ok-req", "bad req"}},
 		SupportedFeatures: []string{"sse4.1", "bad/feature", "-lead", "avx512-bf16", "fsgsbase"},
@@ -332,7 +341,7 @@ func TestLabelsInvalidNames(t *testing.T) {
 		TSC:               &hostcpu.TSC{Frequency: 1000},
 		MachineTypes:      []string{"pc-q35-7.2", "bad machine"},
 	}
-	res := mustLabels(t, Policy{}, h)
+	res := mustLabels(t, penryn, h)
 	want := map[string]string{
 		CPUModelLabelPrefix + "Good":                    "true",
 		CPUModelMigrationLabelPrefix + "Good":           "true",
@@ -346,22 +355,22 @@ func TestLabelsInvalidNames(t *testing.T) {
 	if !reflect.DeepEqual(res.Labels, want) {
 		t.Errorf("labels = %v\nwant %v", res.Labels, want)
 	}
-	for _, bad := range []string{`"Bad Model"`, long, `"trailing-"`, `"Host/Model"`, `"bad req"`, `"bad/feature"`, `"-lead"`, `"Weird Vendor"`, `"bad machine"`} {
+	for _, bad := range []string{`"Bad Model"`, long, `"Host/Model"`, `"bad req"`, `"bad/feature"`, `"-lead"`, `"Weird Vendor"`, `"bad machine"`} {
 		if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, bad) }) {
 			t.Errorf("no warning names %s: %v", bad, res.Warnings)
 		}
 	}
-	// Bad Model twice (cpu-model and migration), trailing- once, the long
-	// name twice, Host/Model twice (host-model-cpu and migration), then one
-	// each for the rest.
-	if len(res.Warnings) != 12 {
-		t.Errorf("%d warnings; want 12: %v", len(res.Warnings), res.Warnings)
+	// Bad Model twice (cpu-model and migration), the long name twice,
+	// Host/Model once (host-model-cpu), then one each for the rest;
+	// trailing- is unusable and never becomes a key.
+	if len(res.Warnings) != 10 {
+		t.Errorf("%d warnings; want 10: %v", len(res.Warnings), res.Warnings)
 	}
 }
 
 func TestLabelsWithoutLibvirt(t *testing.T) {
 	h := discover(t, offline{expand: []string{"Penryn"}}) // libvirt fails, built-in Penryn
-	res := mustLabels(t, Policy{}, h)
+	res := mustLabels(t, penryn, h)
 	want := map[string]string{
 		CPUVendorLabelPrefix + "Intel":       "true",
 		CPUFeatureLabelPrefix + "avx":        "true",
@@ -372,7 +381,7 @@ func TestLabelsWithoutLibvirt(t *testing.T) {
 	if !reflect.DeepEqual(res.Labels, want) {
 		t.Errorf("labels = %v; want %v", res.Labels, want)
 	}
-	wantOmitted := []string{CPUModelLabelPrefix, CPUModelMigrationLabelPrefix, HostModelCPULabelPrefix, HostModelRequiredFeaturesLabelPrefix, ObsoleteHostModelLabel, CPUTimerLabelPrefix, MachineTypeLabelPrefix}
+	wantOmitted := []string{CPUModelLabelPrefix, CPUModelMigrationLabelPrefix, HostModelCPULabelPrefix, HostModelRequiredFeaturesLabelPrefix, ObsoleteHostModelLabel, CPUTimerLabelPrefix, MachineTypeLabelPrefix, SEVLabel, SEVESLabel, SEVSNPLabel, TDXLabel, S390PVLabel}
 	if got := res.OmittedPrefixes(); !reflect.DeepEqual(got, wantOmitted) {
 		t.Errorf("omitted %v; want %v", got, wantOmitted)
 	}
@@ -404,7 +413,7 @@ func TestLabelsUnknownMinimumModel(t *testing.T) {
 
 func TestLabelsTSC(t *testing.T) {
 	h := &hostcpu.HostCPU{TSC: &hostcpu.TSC{Scalable: true}, ModelFeatures: map[string][]string{"Penryn": nil}}
-	res := mustLabels(t, Policy{}, h)
+	res := mustLabels(t, penryn, h)
 	if _, ok := res.Labels[TSCFrequencyLabel]; ok || res.Labels[TSCScalableLabel] != "true" {
 		t.Errorf("labels = %v; want only tsc-scalable=true", res.Labels)
 	}
@@ -427,13 +436,20 @@ func TestIsOwnedKey(t *testing.T) {
 		{"cpu-timer.node.kubevirt.io/tsc-frequency", true},
 		{"machine-type.node.kubevirt.io/q35", true},
 		{"node-labeller.kubevirt.io/obsolete-host-model", true},
+		{"hyperv.node.kubevirt.io/vpindex", true},
+		{"kubevirt.io/sev", true},
+		{"kubevirt.io/sev-snp", true},
+		{"kubevirt.io/tdx", true},
+		{"kubevirt.io/s390-pv", true},
+		{"kubevirt.io/realtime", true},
 		// Similar, but not ours.
 		{"node-labeller.kubevirt.io/skip-node", false},
 		{"node-labeller.kubevirt.io/obsolete-host-model-x", false},
 		{"cpu-model.node.kubevirt.io", false},
 		{"xcpu-model.node.kubevirt.io/Haswell", false},
 		{"feature.node.kubernetes.io/cpu-model-Haswell", false},
-		{"hyperv.node.kubevirt.io/vpindex", false},
+		{"kubevirt.io/sev-other", false},
+		{"kubevirt.io/realtime-x", false},
 		{"kubevirt.io/schedulable", false},
 		{"cpu-model.node.kubevirt.io.example.com/x", false},
 	}
@@ -441,5 +457,62 @@ func TestIsOwnedKey(t *testing.T) {
 		if got := IsOwnedKey(tt.key); got != tt.want {
 			t.Errorf("IsOwnedKey(%q) = %v; want %v", tt.key, got, tt.want)
 		}
+	}
+}
+
+// KubeVirt labels usable='yes' and usable='unknown', and neither usable='no'
+// nor a model without the attribute (cpu_plugin.go, loadDomCapabilities).
+func TestModelUsability(t *testing.T) {
+	h := &hostcpu.HostCPU{Arch: "x86_64", Models: []hostcpu.Model{
+		{Name: "Yes", Usability: "yes"}, {Name: "Unknown", Usability: "unknown"},
+		{Name: "No", Usability: "no"}, {Name: "None"}, {Name: "Old", Usability: "yes"},
+	}}
+	res := mustLabels(t, Policy{ObsoleteCPUModels: []string{"Old"}}, h)
+	for _, prefix := range []string{CPUModelLabelPrefix, CPUModelMigrationLabelPrefix} {
+		if got := keysWithPrefix(res.Labels, prefix); !reflect.DeepEqual(got, []string{"Unknown", "Yes"}) {
+			t.Errorf("%s: %v; want [Unknown Yes]", prefix, got)
+		}
+	}
+}
+
+// Unknown sources leave their families alone; known ones, even empty, do
+// not.
+func TestLocalFamilies(t *testing.T) {
+	yes, no := true, false
+	tests := []struct {
+		name        string
+		h           hostcpu.HostCPU
+		want        map[string]string
+		wantOmitted []string
+	}{
+		{"unknown", hostcpu.HostCPU{Arch: "x86_64"}, map[string]string{},
+			[]string{HyperVLabelPrefix, SEVLabel, SEVESLabel, SEVSNPLabel, TDXLabel, S390PVLabel, RealtimeLabel}},
+		{"known, nothing offered", hostcpu.HostCPU{Arch: "x86_64", HyperV: []string{}, Security: &hostcpu.LaunchSecurity{}, Realtime: &no}, map[string]string{}, nil},
+		{"known, all offered", hostcpu.HostCPU{Arch: "x86_64", HyperV: []string{"base", "vpindex"}, Security: &hostcpu.LaunchSecurity{SEV: true, SEVES: true, SEVSNP: true, TDX: true, S390PV: true}, Realtime: &yes},
+			map[string]string{HyperVLabelPrefix + "base": "true", HyperVLabelPrefix + "vpindex": "true", SEVLabel: "true", SEVESLabel: "true", SEVSNPLabel: "true", TDXLabel: "true", S390PVLabel: "true", RealtimeLabel: "true"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := tt.h
+			h.Models = []hostcpu.Model{}
+			h.SupportedFeatures = []string{}
+			h.MachineTypes = []string{}
+			h.HostModel = &hostcpu.HostModel{Name: "H", Vendor: "Intel"}
+			h.Vendor = "Intel"
+			h.TSC = &hostcpu.TSC{}
+			res := mustLabels(t, Policy{}, &h)
+			got := map[string]string{}
+			for k, v := range res.Labels {
+				if slices.Contains(OwnedKeys(), k) || strings.HasPrefix(k, HyperVLabelPrefix) {
+					got[k] = v
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("labels %v; want %v", got, tt.want)
+			}
+			if o := res.OmittedPrefixes(); !slices.Equal(o, tt.wantOmitted) {
+				t.Errorf("omitted %v; want %v", o, tt.wantOmitted)
+			}
+		})
 	}
 }

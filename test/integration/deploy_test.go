@@ -193,8 +193,8 @@ func TestDeployManifestsAgreeWithCode(t *testing.T) {
 	if got := celStrings(policyVariable(t, &policy, "ownedLabelPrefixes")); !slices.Equal(got, wantPrefixes) {
 		t.Errorf("policy ownedLabelPrefixes = %v, labeller.OwnedPrefixes() = %v", got, wantPrefixes)
 	}
-	if got := celStrings(policyVariable(t, &policy, "ownedLabelKeys")); !slices.Equal(got, []string{labeller.ObsoleteHostModelLabel}) {
-		t.Errorf("policy ownedLabelKeys = %v, want [%s]", got, labeller.ObsoleteHostModelLabel)
+	if got, want := celStrings(policyVariable(t, &policy, "ownedLabelKeys")), slices.Sorted(slices.Values(labeller.OwnedKeys())); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
+		t.Errorf("policy ownedLabelKeys = %v, labeller.OwnedKeys() = %v", got, want)
 	}
 	if got := celStrings(policyVariable(t, &policy, "ownedAnnotation")); !slices.Equal(got, []string{selfdrain.StatusAnnotation}) {
 		t.Errorf("policy ownedAnnotation = %v, want %s", got, selfdrain.StatusAnnotation)
@@ -869,8 +869,10 @@ func (b *deployBed) testAgent(t *testing.T) {
 	var labels map[string]string
 	waitFor(t, 3*time.Minute, "CPU labels on node-1", func() (bool, error) {
 		labels = ownedLabels(getNode(t, c, "node-1").Labels)
+		// The host model is labelled whatever this host's CPU; which
+		// models are usable depends on it.
 		for k := range labels {
-			if strings.HasPrefix(k, labeller.CPUModelMigrationLabelPrefix) {
+			if strings.HasPrefix(k, labeller.HostModelCPULabelPrefix) {
 				return true, nil
 			}
 		}

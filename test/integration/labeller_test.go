@@ -214,13 +214,15 @@ func TestLabellerReloadsConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("labeller:\n  libvirtURI: " + uri + "\nshutdown:\n  enabled: false\n")
+	// virtType qemu: QEMU's TCG can run a few models (Penryn, Nehalem,
+	// Westmere) on any x86 host, where KVM may offer none that is not
+	// obsolete.
+	write("labeller:\n  libvirtURI: " + uri + "\n  virtType: qemu\nshutdown:\n  enabled: false\n")
 	agent := startAgent(t, env, "node-1", "--config", cfgPath)
 	agent.waitReady(t)
 
 	var model string
-	// cpu-model-migration labels every model libvirt knows, so there is one
-	// whatever this host can run.
+	// cpu-model-migration labels the usable models, as KubeVirt does.
 	waitFor(t, 2*time.Minute, "cpu-model-migration labels", func() (bool, error) {
 		for k := range getNode(t, c, "node-1").Labels {
 			if strings.HasPrefix(k, labeller.CPUModelMigrationLabelPrefix) {
@@ -231,7 +233,7 @@ func TestLabellerReloadsConfig(t *testing.T) {
 		return false, nil
 	})
 	// Marking that model obsolete removes its label.
-	write("labeller:\n  libvirtURI: " + uri + "\n  obsoleteCPUModels: [" + model + "]\nshutdown:\n  enabled: false\n")
+	write("labeller:\n  libvirtURI: " + uri + "\n  virtType: qemu\n  obsoleteCPUModels: [" + model + "]\nshutdown:\n  enabled: false\n")
 	waitFor(t, time.Minute, model+" label removed after reload", func() (bool, error) {
 		_, ok := getNode(t, c, "node-1").Labels[labeller.CPUModelMigrationLabelPrefix+model]
 		return !ok, nil
