@@ -993,6 +993,7 @@ type auditEvent struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
 		APIGroup    string `json:"apiGroup"`
 	} `json:"objectRef"`
 	ResponseStatus *struct {
