@@ -60,6 +60,17 @@ func (s *NodeMaintenanceSource) Run(ctx context.Context, changed func()) {
 		if err := s.discover(ctx, changed); err != nil {
 			s.Logger.Warn("Cannot tell which NodeMaintenance API groups the cluster serves; trying again", "err", err)
 		}
+		// The controller does nothing until Synced; the last event may
+		// come before the cache counts as synced, so say so once it is.
+		s.mu.Lock()
+		synced := make([]cache.InformerSynced, 0, len(s.informers))
+		for _, inf := range s.informers {
+			synced = append(synced, inf.HasSynced)
+		}
+		s.mu.Unlock()
+		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+			return
+		}
 		changed()
 		wait := s.RecheckInterval
 		if !s.isChecked() {
