@@ -304,23 +304,20 @@ func (w *slotWait) report(ctx context.Context, cause error) {
 		w.start = &now
 	}
 	msg := fmt.Sprintf("waiting for one of %d drain slots (drain.maxConcurrentNodes)", c.Slots.Max)
-	reason := ReasonWaiting
 	if cause != nil {
 		w.errors++
 		msg = fmt.Sprintf("cannot take a drain slot: %v; check drain.leaseNamespace (%q): the namespace must exist and the agent must be allowed to create and update Leases in it", cause, c.Slots.Namespace)
 	} else {
 		w.errors = 0
 	}
-	st := &Status{Phase: PhaseWaiting, Trigger: w.trigger, Reason: w.reason, StartTime: w.start, LastUpdate: &now,
-		LastError: msg, ErrorOnLeaseCount: w.errors}
-	if err := patchStatusAnnotation(ctx, e.Client, e.NodeName, st); err != nil {
-		e.Logger.Warn("Could not record phase Waiting", "err", err)
+	if err := w.record(ctx, msg, now); err != nil {
+		e.Logger.Warn("Could not record why the drain waits", "err", err)
 	}
 	if msg == w.lastMsg {
 		return
 	}
 	w.lastMsg = msg
-	if err := setCondition(ctx, e.Client, e.NodeName, corev1.ConditionTrue, reason, msg, now); err != nil {
+	if err := setCondition(ctx, e.Client, e.NodeName, corev1.ConditionTrue, ReasonWaiting, msg, now); err != nil {
 		e.Logger.Warn("Could not set the node condition", "err", err)
 	}
 	if cause != nil {
@@ -330,6 +327,31 @@ func (w *slotWait) report(ctx context.Context, cause error) {
 	}
 	e.Logger.Info("Waiting for a drain slot", "maxConcurrentNodes", c.Slots.Max)
 	e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; waiting for a drain slot (at most %d nodes drain at once)", c.Slots.Max)
+}
+
+// record writes phase Waiting with msg. A drain that already began (the
+// agent restarted and its slot went to another node, or a Lease request
+// failed) keeps its record of what the agent changed, with msg as lastError;
+// a Node that cannot be read is not written at all, so that record is never
+// lost.
+func (w *slotWait) record(ctx context.Context, msg string, now metav1.Time) error {
+	e := w.c.Engine
+	node, err := e.Client.CoreV1().Nodes().Get(ctx, e.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading Node %s: %w", e.NodeName, err)
+	}
+	prev, perr := ParseStatus(node)
+	if perr != nil {
+		return perr
+	}
+	st := &Status{Phase: PhaseWaiting, Trigger: w.trigger, Reason: w.reason, StartTime: w.start, LastUpdate: &now,
+		LastError: msg, ErrorOnLeaseCount: w.errors}
+	if prev.Active() && prev.Phase != PhaseWaiting {
+		kept := *prev
+		kept.LastError, kept.ErrorOnLeaseCount, kept.LastUpdate = msg, w.errors, &now
+		st = &kept
+	}
+	return patchStatusAnnotation(ctx, e.Client, e.NodeName, st)
 }
 
 // ShutdownDrain drains the node for a host shutdown: it takes the engine over

@@ -303,3 +303,30 @@ func TestSlotWaitNamesTheCause(t *testing.T) {
 		t.Errorf("event = %q", ev)
 	}
 }
+
+// TestSlotWaitKeepsABegunDrain: a drain that already cordoned the node (the
+// agent restarted mid-drain and cannot get a slot back) keeps its record of
+// what the agent changed; only lastError and the count change.
+func TestSlotWaitKeepsABegunDrain(t *testing.T) {
+	start := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	begun := &Status{Phase: PhaseRunning, Trigger: TriggerNodeMaintenance, Reason: "NIC", StartTime: &start,
+		TotalPods: 5, EvictionPods: 4, PendingPods: []string{"work/a"}, DrainProgress: 75, CordonedByAgent: true, TaintedByAgent: true}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: map[string]string{StatusAnnotation: begun.Encode()}},
+		Spec: corev1.NodeSpec{Unschedulable: true}}
+	client := fake.NewClientset(node)
+	e := NewEngine(client, "node-1", config.Default().Drain, slog.New(slog.DiscardHandler), clocktesting.NewFakeClock(time.Now()), record.NewFakeRecorder(10), nil)
+	w := &slotWait{c: NewController(e, &Slots{Namespace: "node-agent", Max: 1}), trigger: TriggerNodeMaintenance, reason: "NIC"}
+	w.report(context.Background(), errors.New("leases is forbidden"))
+	n, err := client.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ParseStatus(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Phase != PhaseRunning || !st.CordonedByAgent || !st.TaintedByAgent || !st.StartTime.Equal(&start) || st.EvictionPods != 4 ||
+		st.ErrorOnLeaseCount != 1 || !strings.Contains(st.LastError, "leases is forbidden") {
+		t.Errorf("record after a slot error = %s", st.Encode())
+	}
+}
