@@ -92,8 +92,9 @@ type DrainConfig struct {
 	TaintKey string `json:"taintKey"`
 	// PodSelector narrows the pods to evict, for example kubevirt.io=virt-launcher.
 	PodSelector string `json:"podSelector,omitempty"`
-	// Timeout marks an annotation-triggered maintenance Failed when the node
-	// is not drained by then; 0 means no timeout.
+	// Timeout marks a requested maintenance (annotation or NodeMaintenance
+	// object; not a shutdown drain) Failed when the node is not drained by
+	// then; 0 means no timeout.
 	Timeout metav1.Duration `json:"timeout"`
 	// DeleteAfter deletes pods whose eviction is still refused after this
 	// long; 0 means never.
@@ -188,7 +189,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	c.Labeller.addFlags(fs)
 	fs.StringVar(&c.Drain.TaintKey, "drain-taint-key", c.Drain.TaintKey, "Key of the NoSchedule taint added while draining (KubeVirt's nodeDrainTaintKey).")
 	fs.StringVar(&c.Drain.PodSelector, "drain-pod-selector", c.Drain.PodSelector, "Label selector that narrows the pods evicted, for example kubevirt.io=virt-launcher. Empty means all.")
-	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "Mark an annotation-triggered maintenance Failed if the node is not drained by then. 0 means no timeout.")
+	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "Mark a requested maintenance (annotation or NodeMaintenance object) Failed if the node is not drained by then. 0 means no timeout.")
 	fs.Var(durationValue{&c.Drain.DeleteAfter}, "drain-delete-after", "Delete pods whose eviction is still refused after this long. 0 means never.")
 	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once on maintenance requests, cluster-wide.")
 	fs.IntVar(&c.Drain.Parallelism, "drain-parallelism", c.Drain.Parallelism, "Most evictions in flight at once on this node.")
