@@ -386,7 +386,10 @@ func TestNodeMaintenancePDBBlocked(t *testing.T) {
 
 	agent := startAgent(t, b.env, "node-1", nmFlag, "--drain-timeout", "15s")
 	agent.waitReady(t)
-	b.create(t, medik8sGroup, "nm-node-1", "node-1", "blocked")
+	// The CLI creates nm-node-1 in the operator's group.
+	if out, err := cli(t, b.env, "start", "node-1", "--api", "nodemaintenance", "--reason", "blocked"); err != nil {
+		t.Fatalf("maintenance start --api nodemaintenance: %v\n%s", err, out)
+	}
 	waitFor(t, 2*time.Minute, "a blocker in the status", func() (bool, error) {
 		nm := b.get(t, medik8sGroup, "nm-node-1")
 		return len(nm.Status.PendingPods) == 3 && nm.Status.LastError != "", nil
@@ -466,10 +469,14 @@ func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
 		t.Errorf("%d pods left on node-1", n)
 	}
 
-	b.delete(t, kubevirtGroup, "nm-node-1")
-	waitFor(t, time.Minute, "nm-node-1 gone", func() (bool, error) {
-		return b.get(t, kubevirtGroup, "nm-node-1") == nil, nil
-	})
+	out, err := cli(t, b.env, "stop", "node-1", "--api", "nodemaintenance", "--wait")
+	t.Logf("maintenance stop --api nodemaintenance --wait:\n%s", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nm := b.get(t, kubevirtGroup, "nm-node-1"); nm != nil {
+		t.Errorf("nm-node-1 still there after stop --wait: %+v", nm)
+	}
 	if node := getNode(t, c, "node-1"); node.Spec.Unschedulable || hasDrainTaint(node) {
 		t.Errorf("after deleting the object: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
 	}
