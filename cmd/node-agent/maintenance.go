@@ -414,12 +414,19 @@ with a note: no agent serves it, so it stays without status until deleted.`,
 			out := cmd.OutOrStdout()
 			if api != apiNodeMaintenance {
 				var nodes []corev1.Node
+				missing := false
 				if len(args) == 1 {
 					n, err := c.CoreV1().Nodes().Get(ctx, args[0], metav1.GetOptions{})
-					if err != nil {
+					switch {
+					case apierrors.IsNotFound(err) && api == "":
+						// NodeMaintenance objects may still name it.
+						missing = true
+						fmt.Fprintf(out, "Node %s does not exist.\n", args[0])
+					case err != nil:
 						return fmt.Errorf("reading Node %s: %w", args[0], err)
+					default:
+						nodes = []corev1.Node{*n}
 					}
-					nodes = []corev1.Node{*n}
 				} else {
 					list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 					if err != nil {
@@ -432,8 +439,10 @@ with a note: no agent serves it, so it stays without status until deleted.`,
 						}
 					}
 				}
-				if err := printStatusTable(out, nodes, len(args) == 1); err != nil {
-					return err
+				if !missing {
+					if err := printStatusTable(out, nodes, len(args) == 1); err != nil {
+						return err
+					}
 				}
 			}
 			if api == apiAnnotation {

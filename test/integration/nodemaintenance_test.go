@@ -276,6 +276,12 @@ func TestNodeMaintenanceObject(t *testing.T) {
 		t.Errorf("status output lacks the objects or the note on node-9")
 	}
 
+	out, err = cli(t, b.env, "status", "node-9")
+	t.Logf("maintenance status node-9:\n%s", out)
+	if err != nil || !strings.Contains(out, "Node node-9 does not exist") || !strings.Contains(out, "nodemaintenances."+kubevirtGroup+"/nm-node-9") {
+		t.Errorf("status node-9 (%v) does not show the missing node and its object", err)
+	}
+
 	// Both at once: the annotation too; deleting the object then leaves
 	// the node in maintenance, and the object goes at once.
 	if _, err := selfdrain.RequestMaintenance(ctx, c, "node-1", "also by annotation"); err != nil {
