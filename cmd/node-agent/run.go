@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -84,7 +85,13 @@ SIGTERM or SIGINT stops it cleanly.`,
 				opt, reload = labellerComponent(cfg)
 				opts = append(opts, opt)
 			}
-			opts = append(opts, drainComponents(cfg)...)
+			var dyn dynamic.Interface
+			if cfg.Maintenance.NodeMaintenance {
+				if dyn, err = dynamic.NewForConfig(restCfg); err != nil {
+					return err
+				}
+			}
+			opts = append(opts, drainComponents(cfg, dyn)...)
 			if configFile != "" {
 				opts = append(opts, agent.WithComponent(configWatcher(configFile, cfg, cmd.Flags(), reload)))
 			}
@@ -159,9 +166,10 @@ func configWatcher(path string, current config.Config, flags *pflag.FlagSet, app
 	}
 }
 
-// drainComponents wires the maintenance-annotation trigger and, when enabled,
-// the shutdown guard, which share one drain engine.
-func drainComponents(cfg config.Config) []agent.Option {
+// drainComponents wires the maintenance requests (the annotation and, when
+// maintenance.nodeMaintenance is on, NodeMaintenance objects read through
+// dyn) and, when enabled, the shutdown guard, which share one drain engine.
+func drainComponents(cfg config.Config, dyn dynamic.Interface) []agent.Option {
 	var ctrl *selfdrain.Controller
 	opts := []agent.Option{agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
 		m := selfdrain.NewMetrics(d.Registry)
@@ -171,6 +179,12 @@ func drainComponents(cfg config.Config) []agent.Option {
 			LeaseDuration: 30 * time.Second, PollInterval: 2 * time.Second, Clock: d.Clock, Logger: engine.Logger,
 		}
 		ctrl = selfdrain.NewController(engine, slots)
+		if dyn != nil {
+			ctrl.NodeMaintenance = &selfdrain.NodeMaintenanceSource{
+				Client: dyn, Discovery: d.Client.Discovery(), NodeName: d.NodeName,
+				Logger: engine.Logger, Clock: d.Clock, RecheckInterval: time.Minute,
+			}
+		}
 		return ctrl, nil
 	})}
 	if !cfg.Shutdown.Enabled {

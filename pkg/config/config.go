@@ -49,9 +49,20 @@ type Config struct {
 	// StateDir holds the embedded libvirt's cache and other local state.
 	StateDir string `json:"stateDir"`
 
-	Labeller LabellerConfig `json:"labeller"`
-	Drain    DrainConfig    `json:"drain"`
-	Shutdown ShutdownConfig `json:"shutdown"`
+	Labeller    LabellerConfig    `json:"labeller"`
+	Drain       DrainConfig       `json:"drain"`
+	Maintenance MaintenanceConfig `json:"maintenance"`
+	Shutdown    ShutdownConfig    `json:"shutdown"`
+}
+
+// MaintenanceConfig chooses the maintenance APIs the agent serves besides
+// its own node-agent.io/maintenance annotation.
+type MaintenanceConfig struct {
+	// NodeMaintenance serves NodeMaintenance objects
+	// (nodemaintenance.medik8s.io and nodemaintenance.kubevirt.io, v1beta1)
+	// that name this node. Off by default, so the agent never competes
+	// with a node-maintenance-operator that serves the same objects.
+	NodeMaintenance bool `json:"nodeMaintenance"`
 }
 
 // LabellerConfig configures CPU discovery and labelling.
@@ -82,8 +93,9 @@ type DrainConfig struct {
 	TaintKey string `json:"taintKey"`
 	// PodSelector narrows the pods to evict, for example kubevirt.io=virt-launcher.
 	PodSelector string `json:"podSelector,omitempty"`
-	// Timeout marks an annotation-triggered maintenance Failed when the node
-	// is not drained by then; 0 means no timeout.
+	// Timeout marks a requested maintenance (annotation or NodeMaintenance
+	// object; not a shutdown drain) Failed when the node is not drained by
+	// then; 0 means no timeout.
 	Timeout metav1.Duration `json:"timeout"`
 	// DeleteAfter deletes pods whose eviction is still refused after this
 	// long; 0 means never.
@@ -178,11 +190,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	c.Labeller.addFlags(fs)
 	fs.StringVar(&c.Drain.TaintKey, "drain-taint-key", c.Drain.TaintKey, "Key of the NoSchedule taint added while draining (KubeVirt's nodeDrainTaintKey).")
 	fs.StringVar(&c.Drain.PodSelector, "drain-pod-selector", c.Drain.PodSelector, "Label selector that narrows the pods evicted, for example kubevirt.io=virt-launcher. Empty means all.")
-	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "Mark an annotation-triggered maintenance Failed if the node is not drained by then. 0 means no timeout.")
+	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "Mark a requested maintenance (annotation or NodeMaintenance object) Failed if the node is not drained by then. 0 means no timeout.")
 	fs.Var(durationValue{&c.Drain.DeleteAfter}, "drain-delete-after", "Delete pods whose eviction is still refused after this long. 0 means never.")
 	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once on maintenance requests, cluster-wide.")
 	fs.IntVar(&c.Drain.Parallelism, "drain-parallelism", c.Drain.Parallelism, "Most evictions in flight at once on this node.")
 	fs.StringVar(&c.Drain.LeaseNamespace, "drain-lease-namespace", c.Drain.LeaseNamespace, "Namespace of the Leases that bound concurrent drains.")
+	fs.BoolVar(&c.Maintenance.NodeMaintenance, "maintenance-node-maintenance", c.Maintenance.NodeMaintenance, "Serve NodeMaintenance objects (nodemaintenance.medik8s.io or nodemaintenance.kubevirt.io) that name this node. Leave off where node-maintenance-operator runs.")
 	fs.BoolVar(&c.Shutdown.Enabled, "shutdown-enabled", c.Shutdown.Enabled, "Hold a systemd-logind delay inhibitor and drain the node before the host shuts down.")
 	fs.StringVar(&c.Shutdown.SystemBusAddress, "shutdown-system-bus-address", c.Shutdown.SystemBusAddress, "D-Bus address of the host's system bus.")
 	fs.Var(durationValue{&c.Shutdown.DrainBudget}, "shutdown-drain-budget", "Time wanted to drain before the host goes down; logind's InhibitDelayMaxSec caps it unless --shutdown-manage-logind-config.")

@@ -6,10 +6,14 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	toolswatch "k8s.io/client-go/tools/watch"
 )
@@ -91,4 +95,78 @@ type watchFuncs struct {
 func (w *watchFuncs) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.FieldSelector = w.sel
 	return w.client.CoreV1().Nodes().Watch(ctx, opts)
+}
+
+// ServedNodeMaintenanceGroups returns the groups of NodeMaintenanceGroups the
+// cluster serves, in that order.
+func ServedNodeMaintenanceGroups(disc discovery.DiscoveryInterface) ([]string, error) {
+	var out []string
+	for _, g := range NodeMaintenanceGroups {
+		ok, err := (&NodeMaintenanceSource{Discovery: disc}).served(g)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, g)
+		}
+	}
+	return out, nil
+}
+
+// ListNodeMaintenances returns the NodeMaintenance objects of groups that
+// name node, or all of them when node is empty, oldest first.
+func ListNodeMaintenances(ctx context.Context, dyn dynamic.Interface, groups []string, node string) ([]*NodeMaintenance, error) {
+	var out []*NodeMaintenance
+	for _, g := range groups {
+		list, err := dyn.Resource(NodeMaintenanceGVR(g)).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", NodeMaintenanceGVR(g).GroupResource(), err)
+		}
+		for i := range list.Items {
+			nm, err := NodeMaintenanceFromUnstructured(&list.Items[i])
+			if err != nil {
+				return nil, err
+			}
+			if node == "" || nm.Spec.NodeName == node {
+				out = append(out, nm)
+			}
+		}
+	}
+	sortObjects(out)
+	return out, nil
+}
+
+// RequestNodeMaintenance creates a NodeMaintenance object named name for node
+// in group: what `node-agent maintenance start --api nodemaintenance` does.
+func RequestNodeMaintenance(ctx context.Context, dyn dynamic.Interface, group, name, node, reason string) (*NodeMaintenance, error) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": group + "/" + NodeMaintenanceVersion,
+		"kind":       NodeMaintenanceKind,
+		"metadata":   map[string]any{"name": name},
+		"spec":       map[string]any{"nodeName": node, "reason": reason},
+	}}
+	created, err := dyn.Resource(NodeMaintenanceGVR(group)).Create(ctx, u, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("creating NodeMaintenance %s for node %s: %w", name, node, err)
+	}
+	return NodeMaintenanceFromUnstructured(created)
+}
+
+// EndNodeMaintenance deletes every NodeMaintenance object of groups that
+// names node, and returns their IDs. The agent removes its finalizer once it
+// has undone the maintenance; only then are they gone.
+func EndNodeMaintenance(ctx context.Context, dyn dynamic.Interface, groups []string, node string) ([]string, error) {
+	objs, err := ListNodeMaintenances(ctx, dyn, groups, node)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, nm := range objs {
+		err := dyn.Resource(NodeMaintenanceGVR(nm.Group())).Delete(ctx, nm.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return ids, fmt.Errorf("deleting %s: %w", nm.ID(), err)
+		}
+		ids = append(ids, nm.ID())
+	}
+	return ids, nil
 }

@@ -15,14 +15,19 @@ import (
 	"github.com/node-agent/node-agent/pkg/agent"
 )
 
-// Controller turns the maintenance annotation on the agent's own Node into
-// drains: a non-empty node-agent.io/maintenance starts one, removing it ends
-// maintenance. All it knows is read from the Node, so a restarted agent
-// resumes where the last one stopped. The shutdown guard borrows its engine
-// through ShutdownDrain and ShutdownCancelled.
+// Controller turns maintenance requests for the agent's own Node into
+// drains. Two kinds of request exist: the node-agent.io/maintenance
+// annotation and, when NodeMaintenance is set, NodeMaintenance objects that
+// name the node. The node is in maintenance while either asks for it; one
+// drain serves both, and it ends only when neither asks any longer. What the
+// drain did is recorded on the Node, so a restarted agent resumes where the
+// last one stopped. The shutdown guard borrows the engine through
+// ShutdownDrain and ShutdownCancelled.
 type Controller struct {
 	Engine *Engine
 	Slots  *Slots
+	// NodeMaintenance, when not nil, serves NodeMaintenance objects.
+	NodeMaintenance *NodeMaintenanceSource
 
 	trigger chan struct{}
 
@@ -67,6 +72,9 @@ func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
 	}); err != nil {
 		return err
 	}
+	if c.NodeMaintenance != nil {
+		go c.NodeMaintenance.Run(ctx, c.poke)
+	}
 	c.poke()
 	for {
 		select {
@@ -91,13 +99,52 @@ func (c *Controller) stopActive() {
 	}
 }
 
+// request is what asks for maintenance of the node right now.
+type request struct {
+	annotation string           // the annotation's reason, or ""
+	object     *NodeMaintenance // the NodeMaintenance object served, or nil
+}
+
+func (r request) wanted() bool { return r.annotation != "" || r.object != nil }
+
+// trigger and reason of a drain started for r: the annotation wins when
+// both ask, only because it was the agent's first API; either way one drain
+// serves both.
+func (r request) trigger() (Trigger, string) {
+	if r.annotation != "" {
+		return TriggerAnnotation, r.annotation
+	}
+	return TriggerNodeMaintenance, r.object.requestReason()
+}
+
+// endReason says why a maintenance started by trigger ends.
+func endReason(t Trigger) string {
+	switch t {
+	case TriggerNodeMaintenance:
+		return "NodeMaintenance object deleted"
+	case TriggerShutdown:
+		return "node is back after the shutdown drain"
+	}
+	return "maintenance annotation removed"
+}
+
 func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) {
 	node, err := view.Get()
 	if err != nil {
 		return
 	}
 	e := c.Engine
-	reason := strings.TrimSpace(node.Annotations[MaintenanceAnnotation])
+	req := request{annotation: strings.TrimSpace(node.Annotations[MaintenanceAnnotation])}
+	var objs []*NodeMaintenance
+	if c.NodeMaintenance != nil {
+		if !c.NodeMaintenance.Synced() {
+			// Fail closed: until the objects are known, a missing object
+			// must not end a maintenance it started.
+			return
+		}
+		objs = c.NodeMaintenance.Objects()
+		req.object = primaryObject(objs)
+	}
 	st, perr := ParseStatus(node)
 	if perr != nil {
 		raw := node.Annotations[StatusAnnotation]
@@ -117,6 +164,11 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) {
 		}
 		e.Metrics.MaintenanceActive.Set(active)
 	}
+	if c.NodeMaintenance != nil {
+		// Finalizer first: an object the agent drains for is kept until
+		// the drain is undone.
+		c.NodeMaintenance.apply(ctx, planObjects(objs, st, perr, req.annotation != ""))
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -126,33 +178,30 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) {
 		return
 	}
 	switch {
-	case reason != "" && c.active == nil:
+	case req.wanted() && c.active == nil:
 		if perr != nil {
 			// Starting would overwrite a record we cannot read; the
 			// admin must fix or delete it first.
 			return
 		}
-		if st.Active() && st.Trigger == TriggerAnnotation && st.Phase == PhaseSucceeded {
-			return // drained; maintenance goes on until the annotation goes
+		if st.Active() && st.Trigger != TriggerShutdown && st.Phase == PhaseSucceeded {
+			return // drained; maintenance goes on while it is requested
 		}
-		c.startLocked(ctx, reason)
-	case reason == "" && c.active != nil:
+		trigger, reason := req.trigger()
+		c.startLocked(ctx, trigger, reason)
+	case !req.wanted() && c.active != nil:
 		run := c.active
 		c.active = nil
 		run.cancel()
 		go func() {
 			<-run.done
-			c.end(ctx, "maintenance annotation removed")
+			c.end(ctx, endReason(run.trigger))
 		}()
-	case reason == "" && c.active == nil && perr == nil && st.Active():
-		// Maintenance ended while no drain ran: the annotation went away
+	case !req.wanted() && c.active == nil && perr == nil && st.Active():
+		// Maintenance ended while no drain ran: the request went away
 		// while the agent was down, or the host came back from a shutdown
 		// drain. Undo what the agent did.
-		why := "maintenance annotation removed"
-		if st.Trigger == TriggerShutdown {
-			why = "node is back after the shutdown drain"
-		}
-		go c.end(ctx, why)
+		go c.end(ctx, endReason(st.Trigger))
 	}
 }
 
@@ -167,19 +216,17 @@ func (c *Controller) end(ctx context.Context, why string) {
 	}
 }
 
-// startLocked starts an annotation-triggered drain. c.mu is held.
-func (c *Controller) startLocked(parent context.Context, reason string) {
+// startLocked starts a drain for a maintenance request. c.mu is held.
+func (c *Controller) startLocked(parent context.Context, trigger Trigger, reason string) {
 	ctx, cancel := context.WithCancel(parent)
-	run := &drainRun{trigger: TriggerAnnotation, cancel: cancel, done: make(chan struct{})}
+	run := &drainRun{trigger: trigger, cancel: cancel, done: make(chan struct{})}
 	c.active = run
 	e := c.Engine
 	go func() {
 		defer close(run.done)
 		defer cancel()
-		release, err := c.Slots.Acquire(ctx, func() {
-			e.Logger.Info("Waiting for a drain slot", "maxConcurrentNodes", c.Slots.Max)
-			c.markWaiting(ctx, reason)
-		})
+		w := &slotWait{c: c, trigger: trigger, reason: reason}
+		release, err := c.Slots.Acquire(ctx, func(err error) { w.report(ctx, err) })
 		if err != nil {
 			return
 		}
@@ -189,7 +236,7 @@ func (c *Controller) startLocked(parent context.Context, reason string) {
 				release()
 			}
 		}()
-		st, err := e.Begin(ctx, Request{Trigger: TriggerAnnotation, Reason: reason})
+		st, err := e.Begin(ctx, Request{Trigger: trigger, Reason: reason})
 		if err != nil {
 			if ctx.Err() == nil {
 				e.Logger.Error("Could not start maintenance", "err", err)
@@ -201,7 +248,7 @@ func (c *Controller) startLocked(parent context.Context, reason string) {
 		if e.Metrics != nil {
 			e.Metrics.MaintenanceActive.Set(1)
 		}
-		req := Request{Trigger: TriggerAnnotation, Reason: reason, KeepTrying: true}
+		req := Request{Trigger: trigger, Reason: reason, KeepTrying: true}
 		if t := e.Config.Timeout.Duration; t > 0 && st.StartTime != nil {
 			req.Deadline = st.StartTime.Add(t)
 		}
@@ -237,19 +284,74 @@ func (c *Controller) retryLater(ctx context.Context) {
 	}()
 }
 
-// markWaiting records phase Waiting while the node waits for a drain slot.
-func (c *Controller) markWaiting(ctx context.Context, reason string) {
-	e := c.Engine
+// slotWait reports, while a drain waits for a slot, why it waits: every
+// slot is held by other nodes, or a slot cannot be taken at all because of
+// an error (a missing drain.leaseNamespace, no permission), which waiting
+// will not cure and which the status and a Warning Event then name.
+type slotWait struct {
+	c       *Controller
+	trigger Trigger
+	reason  string
+	start   *metav1.Time
+	errors  int
+	lastMsg string
+}
+
+func (w *slotWait) report(ctx context.Context, cause error) {
+	c, e := w.c, w.c.Engine
 	now := metav1.NewTime(e.Clock.Now())
-	st := &Status{Phase: PhaseWaiting, Trigger: TriggerAnnotation, Reason: reason, StartTime: &now, LastUpdate: &now,
-		LastError: fmt.Sprintf("waiting for one of %d drain slots (drain.maxConcurrentNodes)", c.Slots.Max)}
-	if err := patchStatusAnnotation(ctx, e.Client, e.NodeName, st); err != nil {
-		e.Logger.Warn("Could not record phase Waiting", "err", err)
+	if w.start == nil {
+		w.start = &now
 	}
-	if err := setCondition(ctx, e.Client, e.NodeName, corev1.ConditionTrue, ReasonWaiting, st.LastError, now); err != nil {
+	msg := fmt.Sprintf("waiting for one of %d drain slots (drain.maxConcurrentNodes)", c.Slots.Max)
+	if cause != nil {
+		w.errors++
+		msg = fmt.Sprintf("cannot take a drain slot: %v; check drain.leaseNamespace (%q): the namespace must exist and the agent must be allowed to create and update Leases in it", cause, c.Slots.Namespace)
+	} else {
+		w.errors = 0
+	}
+	if err := w.record(ctx, msg, now); err != nil {
+		e.Logger.Warn("Could not record why the drain waits", "err", err)
+	}
+	if msg == w.lastMsg {
+		return
+	}
+	w.lastMsg = msg
+	if err := setCondition(ctx, e.Client, e.NodeName, corev1.ConditionTrue, ReasonWaiting, msg, now); err != nil {
 		e.Logger.Warn("Could not set the node condition", "err", err)
 	}
+	if cause != nil {
+		e.Logger.Error("Cannot take a drain slot", "err", cause, "leaseNamespace", c.Slots.Namespace)
+		e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "DrainSlotError", "Maintenance requested, but %s", msg)
+		return
+	}
+	e.Logger.Info("Waiting for a drain slot", "maxConcurrentNodes", c.Slots.Max)
 	e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; waiting for a drain slot (at most %d nodes drain at once)", c.Slots.Max)
+}
+
+// record writes phase Waiting with msg. A drain that already began (the
+// agent restarted and its slot went to another node, or a Lease request
+// failed) keeps its record of what the agent changed, with msg as lastError;
+// a Node that cannot be read is not written at all, so that record is never
+// lost.
+func (w *slotWait) record(ctx context.Context, msg string, now metav1.Time) error {
+	e := w.c.Engine
+	node, err := e.Client.CoreV1().Nodes().Get(ctx, e.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading Node %s: %w", e.NodeName, err)
+	}
+	prev, perr := ParseStatus(node)
+	if perr != nil {
+		return perr
+	}
+	st := &Status{Phase: PhaseWaiting, Trigger: w.trigger, Reason: w.reason, StartTime: w.start, LastUpdate: &now,
+		LastError: msg, ErrorOnLeaseCount: w.errors}
+	if prev.Active() && prev.Phase != PhaseWaiting {
+		kept := *prev
+		kept.LastError, kept.ErrorOnLeaseCount, kept.LastUpdate = msg, w.errors, &now
+		st = &kept
+	}
+	return patchStatusAnnotation(ctx, e.Client, e.NodeName, st)
 }
 
 // ShutdownDrain drains the node for a host shutdown: it takes the engine over

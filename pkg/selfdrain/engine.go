@@ -123,6 +123,7 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 		st.Reason = req.Reason
 		st.LastUpdate = &now
 		st.LastError = ""
+		st.ErrorOnLeaseCount = 0
 		st.EndTime = nil
 		st.DrainedInTime = nil
 		if req.SkippedConcurrencyWait {

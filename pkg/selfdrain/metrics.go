@@ -19,7 +19,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		DrainDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Name: "drain_duration_seconds",
-			Help:    "Time from the start of a drain to its end, by trigger (annotation, shutdown) and result (succeeded, failed, cancelled).",
+			Help:    "Time from the start of a drain to its end, by trigger (annotation, nodemaintenance, shutdown) and result (succeeded, failed, cancelled).",
 			Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800},
 		}, []string{"trigger", "result"}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -35,9 +35,11 @@ type Slots struct {
 const SlotPrefix = "node-agent-drain-slot-"
 
 // Acquire blocks until this node holds a slot, or ctx ends. onWait is called
-// once if it has to wait. The returned release gives the slot back and stops
-// renewing it.
-func (s *Slots) Acquire(ctx context.Context, onWait func()) (release func(), err error) {
+// with nil once when every slot is held by other nodes, and with the error
+// after every round in which a slot could not even be checked (for example
+// because drain.leaseNamespace does not exist), so the caller can say why the
+// node waits. The returned release gives the slot back and stops renewing it.
+func (s *Slots) Acquire(ctx context.Context, onWait func(err error)) (release func(), err error) {
 	waited := false
 	// A restarted agent first looks for the slot it already holds, so it
 	// never holds two.
@@ -52,12 +54,16 @@ func (s *Slots) Acquire(ctx context.Context, onWait func()) (release func(), err
 		}
 	}
 	for {
+		var roundErr error
 		for i := range s.Max {
 			name := fmt.Sprintf("%s%d", SlotPrefix, i)
 			ok, err := s.tryAcquire(ctx, name)
 			if err != nil {
 				// Fail closed: a slot we cannot check is not ours.
 				s.Logger.Warn("Cannot check drain slot", "lease", s.Namespace+"/"+name, "err", err)
+				if roundErr == nil {
+					roundErr = err
+				}
 				continue
 			}
 			if ok {
@@ -65,10 +71,18 @@ func (s *Slots) Acquire(ctx context.Context, onWait func()) (release func(), err
 				return s.hold(ctx, name), nil
 			}
 		}
-		if !waited {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		switch {
+		case roundErr != nil:
+			if onWait != nil {
+				onWait(roundErr)
+			}
+		case !waited:
 			waited = true
 			if onWait != nil {
-				onWait()
+				onWait(nil)
 			}
 		}
 		select {

@@ -4,8 +4,9 @@
 // cluster-wide concurrency slots (Leases), and the undo at the end of
 // maintenance, which reverses only what the agent itself did.
 //
-// The engine is shared by two triggers: the node-agent.io/maintenance
-// annotation (Controller) and the host's shutdown (pkg/shutdown).
+// The engine is shared by three triggers: the node-agent.io/maintenance
+// annotation and NodeMaintenance objects (Controller), and the host's
+// shutdown (pkg/shutdown).
 package selfdrain
 
 import (
@@ -54,8 +55,9 @@ type Trigger string
 
 // The triggers.
 const (
-	TriggerAnnotation Trigger = "annotation"
-	TriggerShutdown   Trigger = "shutdown"
+	TriggerAnnotation      Trigger = "annotation"
+	TriggerNodeMaintenance Trigger = "nodemaintenance"
+	TriggerShutdown        Trigger = "shutdown"
 )
 
 // Status is the maintenance status the agent writes to StatusAnnotation.
@@ -63,16 +65,21 @@ const (
 // restarted agent resumes the drain and the end of maintenance undoes only
 // the agent's own changes.
 type Status struct {
-	Phase         Phase        `json:"phase"`
-	Trigger       Trigger      `json:"trigger"`
-	Reason        string       `json:"reason,omitempty"`
-	TotalPods     int          `json:"totalPods"`
-	EvictionPods  int          `json:"evictionPods"`
-	PendingPods   []string     `json:"pendingPods,omitempty"`
-	DrainProgress int          `json:"drainProgress"`
-	LastError     string       `json:"lastError,omitempty"`
-	StartTime     *metav1.Time `json:"startTime,omitempty"`
-	LastUpdate    *metav1.Time `json:"lastUpdate,omitempty"`
+	Phase         Phase    `json:"phase"`
+	Trigger       Trigger  `json:"trigger"`
+	Reason        string   `json:"reason,omitempty"`
+	TotalPods     int      `json:"totalPods"`
+	EvictionPods  int      `json:"evictionPods"`
+	PendingPods   []string `json:"pendingPods,omitempty"`
+	DrainProgress int      `json:"drainProgress"`
+	LastError     string   `json:"lastError,omitempty"`
+	// ErrorOnLeaseCount counts the consecutive failed attempts to take a
+	// drain slot that were errors (such as a missing drain.leaseNamespace),
+	// not slots held by other nodes; the NodeMaintenance field of that name
+	// means the same.
+	ErrorOnLeaseCount int          `json:"errorOnLeaseCount,omitempty"`
+	StartTime         *metav1.Time `json:"startTime,omitempty"`
+	LastUpdate        *metav1.Time `json:"lastUpdate,omitempty"`
 	// EndTime is set when maintenance ended and the agent's changes were
 	// undone; the status is then final.
 	EndTime *metav1.Time `json:"endTime,omitempty"`
@@ -118,7 +125,7 @@ func DecodeStatus(raw string) (*Status, error) {
 		return nil, fmt.Errorf("annotation %s has unknown phase %q; the agent will not act on it: fix it, or delete it to let the agent start afresh", StatusAnnotation, s.Phase)
 	}
 	switch s.Trigger {
-	case TriggerAnnotation, TriggerShutdown:
+	case TriggerAnnotation, TriggerNodeMaintenance, TriggerShutdown:
 	default:
 		return nil, fmt.Errorf("annotation %s has unknown trigger %q; the agent will not act on it: fix it, or delete it to let the agent start afresh", StatusAnnotation, s.Trigger)
 	}

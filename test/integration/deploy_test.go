@@ -386,6 +386,7 @@ func TestDeploy(t *testing.T) {
 	if !t.Run("privilege", b.testPrivilege) {
 		t.FailNow()
 	}
+	t.Run("nodemaintenance privilege", b.testNodeMaintenancePrivilege)
 	t.Run("agent", b.testAgent)
 }
 
@@ -465,6 +466,11 @@ func (b *deployBed) testApply(t *testing.T) {
 		t.Errorf("the kvm component, server-side dry run: %v", err)
 	}
 
+	// The nodemaintenance component renders, passes a server-side dry run,
+	// and then goes in for real: its CRDs are what `kubectl get nm` and the
+	// NodeMaintenance privilege test need.
+	b.applyNodeMaintenanceComponent(t, overlay, base)
+
 	// The apiserver type-checks the policy's CEL against the Node schema;
 	// a warning means an expression that would fail at admission time.
 	waitFor(t, time.Minute, "the policy type-checked", func() (bool, error) {
@@ -478,6 +484,21 @@ func (b *deployBed) testApply(t *testing.T) {
 		if p.Status.TypeChecking != nil && len(p.Status.TypeChecking.ExpressionWarnings) > 0 {
 			for _, w := range p.Status.TypeChecking.ExpressionWarnings {
 				t.Errorf("policy %s: %s: %s", agentPolicy, w.FieldRef, w.Warning)
+			}
+		}
+		return true, nil
+	})
+	waitFor(t, time.Minute, "the NodeMaintenance policy type-checked", func() (bool, error) {
+		p, err := b.c.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(t.Context(), nmPolicy, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if p.Status.ObservedGeneration != p.Generation {
+			return false, nil
+		}
+		if p.Status.TypeChecking != nil {
+			for _, w := range p.Status.TypeChecking.ExpressionWarnings {
+				t.Errorf("policy %s: %s: %s", nmPolicy, w.FieldRef, w.Warning)
 			}
 		}
 		return true, nil
@@ -995,6 +1016,7 @@ type auditEvent struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
 		APIGroup    string `json:"apiGroup"`
 	} `json:"objectRef"`
 	ResponseStatus *struct {

@@ -1,0 +1,332 @@
+package selfdrain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/node-agent/node-agent/pkg/config"
+)
+
+func nmObject(group, name string, created time.Time, opts ...func(*NodeMaintenance)) *NodeMaintenance {
+	nm := &NodeMaintenance{
+		TypeMeta:   metav1.TypeMeta{APIVersion: group + "/v1beta1", Kind: NodeMaintenanceKind},
+		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(created)},
+		Spec:       NodeMaintenanceSpec{NodeName: "node-1", Reason: "NIC replacement"},
+	}
+	for _, o := range opts {
+		o(nm)
+	}
+	return nm
+}
+
+func withFinalizer(nm *NodeMaintenance) {
+	nm.Finalizers = append(nm.Finalizers, NodeMaintenanceFinalizer)
+}
+
+func beingDeleted(nm *NodeMaintenance) {
+	now := metav1.Now()
+	nm.DeletionTimestamp = &now
+}
+
+func TestPrimaryObject(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const medik8s, kubevirt = "nodemaintenance.medik8s.io", "nodemaintenance.kubevirt.io"
+	tests := []struct {
+		name string
+		objs []*NodeMaintenance
+		want string // ID, or "" for none
+	}{
+		{"none", nil, ""},
+		{"oldest wins", []*NodeMaintenance{nmObject(medik8s, "b", t0.Add(time.Second)), nmObject(medik8s, "a", t0.Add(2*time.Second))},
+			"nodemaintenances." + medik8s + "/b"},
+		{"same time: group, then name", []*NodeMaintenance{nmObject(medik8s, "a", t0), nmObject(kubevirt, "z", t0)},
+			"nodemaintenances." + kubevirt + "/z"},
+		{"an object being deleted never holds the node", []*NodeMaintenance{nmObject(medik8s, "old", t0, beingDeleted), nmObject(medik8s, "new", t0.Add(time.Hour))},
+			"nodemaintenances." + medik8s + "/new"},
+		{"only deleted ones", []*NodeMaintenance{nmObject(medik8s, "old", t0, beingDeleted)}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ""
+			if p := primaryObject(tt.objs); p != nil {
+				got = p.ID()
+			}
+			if got != tt.want {
+				t.Errorf("primary = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPlanObjects(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const g = "nodemaintenance.medik8s.io"
+	upd := metav1.NewTime(t0.Add(time.Minute))
+	running := &Status{Phase: PhaseRunning, Trigger: TriggerNodeMaintenance, TotalPods: 10, EvictionPods: 8,
+		PendingPods: []string{"work/a"}, DrainProgress: 87, LastError: "evicting work/a: PDB", LastUpdate: &upd, StartTime: &upd}
+	waiting := &Status{Phase: PhaseWaiting, Trigger: TriggerNodeMaintenance, LastError: "cannot take a drain slot", ErrorOnLeaseCount: 3, LastUpdate: &upd}
+	ended := &Status{Phase: PhaseSucceeded, Trigger: TriggerNodeMaintenance, EndTime: &upd}
+
+	type want struct {
+		id           string
+		add, remove  bool
+		phase        Phase
+		status       bool
+		errSubstring string
+	}
+	tests := []struct {
+		name       string
+		objs       []*NodeMaintenance
+		st         *Status
+		perr       error
+		annotation bool
+		want       []want
+	}{
+		{"new object gets the finalizer, status waits for the record",
+			[]*NodeMaintenance{nmObject(g, "a", t0)}, nil, nil, false,
+			[]want{{id: "a", add: true}}},
+		{"primary mirrors the record",
+			[]*NodeMaintenance{nmObject(g, "a", t0, withFinalizer)}, running, nil, false,
+			[]want{{id: "a", status: true, phase: PhaseRunning, errSubstring: "PDB"}}},
+		{"waiting shows as Running with the cause",
+			[]*NodeMaintenance{nmObject(g, "a", t0, withFinalizer)}, waiting, nil, false,
+			[]want{{id: "a", status: true, phase: PhaseRunning, errSubstring: "drain slot"}}},
+		{"a second object says which one holds the node",
+			[]*NodeMaintenance{nmObject(g, "a", t0, withFinalizer), nmObject(g, "b", t0.Add(time.Second))}, running, nil, false,
+			[]want{{id: "a", status: true, phase: PhaseRunning}, {id: "b", status: true, errSubstring: "nodemaintenances." + g + "/a"}}},
+		{"deleted: finalizer stays while the node is still in maintenance",
+			[]*NodeMaintenance{nmObject(g, "a", t0, withFinalizer, beingDeleted)}, running, nil, false, nil},
+		{"deleted: finalizer goes once the maintenance is undone",
+			[]*NodeMaintenance{nmObject(g, "a", t0, withFinalizer, beingDeleted)}, ended, nil, false,
+			[]want{{id: "a", remove: true}}},
+		{"deleted: finalizer goes when the annotation keeps the node in maintenance",
+			[]*NodeMaintenance{nmObject(g, "a", t0, withFinalizer, beingDeleted)}, running, nil, true,
+			[]want{{id: "a", remove: true}}},
+		{"deleted: finalizer goes when another object takes over",
+			[]*NodeMaintenance{nmObject(g, "a", t0, withFinalizer, beingDeleted), nmObject(g, "b", t0.Add(time.Second), withFinalizer)}, running, nil, false,
+			[]want{{id: "a", remove: true}, {id: "b", status: true, phase: PhaseRunning}}},
+		{"unreadable record: finalizer stays, status names the problem",
+			[]*NodeMaintenance{nmObject(g, "a", t0, withFinalizer), nmObject(g, "d", t0, withFinalizer, beingDeleted)}, nil, errors.New("annotation node-agent.io/maintenance-status is not valid"), false,
+			[]want{{id: "a", status: true, errSubstring: "not valid"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := planObjects(tt.objs, tt.st, tt.perr, tt.annotation)
+			if len(got) != len(tt.want) {
+				t.Fatalf("%d actions, want %d: %+v", len(got), len(tt.want), got)
+			}
+			for i, w := range tt.want {
+				a := got[i]
+				if a.obj.Name != w.id || a.addFinalizer != w.add || a.removeFinalizer != w.remove || (a.status != nil) != w.status {
+					t.Errorf("action %d = {%s add=%t remove=%t status=%t}, want %+v", i, a.obj.Name, a.addFinalizer, a.removeFinalizer, a.status != nil, w)
+					continue
+				}
+				if a.status == nil {
+					continue
+				}
+				if a.status.Phase != w.phase || !strings.Contains(a.status.LastError, w.errSubstring) {
+					t.Errorf("action %d status = %+v, want phase %q and lastError with %q", i, *a.status, w.phase, w.errSubstring)
+				}
+			}
+		})
+	}
+
+	// Once written, the same record plans nothing more.
+	o := nmObject(g, "a", t0, withFinalizer)
+	o.Status = *mirrorStatus(NodeMaintenanceStatus{}, running, nil)
+	if got := planObjects([]*NodeMaintenance{o}, running, nil, false); len(got) != 0 {
+		t.Errorf("status already current, still planned %+v", got)
+	}
+	if o.Status.TotalPods != 10 || o.Status.EvictionPods != 8 || o.Status.DrainProgress != 87 || len(o.Status.PendingPods) != 1 {
+		t.Errorf("mirrored counts = %+v", o.Status)
+	}
+}
+
+// TestStatusPatchKeys checks the JSON keys against the operator's
+// (totalpods is lower case there) and that empty fields are cleared.
+func TestStatusPatchKeys(t *testing.T) {
+	b, err := json.Marshal(statusPatch(NodeMaintenanceStatus{Phase: PhaseSucceeded, DrainProgress: 100, TotalPods: 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"status":{"drainProgress":100,"errorOnLeaseCount":null,"evictionPods":null,"lastError":null,"lastUpdate":null,"pendingPods":null,"phase":"Succeeded","totalpods":3}}`
+	if string(b) != want {
+		t.Errorf("patch = %s\nwant    %s", b, want)
+	}
+	// The type decodes the operator's keys.
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "nodemaintenance.kubevirt.io/v1beta1", "kind": "NodeMaintenance",
+		"metadata": map[string]any{"name": "nm-node-1"},
+		"spec":     map[string]any{"nodeName": "node-1", "reason": "NIC replacement", "evictionTimeout": "30s"},
+		"status":   map[string]any{"phase": "Running", "totalpods": int64(7), "evictionPods": int64(5), "errorOnLeaseCount": int64(2)},
+	}}
+	nm, err := NodeMaintenanceFromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nm.Group() != "nodemaintenance.kubevirt.io" || nm.Spec.EvictionTimeout == nil || nm.Spec.EvictionTimeout.Duration != 30*time.Second ||
+		nm.Status.TotalPods != 7 || nm.Status.EvictionPods != 5 || nm.Status.ErrorOnLeaseCount != 2 {
+		t.Errorf("decoded %+v", nm)
+	}
+}
+
+// TestSlotErrorIsReported: a slot that cannot be taken because of an error
+// (here the namespace is missing) is reported with the error each round,
+// not as an ordinary wait; a slot held by another node is reported once
+// with no error.
+func TestSlotErrorIsReported(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(corev1.Resource("namespaces"), "node-agent")
+	})
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := &Slots{Client: client, Namespace: "node-agent", Identity: "node-1", Max: 1, LeaseDuration: 30 * time.Second,
+		PollInterval: time.Second, Clock: clk, Logger: slog.New(slog.DiscardHandler)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reports := make(chan error, 10)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(ctx, func(err error) { reports <- err })
+		done <- err
+	}()
+	for i := range 3 {
+		err := <-reports
+		if err == nil || !strings.Contains(err.Error(), `namespaces "node-agent" not found`) {
+			t.Fatalf("report %d = %v, want the missing namespace", i, err)
+		}
+		for !clk.HasWaiters() {
+			time.Sleep(time.Millisecond)
+		}
+		clk.Step(time.Second)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Acquire = %v, want context.Canceled", err)
+	}
+
+	// Held by another node: one report, without an error.
+	held := fake.NewClientset(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: SlotPrefix + "0", Namespace: "node-agent"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptrTo("node-2"), LeaseDurationSeconds: ptrTo(int32(30)),
+			RenewTime: &metav1.MicroTime{Time: clk.Now()}},
+	})
+	s.Client = held
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	go func() {
+		_, err := s.Acquire(ctx2, func(err error) { reports <- err })
+		done <- err
+	}()
+	if err := <-reports; err != nil {
+		t.Errorf("held slot reported %v, want nil", err)
+	}
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(time.Second)
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-reports:
+		t.Errorf("second report %v; a plain wait is reported once", err)
+	default:
+	}
+	cancel2()
+	<-done
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// TestSlotWaitNamesTheCause: the status and a Warning Event name the error
+// and the key to fix, and errorOnLeaseCount counts consecutive errors.
+func TestSlotWaitNamesTheCause(t *testing.T) {
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}})
+	rec := record.NewFakeRecorder(10)
+	e := NewEngine(client, "node-1", config.Default().Drain, slog.New(slog.DiscardHandler), clocktesting.NewFakeClock(time.Now()), rec, nil)
+	c := NewController(e, &Slots{Namespace: "node-agent", Max: 1})
+	w := &slotWait{c: c, trigger: TriggerNodeMaintenance, reason: "NIC replacement"}
+	ctx := context.Background()
+	cause := errors.New(`creating Lease node-agent/node-agent-drain-slot-0: namespaces "node-agent" not found`)
+	status := func() *Status {
+		n, err := client.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := ParseStatus(n)
+		if err != nil || st == nil {
+			t.Fatalf("status %v, %v", st, err)
+		}
+		return st
+	}
+
+	w.report(ctx, cause)
+	w.report(ctx, cause)
+	st := status()
+	if st.Phase != PhaseWaiting || st.Trigger != TriggerNodeMaintenance || st.ErrorOnLeaseCount != 2 ||
+		!strings.Contains(st.LastError, `namespaces "node-agent" not found`) || !strings.Contains(st.LastError, "drain.leaseNamespace") {
+		t.Errorf("status after two errors = %s", st.Encode())
+	}
+	if ev := <-rec.Events; !strings.HasPrefix(ev, "Warning DrainSlotError") || !strings.Contains(ev, "drain.leaseNamespace") {
+		t.Errorf("event = %q", ev)
+	}
+	select {
+	case ev := <-rec.Events:
+		t.Errorf("the same cause twice made a second Event: %q", ev)
+	default:
+	}
+
+	// The slots are merely held: the count starts again.
+	w.report(ctx, nil)
+	st = status()
+	if st.ErrorOnLeaseCount != 0 || !strings.Contains(st.LastError, "drain.maxConcurrentNodes") {
+		t.Errorf("status after a plain wait = %s", st.Encode())
+	}
+	if ev := <-rec.Events; !strings.HasPrefix(ev, "Normal MaintenanceWaiting") {
+		t.Errorf("event = %q", ev)
+	}
+}
+
+// TestSlotWaitKeepsABegunDrain: a drain that already cordoned the node (the
+// agent restarted mid-drain and cannot get a slot back) keeps its record of
+// what the agent changed; only lastError and the count change.
+func TestSlotWaitKeepsABegunDrain(t *testing.T) {
+	start := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	begun := &Status{Phase: PhaseRunning, Trigger: TriggerNodeMaintenance, Reason: "NIC", StartTime: &start,
+		TotalPods: 5, EvictionPods: 4, PendingPods: []string{"work/a"}, DrainProgress: 75, CordonedByAgent: true, TaintedByAgent: true}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: map[string]string{StatusAnnotation: begun.Encode()}},
+		Spec: corev1.NodeSpec{Unschedulable: true}}
+	client := fake.NewClientset(node)
+	e := NewEngine(client, "node-1", config.Default().Drain, slog.New(slog.DiscardHandler), clocktesting.NewFakeClock(time.Now()), record.NewFakeRecorder(10), nil)
+	w := &slotWait{c: NewController(e, &Slots{Namespace: "node-agent", Max: 1}), trigger: TriggerNodeMaintenance, reason: "NIC"}
+	w.report(context.Background(), errors.New("leases is forbidden"))
+	n, err := client.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ParseStatus(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Phase != PhaseRunning || !st.CordonedByAgent || !st.TaintedByAgent || !st.StartTime.Equal(&start) || st.EvictionPods != 4 ||
+		st.ErrorOnLeaseCount != 1 || !strings.Contains(st.LastError, "leases is forbidden") {
+		t.Errorf("record after a slot error = %s", st.Encode())
+	}
+}

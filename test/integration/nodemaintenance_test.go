@@ -1,0 +1,537 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+const (
+	medik8sGroup  = "nodemaintenance.medik8s.io"
+	kubevirtGroup = "nodemaintenance.kubevirt.io"
+	// nmFlag turns on maintenance.nodeMaintenance.
+	nmFlag = "--maintenance-node-maintenance=true"
+)
+
+// nmAuditPolicy records every request on NodeMaintenance objects, so a test
+// can show which objects the agent wrote to.
+const nmAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    resources:
+      - group: nodemaintenance.medik8s.io
+      - group: nodemaintenance.kubevirt.io
+  - level: None
+`
+
+// nmBed is a drain bed with the CRDs of deploy/components/nodemaintenance
+// installed and, when audited, an audit log of NodeMaintenance requests.
+type nmBed struct {
+	*drainBed
+	dyn      dynamic.Interface
+	auditLog string
+}
+
+func newNMBed(t *testing.T, audited bool) *nmBed {
+	t.Helper()
+	opts := testenv.Options{Controllers: true, Scheduler: true, Kwok: true}
+	b := &nmBed{}
+	if audited {
+		dir := t.TempDir()
+		policy := filepath.Join(dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(nmAuditPolicy), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b.auditLog = filepath.Join(dir, "audit.log")
+		opts.APIServerArgs = []string{"--audit-policy-file=" + policy, "--audit-log-path=" + b.auditLog, "--audit-log-format=json"}
+	}
+	env := testenv.StartForTest(t, opts)
+	if _, err := env.CreateNamespace(context.Background(), "work"); err != nil {
+		t.Fatal(err)
+	}
+	installAgentIdentity(t, env)
+	if err := env.AddNode(context.Background(), "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	b.drainBed = &drainBed{env: env, ns: "work"}
+	installNodeMaintenanceCRDs(t, env)
+	dyn, err := dynamic.NewForConfig(env.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.dyn = dyn
+	return b
+}
+
+// installNodeMaintenanceCRDs applies the CRDs of the component and waits
+// until both groups are served.
+func installNodeMaintenanceCRDs(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	kb := &deployBed{env: env, c: env.Client(), kubectl: kubectlBinary(t, testenv.DefaultOptions())}
+	dir := filepath.Join(deployDir(t), "components", "nodemaintenance")
+	if _, err := kb.run(t, nil, "apply", "--server-side", "--field-manager=node-agent-install",
+		"-f", filepath.Join(dir, "crd-medik8s.yaml"), "-f", filepath.Join(dir, "crd-kubevirt.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the NodeMaintenance groups served", func() (bool, error) {
+		groups, err := selfdrain.ServedNodeMaintenanceGroups(env.Client().Discovery())
+		return len(groups) == 2, err
+	})
+}
+
+func (b *nmBed) create(t *testing.T, group, name, node, reason string) {
+	t.Helper()
+	if _, err := selfdrain.RequestNodeMaintenance(context.Background(), b.dyn, group, name, node, reason); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// get returns the object, or nil when it is gone.
+func (b *nmBed) get(t *testing.T, group, name string) *selfdrain.NodeMaintenance {
+	t.Helper()
+	u, err := b.dyn.Resource(selfdrain.NodeMaintenanceGVR(group)).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	nm, err := selfdrain.NodeMaintenanceFromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nm
+}
+
+func (b *nmBed) delete(t *testing.T, group, name string) {
+	t.Helper()
+	if err := b.dyn.Resource(selfdrain.NodeMaintenanceGVR(group)).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// phases records the phases an object goes through, from a watch.
+type phases struct {
+	mu   sync.Mutex
+	seen []string
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func (b *nmBed) watchPhases(t *testing.T, group, name string) *phases {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &phases{stop: cancel, done: make(chan struct{})}
+	w, err := b.dyn.Resource(selfdrain.NodeMaintenanceGVR(group)).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+			p.mu.Lock()
+			if phase != "" && (len(p.seen) == 0 || p.seen[len(p.seen)-1] != phase) {
+				p.seen = append(p.seen, phase)
+			}
+			p.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-p.done })
+	return p
+}
+
+func (p *phases) list() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.seen)
+}
+
+func hasFinalizer(nm *selfdrain.NodeMaintenance) bool {
+	return nm != nil && slices.Contains(nm.Finalizers, selfdrain.NodeMaintenanceFinalizer)
+}
+
+// TestNodeMaintenanceObject is issue 12's main path on the real control
+// plane: a NodeMaintenance object drains the node with the same engine and
+// the same counts as the annotation (the workload of
+// TestMaintenanceDrainsNode, whose annotation drain reports 46 and 42); a
+// second object for the node starts nothing and says why; the annotation and
+// an object together keep the node in maintenance until both are gone;
+// deleting the object restores the node before the object goes; and the
+// objects of other nodes, one of them a node that does not exist, are never
+// touched (audit log).
+func TestNodeMaintenanceObject(t *testing.T) {
+	b := newNMBed(t, true)
+	c := b.env.Client()
+	ctx := context.Background()
+	createDeployment(t, c, b.ns, "web", 40, "node-1")
+	for _, ds := range []string{"ds-a", "ds-b", "ds-c"} {
+		createDaemonSet(t, c, b.ns, ds)
+	}
+	unmanaged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unmanaged", Namespace: b.ns},
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/x:1"}},
+			Tolerations: []corev1.Toleration{testenv.KwokToleration()}}}
+	scratch := unmanaged.DeepCopy()
+	scratch.Name = "scratch"
+	scratch.Spec.Volumes = []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	for _, p := range []*corev1.Pod{unmanaged, scratch} {
+		if _, err := c.CoreV1().Pods(b.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRunningOn(t, c, "node-1", 45)
+	b.addTargets(t)
+
+	// Objects of other nodes: node-2 exists (no agent runs there in this
+	// test), node-9 does not.
+	b.create(t, medik8sGroup, "nm-node-2", "node-2", "other node")
+	b.create(t, kubevirtGroup, "nm-node-9", "node-9", "no such node")
+
+	agent := startAgent(t, b.env, "node-1", nmFlag)
+	agent.waitReady(t)
+
+	// The documents' group.
+	seen := b.watchPhases(t, kubevirtGroup, "nm-node-1")
+	b.create(t, kubevirtGroup, "nm-node-1", "node-1", "NIC replacement")
+	waitFor(t, 3*time.Minute, "phase Succeeded", func() (bool, error) {
+		nm := b.get(t, kubevirtGroup, "nm-node-1")
+		return nm.Status.Phase == selfdrain.PhaseSucceeded, nil
+	})
+	nm := b.get(t, kubevirtGroup, "nm-node-1")
+	t.Logf("status of nm-node-1: %+v", nm.Status)
+	if got := seen.list(); !slices.Equal(got, []string{"Running", "Succeeded"}) {
+		t.Errorf("phases seen %v, want [Running Succeeded]", got)
+	}
+	if nm.Status.TotalPods != 46 || nm.Status.EvictionPods != 42 || len(nm.Status.PendingPods) != 0 || nm.Status.DrainProgress != 100 || nm.Status.LastError != "" {
+		t.Errorf("counts: totalpods=%d evictionPods=%d pendingPods=%v drainProgress=%d lastError=%q; want 46, 42, none, 100, none (the annotation path's)",
+			nm.Status.TotalPods, nm.Status.EvictionPods, nm.Status.PendingPods, nm.Status.DrainProgress, nm.Status.LastError)
+	}
+	if !hasFinalizer(nm) {
+		t.Errorf("finalizers %v, want %s", nm.Finalizers, selfdrain.NodeMaintenanceFinalizer)
+	}
+	st := nodeStatus(t, c, "node-1")
+	if st.Trigger != selfdrain.TriggerNodeMaintenance || st.Reason != "NIC replacement" || st.TotalPods != nm.Status.TotalPods || st.EvictionPods != nm.Status.EvictionPods {
+		t.Errorf("node record %s does not match the object", st.Encode())
+	}
+	node := getNode(t, c, "node-1")
+	if !node.Spec.Unschedulable || !hasDrainTaint(node) {
+		t.Errorf("node-1 not cordoned and tainted: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
+	}
+	if left := podsOn(t, c, "node-1"); len(left) != 3 {
+		t.Errorf("%d pods left on node-1, want the 3 DaemonSet pods", len(left))
+	}
+
+	// A second object for node-1, in the other group: no second drain.
+	b.create(t, medik8sGroup, "nm-node-1-again", "node-1", "second request")
+	waitFor(t, time.Minute, "the second object's status", func() (bool, error) {
+		return b.get(t, medik8sGroup, "nm-node-1-again").Status.LastError != "", nil
+	})
+	dup := b.get(t, medik8sGroup, "nm-node-1-again")
+	t.Logf("second object: phase %q lastError %q finalizers %v", dup.Status.Phase, dup.Status.LastError, dup.Finalizers)
+	if !strings.Contains(dup.Status.LastError, "nodemaintenances."+kubevirtGroup+"/nm-node-1") || dup.Status.Phase != "" || hasFinalizer(dup) {
+		t.Errorf("second object: phase %q lastError %q finalizers %v; want no phase, no finalizer, and the first object named", dup.Status.Phase, dup.Status.LastError, dup.Finalizers)
+	}
+	if again := nodeStatus(t, c, "node-1"); !again.StartTime.Equal(st.StartTime) || again.Phase != selfdrain.PhaseSucceeded {
+		t.Errorf("the second object changed the maintenance: %s", again.Encode())
+	}
+	b.delete(t, medik8sGroup, "nm-node-1-again")
+	waitFor(t, 30*time.Second, "the second object gone", func() (bool, error) {
+		return b.get(t, medik8sGroup, "nm-node-1-again") == nil, nil
+	})
+
+	// status shows both APIs, and the object whose node does not exist.
+	out, err := cli(t, b.env, "status")
+	t.Logf("maintenance status:\n%s", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "nodemaintenances."+kubevirtGroup+"/nm-node-1") || !strings.Contains(out, "node node-9 does not exist") {
+		t.Errorf("status output lacks the objects or the note on node-9")
+	}
+
+	out, err = cli(t, b.env, "status", "node-9")
+	t.Logf("maintenance status node-9:\n%s", out)
+	if err != nil || !strings.Contains(out, "Node node-9 does not exist") || !strings.Contains(out, "nodemaintenances."+kubevirtGroup+"/nm-node-9") {
+		t.Errorf("status node-9 (%v) does not show the missing node and its object", err)
+	}
+
+	// Both at once: the annotation too; deleting the object then leaves
+	// the node in maintenance, and the object goes at once.
+	if _, err := selfdrain.RequestMaintenance(ctx, c, "node-1", "also by annotation"); err != nil {
+		t.Fatal(err)
+	}
+	b.delete(t, kubevirtGroup, "nm-node-1")
+	waitFor(t, time.Minute, "nm-node-1 gone while the annotation holds the node", func() (bool, error) {
+		return b.get(t, kubevirtGroup, "nm-node-1") == nil, nil
+	})
+	node = getNode(t, c, "node-1")
+	if st := nodeStatus(t, c, "node-1"); !node.Spec.Unschedulable || !st.Active() {
+		t.Errorf("node-1 left maintenance although the annotation still asks for it: unschedulable=%t status %s", node.Spec.Unschedulable, st.Encode())
+	}
+
+	// And the other way round: an object while the annotation holds the
+	// node; removing the annotation leaves the node in maintenance.
+	b.create(t, medik8sGroup, "nm-node-1", "node-1", "object after annotation")
+	waitFor(t, time.Minute, "the object mirrors the drain", func() (bool, error) {
+		nm := b.get(t, medik8sGroup, "nm-node-1")
+		return nm.Status.Phase == selfdrain.PhaseSucceeded && hasFinalizer(nm), nil
+	})
+	if _, err := selfdrain.EndMaintenance(ctx, c, "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	// The agent acts on the annotation's removal within a moment; give it
+	// time to do the wrong thing.
+	time.Sleep(3 * time.Second)
+	if node := getNode(t, c, "node-1"); !node.Spec.Unschedulable || !nodeStatus(t, c, "node-1").Active() {
+		t.Errorf("node-1 left maintenance although a NodeMaintenance object still asks for it")
+	}
+
+	// Deleting the last request restores the node before the object goes.
+	b.delete(t, medik8sGroup, "nm-node-1")
+	waitFor(t, time.Minute, "nm-node-1 gone", func() (bool, error) {
+		return b.get(t, medik8sGroup, "nm-node-1") == nil, nil
+	})
+	node = getNode(t, c, "node-1")
+	if node.Spec.Unschedulable || hasDrainTaint(node) || nodeCondition(node) != nil {
+		t.Errorf("after deleting the object: unschedulable=%t taints=%v condition %v; want restored", node.Spec.Unschedulable, node.Spec.Taints, nodeCondition(node))
+	}
+	if st := nodeStatus(t, c, "node-1"); st.Active() || st.EndTime == nil {
+		t.Errorf("node record not final: %s", st.Encode())
+	}
+
+	// The other nodes' objects: untouched, by the object and by the audit
+	// log.
+	for _, o := range []struct{ group, name string }{{medik8sGroup, "nm-node-2"}, {kubevirtGroup, "nm-node-9"}} {
+		nm := b.get(t, o.group, o.name)
+		if nm == nil || len(nm.Finalizers) != 0 || nm.Status.Phase != "" || nm.Status.LastError != "" {
+			t.Errorf("%s/%s changed: %+v", o.group, o.name, nm)
+		}
+	}
+	writes := b.agentWrites(t)
+	t.Logf("the agent's writes to NodeMaintenance objects (audit log): %v", writes)
+	for _, name := range []string{"nm-node-2", "nm-node-9"} {
+		if n := writes[name]; n > 0 {
+			t.Errorf("the agent wrote %d times to %s, an object of another node", n, name)
+		}
+	}
+	if writes["nm-node-1"] == 0 || writes["nm-node-1-again"] == 0 {
+		t.Errorf("the audit log shows no write to node-1's objects; the check above proves nothing")
+	}
+}
+
+// agentWrites counts, from the audit log, the agent's write requests
+// (anything but get, list, watch) per NodeMaintenance object name.
+func (b *nmBed) agentWrites(t *testing.T) map[string]int {
+	t.Helper()
+	f, err := os.Open(b.auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]int{}
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("audit log: %v", err)
+		}
+		if e.User.Username != agentUser || e.ObjectRef == nil || e.ObjectRef.Resource != selfdrain.NodeMaintenanceResource || seen[e.AuditID] {
+			continue
+		}
+		switch e.Verb {
+		case "get", "list", "watch":
+			continue
+		}
+		seen[e.AuditID] = true
+		out[e.ObjectRef.Name]++
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestNodeMaintenancePDBBlocked: a drain a PodDisruptionBudget blocks shows
+// the pods left and the blocker in the object's status.
+func TestNodeMaintenancePDBBlocked(t *testing.T) {
+	b := newNMBed(t, false)
+	c := b.env.Client()
+	createDeployment(t, c, b.ns, "db", 3, "node-1")
+	waitRunningOn(t, c, "node-1", 3)
+	createPDB(t, c, b.ns, "db", 3)
+	b.addTargets(t)
+
+	agent := startAgent(t, b.env, "node-1", nmFlag, "--drain-timeout", "15s")
+	agent.waitReady(t)
+	// The CLI creates nm-node-1 in the operator's group.
+	if out, err := cli(t, b.env, "start", "node-1", "--api", "nodemaintenance", "--reason", "blocked"); err != nil {
+		t.Fatalf("maintenance start --api nodemaintenance: %v\n%s", err, out)
+	}
+	waitFor(t, 2*time.Minute, "a blocker in the status", func() (bool, error) {
+		nm := b.get(t, medik8sGroup, "nm-node-1")
+		return len(nm.Status.PendingPods) == 3 && nm.Status.LastError != "", nil
+	})
+	nm := b.get(t, medik8sGroup, "nm-node-1")
+	t.Logf("status while blocked: %+v", nm.Status)
+	if nm.Status.Phase != selfdrain.PhaseRunning && nm.Status.Phase != selfdrain.PhaseFailed {
+		t.Errorf("phase %q, want Running or Failed", nm.Status.Phase)
+	}
+	if !strings.Contains(nm.Status.LastError, "disruption budget") || !strings.Contains(nm.Status.LastError, "db") {
+		t.Errorf("lastError %q does not name the PodDisruptionBudget", nm.Status.LastError)
+	}
+	for _, p := range nm.Status.PendingPods {
+		if !strings.HasPrefix(p, b.ns+"/db-") {
+			t.Errorf("pending pod %q is not one of the db pods", p)
+		}
+	}
+	if nm.Status.EvictionPods != 3 || nm.Status.DrainProgress != 0 {
+		t.Errorf("evictionPods=%d drainProgress=%d, want 3 and 0", nm.Status.EvictionPods, nm.Status.DrainProgress)
+	}
+	// drain.timeout passes: Failed, still with the pods and the blocker.
+	waitFor(t, 2*time.Minute, "phase Failed", func() (bool, error) {
+		return b.get(t, medik8sGroup, "nm-node-1").Status.Phase == selfdrain.PhaseFailed, nil
+	})
+	nm = b.get(t, medik8sGroup, "nm-node-1")
+	if len(nm.Status.PendingPods) != 3 || !strings.Contains(nm.Status.LastError, "disruption budget") {
+		t.Errorf("Failed status lost the pods or the blocker: %+v", nm.Status)
+	}
+}
+
+// TestNodeMaintenanceResumesAfterKill: an agent killed mid-drain resumes the
+// object's drain, keeping the original record.
+func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
+	b := newNMBed(t, false)
+	c := b.env.Client()
+	const replicas = 12
+	createDeployment(t, c, b.ns, "db", replicas, "node-1")
+	waitRunningOn(t, c, "node-1", replicas)
+	createPDB(t, c, b.ns, "db", replicas-1) // one at a time: slow enough to interrupt
+	b.addTargets(t)
+
+	agent := startAgent(t, b.env, "node-1", nmFlag)
+	agent.waitReady(t)
+	b.create(t, kubevirtGroup, "nm-node-1", "node-1", "restart test")
+	var before *selfdrain.NodeMaintenance
+	waitFor(t, time.Minute, "drain under way", func() (bool, error) {
+		before = b.get(t, kubevirtGroup, "nm-node-1")
+		return before.Status.Phase == selfdrain.PhaseRunning && before.Status.DrainProgress > 0, nil
+	})
+	if err := agent.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-agent.done
+	recBefore := nodeStatus(t, c, "node-1")
+	t.Logf("killed the agent mid-drain at %d%%: %d pods pending", before.Status.DrainProgress, len(before.Status.PendingPods))
+	if before.Status.DrainProgress >= 100 {
+		t.Skip("drain finished before the kill; nothing to resume")
+	}
+
+	again := startAgent(t, b.env, "node-1", nmFlag)
+	again.waitReady(t)
+	// As in TestDrainResumesAfterAgentRestart: a killed eviction can leave
+	// the PDB counting a disruption for up to two minutes.
+	waitFor(t, 5*time.Minute, "phase Succeeded", func() (bool, error) {
+		return b.get(t, kubevirtGroup, "nm-node-1").Status.Phase == selfdrain.PhaseSucceeded, nil
+	})
+	after := b.get(t, kubevirtGroup, "nm-node-1")
+	rec := nodeStatus(t, c, "node-1")
+	t.Logf("status after resume: %+v; node record %s", after.Status, rec.Encode())
+	if !rec.StartTime.Equal(recBefore.StartTime) || after.Status.TotalPods != before.Status.TotalPods || after.Status.EvictionPods != before.Status.EvictionPods {
+		t.Errorf("resume lost the original record: before %+v, after %+v", before.Status, after.Status)
+	}
+	if !rec.CordonedByAgent || !rec.TaintedByAgent || !hasFinalizer(after) {
+		t.Errorf("resume forgot what the agent did: %s, finalizers %v", rec.Encode(), after.Finalizers)
+	}
+	if n := len(podsOn(t, c, "node-1")); n != 0 {
+		t.Errorf("%d pods left on node-1", n)
+	}
+
+	out, err := cli(t, b.env, "stop", "node-1", "--api", "nodemaintenance", "--wait")
+	t.Logf("maintenance stop --api nodemaintenance --wait:\n%s", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nm := b.get(t, kubevirtGroup, "nm-node-1"); nm != nil {
+		t.Errorf("nm-node-1 still there after stop --wait: %+v", nm)
+	}
+	if node := getNode(t, c, "node-1"); node.Spec.Unschedulable || hasDrainTaint(node) {
+		t.Errorf("after deleting the object: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
+	}
+}
+
+// TestNodeMaintenanceSlotErrorSaysWhy is the issue's new-user case: a
+// cluster without the node-agent namespace. The drain slot cannot be taken,
+// and the object's status and a Warning Event say why and name the key.
+// The agent runs as admin here: with the shipped RBAC the Lease request is
+// refused (403) before the apiserver looks for the namespace.
+func TestNodeMaintenanceSlotErrorSaysWhy(t *testing.T) {
+	env := fullEnv(t)
+	ctx := context.Background()
+	if err := env.AddNode(ctx, "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	installNodeMaintenanceCRDs(t, env)
+	dyn, err := dynamic.NewForConfig(env.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &nmBed{drainBed: &drainBed{env: env}, dyn: dyn}
+	agent := startAgent(t, env, "node-1", nmFlag)
+	agent.waitReady(t)
+	b.create(t, medik8sGroup, "nm-node-1", "node-1", "new user")
+	waitFor(t, time.Minute, "errorOnLeaseCount at 2", func() (bool, error) {
+		return b.get(t, medik8sGroup, "nm-node-1").Status.ErrorOnLeaseCount >= 2, nil
+	})
+	nm := b.get(t, medik8sGroup, "nm-node-1")
+	t.Logf("status: %+v", nm.Status)
+	if nm.Status.Phase != selfdrain.PhaseRunning || !strings.Contains(nm.Status.LastError, `namespaces "node-agent" not found`) ||
+		!strings.Contains(nm.Status.LastError, "drain.leaseNamespace") {
+		t.Errorf("status %+v: want phase Running and lastError naming the missing namespace and drain.leaseNamespace", nm.Status)
+	}
+	waitFor(t, 30*time.Second, "a DrainSlotError Event", func() (bool, error) {
+		evs, err := env.Client().CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-1,reason=DrainSlotError"})
+		if err != nil || len(evs.Items) == 0 {
+			return false, err
+		}
+		e := evs.Items[0]
+		t.Logf("Event: %s %s: %s", e.Type, e.Reason, e.Message)
+		return e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "drain.leaseNamespace"), nil
+	})
+	// Once the namespace exists, the drain goes ahead and the count resets.
+	if _, err := env.CreateNamespace(ctx, "node-agent"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "phase Succeeded", func() (bool, error) {
+		nm := b.get(t, medik8sGroup, "nm-node-1")
+		return nm.Status.Phase == selfdrain.PhaseSucceeded && nm.Status.ErrorOnLeaseCount == 0, nil
+	})
+}
