@@ -212,6 +212,11 @@ WantedBy=multi-user.target
 			}
 		}
 	}
+	// debootstrap's minbase has no /etc/hosts (netbase would bring it), and
+	// containerd copies the node's into every pod sandbox.
+	if err := m.c.WriteFile("/etc/hosts", []byte("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// Real drains take longer than logind's default 5 s delay.
 	if err := m.c.WriteFile("/etc/systemd/logind.conf.d/50-node-test.conf", []byte("[Login]\nInhibitDelayMaxSec=120\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -239,11 +244,17 @@ func (m *machineNode) boot(t *testing.T, env *testenv.Env) time.Duration {
 			return time.Since(began)
 		}
 		if ctx.Err() != nil {
-			out, _ := m.c.Exec(context.Background(), "sh", "-c", "journalctl --no-pager -u kubelet -u containerd | grep -E ' (E[0-9]{4}|F[0-9]{4}) |level=error|level=fatal' | tail -n 25")
-			t.Fatalf("Node %s not Ready %s after boot; errors in the kubelet's and containerd's journal:\n%s", m.name, time.Since(began).Round(time.Second), out)
+			t.Fatalf("Node %s not Ready %s after boot; errors in the kubelet's and containerd's journal:\n%s", m.name, time.Since(began).Round(time.Second), m.journalErrors(context.Background()))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// journalErrors returns the last error lines of the machine's kubelet and
+// containerd.
+func (m *machineNode) journalErrors(ctx context.Context) string {
+	out, _ := m.c.Exec(ctx, "sh", "-c", "journalctl --no-pager -u kubelet -u containerd -u node-images | grep -E ' (E[0-9]{4}|F[0-9]{4}) |level=error|level=fatal|rror' | tail -n 12")
+	return string(out)
 }
 
 // nodeReadyAfter is true when the Node is Ready and its kubelet has posted

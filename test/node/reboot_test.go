@@ -32,6 +32,9 @@ func TestRealNodeReboot(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
 		defer cancel()
+		if t.Failed() && m.c.Running() {
+			t.Logf("--- errors in the machine's kubelet and containerd journal ---\n%s", m.journalErrors(ctx))
+		}
 		_ = b.c.AppsV1().DaemonSets(agentNS).Delete(ctx, "node-agent", metav1.DeleteOptions{})
 		if m.c.Running() {
 			m.c.Kill()
