@@ -116,6 +116,9 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) {
 			active = 1
 		}
 		e.Metrics.MaintenanceActive.Set(active)
+		if perr == nil {
+			e.Metrics.ObserveStatus(st)
+		}
 	}
 
 	c.mu.Lock()
@@ -164,6 +167,7 @@ func (c *Controller) end(ctx context.Context, why string) {
 	if c.Engine.Metrics != nil {
 		c.Engine.Metrics.MaintenanceActive.Set(0)
 		c.Engine.Metrics.PendingPods.Set(0)
+		c.Engine.Metrics.setBlocked(nil)
 	}
 }
 
