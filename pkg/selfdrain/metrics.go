@@ -26,7 +26,9 @@ type Metrics struct {
 	StartTime prometheus.Gauge
 	Progress  prometheus.Gauge
 	// BlockedPods counts the pending pods whose last eviction the
-	// apiserver refused with 429, by the PodDisruptionBudget it named.
+	// apiserver refused with 429, by the PodDisruptionBudget it named. One
+	// label holds namespace/name: a label "namespace" would clash with the
+	// namespace of the agent's own pod that Prometheus adds to every series.
 	BlockedPods *prometheus.GaugeVec
 
 	mu      sync.Mutex
@@ -74,8 +76,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		BlockedPods: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: metrics.Namespace, Name: "drain_blocked_pods",
-			Help: "Pods the current drain must evict whose last eviction was refused (429), by namespace and the poddisruptionbudget the refusal named (empty when it named none).",
-		}, []string{"namespace", "poddisruptionbudget"}),
+			Help: "Pods the current drain must evict whose last eviction was refused (429), by the PodDisruptionBudget the refusal named, as namespace/name (namespace/ when it named none).",
+		}, []string{"poddisruptionbudget"}),
 		blocked: map[pdbRef]bool{},
 	}
 	for _, r := range evictionResults {
@@ -116,6 +118,9 @@ func (m *Metrics) ObserveStatus(st *Status) {
 // pdbRef names a PodDisruptionBudget; name is empty when a refusal named none.
 type pdbRef struct{ namespace, name string }
 
+// String is the value of the poddisruptionbudget label.
+func (r pdbRef) String() string { return r.namespace + "/" + r.name }
+
 // setBlocked sets BlockedPods to the counts in now. Series that went to no
 // pods are deleted, and the others set in place rather than reset first, so
 // a scrape never sees a blocked budget vanish for a moment (which would
@@ -125,13 +130,13 @@ func (m *Metrics) setBlocked(now map[pdbRef]int) {
 	defer m.mu.Unlock()
 	for ref := range m.blocked {
 		if now[ref] == 0 {
-			m.BlockedPods.DeleteLabelValues(ref.namespace, ref.name)
+			m.BlockedPods.DeleteLabelValues(ref.String())
 			delete(m.blocked, ref)
 		}
 	}
 	for ref, n := range now {
 		if n > 0 {
-			m.BlockedPods.WithLabelValues(ref.namespace, ref.name).Set(float64(n))
+			m.BlockedPods.WithLabelValues(ref.String()).Set(float64(n))
 			m.blocked[ref] = true
 		}
 	}

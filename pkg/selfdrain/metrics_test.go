@@ -58,7 +58,7 @@ func TestSetBlockedDeletesOnlyClearedSeries(t *testing.T) {
 	if n := testutil.CollectAndCount(m.BlockedPods); n != 1 {
 		t.Fatalf("series after one budget cleared: %d, want 1", n)
 	}
-	if v := testutil.ToFloat64(m.BlockedPods.WithLabelValues("shop", "web")); v != 1 {
+	if v := testutil.ToFloat64(m.BlockedPods.WithLabelValues("shop/web")); v != 1 {
 		t.Errorf("shop/web = %v, want 1", v)
 	}
 	m.setBlocked(nil)
