@@ -42,6 +42,11 @@ var phases = []Phase{PhaseWaiting, PhaseRunning, PhaseSucceeded, PhaseFailed}
 // exported at 0 from the start, so increase() sees the first one.
 var evictionResults = []string{"evicted", "blocked", "not_found", "error", "deleted"}
 
+// drainResults are the values of drain_duration_seconds' result label; with
+// both triggers, each series is exported empty from the start, so that a
+// rate over the histogram sees a node's first drain.
+var drainResults = []string{"succeeded", "failed", "cancelled"}
+
 // NewMetrics creates the metrics and registers them on reg when it is not nil.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
@@ -82,6 +87,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	for _, r := range evictionResults {
 		m.Evictions.WithLabelValues(r)
+	}
+	for _, tr := range []Trigger{TriggerAnnotation, TriggerShutdown} {
+		for _, r := range drainResults {
+			m.DrainDuration.WithLabelValues(string(tr), r)
+		}
 	}
 	for _, p := range phases {
 		m.Phase.WithLabelValues(string(p))

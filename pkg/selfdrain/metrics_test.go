@@ -122,3 +122,20 @@ func TestObserveStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestSeriesExportedFromTheStart(t *testing.T) {
+	m := NewMetrics(nil)
+	for _, c := range []struct {
+		name string
+		c    prometheus.Collector
+		want int
+	}{
+		{"drain_duration_seconds", m.DrainDuration, 2 * len(drainResults)},
+		{"evictions_total", m.Evictions, len(evictionResults)},
+		{"maintenance_phase", m.Phase, len(phases)},
+	} {
+		if n := testutil.CollectAndCount(c.c); n != c.want {
+			t.Errorf("%s: %d series before any drain, want %d", c.name, n, c.want)
+		}
+	}
+}
