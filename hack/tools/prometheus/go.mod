@@ -1,8 +1,9 @@
 // Module prometheus pins the Prometheus server and promtool that test the
 // monitoring component (deploy/components/monitoring): promtool checks and
 // unit-tests the shipped rules, and the server scrapes a real agent in the
-// integration test. It also pins the Prometheus Operator module whose CRDs
-// the component's objects are dry-run against.
+// integration test. hack/build-tools.sh also runs `go mod download` of the
+// Prometheus Operator module here, for its CRDs; that version is pinned in
+// the script, since no package of it is built.
 module github.com/node-agent/node-agent/hack/tools/prometheus
 
 go 1.26.7
