@@ -30,7 +30,7 @@ deps: ## Install the Debian packages tests need (only the missing ones)
 	hack/install-deps.sh
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet and kwok into bin/ (cached)
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kwok, prometheus and promtool into bin/ (cached), with the Prometheus Operator CRDs
 	hack/build-tools.sh
 
 .PHONY: image

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # build-tools.sh builds the upstream binaries the tests run against (the
-# control plane, kwok, kubectl, and the kubelet of the real-node tests), from the
+# control plane, kwok, kubectl, the kubelet of the real-node tests, and
+# Prometheus with promtool for the monitoring component), from the
 # Go module proxy, into bin/. Each binary is built once per pinned version and
 # kept in a cache outside the work tree (NODE_AGENT_TOOLS_CACHE, default
 # ~/.cache/node-agent/tools), so a fresh clone on a machine that built it
@@ -18,9 +19,14 @@ k8s_version=v1.36.3
 etcd_version=v3.6.8
 kwok_version=v0.8.0
 staticcheck_version=v0.8.2
+prometheus_version=v0.316.0 # Prometheus 3.16.0: the module is tagged v0.3MM.P for 3.MM.P
+prometheus_operator_version=v0.85.0
 
 # Unstamped builds report v0.0.0-master+$Format:%H$, which kubectl cannot parse.
 k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${k8s_version} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36"
+
+# Unstamped builds report an empty version; promu stamps these same variables.
+prometheus_ldflags="-s -w -X github.com/prometheus/common/version.Version=3.16.0 -X github.com/prometheus/common/version.Revision=${prometheus_version} -X github.com/prometheus/common/version.Branch=${prometheus_version}"
 
 # build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]
 build() {
@@ -39,6 +45,28 @@ build() {
 	cp "${cached}" "${bin}/${name}"
 }
 
+# operator_crds copies the Prometheus Operator's CRDs (example/prometheus-operator-crd
+# in its module) into bin/prometheus-operator-crd, for the dry run of
+# deploy/components/monitoring. The module cache keeps them; no build is needed.
+operator_crds() {
+	local dest="${bin}/prometheus-operator-crd"
+	if [[ -d "${dest}" ]]; then
+		return 0
+	fi
+	local dir
+	dir=$(cd "${root}/hack/tools/prometheus" &&
+		go mod download -json "github.com/prometheus-operator/prometheus-operator@${prometheus_operator_version}" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	if [[ -z "${dir}" ]]; then
+		echo "build-tools: go mod download printed no Dir for prometheus-operator ${prometheus_operator_version}" >&2
+		return 1
+	fi
+	mkdir -p "${dest}.tmp"
+	cp "${dir}"/example/prometheus-operator-crd/*.yaml "${dest}.tmp/"
+	chmod u+w "${dest}.tmp"/*.yaml
+	mv "${dest}.tmp" "${dest}"
+}
+
 tool() {
 	case $1 in
 	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet)
@@ -46,11 +74,14 @@ tool() {
 	etcd) build etcd "${etcd_version}" hack/tools/k8s go.etcd.io/etcd/server/v3 ;;
 	kwok) build kwok "${kwok_version}" hack/tools/kwok sigs.k8s.io/kwok/cmd/kwok ;;
 	staticcheck) build staticcheck "${staticcheck_version}" hack/tools/lint honnef.co/go/tools/cmd/staticcheck ;;
+	prometheus | promtool)
+		build "$1" "${prometheus_version}" hack/tools/prometheus "github.com/prometheus/prometheus/cmd/$1" "${prometheus_ldflags}" ;;
+	prometheus-operator-crd) operator_crds ;;
 	*) echo "build-tools: unknown tool $1" >&2; return 2 ;;
 	esac
 }
 
 if [[ $# -eq 0 ]]; then
-	set -- etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl kubelet
+	set -- etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl kubelet prometheus promtool prometheus-operator-crd
 fi
 for t in "$@"; do tool "$t"; done

@@ -84,6 +84,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		DiscoveryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Name: "discovery_duration_seconds",
 			Help: "Time of one host CPU discovery, by source (libvirt, or cpuid when libvirt was unreachable).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 9)}, []string{"source"}),
 	}
+	// Every result and source is exported from the start, at 0, so that
+	// increase() over a window sees the first error or the first cpuid
+	// fallback (alerts in deploy/components/monitoring rely on it).
+	for _, r := range []string{"unchanged", "changed", "skipped", "conflict", "error"} {
+		m.Syncs.WithLabelValues(r)
+	}
+	for _, s := range []string{"libvirt", "cpuid"} {
+		m.DiscoveryDuration.WithLabelValues(s)
+	}
 	if reg != nil {
 		reg.MustRegister(m.Managed, m.Syncs, m.SyncDuration, m.DiscoveryDuration)
 	}

@@ -163,6 +163,9 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) {
 			active = 1
 		}
 		e.Metrics.MaintenanceActive.Set(active)
+		if perr == nil {
+			e.Metrics.ObserveStatus(st)
+		}
 	}
 	if c.NodeMaintenance != nil {
 		// Finalizer first: an object the agent drains for is kept until
@@ -213,6 +216,7 @@ func (c *Controller) end(ctx context.Context, why string) {
 	if c.Engine.Metrics != nil {
 		c.Engine.Metrics.MaintenanceActive.Set(0)
 		c.Engine.Metrics.PendingPods.Set(0)
+		c.Engine.Metrics.setBlocked(nil)
 	}
 }
 

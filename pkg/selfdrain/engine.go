@@ -208,6 +208,9 @@ type podState struct {
 	evicted      bool // the eviction was accepted; waiting for deletion
 	firstBlocked time.Time
 	lastEvent    time.Time
+	// blockedBy is the budget that refused the last eviction; nil when the
+	// last attempt was not refused with 429.
+	blockedBy *pdbRef
 }
 
 // podEvent is what the pod watch reports.
@@ -388,6 +391,7 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 		e.setPending(st, pending)
 		if e.Metrics != nil {
 			e.Metrics.PendingPods.Set(float64(len(pending)))
+			e.Metrics.setBlocked(blockedCounts(pending))
 		}
 		if len(pending) == 0 {
 			st.Phase = PhaseSucceeded
@@ -475,6 +479,9 @@ func (e *Engine) stopped(ctx context.Context, st *Status, req Request, start tim
 	if st.Phase == PhaseRunning {
 		e.observe(req.Trigger, "cancelled", e.Clock.Since(start))
 	}
+	if e.Metrics != nil {
+		e.Metrics.setBlocked(nil)
+	}
 	return st, ctx.Err()
 }
 
@@ -491,6 +498,7 @@ func (e *Engine) handleResult(ps *podState, err error, failed bool, st *Status, 
 	case err == nil:
 		ps.evicted = true
 		ps.firstBlocked = time.Time{}
+		ps.blockedBy = nil
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err) && ps.pod.UID != "":
 		// Gone; a conflict means the UID precondition failed: a new pod
 		// took the name, and ours is gone.
@@ -500,6 +508,10 @@ func (e *Engine) handleResult(ps *podState, err error, failed bool, st *Status, 
 			ps.firstBlocked = now
 		}
 		ps.attempts++
+		ps.blockedBy = nil
+		if ref, ok := blockingBudget(ps.pod.Namespace, err); ok {
+			ps.blockedBy = &ref
+		}
 		limit := retryCap
 		if failed {
 			limit = retryCapFailed
@@ -586,6 +598,17 @@ func sortedStates(m map[types.UID]*podState) []*podState {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
 	return out
+}
+
+// blockedCounts counts the pending pods by the budget that refused them.
+func blockedCounts(pending map[types.UID]*podState) map[pdbRef]int {
+	n := map[pdbRef]int{}
+	for _, ps := range pending {
+		if ps.blockedBy != nil {
+			n[*ps.blockedBy]++
+		}
+	}
+	return n
 }
 
 func (e *Engine) setPending(st *Status, pending map[types.UID]*podState) {

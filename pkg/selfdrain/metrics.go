@@ -1,18 +1,51 @@
 package selfdrain
 
 import (
+	"errors"
+	"strings"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/node-agent/node-agent/pkg/metrics"
 )
 
-// Metrics are the self-drain metrics.
+// Metrics are the self-drain metrics. Every label is bounded: phases,
+// results, triggers, and the PodDisruptionBudgets that cover pods of this one
+// node. No metric carries a pod's name; the status annotation lists those.
 type Metrics struct {
 	DrainDuration     *prometheus.HistogramVec
 	Evictions         *prometheus.CounterVec
 	PendingPods       prometheus.Gauge
 	MaintenanceActive prometheus.Gauge
+	// Phase, StartTime and Progress mirror the status annotation on the
+	// Node, so an alert sees what `kubectl get node` shows.
+	Phase     *prometheus.GaugeVec
+	StartTime prometheus.Gauge
+	Progress  prometheus.Gauge
+	// BlockedPods counts the pending pods whose last eviction the
+	// apiserver refused with 429, by the PodDisruptionBudget it named. One
+	// label holds namespace/name: a label "namespace" would clash with the
+	// namespace of the agent's own pod that Prometheus adds to every series.
+	BlockedPods *prometheus.GaugeVec
+
+	mu      sync.Mutex
+	blocked map[pdbRef]bool // series of BlockedPods now set
 }
+
+// phases are the values of the phase label, in order.
+var phases = []Phase{PhaseWaiting, PhaseRunning, PhaseSucceeded, PhaseFailed}
+
+// evictionResults are the values of evictions_total's result label; each is
+// exported at 0 from the start, so increase() sees the first one.
+var evictionResults = []string{"evicted", "blocked", "not_found", "error", "deleted"}
+
+// drainResults are the values of drain_duration_seconds' result label; with
+// both triggers, each series is exported empty from the start, so that a
+// rate over the histogram sees a node's first drain.
+var drainResults = []string{"succeeded", "failed", "cancelled"}
 
 // NewMetrics creates the metrics and registers them on reg when it is not nil.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -34,9 +67,114 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: metrics.Namespace, Name: "maintenance_active",
 			Help: "1 while the node is in maintenance (cordoned by the agent for a drain), else 0.",
 		}),
+		Phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Name: "maintenance_phase",
+			Help: "1 for the phase of the node's maintenance status (Waiting, Running, Succeeded, Failed), 0 for the others; all 0 when no maintenance is in force.",
+		}, []string{"phase"}),
+		StartTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Name: "maintenance_start_time_seconds",
+			Help: "Unix time of the startTime of the node's maintenance in force; 0 when there is none.",
+		}),
+		Progress: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Name: "drain_progress_ratio",
+			Help: "drainProgress of the node's maintenance status as a ratio (0 to 1); 0 when no maintenance is in force.",
+		}),
+		BlockedPods: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Name: "drain_blocked_pods",
+			Help: "Pods the current drain must evict whose last eviction was refused (429), by the PodDisruptionBudget the refusal named, as namespace/name (namespace/ when it named none).",
+		}, []string{"poddisruptionbudget"}),
+		blocked: map[pdbRef]bool{},
+	}
+	for _, r := range evictionResults {
+		m.Evictions.WithLabelValues(r)
+	}
+	for _, tr := range []Trigger{TriggerAnnotation, TriggerShutdown} {
+		for _, r := range drainResults {
+			m.DrainDuration.WithLabelValues(string(tr), r)
+		}
+	}
+	for _, p := range phases {
+		m.Phase.WithLabelValues(string(p))
 	}
 	if reg != nil {
-		reg.MustRegister(m.DrainDuration, m.Evictions, m.PendingPods, m.MaintenanceActive)
+		reg.MustRegister(m.DrainDuration, m.Evictions, m.PendingPods, m.MaintenanceActive,
+			m.Phase, m.StartTime, m.Progress, m.BlockedPods)
 	}
 	return m
+}
+
+// ObserveStatus sets the phase, start time and progress from the status
+// annotation; st is nil when the Node has none.
+func (m *Metrics) ObserveStatus(st *Status) {
+	active := st.Active()
+	for _, p := range phases {
+		v := 0.0
+		if active && st.Phase == p {
+			v = 1
+		}
+		m.Phase.WithLabelValues(string(p)).Set(v)
+	}
+	start, progress := 0.0, 0.0
+	if active {
+		if st.StartTime != nil {
+			start = float64(st.StartTime.Unix())
+		}
+		progress = float64(st.DrainProgress) / 100
+	}
+	m.StartTime.Set(start)
+	m.Progress.Set(progress)
+}
+
+// pdbRef names a PodDisruptionBudget; name is empty when a refusal named none.
+type pdbRef struct{ namespace, name string }
+
+// String is the value of the poddisruptionbudget label.
+func (r pdbRef) String() string { return r.namespace + "/" + r.name }
+
+// setBlocked sets BlockedPods to the counts in now. Series that went to no
+// pods are deleted, and the others set in place rather than reset first, so
+// a scrape never sees a blocked budget vanish for a moment (which would
+// restart an alert's `for`).
+func (m *Metrics) setBlocked(now map[pdbRef]int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for ref := range m.blocked {
+		if now[ref] == 0 {
+			m.BlockedPods.DeleteLabelValues(ref.String())
+			delete(m.blocked, ref)
+		}
+	}
+	for ref, n := range now {
+		if n > 0 {
+			m.BlockedPods.WithLabelValues(ref.String()).Set(float64(n))
+			m.blocked[ref] = true
+		}
+	}
+}
+
+// blockingBudget returns the PodDisruptionBudget an eviction refusal names,
+// and whether err is a refusal (429) at all. kube-apiserver names the budget
+// in a DisruptionBudget cause whose message starts "The disruption budget
+// NAME " (pkg/registry/core/pod/storage/eviction.go, every variant); a
+// budget lives in the pod's namespace.
+func blockingBudget(namespace string, err error) (pdbRef, bool) {
+	if !apierrors.IsTooManyRequests(err) {
+		return pdbRef{}, false
+	}
+	ref := pdbRef{namespace: namespace}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return ref, true
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Type != policyv1.DisruptionBudgetCause {
+			continue
+		}
+		rest, ok := strings.CutPrefix(c.Message, "The disruption budget ")
+		if name, _, _ := strings.Cut(rest, " "); ok && name != "" {
+			ref.name = name
+			return ref, true
+		}
+	}
+	return ref, true
 }

@@ -309,7 +309,15 @@ func TestDeployManifestsAgreeWithCode(t *testing.T) {
 // control-plane binaries when it is missing.
 func kubectlBinary(t *testing.T, opts testenv.Options) string {
 	t.Helper()
-	testenv.RequireBinaries(t, opts, testenv.BinKubectl)
+	return toolBinary(t, opts, testenv.BinKubectl)
+}
+
+// toolBinary returns the path of a binary hack/build-tools.sh puts into
+// bin/, skipping or failing as for the control-plane binaries when it is
+// missing.
+func toolBinary(t *testing.T, opts testenv.Options, name string) string {
+	t.Helper()
+	testenv.RequireBinaries(t, opts, name)
 	dir := opts.BinDir
 	if dir == "" {
 		dir = os.Getenv(testenv.BinDirEnv)
@@ -321,7 +329,7 @@ func kubectlBinary(t *testing.T, opts testenv.Options) string {
 		}
 		dir = filepath.Join(root, "bin")
 	}
-	return filepath.Join(dir, testenv.BinKubectl)
+	return filepath.Join(dir, name)
 }
 
 // deployBed is a control plane with node-1..3 and deploy/ applied.
