@@ -100,9 +100,13 @@ func newMachineNode(t *testing.T, env *testenv.Env, bin, name string, images []s
 		binds = append(binds, e2e.Bind{Host: p, Container: p, ReadOnly: true})
 	}
 	m.c = e2e.New(t, e2e.Options{Rootfs: rootfs, Binds: binds, ExtraArgs: []string{"--network-namespace-path=" + m.net.NSPath(),
-		// The kubelet reads /dev/kmsg (its OOM watcher), which needs
-		// CAP_SYSLOG; systemd-nspawn drops it by default.
-		"--capability=CAP_SYSLOG"}})
+		// systemd-nspawn drops these by default. The kubelet reads
+		// /dev/kmsg (its OOM watcher), which needs CAP_SYSLOG; the CNI
+		// bridge plugin makes the bridge and veths in the machine's own
+		// network namespace, which needs CAP_NET_ADMIN; runc gives each
+		// container a session keyring, with system calls nspawn's
+		// seccomp filter refuses unless allowed.
+		"--capability=CAP_SYSLOG,CAP_NET_ADMIN", "--system-call-filter=@keyring"}})
 	m.writeUnits(t)
 	t.Cleanup(func() {
 		// Whatever the test left running: the machine first (its kubelet

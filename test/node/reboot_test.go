@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -182,6 +183,7 @@ func (b *bed) testReboot(t *testing.T, m *machineNode, ns string, kubeletShutdow
 		mu                      sync.Mutex
 		cordoned, succeeded     time.Time
 		leftAtSucceeded, minRdy = -1, replicas
+		shutdownKilled          = map[string]bool{}
 		stop                    = make(chan struct{})
 		wg                      sync.WaitGroup
 		exited                  = make(chan time.Time, 1)
@@ -214,6 +216,13 @@ func (b *bed) testReboot(t *testing.T, m *machineNode, ns string, kubeletShutdow
 				}
 				if p.Spec.NodeName == machineName && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 					left++
+				}
+				// The kubelet's graceful node shutdown marks what it
+				// kills in place; an evicted pod is deleted instead.
+				if p.Status.Reason == "Terminated" || strings.Contains(p.Status.Message, "node shutdown") {
+					mu.Lock()
+					shutdownKilled[string(p.UID)] = true
+					mu.Unlock()
 				}
 			}
 			st, _ := selfdrain.ParseStatus(node)
@@ -258,7 +267,7 @@ func (b *bed) testReboot(t *testing.T, m *machineNode, ns string, kubeletShutdow
 	defer mu.Unlock()
 	t.Logf("status at exit: phase %s, trigger %s, totalPods %d, evictionPods %d, drainedInTime %s, lastError %q",
 		st.Phase, st.Trigger, st.TotalPods, st.EvictionPods, fmtBool(st.DrainedInTime), st.LastError)
-	killed := b.killedByKubelet(t, ns)
+	killed := len(shutdownKilled)
 	if cordoned.IsZero() {
 		t.Errorf("the node was never seen cordoned and tainted")
 	}
@@ -319,23 +328,6 @@ func (b *bed) readyOn(t *testing.T, ns, node string) int {
 	n := 0
 	for i := range pods {
 		if pods[i].Namespace == ns && testenv.PodReady(&pods[i]) {
-			n++
-		}
-	}
-	return n
-}
-
-// killedByKubelet counts the namespace's pods that the kubelet's graceful
-// node shutdown terminated in place (it marks them Failed with reason
-// Terminated), as opposed to evicted ones, which are deleted.
-func (b *bed) killedByKubelet(t *testing.T, ns string) int {
-	pods, err := b.c.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, p := range pods.Items {
-		if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Terminated" {
 			n++
 		}
 	}
