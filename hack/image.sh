@@ -18,7 +18,8 @@
 # The archive is reproducible: hack/ociimage clamps every mtime to the commit
 # time of HEAD and sorts entries, so the same commit gives the same digest.
 #
-# usage: hack/image.sh        env: IMAGE (default localhost/node-agent:<git describe>),
+# usage: hack/image.sh        env: IMAGE (default localhost/node-agent:$VERSION),
+#                                  VERSION (default: git describe --dirty),
 #                                  OUT_DIR (default bin/)
 set -euo pipefail
 
@@ -29,7 +30,7 @@ bin="${OUT_DIR:-${root}/bin}"
 suite=bookworm
 packages_file="${root}/hack/image/packages.txt"
 
-version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo devel)
+version=${VERSION:-$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo devel)}
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 image=${IMAGE:-localhost/node-agent:${version}}
 # The commit's time, so that one commit always gives one digest.

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -295,6 +296,25 @@ func (b *bed) testReboot(t *testing.T, m *machineNode, ns string, kubeletShutdow
 		if !succeeded.IsZero() {
 			sAt = succeeded.Sub(rebootAt).Round(time.Millisecond).String()
 		}
+		// What the kubelet's shutdown manager did, from its own journal of
+		// the boot that just ended.
+		out, err := exec.Command("journalctl", "-D", m.c.JournalDir(), "-b", "-1", "-u", "kubelet", "-o", "cat", "--no-pager").Output()
+		if err != nil {
+			t.Errorf("reading the kubelet's journal: %v", err)
+		}
+		var shutdownLines []string
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "Shutdown manager") {
+				shutdownLines = append(shutdownLines, line)
+			}
+		}
+		if len(shutdownLines) == 0 {
+			t.Errorf("the kubelet's journal has no line of its shutdown manager: it never saw the shutdown")
+		}
+		if len(shutdownLines) > 12 {
+			shutdownLines = append(shutdownLines[:12], fmt.Sprintf("... %d more", len(shutdownLines)-12))
+		}
+		t.Logf("the kubelet's shutdown manager:\n%s", strings.Join(shutdownLines, "\n"))
 		t.Logf("with the kubelet's graceful shutdown (30s/10s): systemctl reboot → cordoned %s → Succeeded %s → machine exit %s; pods killed by the kubelet's shutdown, not evicted: %d of %d; fewest Ready web pods %d (floor %d)",
 			cordoned.Sub(rebootAt).Round(time.Millisecond), sAt, exitAt.Sub(rebootAt).Round(time.Millisecond), killed, replicas, minRdy, replicas-allowed)
 	}
