@@ -173,7 +173,10 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface) []agent.Option {
 	var ctrl *selfdrain.Controller
 	opts := []agent.Option{agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
 		m := selfdrain.NewMetrics(d.Registry)
-		engine := selfdrain.NewEngine(d.Client, d.NodeName, cfg.Drain, d.Logger.With("component", "selfdrain"), d.Clock, d.Recorder, m)
+		engine := selfdrain.NewEngine(selfdrain.EngineOptions{
+			Client: d.Client, NodeName: d.NodeName, Config: cfg.Drain,
+			Logger: d.Logger.With("component", "selfdrain"), Clock: d.Clock, Recorder: d.Recorder, Metrics: m,
+		})
 		slots := &selfdrain.Slots{
 			Client: d.Client, Namespace: cfg.Drain.LeaseNamespace, Identity: d.NodeName, Max: cfg.Drain.MaxConcurrentNodes,
 			LeaseDuration: 30 * time.Second, PollInterval: 2 * time.Second, Clock: d.Clock, Logger: engine.Logger,

@@ -32,7 +32,7 @@ type Controller struct {
 	trigger chan struct{}
 
 	mu       sync.Mutex
-	active   *drainRun
+	active   *activeDrain
 	shutdown bool
 	// badStatus is the last malformed status value reported, so each one is
 	// reported once.
@@ -40,7 +40,7 @@ type Controller struct {
 	view      agent.NodeView
 }
 
-type drainRun struct {
+type activeDrain struct {
 	trigger Trigger
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -223,7 +223,7 @@ func (c *Controller) end(ctx context.Context, why string) {
 // startLocked starts a drain for a maintenance request. c.mu is held.
 func (c *Controller) startLocked(parent context.Context, trigger Trigger, reason string) {
 	ctx, cancel := context.WithCancel(parent)
-	run := &drainRun{trigger: trigger, cancel: cancel, done: make(chan struct{})}
+	run := &activeDrain{trigger: trigger, cancel: cancel, done: make(chan struct{})}
 	c.active = run
 	e := c.Engine
 	go func() {
