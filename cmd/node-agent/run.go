@@ -181,13 +181,14 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface) []agent.Option {
 			Client: d.Client, Namespace: cfg.Drain.LeaseNamespace, Identity: d.NodeName, Max: cfg.Drain.MaxConcurrentNodes,
 			LeaseDuration: 30 * time.Second, PollInterval: 2 * time.Second, Clock: d.Clock, Logger: engine.Logger,
 		}
-		ctrl = selfdrain.NewController(engine, slots)
+		var nm *selfdrain.NodeMaintenanceSource
 		if dyn != nil {
-			ctrl.NodeMaintenance = &selfdrain.NodeMaintenanceSource{
+			nm = &selfdrain.NodeMaintenanceSource{
 				Client: dyn, Discovery: d.Client.Discovery(), NodeName: d.NodeName,
 				Logger: engine.Logger, Clock: d.Clock, RecheckInterval: time.Minute,
 			}
 		}
+		ctrl = selfdrain.NewController(selfdrain.ControllerOptions{Engine: engine, Slots: slots, NodeMaintenance: nm})
 		return ctrl, nil
 	})}
 	if !cfg.Shutdown.Enabled {

@@ -472,7 +472,7 @@ func (r *drainRun) loop() (*Status, error) {
 		if !next.IsZero() {
 			wait = min(wait, next.Sub(now))
 		}
-		r.retryTimer.Reset(max(wait, time.Millisecond))
+		r.resetRetryTimer(max(wait, time.Millisecond))
 
 		select {
 		case <-r.ctx.Done():
@@ -492,6 +492,20 @@ func (r *drainRun) loop() (*Status, error) {
 		case <-r.retryTimer.C():
 		}
 	}
+}
+
+// resetRetryTimer arms the retry timer for d, first dropping a tick the loop
+// did not take (it woke for something else): a clock.Timer, unlike a
+// time.Timer since Go 1.23, may keep a stale tick across Reset, and the
+// fake clock of the tests blocks on a second one.
+func (r *drainRun) resetRetryTimer(d time.Duration) {
+	if !r.retryTimer.Stop() {
+		select {
+		case <-r.retryTimer.C():
+		default:
+		}
+	}
+	r.retryTimer.Reset(d)
 }
 
 // publish brings the status and the metrics up to date with the pending

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -144,4 +145,80 @@ func testPod(name string) *corev1.Pod {
 		Spec:   corev1.PodSpec{NodeName: testNode},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
+}
+
+// nodeView is the agent's NodeView over the fake clientset: Get reads the
+// Node from it, and the controller's handlers are called by touch.
+type nodeView struct {
+	h        *harness
+	mu       sync.Mutex
+	handlers []cache.ResourceEventHandler
+}
+
+func (v *nodeView) NodeName() string { return testNode }
+
+func (v *nodeView) Get() (*corev1.Node, error) {
+	return v.h.client.CoreV1().Nodes().Get(context.Background(), testNode, metav1.GetOptions{})
+}
+
+func (v *nodeView) AddHandler(h cache.ResourceEventHandler) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.handlers = append(v.handlers, h)
+	return nil
+}
+
+// touch tells the handlers that the Node changed.
+func (v *nodeView) touch() {
+	n, err := v.Get()
+	if err != nil {
+		v.h.t.Error(err)
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, h := range v.handlers {
+		h.OnUpdate(n, n)
+	}
+}
+
+// controller returns a maintenance controller on the harness's engine with
+// one drain slot, and its view.
+func (h *harness) controller() (*Controller, *nodeView) {
+	slots := &Slots{Client: h.client, Namespace: "node-agent", Identity: testNode, Max: 1,
+		LeaseDuration: 30 * time.Second, PollInterval: 2 * time.Second, Clock: h.clock, Logger: h.engine.Logger}
+	return NewController(ControllerOptions{Engine: h.engine, Slots: slots}), &nodeView{h: h}
+}
+
+// patchNode applies a merge patch to the Node.
+func (h *harness) patchNode(patch string) {
+	h.t.Helper()
+	if _, err := h.client.CoreV1().Nodes().Patch(context.Background(), testNode, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// waitFor steps the fake clock a second at a time until ok holds. The
+// limit is only there to turn a hang into a failure.
+func (h *harness) waitFor(what string, ok func() bool) {
+	h.t.Helper()
+	limit := time.After(30 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !ok() {
+		select {
+		case <-limit:
+			h.t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+			h.clock.Step(time.Second)
+		}
+	}
+}
+
+func (h *harness) status() *Status {
+	st, err := ParseStatus(h.node())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return st
 }
