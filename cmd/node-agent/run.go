@@ -150,7 +150,7 @@ func labellerComponent(cfg config.Config) (agent.Option, func(config.Config)) {
 // configWatcher reloads the --config file when it changes.
 func configWatcher(path string, current config.Config, flags *pflag.FlagSet, apply func(config.Config)) agent.ComponentFactory {
 	return func(d agent.Deps) (agent.Component, error) {
-		return &config.Watcher{
+		w := &config.Watcher{
 			Path: path, Current: current, Flags: flags, Clock: d.Clock, Interval: 2 * time.Second,
 			Logger: d.Logger.With("component", "config"),
 			OnChange: func(next config.Config) {
@@ -162,7 +162,8 @@ func configWatcher(path string, current config.Config, flags *pflag.FlagSet, app
 				d.Recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: d.NodeName, UID: types.UID(d.NodeName)},
 					corev1.EventTypeWarning, "ConfigReloadRefused", "Configuration %s refused, the last good one stays in force: %v", path, err)
 			},
-		}, nil
+		}
+		return component{"config", w.Run}, nil
 	}
 }
 
@@ -201,7 +202,7 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface) []agent.Option {
 			Connect: func(ctx context.Context) (shutdown.Logind, error) {
 				return shutdown.Connect(ctx, cfg.Shutdown.SystemBusAddress)
 			},
-			Drainer:            ctrl.ShutdownDrainer(),
+			Drainer:            shutdownDrainer(ctrl),
 			DrainBudget:        cfg.Shutdown.DrainBudget.Duration,
 			SafetyMargin:       cfg.Shutdown.SafetyMargin.Duration,
 			ManageLogindConfig: cfg.Shutdown.ManageLogindConfig,
@@ -221,16 +222,34 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface) []agent.Option {
 		if err != nil {
 			return nil, err
 		}
-		return guardComponent{g}, nil
+		return component{"shutdown", g.Run}, nil
 	}))
 }
 
-// guardComponent runs the shutdown guard as an agent component.
-type guardComponent struct{ g *shutdown.Guard }
+// shutdownDrainer adapts the maintenance controller to the shutdown guard:
+// the guard hands it the shutdown, and gives the node back after a
+// cancelled one.
+func shutdownDrainer(ctrl *selfdrain.Controller) shutdown.Drainer {
+	return shutdown.DrainerFuncs{
+		DrainFunc: func(ctx context.Context, deadline time.Time) (shutdown.Result, error) {
+			r, err := ctrl.DrainForShutdown(ctx, deadline)
+			return shutdown.Result{Complete: r.Complete, Message: r.Message}, err
+		},
+		UndoFunc: ctrl.ShutdownCancelled,
+	}
+}
 
-func (guardComponent) Name() string { return "shutdown" }
+// component makes an agent component of a loop that needs no NodeView (the
+// shutdown guard, the config file watcher), so their packages need not
+// import pkg/agent.
+type component struct {
+	name string
+	run  func(context.Context) error
+}
 
-func (c guardComponent) Run(ctx context.Context, _ agent.NodeView) error { return c.g.Run(ctx) }
+func (c component) Name() string { return c.name }
+
+func (c component) Run(ctx context.Context, _ agent.NodeView) error { return c.run(ctx) }
 
 // restConfig loads a kubeconfig file, or the in-cluster service account when
 // path is empty.

@@ -93,27 +93,29 @@ func (h *harness) evicted() []eviction {
 	return append([]eviction(nil), h.evictions...)
 }
 
-// drain runs Engine.Drain and steps the fake clock whenever the engine
-// waits on it, until Drain returns.
-func (h *harness) drain(ctx context.Context, st *Status, req Request) (*Status, error) {
+// drain runs Engine.Drain, stepping the fake clock meanwhile (see run).
+func (h *harness) drain(ctx context.Context, st *Status, req Request) (out *Status, err error) {
 	h.t.Helper()
-	type ret struct {
-		st  *Status
-		err error
-	}
-	done := make(chan ret, 1)
+	h.run(func() { out, err = h.engine.Drain(ctx, st, req) }, nil)
+	return out, err
+}
+
+// run calls f and steps the fake clock by retryInitial whenever something
+// waits on it and gate (when not nil) allows, until f returns.
+func (h *harness) run(f func(), gate func() bool) {
+	done := make(chan struct{})
 	go func() {
-		st, err := h.engine.Drain(ctx, st, req)
-		done <- ret{st, err}
+		defer close(done)
+		f()
 	}()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
-		case r := <-done:
-			return r.st, r.err
+		case <-done:
+			return
 		case <-tick.C:
-			if h.clock.HasWaiters() {
+			if h.clock.HasWaiters() && (gate == nil || gate()) {
 				h.clock.Step(retryInitial)
 			}
 		}

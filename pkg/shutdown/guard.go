@@ -36,6 +36,23 @@ type Drainer interface {
 }
 
 // Result is what a Drain achieved.
+// DrainerFuncs is a Drainer made of plain functions, so that the wiring
+// can hand the Guard another package's methods without either package
+// importing the other (the kubelet's nodeshutdown takes KillPodFunc the same
+// way).
+type DrainerFuncs struct {
+	DrainFunc func(ctx context.Context, deadline time.Time) (Result, error)
+	UndoFunc  func(ctx context.Context) error
+}
+
+// Drain implements Drainer.
+func (f DrainerFuncs) Drain(ctx context.Context, deadline time.Time) (Result, error) {
+	return f.DrainFunc(ctx, deadline)
+}
+
+// Undo implements Drainer.
+func (f DrainerFuncs) Undo(ctx context.Context) error { return f.UndoFunc(ctx) }
+
 type Result struct {
 	// Complete is true when everything that had to leave the node has left.
 	Complete bool
