@@ -257,13 +257,13 @@ func restConfig(path string) (*rest.Config, error) {
 	if path == "" {
 		c, err := rest.InClusterConfig()
 		if err != nil {
-			return nil, fmt.Errorf("no --kubeconfig given and not running in a cluster: %v", err)
+			return nil, fmt.Errorf("no --kubeconfig given and not running in a cluster: %w", err)
 		}
 		return c, nil
 	}
 	c, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %v", path, err)
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	return c, nil
 }
