@@ -1,6 +1,7 @@
 package selfdrain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,13 +49,7 @@ const (
 // Engine drains the agent's own Node. It is shared by the annotation and the
 // shutdown triggers; one drain runs at a time.
 type Engine struct {
-	Client   kubernetes.Interface
-	NodeName string
-	Config   config.DrainConfig
-	Logger   *slog.Logger
-	Clock    clock.WithTicker
-	Recorder record.EventRecorder
-	Metrics  *Metrics
+	EngineOptions
 	// Jitter returns a factor in [0.75, 1.25) applied to every backoff; tests
 	// may fix it.
 	Jitter func() float64
@@ -78,17 +73,10 @@ type EngineOptions struct {
 
 // NewEngine returns an engine for o.
 func NewEngine(o EngineOptions) *Engine {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
-	}
-	if o.Recorder == nil {
-		o.Recorder = &record.FakeRecorder{}
-	}
-	return &Engine{Client: o.Client, NodeName: o.NodeName, Config: o.Config, Logger: o.Logger, Clock: o.Clock,
-		Recorder: o.Recorder, Metrics: o.Metrics, Jitter: func() float64 { return 0.75 + rand.Float64()/2 }}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.Clock = cmp.Or[clock.WithTicker](o.Clock, clock.RealClock{})
+	o.Recorder = cmp.Or[record.EventRecorder](o.Recorder, &record.FakeRecorder{})
+	return &Engine{EngineOptions: o, Jitter: func() float64 { return 0.75 + rand.Float64()/2 }}
 }
 
 // nodeRef is the object Events are recorded on; the kubelet uses the node
