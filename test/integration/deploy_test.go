@@ -891,9 +891,9 @@ func (b *deployBed) testAgent(t *testing.T) {
 	began := time.Now()
 	uri := "qemu:///embed?root=" + filepath.Join(short, "libvirt")
 	agent := startAgent(t, b.env, "node-1", "--config", cfgFile, "--kubeconfig", kubeconfig, "--libvirt-uri", uri, "--shutdown-enabled=false")
-	usage := watchUsage(agent.cmd.Process.Pid, short)
+	usage := watchUsage(agent.Cmd.Process.Pid, short)
 	defer usage.stop()
-	agent.waitReady(t)
+	agent.WaitReady(t)
 
 	var labels map[string]string
 	waitFor(t, 3*time.Minute, "CPU labels on node-1", func() (bool, error) {
@@ -963,13 +963,13 @@ func (b *deployBed) testAgent(t *testing.T) {
 		t.Errorf("after stop: unschedulable=%t taints=%v condition=%+v", node.Spec.Unschedulable, node.Spec.Taints, nodeCondition(node))
 	}
 
-	heap := scrape(t, agent.metricsAddr, "go_memstats_heap_inuse_bytes")
-	if err := agent.stop(t); err != nil {
+	heap := scrape(t, agent.MetricsAddr, "go_memstats_heap_inuse_bytes")
+	if err := agent.Stop(t); err != nil {
 		t.Errorf("node-agent exited with %v after SIGTERM", err)
 	}
 	usage.stop()
 	final := usage.sample()
-	log := agent.stderr.String()
+	log := agent.Log()
 	for _, bad := range []string{"forbidden", "Forbidden", " 403", "Unauthorized", "is invalid"} {
 		if strings.Contains(log, bad) {
 			t.Errorf("the agent's log contains %q:\n%s", bad, grepLines(log, bad, 10))
@@ -1010,29 +1010,6 @@ func grepLines(s, sub string, n int) string {
 	return strings.Join(out, "\n")
 }
 
-// auditEvent is the part of an audit.k8s.io/v1 Event the test reads.
-type auditEvent struct {
-	AuditID   string    `json:"auditID"`
-	Stage     string    `json:"stage"`
-	Verb      string    `json:"verb"`
-	UserAgent string    `json:"userAgent"`
-	Received  time.Time `json:"requestReceivedTimestamp"`
-	User      struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-		APIGroup    string `json:"apiGroup"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"responseStatus"`
-}
-
 // checkAudit reads the apiserver's audit log: every request `node-agent run`
 // (user agent node-agent/node-1) made since began must be one the
 // ClusterRole or Roles of deploy/rbac.yaml grant, and none may have been
@@ -1045,15 +1022,15 @@ func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	last := map[string]auditEvent{}
+	last := map[string]testenv.AuditEvent{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
-		var e auditEvent
+		var e testenv.AuditEvent
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("audit log: %v", err)
 		}
-		if e.User.Username != agentUser || !strings.HasPrefix(e.UserAgent, "node-agent/node-1") || e.Received.Before(began) || e.ObjectRef == nil {
+		if e.User.Username != agentUser || !strings.HasPrefix(e.UserAgent, "node-agent/node-1") || e.Received.Time.Before(began) || e.ObjectRef == nil {
 			continue
 		}
 		last[e.AuditID] = e // the latest stage of each request
