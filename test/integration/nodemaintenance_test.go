@@ -87,7 +87,7 @@ func newNMBed(t *testing.T, audited bool) *nmBed {
 func installNodeMaintenanceCRDs(t *testing.T, env *testenv.Env) {
 	t.Helper()
 	kb := &deployBed{env: env, c: env.Client(), kubectl: kubectlBinary(t, testenv.DefaultOptions())}
-	dir := filepath.Join(deployDir(t), "components", "nodemaintenance")
+	dir := filepath.Join(testenv.DeployDir(t), "components", "nodemaintenance")
 	if _, err := kb.run(t, nil, "apply", "--server-side", "--field-manager=node-agent-install",
 		"-f", filepath.Join(dir, "crd-medik8s.yaml"), "-f", filepath.Join(dir, "crd-kubevirt.yaml")); err != nil {
 		t.Fatal(err)
