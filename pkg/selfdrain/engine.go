@@ -597,7 +597,7 @@ func (r *drainRun) succeed(now time.Time) *Status {
 	d := e.Clock.Since(r.start)
 	e.observe(r.req.Trigger, "succeeded", d)
 	e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeNormal, "DrainSucceeded", "Drained %d pods in %s", st.EvictionPods, d.Round(10*time.Millisecond))
-	e.Logger.Info("Node drained", "pods", st.EvictionPods, "duration", d)
+	e.Logger.Info("Node drained", "event", "DrainSucceeded", "pods", st.EvictionPods, "duration", d)
 	return st
 }
 
