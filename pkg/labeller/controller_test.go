@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/node-agent/node-agent/pkg/agent/agenttest"
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 )
@@ -28,46 +28,11 @@ import (
 
 const testNode = "node-1"
 
-// nodeView reads the Node from the fake clientset; touch calls the
-// controller's handlers as the informer would.
-type nodeView struct {
-	t        *testing.T
-	client   *fake.Clientset
-	mu       sync.Mutex
-	handlers []cache.ResourceEventHandler
-}
-
-func (v *nodeView) NodeName() string { return testNode }
-
-func (v *nodeView) Get() (*corev1.Node, error) {
-	return v.client.CoreV1().Nodes().Get(context.Background(), testNode, metav1.GetOptions{})
-}
-
-func (v *nodeView) AddHandler(h cache.ResourceEventHandler) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.handlers = append(v.handlers, h)
-	return nil
-}
-
-func (v *nodeView) touch() {
-	n, err := v.Get()
-	if err != nil {
-		v.t.Error(err)
-		return
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for _, h := range v.handlers {
-		h.OnUpdate(n, n)
-	}
-}
-
 type labellerBed struct {
 	t      *testing.T
 	client *fake.Clientset
 	clock  *clocktesting.FakeClock
-	view   *nodeView
+	view   *agenttest.NodeView
 	want   map[string]string
 }
 
@@ -87,7 +52,7 @@ func startLabeller(t *testing.T, prepare func(*fake.Clientset)) *labellerBed {
 		t.Fatalf("the test host has no labels: %v", err)
 	}
 	b := &labellerBed{t: t, client: client, clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
-		view: &nodeView{t: t, client: client}, want: res.Labels}
+		view: &agenttest.NodeView{Client: client, Name: testNode}, want: res.Labels}
 	c, err := NewController(Options{Client: client, NodeName: testNode, Config: cfg,
 		Discover: func(context.Context, config.LabellerConfig) (*hostcpu.HostCPU, error) { return host, nil },
 		Logger:   slog.New(slog.DiscardHandler), Clock: b.clock, Recorder: record.NewFakeRecorder(100)})
@@ -146,7 +111,9 @@ func (b *labellerBed) patch(patch string) {
 	if _, err := b.client.CoreV1().Nodes().Patch(context.Background(), testNode, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		b.t.Fatal(err)
 	}
-	b.view.touch()
+	if err := b.view.Touch(); err != nil {
+		b.t.Fatal(err)
+	}
 }
 
 func TestLabellerLabelsAndRestores(t *testing.T) {
@@ -182,7 +149,6 @@ func TestLabellerPausedBySkipNode(t *testing.T) {
 		patches++
 		return false, nil, nil
 	})
-	b.view.touch()
 	b.patch(`{"metadata":{"annotations":{"` + SkipNodeAnnotation + `":"false"}}}`)
 	b.waitFor("the labels once skip-node is false", b.labelled)
 	mu.Lock()

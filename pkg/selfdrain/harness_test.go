@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/node-agent/node-agent/pkg/agent/agenttest"
 	"github.com/node-agent/node-agent/pkg/config"
 )
 
@@ -149,38 +149,16 @@ func testPod(name string) *corev1.Pod {
 	}
 }
 
-// nodeView is the agent's NodeView over the fake clientset: Get reads the
-// Node from it, and the controller's handlers are called by touch.
+// nodeView is the controller's view of the Node in the fake clientset.
 type nodeView struct {
-	h        *harness
-	mu       sync.Mutex
-	handlers []cache.ResourceEventHandler
+	agenttest.NodeView
+	t *testing.T
 }
 
-func (v *nodeView) NodeName() string { return testNode }
-
-func (v *nodeView) Get() (*corev1.Node, error) {
-	return v.h.client.CoreV1().Nodes().Get(context.Background(), testNode, metav1.GetOptions{})
-}
-
-func (v *nodeView) AddHandler(h cache.ResourceEventHandler) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.handlers = append(v.handlers, h)
-	return nil
-}
-
-// touch tells the handlers that the Node changed.
+// touch tells the controller that the Node changed.
 func (v *nodeView) touch() {
-	n, err := v.Get()
-	if err != nil {
-		v.h.t.Error(err)
-		return
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for _, h := range v.handlers {
-		h.OnUpdate(n, n)
+	if err := v.Touch(); err != nil {
+		v.t.Error(err)
 	}
 }
 
@@ -189,7 +167,7 @@ func (v *nodeView) touch() {
 func (h *harness) controller() (*Controller, *nodeView) {
 	slots := &Slots{Client: h.client, Namespace: "node-agent", Identity: testNode, Max: 1,
 		LeaseDuration: 30 * time.Second, PollInterval: 2 * time.Second, Clock: h.clock, Logger: h.engine.Logger}
-	return NewController(ControllerOptions{Engine: h.engine, Slots: slots}), &nodeView{h: h}
+	return NewController(ControllerOptions{Engine: h.engine, Slots: slots}), &nodeView{NodeView: agenttest.NodeView{Client: h.client, Name: testNode}, t: h.t}
 }
 
 // patchNode applies a merge patch to the Node.
