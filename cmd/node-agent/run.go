@@ -150,7 +150,7 @@ func labellerComponent(cfg config.Config) (agent.Option, func(config.Config)) {
 // configWatcher reloads the --config file when it changes.
 func configWatcher(path string, current config.Config, flags *pflag.FlagSet, apply func(config.Config)) agent.ComponentFactory {
 	return func(d agent.Deps) (agent.Component, error) {
-		return &config.Watcher{
+		w := &config.Watcher{
 			Path: path, Current: current, Flags: flags, Clock: d.Clock, Interval: 2 * time.Second,
 			Logger: d.Logger.With("component", "config"),
 			OnChange: func(next config.Config) {
@@ -162,7 +162,8 @@ func configWatcher(path string, current config.Config, flags *pflag.FlagSet, app
 				d.Recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: d.NodeName, UID: types.UID(d.NodeName)},
 					corev1.EventTypeWarning, "ConfigReloadRefused", "Configuration %s refused, the last good one stays in force: %v", path, err)
 			},
-		}, nil
+		}
+		return component{"config", w.Run}, nil
 	}
 }
 
@@ -173,18 +174,22 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface) []agent.Option {
 	var ctrl *selfdrain.Controller
 	opts := []agent.Option{agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
 		m := selfdrain.NewMetrics(d.Registry)
-		engine := selfdrain.NewEngine(d.Client, d.NodeName, cfg.Drain, d.Logger.With("component", "selfdrain"), d.Clock, d.Recorder, m)
+		engine := selfdrain.NewEngine(selfdrain.EngineOptions{
+			Client: d.Client, NodeName: d.NodeName, Config: cfg.Drain,
+			Logger: d.Logger.With("component", "selfdrain"), Clock: d.Clock, Recorder: d.Recorder, Metrics: m,
+		})
 		slots := &selfdrain.Slots{
 			Client: d.Client, Namespace: cfg.Drain.LeaseNamespace, Identity: d.NodeName, Max: cfg.Drain.MaxConcurrentNodes,
 			LeaseDuration: 30 * time.Second, PollInterval: 2 * time.Second, Clock: d.Clock, Logger: engine.Logger,
 		}
-		ctrl = selfdrain.NewController(engine, slots)
+		var nm *selfdrain.NodeMaintenanceSource
 		if dyn != nil {
-			ctrl.NodeMaintenance = &selfdrain.NodeMaintenanceSource{
+			nm = &selfdrain.NodeMaintenanceSource{
 				Client: dyn, Discovery: d.Client.Discovery(), NodeName: d.NodeName,
 				Logger: engine.Logger, Clock: d.Clock, RecheckInterval: time.Minute,
 			}
 		}
+		ctrl = selfdrain.NewController(selfdrain.ControllerOptions{Engine: engine, Slots: slots, NodeMaintenance: nm})
 		return ctrl, nil
 	})}
 	if !cfg.Shutdown.Enabled {
@@ -197,7 +202,7 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface) []agent.Option {
 			Connect: func(ctx context.Context) (shutdown.Logind, error) {
 				return shutdown.Connect(ctx, cfg.Shutdown.SystemBusAddress)
 			},
-			Drainer:            ctrl.ShutdownDrainer(),
+			Drainer:            shutdownDrainer(ctrl),
 			DrainBudget:        cfg.Shutdown.DrainBudget.Duration,
 			SafetyMargin:       cfg.Shutdown.SafetyMargin.Duration,
 			ManageLogindConfig: cfg.Shutdown.ManageLogindConfig,
@@ -217,16 +222,34 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface) []agent.Option {
 		if err != nil {
 			return nil, err
 		}
-		return guardComponent{g}, nil
+		return component{"shutdown", g.Run}, nil
 	}))
 }
 
-// guardComponent runs the shutdown guard as an agent component.
-type guardComponent struct{ g *shutdown.Guard }
+// shutdownDrainer adapts the maintenance controller to the shutdown guard:
+// the guard hands it the shutdown, and gives the node back after a
+// cancelled one.
+func shutdownDrainer(ctrl *selfdrain.Controller) shutdown.Drainer {
+	return shutdown.DrainerFuncs{
+		DrainFunc: func(ctx context.Context, deadline time.Time) (shutdown.Result, error) {
+			r, err := ctrl.DrainForShutdown(ctx, deadline)
+			return shutdown.Result{Complete: r.Complete, Message: r.Message}, err
+		},
+		UndoFunc: ctrl.ShutdownCancelled,
+	}
+}
 
-func (guardComponent) Name() string { return "shutdown" }
+// component makes an agent component of a loop that needs no NodeView (the
+// shutdown guard, the config file watcher), so their packages need not
+// import pkg/agent.
+type component struct {
+	name string
+	run  func(context.Context) error
+}
 
-func (c guardComponent) Run(ctx context.Context, _ agent.NodeView) error { return c.g.Run(ctx) }
+func (c component) Name() string { return c.name }
+
+func (c component) Run(ctx context.Context, _ agent.NodeView) error { return c.run(ctx) }
 
 // restConfig loads a kubeconfig file, or the in-cluster service account when
 // path is empty.
@@ -234,13 +257,13 @@ func restConfig(path string) (*rest.Config, error) {
 	if path == "" {
 		c, err := rest.InClusterConfig()
 		if err != nil {
-			return nil, fmt.Errorf("no --kubeconfig given and not running in a cluster: %v", err)
+			return nil, fmt.Errorf("no --kubeconfig given and not running in a cluster: %w", err)
 		}
 		return c, nil
 	}
 	c, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %v", path, err)
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	return c, nil
 }

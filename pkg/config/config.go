@@ -275,7 +275,7 @@ func Parse(data []byte, base Config) (Config, error) {
 	strict, err := sigsjson.UnmarshalStrict(js, &cfg)
 	if err != nil {
 		if key := badDurationKey(js); key != "" {
-			return Config{}, fmt.Errorf("%s: %v; use a duration such as 90s, 5m or 1h", key, err)
+			return Config{}, fmt.Errorf("%s: %w; use a duration such as 90s, 5m or 1h", key, err)
 		}
 		return Config{}, errors.New(strings.TrimPrefix(err.Error(), "json: "))
 	}
@@ -363,7 +363,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("drain.taintKey %q: %s", c.Drain.TaintKey, strings.Join(msgs, "; ")))
 	}
 	if _, err := labels.Parse(c.Drain.PodSelector); err != nil {
-		errs = append(errs, fmt.Errorf("drain.podSelector %q: %v", c.Drain.PodSelector, err))
+		errs = append(errs, fmt.Errorf("drain.podSelector %q: %w", c.Drain.PodSelector, err))
 	}
 	if c.Drain.Timeout.Duration < 0 {
 		errs = append(errs, fmt.Errorf("drain.timeout %s: must not be negative", c.Drain.Timeout.Duration))

@@ -10,8 +10,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/utils/clock"
-
-	"github.com/node-agent/node-agent/pkg/agent"
 )
 
 // Watcher reloads the --config file when its content changes: a mounted
@@ -33,11 +31,8 @@ type Watcher struct {
 	OnInvalid func(error)
 }
 
-// Name implements agent.Component.
-func (w *Watcher) Name() string { return "config" }
-
-// Run implements agent.Component.
-func (w *Watcher) Run(ctx context.Context, _ agent.NodeView) error {
+// Run polls the file until ctx ends.
+func (w *Watcher) Run(ctx context.Context) error {
 	last, _ := os.ReadFile(w.Path)
 	t := w.Clock.NewTicker(w.Interval)
 	defer t.Stop()

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/node-agent/node-agent/pkg/agent"
 )
@@ -29,62 +30,96 @@ type Controller struct {
 	// NodeMaintenance, when not nil, serves NodeMaintenance objects.
 	NodeMaintenance *NodeMaintenanceSource
 
-	trigger chan struct{}
+	// queue holds one key, the node's name: every change of the Node or of
+	// its NodeMaintenance objects adds it, and a failed step adds it again
+	// rate-limited.
+	queue workqueue.TypedRateLimitingInterface[string]
 
 	mu       sync.Mutex
-	active   *drainRun
+	active   *activeDrain
 	shutdown bool
 	// badStatus is the last malformed status value reported, so each one is
 	// reported once.
 	badStatus string
-	view      agent.NodeView
 }
 
-type drainRun struct {
+// activeDrain is the maintenance drain running in its own goroutine.
+type activeDrain struct {
 	trigger Trigger
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
-// NewController returns a controller for engine, bounded by slots.
-func NewController(engine *Engine, slots *Slots) *Controller {
-	return &Controller{Engine: engine, Slots: slots, trigger: make(chan struct{}, 1)}
+// Retries of a failed reconcile or drain start: the first after
+// retryAfterFailure, the same pause the controller has always waited,
+// doubling up to retryAfterFailureCap while the failures go on.
+const (
+	retryAfterFailure    = 5 * time.Second
+	retryAfterFailureCap = 5 * time.Minute
+)
+
+// ControllerOptions configures a Controller. Engine and Slots are required.
+type ControllerOptions struct {
+	Engine *Engine
+	Slots  *Slots
+	// NodeMaintenance, when not nil, serves NodeMaintenance objects.
+	NodeMaintenance *NodeMaintenanceSource
+}
+
+// NewController returns a controller for o.
+func NewController(o ControllerOptions) *Controller {
+	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryAfterFailure, retryAfterFailureCap)
+	return &Controller{Engine: o.Engine, Slots: o.Slots, NodeMaintenance: o.NodeMaintenance,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{
+			Name: "selfdrain", Clock: o.Engine.Clock,
+		})}
 }
 
 // Name implements agent.Component.
 func (c *Controller) Name() string { return "selfdrain" }
 
-func (c *Controller) poke() {
-	select {
-	case c.trigger <- struct{}{}:
-	default:
-	}
-}
+// enqueue asks for a reconcile of the node.
+func (c *Controller) enqueue() { c.queue.Add(c.Engine.NodeName) }
 
 // Run implements agent.Component.
 func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
-	c.mu.Lock()
-	c.view = view
-	c.mu.Unlock()
 	if err := view.AddHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.poke() },
-		UpdateFunc: func(_, _ any) { c.poke() },
+		AddFunc:    func(any) { c.enqueue() },
+		UpdateFunc: func(_, _ any) { c.enqueue() },
 	}); err != nil {
 		return err
 	}
 	if c.NodeMaintenance != nil {
-		go c.NodeMaintenance.Run(ctx, c.poke)
+		go c.NodeMaintenance.Run(ctx, c.enqueue)
 	}
-	c.poke()
-	for {
-		select {
-		case <-ctx.Done():
-			c.stopActive()
-			return nil
-		case <-c.trigger:
-			c.reconcile(ctx, view)
+	c.enqueue()
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	for c.processNext(ctx, view) {
+	}
+	c.stopActive()
+	return nil
+}
+
+// processNext reconciles once for the next key; it reports false when the
+// controller stops.
+func (c *Controller) processNext(ctx context.Context, view agent.NodeView) bool {
+	key, quit := c.queue.Get()
+	if quit || ctx.Err() != nil {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.reconcile(ctx, view); err != nil {
+		if ctx.Err() == nil {
+			c.Engine.Logger.Error("Could not end maintenance", "err", err)
 		}
+		c.queue.AddRateLimited(key)
+		return true
 	}
+	c.queue.Forget(key)
+	return true
 }
 
 // stopActive cancels a running drain and waits for it, leaving the Node as
@@ -128,10 +163,12 @@ func endReason(t Trigger) string {
 	return "maintenance annotation removed"
 }
 
-func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) {
+// reconcile starts or ends the drain as the requests ask. It returns an
+// error only when ending the maintenance failed.
+func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 	node, err := view.Get()
 	if err != nil {
-		return
+		return nil // the Node's arrival in the cache adds the key again
 	}
 	e := c.Engine
 	req := request{annotation: strings.TrimSpace(node.Annotations[MaintenanceAnnotation])}
@@ -139,8 +176,9 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) {
 	if c.NodeMaintenance != nil {
 		if !c.NodeMaintenance.Synced() {
 			// Fail closed: until the objects are known, a missing object
-			// must not end a maintenance it started.
-			return
+			// must not end a maintenance it started. The source adds the
+			// key once it has synced.
+			return nil
 		}
 		objs = c.NodeMaintenance.Objects()
 		req.object = primaryObject(objs)
@@ -174,56 +212,58 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) {
 	}
 
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.shutdown {
 		// The shutdown guard owns the engine until the host goes down or
 		// the shutdown is cancelled.
-		return
+		c.mu.Unlock()
+		return nil
 	}
 	switch {
 	case req.wanted() && c.active == nil:
 		if perr != nil {
 			// Starting would overwrite a record we cannot read; the
 			// admin must fix or delete it first.
-			return
+			break
 		}
 		if st.Active() && st.Trigger != TriggerShutdown && st.Phase == PhaseSucceeded {
-			return // drained; maintenance goes on while it is requested
+			break // drained; maintenance goes on while it is requested
 		}
 		trigger, reason := req.trigger()
 		c.startLocked(ctx, trigger, reason)
 	case !req.wanted() && c.active != nil:
 		run := c.active
 		c.active = nil
+		c.mu.Unlock()
 		run.cancel()
-		go func() {
-			<-run.done
-			c.end(ctx, endReason(run.trigger))
-		}()
+		<-run.done
+		return c.end(ctx, endReason(run.trigger))
 	case !req.wanted() && c.active == nil && perr == nil && st.Active():
 		// Maintenance ended while no drain ran: the request went away
 		// while the agent was down, or the host came back from a shutdown
 		// drain. Undo what the agent did.
-		go c.end(ctx, endReason(st.Trigger))
+		c.mu.Unlock()
+		return c.end(ctx, endReason(st.Trigger))
 	}
+	c.mu.Unlock()
+	return nil
 }
 
-func (c *Controller) end(ctx context.Context, why string) {
-	if err := c.Engine.End(ctx, why); err != nil && ctx.Err() == nil {
-		c.Engine.Logger.Error("Could not end maintenance", "err", err)
-		return
+func (c *Controller) end(ctx context.Context, why string) error {
+	if err := c.Engine.End(ctx, why); err != nil {
+		return err
 	}
 	if c.Engine.Metrics != nil {
 		c.Engine.Metrics.MaintenanceActive.Set(0)
 		c.Engine.Metrics.PendingPods.Set(0)
 		c.Engine.Metrics.setBlocked(nil)
 	}
+	return nil
 }
 
 // startLocked starts a drain for a maintenance request. c.mu is held.
 func (c *Controller) startLocked(parent context.Context, trigger Trigger, reason string) {
 	ctx, cancel := context.WithCancel(parent)
-	run := &drainRun{trigger: trigger, cancel: cancel, done: make(chan struct{})}
+	run := &activeDrain{trigger: trigger, cancel: cancel, done: make(chan struct{})}
 	c.active = run
 	e := c.Engine
 	go func() {
@@ -245,7 +285,7 @@ func (c *Controller) startLocked(parent context.Context, trigger Trigger, reason
 			if ctx.Err() == nil {
 				e.Logger.Error("Could not start maintenance", "err", err)
 				e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "MaintenanceStartFailed", "Could not cordon and taint the node: %v", err)
-				c.retryLater(ctx)
+				c.retryLater()
 			}
 			return
 		}
@@ -261,7 +301,7 @@ func (c *Controller) startLocked(parent context.Context, trigger Trigger, reason
 		released = true
 		if err != nil && ctx.Err() == nil {
 			e.Logger.Error("Drain stopped", "err", err)
-			c.retryLater(ctx)
+			c.retryLater()
 			return
 		}
 		_ = st
@@ -273,19 +313,13 @@ func (c *Controller) startLocked(parent context.Context, trigger Trigger, reason
 	}()
 }
 
-// retryLater clears the active run and reconciles again after a pause, so a
+// retryLater clears the active run and adds the key again rate-limited, so a
 // failure to start is retried without a hot loop.
-func (c *Controller) retryLater(ctx context.Context) {
+func (c *Controller) retryLater() {
 	c.mu.Lock()
 	c.active = nil
 	c.mu.Unlock()
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-c.Engine.Clock.After(5 * time.Second):
-			c.poke()
-		}
-	}()
+	c.queue.AddRateLimited(c.Engine.NodeName)
 }
 
 // slotWait reports, while a drain waits for a slot, why it waits: every
@@ -391,7 +425,7 @@ func (c *Controller) ShutdownCancelled(ctx context.Context) error {
 	c.mu.Lock()
 	c.shutdown = false
 	c.mu.Unlock()
-	c.poke()
+	c.enqueue()
 	if err != nil {
 		return errors.Join(errors.New("undoing the shutdown drain"), err)
 	}

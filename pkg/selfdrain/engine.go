@@ -1,6 +1,7 @@
 package selfdrain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,31 +49,34 @@ const (
 // Engine drains the agent's own Node. It is shared by the annotation and the
 // shutdown triggers; one drain runs at a time.
 type Engine struct {
-	Client   kubernetes.Interface
-	NodeName string
-	Config   config.DrainConfig
-	Logger   *slog.Logger
-	Clock    clock.WithTicker
-	Recorder record.EventRecorder
-	Metrics  *Metrics
+	EngineOptions
 	// Jitter returns a factor in [0.75, 1.25) applied to every backoff; tests
 	// may fix it.
 	Jitter func() float64
 }
 
-// NewEngine returns an engine with defaults for the optional fields.
-func NewEngine(client kubernetes.Interface, nodeName string, cfg config.DrainConfig, logger *slog.Logger, clk clock.WithTicker, rec record.EventRecorder, m *Metrics) *Engine {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	if rec == nil {
-		rec = &record.FakeRecorder{}
-	}
-	return &Engine{Client: client, NodeName: nodeName, Config: cfg, Logger: logger, Clock: clk, Recorder: rec, Metrics: m,
-		Jitter: func() float64 { return 0.75 + rand.Float64()/2 }}
+// EngineOptions configures an Engine. Client and NodeName are required; the
+// other fields have defaults.
+type EngineOptions struct {
+	Client   kubernetes.Interface
+	NodeName string
+	Config   config.DrainConfig
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+	// Recorder defaults to one that drops the Events.
+	Recorder record.EventRecorder
+	// Metrics may be nil: no metrics.
+	Metrics *Metrics
+}
+
+// NewEngine returns an engine for o.
+func NewEngine(o EngineOptions) *Engine {
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.Clock = cmp.Or[clock.WithTicker](o.Clock, clock.RealClock{})
+	o.Recorder = cmp.Or[record.EventRecorder](o.Recorder, &record.FakeRecorder{})
+	return &Engine{EngineOptions: o, Jitter: func() float64 { return 0.75 + rand.Float64()/2 }}
 }
 
 // nodeRef is the object Events are recorded on; the kubelet uses the node
@@ -253,18 +257,81 @@ type evictResult struct {
 // req.KeepTrying) the deadline passes. It keeps st current on the Node and
 // returns the final status of this attempt.
 func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, error) {
-	start := e.Clock.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	r := e.newDrainRun(ctx, st, req)
 
 	// Watch the node's pods first, so no deletion between the listing and the
 	// watch is missed: a pod counts as gone when the watch says it is.
+	store, stopWatch, err := r.watchPods(cancel)
+	if err != nil {
+		return st, err
+	}
+	defer stopWatch()
+	if err := r.listPods(store); err != nil {
+		return st, err
+	}
+	e.Logger.Info("Evicting pods", "pods", len(r.pending), "finished", r.finished, "parallelism", e.Config.Parallelism)
+
+	stopWorkers := r.startWorkers()
+	defer stopWorkers()
+	if !req.Deadline.IsZero() {
+		t := e.Clock.NewTimer(req.Deadline.Sub(e.Clock.Now()))
+		defer t.Stop()
+		r.deadline = t.C()
+	}
+	r.retryTimer = e.Clock.NewTimer(0)
+	defer r.retryTimer.Stop()
+	// Progress goes to the Node from a goroutine of its own, so a slow PATCH
+	// never holds up evictions or the final write; the final write waits
+	// for it instead, so an older progress write cannot land after it.
+	r.pw = e.startProgressWriter(ctx)
+	defer func() { r.pw.stop() }()
+	return r.loop()
+}
+
+// drainRun is one attempt of Engine.Drain: the pods still to go and what
+// the loop knows about each of them. Its methods are the loop's steps.
+type drainRun struct {
+	e     *Engine
+	ctx   context.Context
+	st    *Status
+	req   Request
+	start time.Time
+
+	pending  map[types.UID]*podState
+	finished int // pods listed that had already finished
+
+	events  chan podEvent
+	work    chan *podState
+	results chan evictResult
+
+	deadline   <-chan time.Time
+	retryTimer clock.Timer
+	pw         *progressWriter
+
+	// failed is set once the deadline has passed: retries slow down.
+	failed    bool
+	dirty     bool
+	lastWrite time.Time
+	lastErr   string
+}
+
+func (e *Engine) newDrainRun(ctx context.Context, st *Status, req Request) *drainRun {
+	return &drainRun{e: e, ctx: ctx, st: st, req: req, start: e.Clock.Now(),
+		pending: map[types.UID]*podState{}, events: make(chan podEvent, 256), dirty: true}
+}
+
+// watchPods starts an informer on the node's pods that reports to r.events,
+// and waits for its cache. stop cancels the run's context (through cancel)
+// and waits for the informer.
+func (r *drainRun) watchPods(cancel context.CancelFunc) (store cache.Store, stop func(), err error) {
+	e, ctx := r.e, r.ctx
 	factory := informers.NewSharedInformerFactoryWithOptions(e.Client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", e.NodeName).String()
 		}))
 	podInformer := factory.Core().V1().Pods().Informer()
-	events := make(chan podEvent, 256)
 	notify := func(obj any, deleted bool) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
@@ -276,7 +343,7 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 		ev := podEvent{key: p.Namespace + "/" + p.Name, uid: p.UID, deleted: deleted,
 			finished: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
 		select {
-		case events <- ev:
+		case r.events <- ev:
 		case <-ctx.Done():
 		}
 	}
@@ -285,72 +352,81 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 		UpdateFunc: func(_, obj any) { notify(obj, false) },
 		DeleteFunc: func(obj any) { notify(obj, true) },
 	}); err != nil {
-		return st, err
+		return nil, nil, err
 	}
 	factory.Start(ctx.Done())
-	defer func() {
+	stop = func() {
 		// Shutdown waits for the informer, which stops only when ctx does.
 		cancel()
 		factory.Shutdown()
-	}()
-	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced) {
-		return st, ctx.Err()
 	}
+	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced) {
+		stop()
+		return nil, nil, ctx.Err()
+	}
+	return podInformer.GetStore(), stop, nil
+}
 
+// listPods chooses the pods to evict, as kubectl drain would, and keeps
+// those the watch's store still holds: pods gone before the watch synced
+// never produce an event. On the first attempt (not a resume) it records the
+// counts at the start in the status.
+func (r *drainRun) listPods(store cache.Store) error {
+	e, st := r.e, r.st
 	helper := &drain.Helper{
-		Ctx: ctx, Client: e.Client, Force: true, IgnoreAllDaemonSets: true, DeleteEmptyDirData: true,
+		Ctx: r.ctx, Client: e.Client, Force: true, IgnoreAllDaemonSets: true, DeleteEmptyDirData: true,
 		PodSelector: e.Config.PodSelector, GracePeriodSeconds: -1,
 	}
 	list, errs := helper.GetPodsForDeletion(e.NodeName)
 	if len(errs) > 0 {
-		err := fmt.Errorf("choosing pods to evict on Node %s: %v", e.NodeName, errors.Join(errs...))
+		err := fmt.Errorf("choosing pods to evict on Node %s: %w", e.NodeName, errors.Join(errs...))
 		st.LastError = err.Error()
-		e.writeStatus(ctx, st)
-		return st, err
+		e.writeStatus(r.ctx, st)
+		return err
 	}
-	pending := map[types.UID]*podState{}
-	finished := 0
 	for _, p := range list.Pods() {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			finished++
+			r.finished++
 			continue
 		}
-		pending[p.UID] = &podState{key: p.Namespace + "/" + p.Name, pod: p}
+		r.pending[p.UID] = &podState{key: p.Namespace + "/" + p.Name, pod: p}
 	}
-	// Pods that were gone before the watch synced never produce an event.
-	store := podInformer.GetStore()
-	for uid, ps := range pending {
+	for uid, ps := range r.pending {
 		obj, exists, _ := store.GetByKey(ps.key)
 		if !exists || obj.(*corev1.Pod).UID != uid {
-			delete(pending, uid)
+			delete(r.pending, uid)
 		}
 	}
 	if st.EvictionPods == 0 && st.TotalPods == 0 {
-		// First attempt (not a resume): record the counts at the start.
 		st.TotalPods = len(store.List())
-		st.EvictionPods = len(pending) + finished
+		st.EvictionPods = len(r.pending) + r.finished
 	}
-	e.Logger.Info("Evicting pods", "pods", len(pending), "finished", finished, "parallelism", e.Config.Parallelism)
+	return nil
+}
 
-	results := make(chan evictResult, len(pending)+1)
-	work := make(chan *podState)
-	// An eviction request in flight is never cancelled when this attempt
-	// ends (maintenance stopped, the agent asked to exit): kube-apiserver
-	// records the disruption in the PodDisruptionBudget's status before it
-	// deletes the pod, and a request cut off in between leaves a recorded
-	// disruption for a pod that stays, which blocks that budget until the
-	// disruption controller expires it two minutes later. Seen on a real
-	// node: deleting the agent's pod mid-drain stalled the new pod's drain
-	// for 2m21s. Each request has a bound of its own instead, and the
-	// attempt waits for those in flight when it ends.
+// startWorkers starts drain.parallelism workers that evict the pods sent to
+// r.work; stop ends them and waits for the requests in flight.
+//
+// An eviction request in flight is never cancelled when this attempt ends
+// (maintenance stopped, the agent asked to exit): kube-apiserver records the
+// disruption in the PodDisruptionBudget's status before it deletes the pod,
+// and a request cut off in between leaves a recorded disruption for a pod
+// that stays, which blocks that budget until the disruption controller
+// expires it two minutes later. Seen on a real node: deleting the agent's
+// pod mid-drain stalled the new pod's drain for 2m21s. Each request has a
+// bound of its own instead, and the attempt waits for those in flight when
+// it ends.
+func (r *drainRun) startWorkers() (stop func()) {
+	e := r.e
+	r.results = make(chan evictResult, len(r.pending)+1)
+	r.work = make(chan *podState)
 	var wg sync.WaitGroup
-	workers := min(e.Config.Parallelism, max(len(pending), 1))
-	for range workers {
+	for range min(e.Config.Parallelism, max(len(r.pending), 1)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ps := range work {
-				reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), evictionRequestTimeout)
+			for ps := range r.work {
+				reqCtx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), evictionRequestTimeout)
 				deleted, err := e.evictOrDelete(reqCtx, ps)
 				cancel()
 				// Counted here, not when the loop handles the result: the
@@ -359,140 +435,125 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 				if e.Metrics != nil {
 					e.Metrics.Evictions.WithLabelValues(evictionResult(deleted, err)).Inc()
 				}
-				results <- evictResult{key: string(ps.pod.UID), err: err}
+				r.results <- evictResult{key: string(ps.pod.UID), err: err}
 			}
 		}()
 	}
-	defer func() {
-		close(work)
+	return func() {
+		close(r.work)
 		wg.Wait()
-	}()
-
-	var deadline <-chan time.Time
-	if !req.Deadline.IsZero() {
-		t := e.Clock.NewTimer(req.Deadline.Sub(e.Clock.Now()))
-		defer t.Stop()
-		deadline = t.C()
 	}
-	failed := false
-	dirty := true
-	lastWrite := time.Time{}
-	retryTimer := e.Clock.NewTimer(0)
-	defer retryTimer.Stop()
-	var lastErr string
-	// Progress goes to the Node from a goroutine of its own, so a slow PATCH
-	// never holds up evictions or the final write; the final write waits
-	// for it instead, so an older progress write cannot land after it.
-	pw := e.startProgressWriter(ctx)
-	defer func() { pw.stop() }()
+}
 
+// loop runs the attempt until it ends, one step per event.
+func (r *drainRun) loop() (*Status, error) {
 	for {
-		now := e.Clock.Now()
-		e.setPending(st, pending)
-		if e.Metrics != nil {
-			e.Metrics.PendingPods.Set(float64(len(pending)))
-			e.Metrics.setBlocked(blockedCounts(pending))
+		now := r.e.Clock.Now()
+		if r.publish(now) {
+			return r.succeed(now), nil
 		}
-		if len(pending) == 0 {
-			st.Phase = PhaseSucceeded
-			st.LastError = ""
-			pw.stop()
-			e.finishStatus(ctx, st, now)
-			d := e.Clock.Since(start)
-			e.observe(req.Trigger, "succeeded", d)
-			e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeNormal, "DrainSucceeded", "Drained %d pods in %s", st.EvictionPods, d.Round(10*time.Millisecond))
-			e.Logger.Info("Node drained", "pods", st.EvictionPods, "duration", d)
-			return st, nil
-		}
-		if lastErr != st.LastError {
-			lastErr = st.LastError
-			dirty = true
-		}
-		if dirty && now.Sub(lastWrite) >= statusInterval {
-			pw.post(st)
-			lastWrite = now
-			dirty = false
-		}
-		// Dispatch every pod whose retry time has come.
-		next := time.Time{}
-		for _, ps := range sortedStates(pending) {
-			if ps.inFlight || ps.evicted {
-				continue
-			}
-			if !ps.nextAttempt.After(now) {
-				ps.inFlight = true
-				select {
-				case work <- ps:
-				case <-ctx.Done():
-					return e.stopped(ctx, st, req, start)
-				}
-				continue
-			}
-			if next.IsZero() || ps.nextAttempt.Before(next) {
-				next = ps.nextAttempt
-			}
+		next, ok := r.dispatch(now)
+		if !ok {
+			return r.stopped()
 		}
 		wait := statusInterval
 		if !next.IsZero() {
 			wait = min(wait, next.Sub(now))
 		}
-		retryTimer.Reset(max(wait, time.Millisecond))
+		r.resetRetryTimer(max(wait, time.Millisecond))
 
 		select {
-		case <-ctx.Done():
-			return e.stopped(ctx, st, req, start)
-		case ev := <-events:
-			if goneBy(pending, ev) {
-				dirty = true
+		case <-r.ctx.Done():
+			return r.stopped()
+		case ev := <-r.events:
+			if goneBy(r.pending, ev) {
+				r.dirty = true
 			}
-		case r := <-results:
-			ps := pending[types.UID(r.key)]
-			if ps == nil {
-				continue
+		case res := <-r.results:
+			r.handleResult(res)
+		case <-r.deadline:
+			r.deadline = nil
+			r.expire()
+			if !r.req.KeepTrying {
+				return r.st, nil
 			}
-			ps.inFlight = false
-			e.handleResult(ps, r.err, failed, st, pending)
-			dirty = true
-		case <-deadline:
-			deadline = nil
-			failed = true
-			st.Phase = PhaseFailed
-			if st.LastError == "" {
-				st.LastError = fmt.Sprintf("drain did not finish before its deadline; %d pods left", len(pending))
-			}
-			pw.stop()
-			e.finishStatus(ctx, st, e.Clock.Now())
-			pw = e.startProgressWriter(ctx)
-			e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "DrainFailed", "Drain did not finish in time: %d of %d pods still on the node; last error: %s", len(pending), st.EvictionPods, st.LastError)
-			e.Logger.Warn("Drain deadline passed", "pending", len(pending), "lastError", st.LastError)
-			e.observe(req.Trigger, "failed", e.Clock.Since(start))
-			if !req.KeepTrying {
-				return st, nil
-			}
-		case <-retryTimer.C():
+		case <-r.retryTimer.C():
 		}
 	}
 }
 
-// stopped handles ctx ending mid-drain (maintenance ended, or shutdown).
-func (e *Engine) stopped(ctx context.Context, st *Status, req Request, start time.Time) (*Status, error) {
-	if st.Phase == PhaseRunning {
-		e.observe(req.Trigger, "cancelled", e.Clock.Since(start))
+// resetRetryTimer arms the retry timer for d, first dropping a tick the loop
+// did not take (it woke for something else): a clock.Timer, unlike a
+// time.Timer since Go 1.23, may keep a stale tick across Reset, and the
+// fake clock of the tests blocks on a second one.
+func (r *drainRun) resetRetryTimer(d time.Duration) {
+	if !r.retryTimer.Stop() {
+		select {
+		case <-r.retryTimer.C():
+		default:
+		}
 	}
-	if e.Metrics != nil {
-		e.Metrics.setBlocked(nil)
-	}
-	return st, ctx.Err()
+	r.retryTimer.Reset(d)
 }
 
-func (e *Engine) observe(trigger Trigger, result string, d time.Duration) {
+// publish brings the status and the metrics up to date with the pending
+// pods and posts the status to the progress writer, at most once per
+// statusInterval. It reports whether no pod is left.
+func (r *drainRun) publish(now time.Time) (drained bool) {
+	e, st := r.e, r.st
+	e.setPending(st, r.pending)
 	if e.Metrics != nil {
-		e.Metrics.DrainDuration.WithLabelValues(string(trigger), result).Observe(d.Seconds())
+		e.Metrics.PendingPods.Set(float64(len(r.pending)))
+		e.Metrics.setBlocked(blockedCounts(r.pending))
 	}
+	if len(r.pending) == 0 {
+		return true
+	}
+	if r.lastErr != st.LastError {
+		r.lastErr = st.LastError
+		r.dirty = true
+	}
+	if r.dirty && now.Sub(r.lastWrite) >= statusInterval {
+		r.pw.post(st)
+		r.lastWrite = now
+		r.dirty = false
+	}
+	return false
+}
+
+// dispatch sends every pod whose retry time has come to the workers, and
+// returns the earliest retry time still to come (zero when none). It
+// reports false when ctx ended while it waited for a worker.
+func (r *drainRun) dispatch(now time.Time) (next time.Time, ok bool) {
+	for _, ps := range sortedStates(r.pending) {
+		if ps.inFlight || ps.evicted {
+			continue
+		}
+		if !ps.nextAttempt.After(now) {
+			ps.inFlight = true
+			select {
+			case r.work <- ps:
+			case <-r.ctx.Done():
+				return next, false
+			}
+			continue
+		}
+		if next.IsZero() || ps.nextAttempt.Before(next) {
+			next = ps.nextAttempt
+		}
+	}
+	return next, true
 }
 
 // handleResult applies one eviction's outcome to the pod's state.
-func (e *Engine) handleResult(ps *podState, err error, failed bool, st *Status, pending map[types.UID]*podState) {
+func (r *drainRun) handleResult(res evictResult) {
+	ps := r.pending[types.UID(res.key)]
+	if ps == nil {
+		return // the watch saw it go first
+	}
+	ps.inFlight = false
+	r.dirty = true
+	e, err := r.e, res.err
 	now := e.Clock.Now()
 	switch {
 	case err == nil:
@@ -502,7 +563,7 @@ func (e *Engine) handleResult(ps *podState, err error, failed bool, st *Status, 
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err) && ps.pod.UID != "":
 		// Gone; a conflict means the UID precondition failed: a new pod
 		// took the name, and ours is gone.
-		delete(pending, ps.pod.UID)
+		delete(r.pending, ps.pod.UID)
 	default:
 		if ps.firstBlocked.IsZero() {
 			ps.firstBlocked = now
@@ -513,16 +574,65 @@ func (e *Engine) handleResult(ps *podState, err error, failed bool, st *Status, 
 			ps.blockedBy = &ref
 		}
 		limit := retryCap
-		if failed {
+		if r.failed {
 			limit = retryCapFailed
 		}
 		ps.nextAttempt = now.Add(backoff(ps.attempts, limit, e.Jitter))
-		st.LastError = fmt.Sprintf("evicting %s: %s", ps.key, describeEvictionError(err))
+		r.st.LastError = fmt.Sprintf("evicting %s: %s", ps.key, describeEvictionError(err))
 		if now.Sub(ps.lastEvent) >= podEventInterval {
 			ps.lastEvent = now
 			e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "EvictionBlocked", "Cannot evict pod %s yet: %s", ps.key, describeEvictionError(err))
 		}
 		e.Logger.Debug("Eviction refused", "pod", ps.key, "attempt", ps.attempts, "retryIn", ps.nextAttempt.Sub(now), "err", err)
+	}
+}
+
+// succeed ends the attempt with every pod gone.
+func (r *drainRun) succeed(now time.Time) *Status {
+	e, st := r.e, r.st
+	st.Phase = PhaseSucceeded
+	st.LastError = ""
+	r.pw.stop()
+	e.finishStatus(r.ctx, st, now)
+	d := e.Clock.Since(r.start)
+	e.observe(r.req.Trigger, "succeeded", d)
+	e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeNormal, "DrainSucceeded", "Drained %d pods in %s", st.EvictionPods, d.Round(10*time.Millisecond))
+	e.Logger.Info("Node drained", "event", "DrainSucceeded", "pods", st.EvictionPods, "duration", d)
+	return st
+}
+
+// expire marks the attempt Failed when its deadline passes; the caller
+// decides whether evictions go on at the slower pace.
+func (r *drainRun) expire() {
+	e, st := r.e, r.st
+	r.failed = true
+	st.Phase = PhaseFailed
+	if st.LastError == "" {
+		st.LastError = fmt.Sprintf("drain did not finish before its deadline; %d pods left", len(r.pending))
+	}
+	r.pw.stop()
+	e.finishStatus(r.ctx, st, e.Clock.Now())
+	r.pw = e.startProgressWriter(r.ctx)
+	e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "DrainFailed", "Drain did not finish in time: %d of %d pods still on the node; last error: %s", len(r.pending), st.EvictionPods, st.LastError)
+	e.Logger.Warn("Drain deadline passed", "pending", len(r.pending), "lastError", st.LastError)
+	e.observe(r.req.Trigger, "failed", e.Clock.Since(r.start))
+}
+
+// stopped handles ctx ending mid-drain (maintenance ended, or shutdown).
+func (r *drainRun) stopped() (*Status, error) {
+	e := r.e
+	if r.st.Phase == PhaseRunning {
+		e.observe(r.req.Trigger, "cancelled", e.Clock.Since(r.start))
+	}
+	if e.Metrics != nil {
+		e.Metrics.setBlocked(nil)
+	}
+	return r.st, r.ctx.Err()
+}
+
+func (e *Engine) observe(trigger Trigger, result string, d time.Duration) {
+	if e.Metrics != nil {
+		e.Metrics.DrainDuration.WithLabelValues(string(trigger), result).Observe(d.Seconds())
 	}
 }
 

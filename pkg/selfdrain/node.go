@@ -140,17 +140,29 @@ func setCondition(ctx context.Context, client kubernetes.Interface, name string,
 	return patchCondition(ctx, client, name, ConditionType, status, reason, message, now)
 }
 
+// patchCondition sets the condition typ. lastTransitionTime is the time the
+// status last changed, as the API conventions define it: a write that keeps
+// the status (Draining, then Drained, both True) keeps it too.
 func patchCondition(ctx context.Context, client kubernetes.Interface, name string, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
+	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("setting condition %s on Node %s: %w", typ, name, err)
+	}
+	transition := now
+	for _, c := range node.Status.Conditions {
+		if c.Type == typ && c.Status == status && !c.LastTransitionTime.IsZero() {
+			transition = c.LastTransitionTime
+		}
+	}
 	cond := map[string]any{
 		"type": typ, "status": status, "reason": reason, "message": message,
-		"lastHeartbeatTime": now, "lastTransitionTime": now,
+		"lastHeartbeatTime": now, "lastTransitionTime": transition,
 	}
 	b, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{cond}}})
 	if err != nil {
 		return err
 	}
-	_, err = client.CoreV1().Nodes().PatchStatus(ctx, name, b)
-	if err != nil {
+	if _, err := client.CoreV1().Nodes().PatchStatus(ctx, name, b); err != nil {
 		return fmt.Errorf("setting condition %s on Node %s: %w", typ, name, err)
 	}
 	return nil

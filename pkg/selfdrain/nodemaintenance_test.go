@@ -260,8 +260,8 @@ func ptrTo[T any](v T) *T { return &v }
 func TestSlotWaitNamesTheCause(t *testing.T) {
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}})
 	rec := record.NewFakeRecorder(10)
-	e := NewEngine(client, "node-1", config.Default().Drain, slog.New(slog.DiscardHandler), clocktesting.NewFakeClock(time.Now()), rec, nil)
-	c := NewController(e, &Slots{Namespace: "node-agent", Max: 1})
+	e := NewEngine(EngineOptions{Client: client, NodeName: "node-1", Config: config.Default().Drain, Logger: slog.New(slog.DiscardHandler), Clock: clocktesting.NewFakeClock(time.Now()), Recorder: rec})
+	c := NewController(ControllerOptions{Engine: e, Slots: &Slots{Namespace: "node-agent", Max: 1}})
 	w := &slotWait{c: c, trigger: TriggerNodeMaintenance, reason: "NIC replacement"}
 	ctx := context.Background()
 	cause := errors.New(`creating Lease node-agent/node-agent-drain-slot-0: namespaces "node-agent" not found`)
@@ -314,8 +314,8 @@ func TestSlotWaitKeepsABegunDrain(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: map[string]string{StatusAnnotation: begun.Encode()}},
 		Spec: corev1.NodeSpec{Unschedulable: true}}
 	client := fake.NewClientset(node)
-	e := NewEngine(client, "node-1", config.Default().Drain, slog.New(slog.DiscardHandler), clocktesting.NewFakeClock(time.Now()), record.NewFakeRecorder(10), nil)
-	w := &slotWait{c: NewController(e, &Slots{Namespace: "node-agent", Max: 1}), trigger: TriggerNodeMaintenance, reason: "NIC"}
+	e := NewEngine(EngineOptions{Client: client, NodeName: "node-1", Config: config.Default().Drain, Logger: slog.New(slog.DiscardHandler), Clock: clocktesting.NewFakeClock(time.Now()), Recorder: record.NewFakeRecorder(10)})
+	w := &slotWait{c: NewController(ControllerOptions{Engine: e, Slots: &Slots{Namespace: "node-agent", Max: 1}}), trigger: TriggerNodeMaintenance, reason: "NIC"}
 	w.report(context.Background(), errors.New("leases is forbidden"))
 	n, err := client.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
 	if err != nil {

@@ -7,8 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/node-agent/node-agent/pkg/shutdown"
 )
 
 const (
@@ -31,14 +29,21 @@ const (
 	statusReserve = 2 * time.Second
 )
 
-// ShutdownDrainer adapts the controller to the shutdown Guard.
-func (c *Controller) ShutdownDrainer() shutdown.Drainer { return shutdownDrainer{c} }
+// ShutdownResult is what a shutdown drain achieved.
+type ShutdownResult struct {
+	// Complete is true when every pod to evict has left the node.
+	Complete bool
+	// Message says what is left or what happened.
+	Message string
+}
 
-type shutdownDrainer struct{ c *Controller }
-
-// Drain implements shutdown.Drainer.
-func (d shutdownDrainer) Drain(ctx context.Context, deadline time.Time) (shutdown.Result, error) {
-	e := d.c.Engine
+// DrainForShutdown drains the node because the host is going down: it marks
+// the node NodeShuttingDown, drains it (see ShutdownDrain) so that the final
+// status is written before deadline, and records whether the drain was
+// complete. The wiring hands it to the shutdown guard; this package knows
+// nothing of logind.
+func (c *Controller) DrainForShutdown(ctx context.Context, deadline time.Time) (ShutdownResult, error) {
+	e := c.Engine
 	now := metav1.NewTime(e.Clock.Now())
 	window := deadline.Sub(now.Time).Round(time.Second)
 	if err := setShutdownCondition(ctx, e, corev1.ConditionTrue, ReasonPrepareForShutdown,
@@ -46,13 +51,13 @@ func (d shutdownDrainer) Drain(ctx context.Context, deadline time.Time) (shutdow
 		e.Logger.Warn("Could not mark the node as shutting down", "err", err)
 	}
 	e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "NodeShuttingDown", "Host is shutting down; draining within %s (cluster-wide drain slot not awaited)", window)
-	st, err := d.c.ShutdownDrain(ctx, deadline.Add(-statusReserve))
+	st, err := c.ShutdownDrain(ctx, deadline.Add(-statusReserve))
 	if st == nil {
-		return shutdown.Result{}, err
+		return ShutdownResult{}, err
 	}
 	complete := st.Phase == PhaseSucceeded
 	st.DrainedInTime = &complete
-	// The Guard's context may end any moment now; the record must still
+	// The guard's context may end any moment now; the record must still
 	// reach the Node.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusReserve)
 	defer cancel()
@@ -67,15 +72,11 @@ func (d shutdownDrainer) Drain(ctx context.Context, deadline time.Time) (shutdow
 		e.Logger.Warn("Could not record the shutdown drain result", "err", err)
 	}
 	e.Recorder.Eventf(e.nodeRef(), typ, "ShutdownDrainFinished", "Shutdown drain: %s; releasing the inhibitor lock", msg)
+	res := ShutdownResult{Complete: complete, Message: msg}
 	if err != nil && ctx.Err() == nil {
-		return shutdown.Result{Complete: complete, Message: msg}, err
+		return res, err
 	}
-	return shutdown.Result{Complete: complete, Message: msg}, nil
-}
-
-// Undo implements shutdown.Drainer.
-func (d shutdownDrainer) Undo(ctx context.Context) error {
-	return d.c.ShutdownCancelled(ctx)
+	return res, nil
 }
 
 func setShutdownCondition(ctx context.Context, e *Engine, status corev1.ConditionStatus, reason, msg string, now metav1.Time) error {

@@ -117,7 +117,7 @@ func DecodeStatus(raw string) (*Status, error) {
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("annotation %s is not valid status JSON (%v); the agent will not act on it: fix it, or delete it to let the agent start afresh", StatusAnnotation, err)
+		return nil, fmt.Errorf("annotation %s is not valid status JSON (%w); the agent will not act on it: fix it, or delete it to let the agent start afresh", StatusAnnotation, err)
 	}
 	switch s.Phase {
 	case PhaseWaiting, PhaseRunning, PhaseSucceeded, PhaseFailed:

@@ -36,6 +36,23 @@ type Drainer interface {
 }
 
 // Result is what a Drain achieved.
+// DrainerFuncs is a Drainer made of plain functions, so that the wiring
+// can hand the Guard another package's methods without either package
+// importing the other (the kubelet's nodeshutdown takes KillPodFunc the same
+// way).
+type DrainerFuncs struct {
+	DrainFunc func(ctx context.Context, deadline time.Time) (Result, error)
+	UndoFunc  func(ctx context.Context) error
+}
+
+// Drain implements Drainer.
+func (f DrainerFuncs) Drain(ctx context.Context, deadline time.Time) (Result, error) {
+	return f.DrainFunc(ctx, deadline)
+}
+
+// Undo implements Drainer.
+func (f DrainerFuncs) Undo(ctx context.Context) error { return f.UndoFunc(ctx) }
+
 type Result struct {
 	// Complete is true when everything that had to leave the node has left.
 	Complete bool
@@ -476,7 +493,7 @@ func (g *Guard) release(f *os.File) {
 		g.log.Warn("Closing the shutdown delay lock", "err", err)
 	}
 	g.setHeld(false)
-	g.log.Info("Released the systemd-logind shutdown delay lock")
+	g.log.Info("Released the systemd-logind shutdown delay lock", "event", "DelayLockReleased")
 }
 
 // configureDelay reads the delay in force and, when allowed and needed,
@@ -579,7 +596,7 @@ func (g *Guard) handleShutdown(ctx context.Context, l Logind, held *os.File) (_ 
 	deadline := g.opts.Clock.Now().Add(window)
 	g.setState(StateDraining, "shutdown in progress; draining until "+deadline.UTC().Format(time.RFC3339))
 	g.log.Info("Host is shutting down; draining the node before releasing the delay lock",
-		"deadline", deadline, "drainWindow", window, "inhibitDelay", delay)
+		"event", "ShutdownDrainStarted", "deadline", deadline, "drainWindow", window, "inhibitDelay", delay)
 
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -598,12 +615,12 @@ func (g *Guard) handleShutdown(ctx context.Context, l Logind, held *os.File) (_ 
 			switch {
 			case r.err != nil:
 				outcome = OutcomeFailed
-				g.log.Error("Shutdown drain failed; releasing the delay lock", "err", r.err)
+				g.log.Error("Shutdown drain failed; releasing the delay lock", "event", "ShutdownDrainEnded", "outcome", outcome, "err", r.err)
 			case !r.res.Complete:
 				outcome = OutcomeIncomplete
-				g.log.Warn("Shutdown drain ended incomplete; releasing the delay lock", "detail", r.res.Message)
+				g.log.Warn("Shutdown drain ended incomplete; releasing the delay lock", "event", "ShutdownDrainEnded", "outcome", outcome, "detail", r.res.Message)
 			default:
-				g.log.Info("Node drained for shutdown; releasing the delay lock", "detail", r.res.Message,
+				g.log.Info("Node drained for shutdown; releasing the delay lock", "event", "ShutdownDrainEnded", "outcome", outcome, "detail", r.res.Message,
 					"left", deadline.Sub(g.opts.Clock.Now()))
 			}
 			g.count(outcome)
@@ -612,7 +629,7 @@ func (g *Guard) handleShutdown(ctx context.Context, l Logind, held *os.File) (_ 
 			return nil, true
 		case <-timer.C():
 			cancel()
-			g.log.Warn("Shutdown drain deadline reached; releasing the delay lock so the host can go down", "deadline", deadline)
+			g.log.Warn("Shutdown drain deadline reached; releasing the delay lock so the host can go down", "event", "ShutdownDrainEnded", "outcome", OutcomeTimeout, "deadline", deadline)
 			g.count(OutcomeTimeout)
 			g.release(held)
 			g.setState(StateReleased, "shutdown in progress; drain timed out")

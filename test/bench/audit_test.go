@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -43,23 +41,8 @@ rules:
 
 const stageRequestReceived = "RequestReceived"
 
-// auditEvent is the part of an audit.k8s.io/v1 Event the benchmark reads.
-type auditEvent struct {
-	Stage      string `json:"stage"`
-	Verb       string `json:"verb"`
-	RequestURI string `json:"requestURI"`
-	UserAgent  string `json:"userAgent"`
-	User       struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-	} `json:"objectRef"`
-	Received metav1.MicroTime `json:"requestReceivedTimestamp"`
-}
+// auditEvent is an audit Event with the benchmark's readings of it.
+type auditEvent struct{ testenv.AuditEvent }
 
 // kind names what a request did, for the breakdown: "create pods/eviction",
 // "get nodes", "get /api" for a path without an object.

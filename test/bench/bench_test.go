@@ -59,7 +59,7 @@ const (
 	// agentBinaryEnv names a node-agent binary to measure; `make bench` sets
 	// it to bin/node-agent. Without it the benchmark builds one from this
 	// tree.
-	agentBinaryEnv = "NODE_AGENT_BINARY"
+	agentBinaryEnv = testenv.AgentBinaryEnv
 
 	toolNodeAgent = "node-agent"
 	toolKubectl   = "kubectl"
@@ -140,7 +140,7 @@ func BenchmarkDrain(b *testing.B) {
 	}
 	audit := &auditLog{path: filepath.Join(dir, "audit.log")}
 	opts.APIServerArgs = append(opts.APIServerArgs, "--audit-policy-file="+policy, "--audit-log-path="+audit.path)
-	agentBin := agentBinary(b, dir)
+	agentBin := agentBinary(b)
 
 	loadBefore := loadAverage()
 	env := testenv.StartForTest(b, opts)
@@ -163,24 +163,20 @@ func BenchmarkDrain(b *testing.B) {
 }
 
 // agentBinary returns $NODE_AGENT_BINARY, or node-agent built from this tree
-// into dir, so the benchmark never measures a stale binary by accident.
-func agentBinary(b *testing.B, dir string) string {
+// (testenv.AgentBinary), so the benchmark never measures a stale binary by
+// accident.
+func agentBinary(b *testing.B) string {
 	b.Helper()
-	if p := os.Getenv(agentBinaryEnv); p != "" {
-		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm()&0o111 == 0 {
-			b.Fatalf("$%s=%s is not an executable file (%v); run `make build` or unset it", agentBinaryEnv, p, err)
-		}
+	p, err := testenv.AgentBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if os.Getenv(agentBinaryEnv) != "" {
 		b.Logf("measuring %s ($%s)", p, agentBinaryEnv)
-		return p
+	} else {
+		b.Logf("measuring node-agent built from this tree (set $%s to measure another binary)", agentBinaryEnv)
 	}
-	out := filepath.Join(dir, "node-agent")
-	cmd := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", out, testenv.ModulePath+"/cmd/node-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("building node-agent: %v\n%s", err, msg)
-	}
-	b.Logf("measuring node-agent built from this tree (set $%s to measure another binary)", agentBinaryEnv)
-	return out
+	return p
 }
 
 // bed is the control plane with node-1, its target nodes, the Deployment and
@@ -214,8 +210,8 @@ func newBed(b *testing.B, env *testenv.Env, audit *auditLog, agentBin, dir strin
 	if _, err := bd.c.AppsV1().Deployments(workNamespace).Create(bd.ctx, deployment(), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	bd.agent = startAgent(b, env, agentBin, drainNode, dir)
-	bd.agent.waitReady(b)
+	bd.agent = startAgent(b, env, agentBin, drainNode)
+	bd.agent.WaitReady(b)
 	// Fill kubectl's discovery cache once, outside any measured window, so
 	// every kubectl drain runs as it would on a machine that used kubectl
 	// before.
@@ -347,7 +343,7 @@ func (bd *bed) drainWithNodeAgent(round int) sample {
 	err := cmd.Run()
 	wall := time.Since(start)
 	if err != nil {
-		b.Fatalf("round %d: node-agent maintenance start --wait: %v\n%s\nnode-agent log:\n%s", round, err, out.String(), bd.agent.logTail(40))
+		b.Fatalf("round %d: node-agent maintenance start --wait: %v\n%s\nnode-agent log:\n%s", round, err, out.String(), bd.agent.Tail(40))
 	}
 	st, err := selfdrain.ParseStatus(bd.node(drainNode))
 	if err != nil || st == nil || st.Phase != selfdrain.PhaseSucceeded || st.EvictionPods != replicas {
@@ -540,7 +536,7 @@ func (bd *bed) waitFor(what string, cond func() (bool, error)) {
 		return ok, nil
 	})
 	if err != nil {
-		bd.b.Fatalf("waiting for %s: %v (last error: %v)\nnode-agent log:\n%s", what, err, last, bd.agent.logTail(20))
+		bd.b.Fatalf("waiting for %s: %v (last error: %v)\nnode-agent log:\n%s", what, err, last, bd.agent.Tail(20))
 	}
 }
 

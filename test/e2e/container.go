@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/node-agent/node-agent/test/testenv"
 )
 
 // EnvRequired makes missing prerequisites a failure instead of a skip.
@@ -271,7 +273,7 @@ func (c *Container) Boot(ctx context.Context) error {
 	c.run = b
 	pid, err := findContainerInit(ctx, cmd.Process.Pid, b.exited)
 	if err != nil {
-		return fmt.Errorf("container %s: %w; console: %s", c.name, err, tail(console, 20))
+		return fmt.Errorf("container %s: %w; console: %s", c.name, err, testenv.TailFile(console, 20))
 	}
 	b.pid = pid
 	c.t.Logf("container %s: booting (systemd-nspawn %d, PID 1 = host PID %d), console log %s", c.name, cmd.Process.Pid, pid, console)
@@ -369,7 +371,7 @@ func (c *Container) WaitReady(ctx context.Context) (string, error) {
 		// once; keep asking.
 		select {
 		case <-c.Exited():
-			return "", fmt.Errorf("container %s: exited while booting (status %d); console: %s", c.name, c.ExitCode(), tail(console, 30))
+			return "", fmt.Errorf("container %s: exited while booting (status %d); console: %s", c.name, c.ExitCode(), testenv.TailFile(console, 30))
 		case <-ctx.Done():
 			return "", fmt.Errorf("container %s: waiting for the boot to finish (last state %q): %w", c.name, state, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
@@ -487,7 +489,7 @@ func (c *Container) cleanup() {
 		c.t.Logf("container %s: journal before cleanup:\n%s", c.name, out)
 	}
 	if c.t.Failed() {
-		c.t.Logf("container %s: console:\n%s", c.name, tail(filepath.Join(c.dir, fmt.Sprintf("console-%d.log", c.boots)), 40))
+		c.t.Logf("container %s: console:\n%s", c.name, testenv.TailFile(filepath.Join(c.dir, fmt.Sprintf("console-%d.log", c.boots)), 40))
 	}
 	c.Kill()
 	// MNT_DETACH: a process that still has a file open below would make a
@@ -504,17 +506,4 @@ func isClosed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// tail returns the last n lines of a file, for error messages.
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(%v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

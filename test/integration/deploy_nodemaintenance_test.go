@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+
+	"github.com/node-agent/node-agent/test/testenv"
 )
 
 // nmPolicy is the admission policy for NodeMaintenance objects.
@@ -52,7 +54,7 @@ func (b *deployBed) applyNodeMaintenanceComponent(t *testing.T, overlay, base st
 	t.Logf("nodemaintenance component, server-side dry run:\n%s", grepLines(string(out), "nodemaintenance", 5))
 	// Only the CRDs for real: the DaemonSet's flag would restart the
 	// agents' pods, which the next subtests use.
-	dir := filepath.Join(deployDir(t), "components", "nodemaintenance")
+	dir := filepath.Join(testenv.DeployDir(t), "components", "nodemaintenance")
 	if _, err := b.run(t, nil, "apply", "--server-side", "--field-manager=node-agent-install",
 		"-f", filepath.Join(dir, "crd-medik8s.yaml"), "-f", filepath.Join(dir, "crd-kubevirt.yaml")); err != nil {
 		t.Fatal(err)

@@ -4,24 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,12 +26,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
-	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -53,257 +44,6 @@ const (
 	// service-account token is bound to.
 	nodeNameExtra = "authentication.kubernetes.io/node-name"
 )
-
-// deployFiles are the manifests kustomization.yaml lists.
-var deployFiles = []string{"daemonset.yaml", "rbac.yaml", "admission-policy.yaml", "configmap.yaml"}
-
-func deployDir(t *testing.T) string {
-	t.Helper()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(root, "deploy")
-}
-
-// decodeObjects splits a multi-document YAML stream into objects.
-func decodeObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
-	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatal(err)
-		}
-		if len(m) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: m})
-		}
-	}
-}
-
-// deployObject finds kind/name among objs and converts it into out.
-func deployObject(t *testing.T, objs []*unstructured.Unstructured, kind, namespace, name string, out any) {
-	t.Helper()
-	for _, o := range objs {
-		if o.GetKind() == kind && o.GetName() == name && o.GetNamespace() == namespace {
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, out); err != nil {
-				t.Fatalf("%s %s/%s: %v", kind, namespace, name, err)
-			}
-			return
-		}
-	}
-	t.Fatalf("deploy/ has no %s %s/%s", kind, namespace, name)
-}
-
-func readDeployObjects(t *testing.T) []*unstructured.Unstructured {
-	t.Helper()
-	var objs []*unstructured.Unstructured
-	for _, f := range deployFiles {
-		data, err := os.ReadFile(filepath.Join(deployDir(t), f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, decodeObjects(t, data)...)
-	}
-	return objs
-}
-
-var quoted = regexp.MustCompile(`'([^']*)'`)
-
-// celStrings returns the single-quoted strings of a CEL expression.
-func celStrings(expr string) []string {
-	var out []string
-	for _, m := range quoted.FindAllStringSubmatch(expr, -1) {
-		out = append(out, m[1])
-	}
-	sort.Strings(out)
-	return out
-}
-
-func policyVariable(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy, name string) string {
-	t.Helper()
-	for _, v := range p.Spec.Variables {
-		if v.Name == name {
-			return v.Expression
-		}
-	}
-	t.Fatalf("policy %s has no variable %s", p.Name, name)
-	return ""
-}
-
-func portOfAddress(t *testing.T, addr string) int32 {
-	t.Helper()
-	_, p, _ := strings.Cut(addr, ":")
-	n, err := strconv.Atoi(p)
-	if err != nil {
-		t.Fatalf("address %q: %v", addr, err)
-	}
-	return int32(n)
-}
-
-// TestDeployManifestsAgreeWithCode checks the facts that deploy/ repeats from
-// the code: the policy's label prefixes, annotation, taint and conditions,
-// its ServiceAccount, and the DaemonSet's ports, mounts and config file.
-func TestDeployManifestsAgreeWithCode(t *testing.T) {
-	// readDeployObjects reads what kustomization.yaml lists.
-	var kust struct {
-		Resources []string `json:"resources"`
-	}
-	data, err := os.ReadFile(filepath.Join(deployDir(t), "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(data, &kust); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(slices.Sorted(slices.Values(kust.Resources)), slices.Sorted(slices.Values(deployFiles))) {
-		t.Errorf("kustomization.yaml lists %v, the tests read %v", kust.Resources, deployFiles)
-	}
-	objs := readDeployObjects(t)
-	def := config.Default()
-
-	var ds appsv1.DaemonSet
-	deployObject(t, objs, "DaemonSet", agentNamespace, "node-agent", &ds)
-	var policy admissionregistrationv1.ValidatingAdmissionPolicy
-	deployObject(t, objs, "ValidatingAdmissionPolicy", "", agentPolicy, &policy)
-	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	deployObject(t, objs, "ValidatingAdmissionPolicyBinding", "", agentPolicy, &binding)
-	var leases rbacv1.Role
-	deployObject(t, objs, "Role", def.Drain.LeaseNamespace, "node-agent-drain-slots", &leases)
-	var cr rbacv1.ClusterRole
-	deployObject(t, objs, "ClusterRole", "", "node-agent", &cr)
-
-	// The policy names the DaemonSet's ServiceAccount.
-	if got := ds.Namespace + "/" + ds.Spec.Template.Spec.ServiceAccountName; got != agentNamespace+"/"+agentServiceAccount {
-		t.Errorf("DaemonSet runs as %s, want %s/%s", got, agentNamespace, agentServiceAccount)
-	}
-	if len(policy.Spec.MatchConditions) != 1 || !strings.Contains(policy.Spec.MatchConditions[0].Expression, "'"+agentUser+"'") {
-		t.Errorf("policy matchConditions %+v do not name %s", policy.Spec.MatchConditions, agentUser)
-	}
-	if binding.Spec.PolicyName != policy.Name || !slices.Equal(binding.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
-		t.Errorf("binding %+v does not Deny with policy %s", binding.Spec, policy.Name)
-	}
-
-	// The policy's list of what the agent owns is the code's.
-	wantPrefixes := slices.Sorted(slices.Values(labeller.OwnedPrefixes()))
-	if got := celStrings(policyVariable(t, &policy, "ownedLabelPrefixes")); !slices.Equal(got, wantPrefixes) {
-		t.Errorf("policy ownedLabelPrefixes = %v, labeller.OwnedPrefixes() = %v", got, wantPrefixes)
-	}
-	if got, want := celStrings(policyVariable(t, &policy, "ownedLabelKeys")), slices.Sorted(slices.Values(labeller.OwnedKeys())); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
-		t.Errorf("policy ownedLabelKeys = %v, labeller.OwnedKeys() = %v", got, want)
-	}
-	if got := celStrings(policyVariable(t, &policy, "ownedAnnotation")); !slices.Equal(got, []string{selfdrain.StatusAnnotation}) {
-		t.Errorf("policy ownedAnnotation = %v, want %s", got, selfdrain.StatusAnnotation)
-	}
-	if got := celStrings(policyVariable(t, &policy, "drainTaintKey")); !slices.Equal(got, []string{def.Drain.TaintKey}) {
-		t.Errorf("policy drainTaintKey = %v, want drain.taintKey's default %s", got, def.Drain.TaintKey)
-	}
-	wantConds := []string{string(selfdrain.ShuttingDownCondition), string(selfdrain.ConditionType)}
-	sort.Strings(wantConds)
-	if got := celStrings(policyVariable(t, &policy, "agentConditions")); !slices.Equal(got, wantConds) {
-		t.Errorf("policy agentConditions = %v, want %v", got, wantConds)
-	}
-
-	// Without drain.deleteAfter the agent deletes no pod, and RBAC says so.
-	if def.Drain.DeleteAfter.Duration == 0 {
-		for _, r := range cr.Rules {
-			if slices.Contains(r.Resources, "pods") && slices.Contains(r.Verbs, "delete") {
-				t.Errorf("ClusterRole grants pods delete, but drain.deleteAfter is off by default")
-			}
-		}
-	}
-
-	// The DaemonSet serves what the config file says, and mounts what it
-	// names.
-	spec := ds.Spec.Template.Spec
-	if len(spec.Containers) != 1 {
-		t.Fatalf("%d containers, want 1", len(spec.Containers))
-	}
-	ctr := spec.Containers[0]
-	ports := map[string]int32{}
-	for _, p := range ctr.Ports {
-		ports[p.Name] = p.ContainerPort
-	}
-	if want := portOfAddress(t, def.MetricsBindAddress); ports["metrics"] != want {
-		t.Errorf("metrics port %d, metricsBindAddress %s", ports["metrics"], def.MetricsBindAddress)
-	}
-	if want := portOfAddress(t, def.HealthProbeBindAddress); ports["health"] != want {
-		t.Errorf("health port %d, healthProbeBindAddress %s", ports["health"], def.HealthProbeBindAddress)
-	}
-	for name, probe := range map[string]*corev1.Probe{"/healthz": ctr.LivenessProbe, "/readyz": ctr.ReadinessProbe} {
-		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != name || probe.HTTPGet.Port.String() != "health" {
-			t.Errorf("probe for %s: %+v", name, probe)
-		}
-	}
-	if !slices.Contains(ctr.Args, "--config=/etc/node-agent/config.yaml") {
-		t.Errorf("args %v do not pass --config=/etc/node-agent/config.yaml", ctr.Args)
-	}
-	mounts := map[string]corev1.VolumeMount{}
-	for _, m := range ctr.VolumeMounts {
-		mounts[m.MountPath] = m
-	}
-	volumes := map[string]corev1.Volume{}
-	for _, v := range spec.Volumes {
-		volumes[v.Name] = v
-	}
-	if v := volumes[mounts["/etc/node-agent"].Name]; v.ConfigMap == nil || v.ConfigMap.Name != "node-agent-config" || mounts["/etc/node-agent"].SubPath != "" {
-		t.Errorf("/etc/node-agent is not the whole ConfigMap node-agent-config: %+v", v)
-	}
-	busSocket := strings.TrimPrefix(def.Shutdown.SystemBusAddress, "unix:path=")
-	hostMounts := map[string]string{ // mount path: host path
-		def.StateDir:                 def.StateDir,
-		filepath.Dir(busSocket):      filepath.Dir(busSocket),
-		def.Shutdown.LogindDropInDir: def.Shutdown.LogindDropInDir,
-		"/run/host/libvirt":          "/run/libvirt",
-	}
-	for dir, host := range hostMounts {
-		m, ok := mounts[dir]
-		if !ok {
-			t.Errorf("no mount at %s", dir)
-			continue
-		}
-		if hp := volumes[m.Name].HostPath; hp == nil || hp.Path != host {
-			t.Errorf("mount %s is not the host's %s: %+v", dir, host, volumes[m.Name])
-		}
-	}
-	// The embedded QEMU driver writes into /run/libvirt: the pod's own.
-	if m, ok := mounts["/run/libvirt"]; !ok || volumes[m.Name].EmptyDir == nil || m.ReadOnly {
-		t.Errorf("/run/libvirt is not a writable emptyDir: %+v", volumes[m.Name])
-	}
-	for _, v := range spec.Volumes {
-		if v.HostPath != nil && !slices.Contains(slices.Collect(maps.Values(hostMounts)), v.HostPath.Path) {
-			t.Errorf("host mount %s is not one the agent needs", v.HostPath.Path)
-		}
-	}
-	if mounts[def.StateDir].ReadOnly {
-		t.Errorf("stateDir %s is mounted read-only", def.StateDir)
-	}
-	env := map[string]corev1.EnvVar{}
-	for _, e := range ctr.Env {
-		env[e.Name] = e
-	}
-	if e := env["NODE_NAME"]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
-		t.Errorf("NODE_NAME is not the downward API's spec.nodeName: %+v", e)
-	}
-	if e := env["GOMEMLIMIT"]; e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
-		t.Errorf("GOMEMLIMIT is not the memory limit: %+v", e)
-	}
-	if ctr.Resources.Limits.Memory().IsZero() || ctr.Resources.Requests.Memory().IsZero() || ctr.Resources.Requests.Cpu().IsZero() {
-		t.Errorf("resources %+v: want memory limit and cpu/memory requests", ctr.Resources)
-	}
-	sc := ctr.SecurityContext
-	if sc == nil || ptr.Deref(sc.Privileged, false) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) ||
-		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
-		t.Errorf("securityContext %+v: want unprivileged, read-only root, no privilege escalation, all capabilities dropped", sc)
-	}
-	if spec.PriorityClassName != "system-node-critical" || len(spec.Tolerations) != 1 || spec.Tolerations[0].Operator != corev1.TolerationOpExists || spec.Tolerations[0].Key != "" {
-		t.Errorf("priorityClassName %q tolerations %+v: want system-node-critical and one operator Exists", spec.PriorityClassName, spec.Tolerations)
-	}
-}
 
 // kubectlBinary returns bin/kubectl, skipping or failing as for the other
 // control-plane binaries when it is missing.
@@ -401,11 +141,11 @@ func TestDeploy(t *testing.T) {
 // testApply is acceptance 1: `kubectl kustomize deploy/` applies with a
 // server-side dry run, then for real.
 func (b *deployBed) testApply(t *testing.T) {
-	manifests, err := b.run(t, nil, "kustomize", deployDir(t))
+	manifests, err := b.run(t, nil, "kustomize", testenv.DeployDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := decodeObjects(t, manifests)
+	objs := testenv.DecodeObjects(t, manifests)
 	var kinds []string
 	for _, o := range objs {
 		kinds = append(kinds, o.GetKind()+"/"+o.GetName())
@@ -455,7 +195,7 @@ func (b *deployBed) testApply(t *testing.T) {
 
 	// The kvm component renders and applies too (dry run).
 	overlay := t.TempDir()
-	base, err := filepath.Rel(overlay, deployDir(t)) // kustomize takes relative paths only
+	base, err := filepath.Rel(overlay, testenv.DeployDir(t)) // kustomize takes relative paths only
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -847,7 +587,7 @@ func (b *deployBed) testAgent(t *testing.T) {
 
 	// The shipped config file, as the DaemonSet mounts it.
 	var cm corev1.ConfigMap
-	deployObject(t, readDeployObjects(t), "ConfigMap", agentNamespace, "node-agent-config", &cm)
+	testenv.DeployObject(t, testenv.ReadDeployObjects(t), "ConfigMap", agentNamespace, "node-agent-config", &cm)
 	cfgFile := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cm.Data["config.yaml"]), 0o600); err != nil {
 		t.Fatal(err)
@@ -891,9 +631,9 @@ func (b *deployBed) testAgent(t *testing.T) {
 	began := time.Now()
 	uri := "qemu:///embed?root=" + filepath.Join(short, "libvirt")
 	agent := startAgent(t, b.env, "node-1", "--config", cfgFile, "--kubeconfig", kubeconfig, "--libvirt-uri", uri, "--shutdown-enabled=false")
-	usage := watchUsage(agent.cmd.Process.Pid, short)
+	usage := watchUsage(agent.Cmd.Process.Pid, short)
 	defer usage.stop()
-	agent.waitReady(t)
+	agent.WaitReady(t)
 
 	var labels map[string]string
 	waitFor(t, 3*time.Minute, "CPU labels on node-1", func() (bool, error) {
@@ -963,13 +703,13 @@ func (b *deployBed) testAgent(t *testing.T) {
 		t.Errorf("after stop: unschedulable=%t taints=%v condition=%+v", node.Spec.Unschedulable, node.Spec.Taints, nodeCondition(node))
 	}
 
-	heap := scrape(t, agent.metricsAddr, "go_memstats_heap_inuse_bytes")
-	if err := agent.stop(t); err != nil {
+	heap := scrape(t, agent.MetricsAddr, "go_memstats_heap_inuse_bytes")
+	if err := agent.Stop(t); err != nil {
 		t.Errorf("node-agent exited with %v after SIGTERM", err)
 	}
 	usage.stop()
 	final := usage.sample()
-	log := agent.stderr.String()
+	log := agent.Log()
 	for _, bad := range []string{"forbidden", "Forbidden", " 403", "Unauthorized", "is invalid"} {
 		if strings.Contains(log, bad) {
 			t.Errorf("the agent's log contains %q:\n%s", bad, grepLines(log, bad, 10))
@@ -1010,29 +750,6 @@ func grepLines(s, sub string, n int) string {
 	return strings.Join(out, "\n")
 }
 
-// auditEvent is the part of an audit.k8s.io/v1 Event the test reads.
-type auditEvent struct {
-	AuditID   string    `json:"auditID"`
-	Stage     string    `json:"stage"`
-	Verb      string    `json:"verb"`
-	UserAgent string    `json:"userAgent"`
-	Received  time.Time `json:"requestReceivedTimestamp"`
-	User      struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-		APIGroup    string `json:"apiGroup"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"responseStatus"`
-}
-
 // checkAudit reads the apiserver's audit log: every request `node-agent run`
 // (user agent node-agent/node-1) made since began must be one the
 // ClusterRole or Roles of deploy/rbac.yaml grant, and none may have been
@@ -1045,15 +762,15 @@ func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	last := map[string]auditEvent{}
+	last := map[string]testenv.AuditEvent{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
-		var e auditEvent
+		var e testenv.AuditEvent
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("audit log: %v", err)
 		}
-		if e.User.Username != agentUser || !strings.HasPrefix(e.UserAgent, "node-agent/node-1") || e.Received.Before(began) || e.ObjectRef == nil {
+		if e.User.Username != agentUser || !strings.HasPrefix(e.UserAgent, "node-agent/node-1") || e.Received.Time.Before(began) || e.ObjectRef == nil {
 			continue
 		}
 		last[e.AuditID] = e // the latest stage of each request
@@ -1118,7 +835,7 @@ func (b *deployBed) grantedByDeploy(t *testing.T) func(verb, group, resource, na
 		r         rbacv1.PolicyRule
 	}
 	var rules []rule
-	for _, o := range readDeployObjects(t) {
+	for _, o := range testenv.ReadDeployObjects(t) {
 		switch o.GetKind() {
 		case "ClusterRole", "Role":
 			var role rbacv1.Role

@@ -27,12 +27,12 @@ var identities sync.Map // *testenv.Env -> *deployBed
 func installAgentIdentity(t *testing.T, env *testenv.Env) {
 	t.Helper()
 	b := &deployBed{env: env, c: env.Client(), kubectl: kubectlBinary(t, testenv.DefaultOptions())}
-	manifests, err := b.run(t, nil, "kustomize", deployDir(t))
+	manifests, err := b.run(t, nil, "kustomize", testenv.DeployDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var namespace []*unstructured.Unstructured
-	for _, o := range decodeObjects(t, manifests) {
+	for _, o := range testenv.DecodeObjects(t, manifests) {
 		if o.GetKind() == "Namespace" {
 			namespace = append(namespace, o)
 		}

@@ -102,7 +102,7 @@ func TestLabellerKeepsLabelsTrue(t *testing.T) {
 	}
 
 	agent := startAgent(t, env, "node-1", "--libvirt-uri", uri, "--shutdown-enabled=false")
-	agent.waitReady(t)
+	agent.WaitReady(t)
 
 	labelsNow := func() map[string]string { return getNode(t, c, "node-1").Labels }
 	waitFor(t, 2*time.Minute, "labels equal to `node-agent labels`", func() (bool, error) {
@@ -122,15 +122,15 @@ func TestLabellerKeepsLabelsTrue(t *testing.T) {
 	}
 
 	// Steady state: no writes. The sync counter moves only on "unchanged".
-	changed := scrape(t, agent.metricsAddr, `node_agent_label_sync_total{result="changed"}`)
-	unchanged := scrape(t, agent.metricsAddr, `node_agent_label_sync_total{result="unchanged"}`)
+	changed := scrape(t, agent.MetricsAddr, `node_agent_label_sync_total{result="changed"}`)
+	unchanged := scrape(t, agent.MetricsAddr, `node_agent_label_sync_total{result="unchanged"}`)
 	if err := patchNode(c, "node-1", `{"metadata":{"annotations":{"unrelated":"x"}}}`); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "a sync after an unrelated change", func() (bool, error) {
-		return scrape(t, agent.metricsAddr, `node_agent_label_sync_total{result="unchanged"}`) > unchanged, nil
+		return scrape(t, agent.MetricsAddr, `node_agent_label_sync_total{result="unchanged"}`) > unchanged, nil
 	})
-	if after := scrape(t, agent.metricsAddr, `node_agent_label_sync_total{result="changed"}`); after != changed {
+	if after := scrape(t, agent.MetricsAddr, `node_agent_label_sync_total{result="changed"}`); after != changed {
 		t.Errorf("an unrelated Node change caused %v label writes", after-changed)
 	}
 
@@ -154,16 +154,16 @@ func TestLabellerKeepsLabelsTrue(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "skip-node seen", func() (bool, error) {
-		return scrape(t, agent.metricsAddr, `node_agent_label_sync_total{result="skipped"}`) > 0, nil
+		return scrape(t, agent.MetricsAddr, `node_agent_label_sync_total{result="skipped"}`) > 0, nil
 	})
 	// Read the counter before the edit: the agent may see the edit before
 	// the test reads the counter again.
-	skipped := scrape(t, agent.metricsAddr, `node_agent_label_sync_total{result="skipped"}`)
+	skipped := scrape(t, agent.MetricsAddr, `node_agent_label_sync_total{result="skipped"}`)
 	if err := patchNode(c, "node-1", `{"metadata":{"labels":{"`+victim+`":null,"cpu-model.node.kubevirt.io/Fake":"true"}}}`); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "the agent saw the hand edit", func() (bool, error) {
-		return scrape(t, agent.metricsAddr, `node_agent_label_sync_total{result="skipped"}`) > skipped, nil
+		return scrape(t, agent.MetricsAddr, `node_agent_label_sync_total{result="skipped"}`) > skipped, nil
 	})
 	if l := labelsNow(); l[victim] != "" || l["cpu-model.node.kubevirt.io/Fake"] != "true" {
 		t.Errorf("labels corrected while skip-node=true")
@@ -219,7 +219,7 @@ func TestLabellerReloadsConfig(t *testing.T) {
 	// obsolete.
 	write("labeller:\n  libvirtURI: " + uri + "\n  virtType: qemu\nshutdown:\n  enabled: false\n")
 	agent := startAgent(t, env, "node-1", "--config", cfgPath)
-	agent.waitReady(t)
+	agent.WaitReady(t)
 
 	var model string
 	// cpu-model-migration labels the usable models, as KubeVirt does.

@@ -5,13 +5,13 @@ package integration
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/node-agent/node-agent/test/testenv"
 )
 
-// agentBinary is node-agent built from this tree once per test run, so the
-// tests never exercise a stale bin/node-agent.
+// agentBinary is the node-agent the tests run: $NODE_AGENT_BINARY, or one
+// built from this tree once per test run (testenv.AgentBinary).
 var agentBinary string
 
 func TestMain(m *testing.M) {
@@ -19,19 +19,12 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "node-agent-it-")
+	defer testenv.RemoveAgentBuild()
+	bin, err := testenv.AgentBinary()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "node-agent for the integration tests:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	agentBinary = filepath.Join(dir, "node-agent")
-	cmd := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", agentBinary, "github.com/node-agent/node-agent/cmd/node-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building node-agent for the integration tests:", err)
-		return 1
-	}
+	agentBinary = bin
 	return m.Run()
 }

@@ -82,7 +82,7 @@ func TestMonitoringStuckDrainAlert(t *testing.T) {
 	// The labeller runs, so its metrics have data; an unreachable libvirt
 	// makes discovery fall back to cpuid at once.
 	agent := startAgent(t, b.env, "node-1", "--libvirt-uri", "qemu:///system?socket=/nonexistent/libvirt-sock")
-	agent.waitReady(t)
+	agent.WaitReady(t)
 
 	rules := shippedRules(t)
 	rulesYAML, err := yaml.Marshal(withTestFor(rules))
@@ -93,7 +93,7 @@ func TestMonitoringStuckDrainAlert(t *testing.T) {
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	prom, err := testenv.StartPrometheus(startCtx, filepath.Dir(promBin), t.TempDir(), map[string][]byte{
-		"prometheus.yml": prometheusConfig(agent.metricsAddr, "node-1"),
+		"prometheus.yml": prometheusConfig(agent.MetricsAddr, "node-1"),
 		"rules.yaml":     rulesYAML,
 	})
 	if err != nil {
@@ -108,7 +108,7 @@ func TestMonitoringStuckDrainAlert(t *testing.T) {
 		}
 		_ = prom.Stop()
 	})
-	t.Logf("prometheus at %s scrapes node-agent at %s", prom.URL, agent.metricsAddr)
+	t.Logf("prometheus at %s scrapes node-agent at %s", prom.URL, agent.MetricsAddr)
 
 	// Every rule, as loaded, has been evaluated without an error.
 	waitFor(t, time.Minute, "every rule evaluated without error", func() (bool, error) {

@@ -54,7 +54,7 @@ type rule struct {
 
 func monitoringDir(t *testing.T) string {
 	t.Helper()
-	return filepath.Join(deployDir(t), "components", "monitoring")
+	return filepath.Join(testenv.DeployDir(t), "components", "monitoring")
 }
 
 // shippedRules reads the PrometheusRule of the component.
@@ -225,7 +225,7 @@ func TestMonitoringComponentDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	kinds := map[string]int{}
-	for _, o := range decodeObjects(t, component) {
+	for _, o := range testenv.DecodeObjects(t, component) {
 		kinds[o.GetKind()]++
 		if o.GetKind() == "ConfigMap" {
 			if o.GetLabels()["grafana_dashboard"] != "1" {
@@ -239,7 +239,7 @@ func TestMonitoringComponentDryRun(t *testing.T) {
 
 	// deploy/ with the component, as the README says to enable it.
 	wrapper := t.TempDir()
-	rel, err := filepath.Rel(wrapper, deployDir(t))
+	rel, err := filepath.Rel(wrapper, testenv.DeployDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestMonitoringComponentDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var namespace []byte
-	for _, o := range decodeObjects(t, all) {
+	for _, o := range testenv.DecodeObjects(t, all) {
 		if o.GetKind() == "Namespace" {
 			namespace = asList(t, []*unstructured.Unstructured{o})
 		}

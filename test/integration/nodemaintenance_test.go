@@ -87,7 +87,7 @@ func newNMBed(t *testing.T, audited bool) *nmBed {
 func installNodeMaintenanceCRDs(t *testing.T, env *testenv.Env) {
 	t.Helper()
 	kb := &deployBed{env: env, c: env.Client(), kubectl: kubectlBinary(t, testenv.DefaultOptions())}
-	dir := filepath.Join(deployDir(t), "components", "nodemaintenance")
+	dir := filepath.Join(testenv.DeployDir(t), "components", "nodemaintenance")
 	if _, err := kb.run(t, nil, "apply", "--server-side", "--field-manager=node-agent-install",
 		"-f", filepath.Join(dir, "crd-medik8s.yaml"), "-f", filepath.Join(dir, "crd-kubevirt.yaml")); err != nil {
 		t.Fatal(err)
@@ -215,7 +215,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 	b.create(t, kubevirtGroup, "nm-node-9", "node-9", "no such node")
 
 	agent := startAgent(t, b.env, "node-1", nmFlag)
-	agent.waitReady(t)
+	agent.WaitReady(t)
 
 	// The documents' group.
 	seen := b.watchPhases(t, kubevirtGroup, "nm-node-1")
@@ -360,7 +360,7 @@ func (b *nmBed) agentWrites(t *testing.T) map[string]int {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
-		var e auditEvent
+		var e testenv.AuditEvent
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("audit log: %v", err)
 		}
@@ -391,7 +391,7 @@ func TestNodeMaintenancePDBBlocked(t *testing.T) {
 	b.addTargets(t)
 
 	agent := startAgent(t, b.env, "node-1", nmFlag, "--drain-timeout", "15s")
-	agent.waitReady(t)
+	agent.WaitReady(t)
 	// The CLI creates nm-node-1 in the operator's group.
 	if out, err := cli(t, b.env, "start", "node-1", "--api", "nodemaintenance", "--reason", "blocked"); err != nil {
 		t.Fatalf("maintenance start --api nodemaintenance: %v\n%s", err, out)
@@ -438,17 +438,14 @@ func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
 	b.addTargets(t)
 
 	agent := startAgent(t, b.env, "node-1", nmFlag)
-	agent.waitReady(t)
+	agent.WaitReady(t)
 	b.create(t, kubevirtGroup, "nm-node-1", "node-1", "restart test")
 	var before *selfdrain.NodeMaintenance
 	waitFor(t, time.Minute, "drain under way", func() (bool, error) {
 		before = b.get(t, kubevirtGroup, "nm-node-1")
 		return before.Status.Phase == selfdrain.PhaseRunning && before.Status.DrainProgress > 0, nil
 	})
-	if err := agent.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-agent.done
+	agent.Kill(t)
 	recBefore := nodeStatus(t, c, "node-1")
 	t.Logf("killed the agent mid-drain at %d%%: %d pods pending", before.Status.DrainProgress, len(before.Status.PendingPods))
 	if before.Status.DrainProgress >= 100 {
@@ -456,7 +453,7 @@ func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
 	}
 
 	again := startAgent(t, b.env, "node-1", nmFlag)
-	again.waitReady(t)
+	again.WaitReady(t)
 	// As in TestDrainResumesAfterAgentRestart: a killed eviction can leave
 	// the PDB counting a disruption for up to two minutes.
 	waitFor(t, 5*time.Minute, "phase Succeeded", func() (bool, error) {
@@ -506,7 +503,7 @@ func TestNodeMaintenanceSlotErrorSaysWhy(t *testing.T) {
 	}
 	b := &nmBed{drainBed: &drainBed{env: env}, dyn: dyn}
 	agent := startAgent(t, env, "node-1", nmFlag)
-	agent.waitReady(t)
+	agent.WaitReady(t)
 	b.create(t, medik8sGroup, "nm-node-1", "node-1", "new user")
 	waitFor(t, time.Minute, "errorOnLeaseCount at 2", func() (bool, error) {
 		return b.get(t, medik8sGroup, "nm-node-1").Status.ErrorOnLeaseCount >= 2, nil

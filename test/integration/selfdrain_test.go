@@ -70,7 +70,7 @@ func TestMaintenanceDrainsNode(t *testing.T) {
 	b.addTargets(t)
 
 	agent := startAgent(t, b.env, "node-1")
-	agent.waitReady(t)
+	agent.WaitReady(t)
 
 	out, err := cli(t, b.env, "start", "node-1", "--reason", "kernel update", "--wait")
 	t.Logf("maintenance start --wait:\n%s", out)
@@ -166,7 +166,7 @@ func TestMaintenanceStopLeavesAdminCordon(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent := startAgent(t, b.env, "node-1")
-	agent.waitReady(t)
+	agent.WaitReady(t)
 	if out, err := cli(t, b.env, "start", "node-1", "--reason", "disk", "--wait"); err != nil {
 		t.Fatalf("start: %v\n%s", err, out)
 	}
@@ -243,7 +243,7 @@ func TestDrainHonoursPDBOneAtATime(t *testing.T) {
 	w := watchAvailable(t, b, "db")
 
 	agent := startAgent(t, b.env, "node-1")
-	agent.waitReady(t)
+	agent.WaitReady(t)
 	out, err := cli(t, b.env, "start", "node-1", "--reason", "pdb", "--wait")
 	w.stop()
 	w.wg.Wait()
@@ -254,8 +254,8 @@ func TestDrainHonoursPDBOneAtATime(t *testing.T) {
 	if w.min.Load() < replicas-1 {
 		t.Errorf("available pods fell to %d, below the PDB's minAvailable %d", w.min.Load(), replicas-1)
 	}
-	blocked := scrape(t, agent.metricsAddr, `node_agent_evictions_total{result="blocked"}`)
-	evicted := scrape(t, agent.metricsAddr, `node_agent_evictions_total{result="evicted"}`)
+	blocked := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="blocked"}`)
+	evicted := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="evicted"}`)
 	t.Logf("evictions: %v accepted, %v refused with 429", evicted, blocked)
 	if evicted != replicas {
 		t.Errorf("%v evictions accepted, want %d", evicted, replicas)
@@ -275,7 +275,7 @@ func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 
 	const timeout = 20 * time.Second
 	agent := startAgent(t, b.env, "node-1", "--drain-timeout", timeout.String())
-	agent.waitReady(t)
+	agent.WaitReady(t)
 	if _, err := selfdrain.RequestMaintenance(context.Background(), c, "node-1", "blocked"); err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 	if cond := nodeCondition(node); cond == nil || cond.Reason != selfdrain.ReasonDrainFailed {
 		t.Errorf("condition %+v, want reason DrainFailed", cond)
 	}
-	blocked := scrape(t, agent.metricsAddr, `node_agent_evictions_total{result="blocked"}`)
+	blocked := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="blocked"}`)
 	elapsed := time.Since(st.StartTime.Time)
 	t.Logf("%v eviction requests refused with 429 for 3 pods in %s: %.2f requests per pod per second", blocked, elapsed.Round(time.Second), blocked/3/elapsed.Seconds())
 	// With backoff doubling from 250ms to a 10s cap, each pod makes at most
@@ -328,7 +328,7 @@ func TestDrainResumesAfterAgentRestart(t *testing.T) {
 	b.addTargets(t)
 
 	agent := startAgent(t, b.env, "node-1")
-	agent.waitReady(t)
+	agent.WaitReady(t)
 	if _, err := selfdrain.RequestMaintenance(context.Background(), c, "node-1", "restart test"); err != nil {
 		t.Fatal(err)
 	}
@@ -337,17 +337,14 @@ func TestDrainResumesAfterAgentRestart(t *testing.T) {
 		before = nodeStatus(t, c, "node-1")
 		return before != nil && before.Phase == selfdrain.PhaseRunning && before.DrainProgress > 0, nil
 	})
-	if err := agent.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-agent.done
+	agent.Kill(t)
 	t.Logf("killed the agent mid-drain at %d%%: %d pods pending", before.DrainProgress, len(before.PendingPods))
 	if before.DrainProgress >= 100 {
 		t.Skip("drain finished before the kill; nothing to resume")
 	}
 
 	again := startAgent(t, b.env, "node-1")
-	again.waitReady(t)
+	again.WaitReady(t)
 	// Killing the agent can cut an eviction request between the apiserver's
 	// PDB update and its pod deletion: the PDB then counts a disruption for a
 	// pod that is still there, until the disruption controller drops it
@@ -381,7 +378,7 @@ func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 	b.addTargets(t)
 
 	agent := startAgent(t, b.env, "node-1")
-	agent.waitReady(t)
+	agent.WaitReady(t)
 	if _, err := selfdrain.RequestMaintenance(context.Background(), c, "node-1", "apiserver restart"); err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +391,7 @@ func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 	// Until the restarted apiserver's RBAC cache syncs it refuses everyone,
 	// the controller manager too; the agent retries through that, so its
 	// refusals from here on are not privilege errors.
-	agent.checkedLog = len(agent.stderr.String())
+	agent.checkedLog = len(agent.Log())
 	if err := b.env.RestartAPIServer(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -423,8 +420,8 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 
 	a1 := startAgent(t, b.env, "node-1")
 	a4 := startAgent(t, b.env, "node-4")
-	a1.waitReady(t)
-	a4.waitReady(t)
+	a1.WaitReady(t)
+	a4.WaitReady(t)
 	if _, err := selfdrain.RequestMaintenance(context.Background(), c, "node-1", "first"); err != nil {
 		t.Fatal(err)
 	}
@@ -466,14 +463,14 @@ func TestDrainDeletesBlockedPodsAfterDeleteAfter(t *testing.T) {
 	// out on purpose; an admin who turns it on grants it, as here.
 	grantPodDelete(t, b.env)
 	agent := startAgent(t, b.env, "node-1", "--drain-delete-after", "5s")
-	agent.waitReady(t)
+	agent.WaitReady(t)
 	out, err := cli(t, b.env, "start", "node-1", "--reason", "delete after", "--wait")
 	t.Logf("maintenance start --wait:\n%s", out)
 	if err != nil {
 		t.Fatalf("start --wait: %v", err)
 	}
-	deleted := scrape(t, agent.metricsAddr, `node_agent_evictions_total{result="deleted"}`)
-	blocked := scrape(t, agent.metricsAddr, `node_agent_evictions_total{result="blocked"}`)
+	deleted := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="deleted"}`)
+	blocked := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="blocked"}`)
 	t.Logf("evictions refused: %v; pods deleted after drain.deleteAfter: %v", blocked, deleted)
 	if deleted != 3 {
 		t.Errorf("%v pods deleted, want 3", deleted)

@@ -103,8 +103,8 @@ func newBed(t *testing.T) *bed {
 	t.Logf("real node %s Ready at %s after %s (kubelet log %s)", realNode, node.IP(), time.Since(began).Round(time.Millisecond), node.KubeletLog())
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("--- last lines of the kubelet log ---\n%s", tail(node.KubeletLog(), 60))
-			t.Logf("--- last lines of the containerd log ---\n%s", tail(node.ContainerdLog(), 30))
+			t.Logf("--- last lines of the kubelet log ---\n%s", testenv.TailFile(node.KubeletLog(), 60))
+			t.Logf("--- last lines of the containerd log ---\n%s", testenv.TailFile(node.ContainerdLog(), 30))
 		}
 		// Pods first, so the kubelet tears their sandboxes down itself.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
@@ -314,32 +314,18 @@ func waitNoPods(ctx context.Context, c kubernetes.Interface, node string) {
 	}
 }
 
-// auditEvent is the part of an audit.k8s.io/v1 Event the tests read.
-type auditEvent struct {
-	Stage      string `json:"stage"`
-	Verb       string `json:"verb"`
-	RequestURI string `json:"requestURI"`
-	User       struct {
-		Username string              `json:"username"`
-		Extra    map[string][]string `json:"extra"`
-	} `json:"user"`
-	ResponseStatus struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-}
-
-func (b *bed) auditEvents(t *testing.T) []auditEvent {
+func (b *bed) auditEvents(t *testing.T) []testenv.AuditEvent {
 	t.Helper()
 	data, err := os.ReadFile(b.auditLog)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []auditEvent
+	var out []testenv.AuditEvent
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		if line == "" {
 			continue
 		}
-		var e auditEvent
+		var e testenv.AuditEvent
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatalf("audit log: %v", err)
 		}
@@ -348,16 +334,4 @@ func (b *bed) auditEvents(t *testing.T) []auditEvent {
 		}
 	}
 	return out
-}
-
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -147,8 +147,8 @@ func (b *bed) testIdentity(t *testing.T) {
 		if got := e.User.Extra[nodeNameKey]; !slices.Equal(got, []string{realNode}) {
 			t.Errorf("%s %s by %s carries %s=%v, want [%s]", e.Verb, e.RequestURI, agentUser, nodeNameKey, got, realNode)
 		}
-		if e.ResponseStatus.Code == 401 || e.ResponseStatus.Code == 403 || e.ResponseStatus.Code == 422 {
-			t.Errorf("%s %s by the agent was refused: %d", e.Verb, e.RequestURI, e.ResponseStatus.Code)
+		if c := e.Code(); c == 401 || c == 403 || c == 422 {
+			t.Errorf("%s %s by the agent was refused: %d", e.Verb, e.RequestURI, e.Code())
 		}
 	}
 	if n == 0 {

@@ -655,7 +655,7 @@ func (e *Env) waitDefaultServiceAccount(ctx context.Context, namespace string) e
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("the default ServiceAccount of namespace %q did not appear within %s: %v; is kube-controller-manager's serviceaccount controller running? last lines of its log:\n%s",
-				namespace, e.opts.StartTimeout, err, tailFile(filepath.Join(e.logDir, BinKubeControllerManager+".log"), logTailLines))
+				namespace, e.opts.StartTimeout, err, TailFile(filepath.Join(e.logDir, BinKubeControllerManager+".log"), logTailLines))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -760,7 +760,7 @@ func (e *Env) liveComponents() []*component {
 
 // LogTail returns up to n last lines of a component's log, by binary name.
 func (e *Env) LogTail(name string, n int) string {
-	return tailFile(filepath.Join(e.logDir, name+".log"), n)
+	return TailFile(filepath.Join(e.logDir, name+".log"), n)
 }
 
 // Err reports components that exited without being stopped, with the tail

@@ -1,13 +1,11 @@
 package testenv
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -129,10 +127,11 @@ func (p *process) exitError() error {
 
 // tail returns up to n last lines of the component's log.
 func (p *process) tail(n int) string {
-	return tailFile(p.logPath, n)
+	return TailFile(p.logPath, n)
 }
 
-func tailFile(path string, n int) string {
+// TailFile returns up to n last lines of the file at path.
+func TailFile(path string, n int) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)
@@ -144,11 +143,7 @@ func tailFile(path string, n int) string {
 		_, _ = f.Seek(fi.Size()-window, io.SeekStart)
 	}
 	data, _ := io.ReadAll(f)
-	lines := strings.Split(string(bytes.TrimRight(data, "\n")), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return Tail(string(data), n)
 }
 
 func isClosed(ch chan struct{}) bool {

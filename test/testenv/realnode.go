@@ -240,7 +240,7 @@ func (n *RealNode) startKubelet(ctx context.Context) error {
 				if c.Status == corev1.ConditionTrue {
 					return nil
 				}
-				return fmt.Errorf("Ready=%s: %s", c.Status, c.Message)
+				return fmt.Errorf("condition Ready=%s: %s", c.Status, c.Message)
 			}
 		}
 		return errors.New("no Ready condition yet")

@@ -242,13 +242,13 @@ func TestTailFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte("a\nb\nc\nd\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := tailFile(path, 2); got != "c\nd" {
+	if got := TailFile(path, 2); got != "c\nd" {
 		t.Errorf("tailFile = %q, want %q", got, "c\nd")
 	}
-	if got := tailFile(path, 10); got != "a\nb\nc\nd" {
+	if got := TailFile(path, 10); got != "a\nb\nc\nd" {
 		t.Errorf("tailFile = %q", got)
 	}
-	if got := tailFile(filepath.Join(t.TempDir(), "none"), 2); !strings.Contains(got, "no log") {
+	if got := TailFile(filepath.Join(t.TempDir(), "none"), 2); !strings.Contains(got, "no log") {
 		t.Errorf("tailFile of a missing file = %q", got)
 	}
 }

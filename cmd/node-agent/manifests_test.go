@@ -1,0 +1,226 @@
+package main
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+// The identity and the admission policy deploy/ gives the agent.
+const (
+	deployNamespace      = "node-agent"
+	deployServiceAccount = "node-agent"
+	deployUser           = "system:serviceaccount:" + deployNamespace + ":" + deployServiceAccount
+	deployPolicy         = "node-agent-own-node"
+)
+
+var quoted = regexp.MustCompile(`'([^']*)'`)
+
+// celStrings returns the single-quoted strings of a CEL expression.
+func celStrings(expr string) []string {
+	var out []string
+	for _, m := range quoted.FindAllStringSubmatch(expr, -1) {
+		out = append(out, m[1])
+	}
+	sort.Strings(out)
+	return out
+}
+
+func policyVariable(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy, name string) string {
+	t.Helper()
+	for _, v := range p.Spec.Variables {
+		if v.Name == name {
+			return v.Expression
+		}
+	}
+	t.Fatalf("policy %s has no variable %s", p.Name, name)
+	return ""
+}
+
+func portOfAddress(t *testing.T, addr string) int32 {
+	t.Helper()
+	_, p, _ := strings.Cut(addr, ":")
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatalf("address %q: %v", addr, err)
+	}
+	return int32(n)
+}
+
+// TestDeployManifestsAgreeWithCode checks the facts that deploy/ repeats from
+// the code: the policy's label prefixes, annotation, taint and conditions,
+// its ServiceAccount, and the DaemonSet's ports, mounts and config file.
+func TestDeployManifestsAgreeWithCode(t *testing.T) {
+	// readDeployObjects reads what kustomization.yaml lists.
+	var kust struct {
+		Resources []string `json:"resources"`
+	}
+	data, err := os.ReadFile(filepath.Join(testenv.DeployDir(t), "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &kust); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(kust.Resources)), slices.Sorted(slices.Values(testenv.DeployFiles))) {
+		t.Errorf("kustomization.yaml lists %v, the tests read %v", kust.Resources, testenv.DeployFiles)
+	}
+	objs := testenv.ReadDeployObjects(t)
+	def := config.Default()
+
+	var ds appsv1.DaemonSet
+	testenv.DeployObject(t, objs, "DaemonSet", deployNamespace, "node-agent", &ds)
+	var policy admissionregistrationv1.ValidatingAdmissionPolicy
+	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicy", "", deployPolicy, &policy)
+	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicyBinding", "", deployPolicy, &binding)
+	var leases rbacv1.Role
+	testenv.DeployObject(t, objs, "Role", def.Drain.LeaseNamespace, "node-agent-drain-slots", &leases)
+	var cr rbacv1.ClusterRole
+	testenv.DeployObject(t, objs, "ClusterRole", "", "node-agent", &cr)
+
+	// The policy names the DaemonSet's ServiceAccount.
+	if got := ds.Namespace + "/" + ds.Spec.Template.Spec.ServiceAccountName; got != deployNamespace+"/"+deployServiceAccount {
+		t.Errorf("DaemonSet runs as %s, want %s/%s", got, deployNamespace, deployServiceAccount)
+	}
+	if len(policy.Spec.MatchConditions) != 1 || !strings.Contains(policy.Spec.MatchConditions[0].Expression, "'"+deployUser+"'") {
+		t.Errorf("policy matchConditions %+v do not name %s", policy.Spec.MatchConditions, deployUser)
+	}
+	if binding.Spec.PolicyName != policy.Name || !slices.Equal(binding.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %+v does not Deny with policy %s", binding.Spec, policy.Name)
+	}
+
+	// The policy's list of what the agent owns is the code's.
+	wantPrefixes := slices.Sorted(slices.Values(labeller.OwnedPrefixes()))
+	if got := celStrings(policyVariable(t, &policy, "ownedLabelPrefixes")); !slices.Equal(got, wantPrefixes) {
+		t.Errorf("policy ownedLabelPrefixes = %v, labeller.OwnedPrefixes() = %v", got, wantPrefixes)
+	}
+	if got, want := celStrings(policyVariable(t, &policy, "ownedLabelKeys")), slices.Sorted(slices.Values(labeller.OwnedKeys())); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
+		t.Errorf("policy ownedLabelKeys = %v, labeller.OwnedKeys() = %v", got, want)
+	}
+	if got := celStrings(policyVariable(t, &policy, "ownedAnnotation")); !slices.Equal(got, []string{selfdrain.StatusAnnotation}) {
+		t.Errorf("policy ownedAnnotation = %v, want %s", got, selfdrain.StatusAnnotation)
+	}
+	if got := celStrings(policyVariable(t, &policy, "drainTaintKey")); !slices.Equal(got, []string{def.Drain.TaintKey}) {
+		t.Errorf("policy drainTaintKey = %v, want drain.taintKey's default %s", got, def.Drain.TaintKey)
+	}
+	wantConds := []string{string(selfdrain.ShuttingDownCondition), string(selfdrain.ConditionType)}
+	sort.Strings(wantConds)
+	if got := celStrings(policyVariable(t, &policy, "agentConditions")); !slices.Equal(got, wantConds) {
+		t.Errorf("policy agentConditions = %v, want %v", got, wantConds)
+	}
+
+	// Without drain.deleteAfter the agent deletes no pod, and RBAC says so.
+	if def.Drain.DeleteAfter.Duration == 0 {
+		for _, r := range cr.Rules {
+			if slices.Contains(r.Resources, "pods") && slices.Contains(r.Verbs, "delete") {
+				t.Errorf("ClusterRole grants pods delete, but drain.deleteAfter is off by default")
+			}
+		}
+	}
+
+	// The DaemonSet serves what the config file says, and mounts what it
+	// names.
+	spec := ds.Spec.Template.Spec
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(spec.Containers))
+	}
+	ctr := spec.Containers[0]
+	ports := map[string]int32{}
+	for _, p := range ctr.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if want := portOfAddress(t, def.MetricsBindAddress); ports["metrics"] != want {
+		t.Errorf("metrics port %d, metricsBindAddress %s", ports["metrics"], def.MetricsBindAddress)
+	}
+	if want := portOfAddress(t, def.HealthProbeBindAddress); ports["health"] != want {
+		t.Errorf("health port %d, healthProbeBindAddress %s", ports["health"], def.HealthProbeBindAddress)
+	}
+	for name, probe := range map[string]*corev1.Probe{"/healthz": ctr.LivenessProbe, "/readyz": ctr.ReadinessProbe} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != name || probe.HTTPGet.Port.String() != "health" {
+			t.Errorf("probe for %s: %+v", name, probe)
+		}
+	}
+	if !slices.Contains(ctr.Args, "--config=/etc/node-agent/config.yaml") {
+		t.Errorf("args %v do not pass --config=/etc/node-agent/config.yaml", ctr.Args)
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range ctr.VolumeMounts {
+		mounts[m.MountPath] = m
+	}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = v
+	}
+	if v := volumes[mounts["/etc/node-agent"].Name]; v.ConfigMap == nil || v.ConfigMap.Name != "node-agent-config" || mounts["/etc/node-agent"].SubPath != "" {
+		t.Errorf("/etc/node-agent is not the whole ConfigMap node-agent-config: %+v", v)
+	}
+	busSocket := strings.TrimPrefix(def.Shutdown.SystemBusAddress, "unix:path=")
+	hostMounts := map[string]string{ // mount path: host path
+		def.StateDir:                 def.StateDir,
+		filepath.Dir(busSocket):      filepath.Dir(busSocket),
+		def.Shutdown.LogindDropInDir: def.Shutdown.LogindDropInDir,
+		"/run/host/libvirt":          "/run/libvirt",
+	}
+	for dir, host := range hostMounts {
+		m, ok := mounts[dir]
+		if !ok {
+			t.Errorf("no mount at %s", dir)
+			continue
+		}
+		if hp := volumes[m.Name].HostPath; hp == nil || hp.Path != host {
+			t.Errorf("mount %s is not the host's %s: %+v", dir, host, volumes[m.Name])
+		}
+	}
+	// The embedded QEMU driver writes into /run/libvirt: the pod's own.
+	if m, ok := mounts["/run/libvirt"]; !ok || volumes[m.Name].EmptyDir == nil || m.ReadOnly {
+		t.Errorf("/run/libvirt is not a writable emptyDir: %+v", volumes[m.Name])
+	}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil && !slices.Contains(slices.Collect(maps.Values(hostMounts)), v.HostPath.Path) {
+			t.Errorf("host mount %s is not one the agent needs", v.HostPath.Path)
+		}
+	}
+	if mounts[def.StateDir].ReadOnly {
+		t.Errorf("stateDir %s is mounted read-only", def.StateDir)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range ctr.Env {
+		env[e.Name] = e
+	}
+	if e := env["NODE_NAME"]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("NODE_NAME is not the downward API's spec.nodeName: %+v", e)
+	}
+	if e := env["GOMEMLIMIT"]; e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
+		t.Errorf("GOMEMLIMIT is not the memory limit: %+v", e)
+	}
+	if ctr.Resources.Limits.Memory().IsZero() || ctr.Resources.Requests.Memory().IsZero() || ctr.Resources.Requests.Cpu().IsZero() {
+		t.Errorf("resources %+v: want memory limit and cpu/memory requests", ctr.Resources)
+	}
+	sc := ctr.SecurityContext
+	if sc == nil || ptr.Deref(sc.Privileged, false) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("securityContext %+v: want unprivileged, read-only root, no privilege escalation, all capabilities dropped", sc)
+	}
+	if spec.PriorityClassName != "system-node-critical" || len(spec.Tolerations) != 1 || spec.Tolerations[0].Operator != corev1.TolerationOpExists || spec.Tolerations[0].Key != "" {
+		t.Errorf("priorityClassName %q tolerations %+v: want system-node-critical and one operator Exists", spec.PriorityClassName, spec.Tolerations)
+	}
+}

@@ -1,0 +1,135 @@
+package selfdrain
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// runController runs c until the test ends.
+func runController(t *testing.T, c *Controller, v *nodeView) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, v) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+}
+
+// The annotation starts a drain; removing it undoes what the agent did.
+func TestControllerAnnotationLifecycle(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	h.onEvict(func(eviction) error { return nil })
+	c, v := h.controller()
+	runController(t, c, v)
+
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel update"}}}`)
+	v.touch()
+	h.waitFor("the drain to succeed", func() bool {
+		st := h.status()
+		return st != nil && st.Phase == PhaseSucceeded
+	})
+	if st := h.status(); st.Trigger != TriggerAnnotation || st.Reason != "kernel update" || st.EvictionPods != 1 {
+		t.Errorf("status = %+v, want the annotation's drain of one pod", st)
+	}
+	if n := h.node(); !n.Spec.Unschedulable || !hasTaint(n, h.engine.Config.TaintKey) {
+		t.Errorf("drained node not cordoned and tainted: %+v", n.Spec)
+	}
+
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":null}}}`)
+	v.touch()
+	h.waitFor("the maintenance to end", func() bool { return !h.status().Active() })
+	if n := h.node(); n.Spec.Unschedulable || hasTaint(n, h.engine.Config.TaintKey) {
+		t.Errorf("node still cordoned or tainted after the end: %+v", n.Spec)
+	}
+}
+
+// A maintenance whose request went away while the agent was down ends at
+// the first reconcile.
+func TestControllerEndsAnOrphanedMaintenance(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.engine.Begin(context.Background(), Request{Trigger: TriggerAnnotation, Reason: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	c, v := h.controller()
+	runController(t, c, v)
+	h.waitFor("the maintenance to end", func() bool { return !h.status().Active() })
+	if h.node().Spec.Unschedulable {
+		t.Error("node still cordoned")
+	}
+}
+
+// failNodePatches makes the next n patches of the Node (not of its status)
+// fail, and records when on the fake clock each patch was tried.
+func failNodePatches(h *harness, n int) func() []time.Time {
+	var mu sync.Mutex
+	var tries []time.Time
+	h.client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		tries = append(tries, h.clock.Now())
+		if len(tries) <= n {
+			return true, nil, apierrors.NewInternalError(errors.New("etcd is down"))
+		}
+		return false, nil, nil
+	})
+	return func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Time(nil), tries...)
+	}
+}
+
+// A drain that cannot begin is started again through the rate-limited
+// queue, not at once.
+func TestControllerRetriesAFailedStart(t *testing.T) {
+	h := newHarness(t)
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel update"}}}`)
+	tries := failNodePatches(h, 1)
+	c, v := h.controller()
+	runController(t, c, v)
+	h.waitFor("the drain to succeed", func() bool {
+		st := h.status()
+		return st != nil && st.Phase == PhaseSucceeded
+	})
+	got := tries()
+	if len(got) < 2 {
+		t.Fatalf("%d tries to begin, want a failed one and a retry", len(got))
+	}
+	if gap := got[1].Sub(got[0]); gap < retryAfterFailure {
+		t.Errorf("retried %s after the failure, before the queue's %s", gap, retryAfterFailure)
+	}
+}
+
+// A failure to end the maintenance is retried until it succeeds.
+func TestControllerRetriesAFailedEnd(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.engine.Begin(context.Background(), Request{Trigger: TriggerAnnotation, Reason: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	tries := failNodePatches(h, 3)
+	c, v := h.controller()
+	runController(t, c, v)
+	h.waitFor("the maintenance to end", func() bool { return !h.status().Active() })
+	got := tries()
+	if len(got) != 4 {
+		t.Fatalf("%d tries to end, want 3 failed and 1 more", len(got))
+	}
+	for i := 1; i < len(got); i++ {
+		if gap := got[i].Sub(got[i-1]); gap < retryAfterFailure {
+			t.Errorf("retry %d came %s after the last, before %s", i, gap, retryAfterFailure)
+		}
+	}
+}

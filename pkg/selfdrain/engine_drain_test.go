@@ -1,0 +1,307 @@
+package selfdrain
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Tests of Engine.Drain end to end on the fake clientset, and of the drain
+// run's steps one at a time.
+
+func TestDrainEvictsEveryPod(t *testing.T) {
+	h := newHarness(t, testPod("a"), testPod("b"), testPod("c"))
+	h.onEvict(func(eviction) error { return nil })
+	st, err := h.drain(context.Background(), &Status{Phase: PhaseRunning, Trigger: TriggerAnnotation}, Request{Trigger: TriggerAnnotation})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Phase != PhaseSucceeded || st.EvictionPods != 3 || st.TotalPods != 3 || len(st.PendingPods) != 0 {
+		t.Errorf("status = %+v, want Succeeded with 3 of 3 pods evicted", st)
+	}
+	if got := len(h.evicted()); got != 3 {
+		t.Errorf("%d eviction requests, want 3", got)
+	}
+	if c := h.condition(ConditionType); c == nil || c.Reason != ReasonDrained {
+		t.Errorf("condition = %+v, want reason %s", c, ReasonDrained)
+	}
+	written, err := ParseStatus(h.node())
+	if err != nil || written.Phase != PhaseSucceeded {
+		t.Errorf("status on the Node = %+v (%v), want Succeeded", written, err)
+	}
+}
+
+func TestDrainSendsThePodUIDAsPrecondition(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	h.onEvict(func(eviction) error { return nil })
+	if _, err := h.drain(context.Background(), &Status{Phase: PhaseRunning}, Request{}); err != nil {
+		t.Fatal(err)
+	}
+	ev := h.evicted()
+	if len(ev) != 1 || ev[0].uid != "uid-a" {
+		t.Errorf("evictions = %+v, want one with the UID precondition uid-a", ev)
+	}
+}
+
+// A budget that refuses with 429 is asked again after the backoff, not
+// before, and the status names it meanwhile.
+func TestDrainBacksOffOnPDBRefusal(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	h.onEvict(func(eviction) error {
+		if len(h.evicted()) <= 3 {
+			return refusal("The disruption budget web-pdb needs 1 healthy pods and has 1 currently")
+		}
+		return nil
+	})
+	st, err := h.drain(context.Background(), &Status{Phase: PhaseRunning}, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Phase != PhaseSucceeded {
+		t.Fatalf("phase = %s, want Succeeded", st.Phase)
+	}
+	ev := h.evicted()
+	if len(ev) != 4 {
+		t.Fatalf("%d eviction requests, want 4 (three refused)", len(ev))
+	}
+	for i := 1; i < len(ev); i++ {
+		if gap, want := ev[i].at.Sub(ev[i-1].at), backoff(i, retryCap, nil); gap < want {
+			t.Errorf("retry %d came %s after the last, before its backoff %s", i, gap, want)
+		}
+	}
+}
+
+func TestDrainDeadline(t *testing.T) {
+	h := newHarness(t, testPod("a"), testPod("b"))
+	h.onEvict(func(ev eviction) error {
+		if ev.key == "ns/b" {
+			return refusal("The disruption budget db-pdb needs 1 healthy pods and has 1 currently")
+		}
+		return nil
+	})
+	deadline := h.clock.Now().Add(30 * time.Second)
+	var st *Status
+	var err error
+	// The clock moves once both pods were asked for.
+	h.run(func() {
+		st, err = h.engine.Drain(context.Background(), &Status{Phase: PhaseRunning}, Request{Trigger: TriggerShutdown, Deadline: deadline})
+	}, func() bool { return len(h.evicted()) >= 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.clock.Now().Before(deadline) {
+		t.Errorf("Drain returned at %s, before its deadline %s", h.clock.Now(), deadline)
+	}
+	if st.Phase != PhaseFailed || len(st.PendingPods) != 1 || st.PendingPods[0] != "ns/b" {
+		t.Errorf("status = %+v, want Failed with ns/b pending", st)
+	}
+	if !strings.Contains(st.LastError, "db-pdb") {
+		t.Errorf("lastError %q does not name the budget", st.LastError)
+	}
+	if c := h.condition(ConditionType); c == nil || c.Reason != ReasonDrainFailed {
+		t.Errorf("condition = %+v, want reason %s", c, ReasonDrainFailed)
+	}
+}
+
+// With KeepTrying the deadline marks the drain Failed and evictions go on;
+// a later success turns it Succeeded.
+func TestDrainKeepsTryingAfterTheDeadline(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	deadline := h.clock.Now().Add(5 * time.Second)
+	h.onEvict(func(ev eviction) error {
+		if ev.at.Before(deadline.Add(time.Minute)) {
+			return refusal("The disruption budget web-pdb needs 1 healthy pods and has 1 currently")
+		}
+		return nil
+	})
+	st, err := h.drain(context.Background(), &Status{Phase: PhaseRunning}, Request{Deadline: deadline, KeepTrying: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Phase != PhaseSucceeded {
+		t.Errorf("phase = %s, want Succeeded", st.Phase)
+	}
+	var failed bool
+	for len(h.recorder.Events) > 0 {
+		if strings.Contains(<-h.recorder.Events, "DrainFailed") {
+			failed = true
+		}
+	}
+	if !failed {
+		t.Error("no DrainFailed Event at the deadline")
+	}
+}
+
+// A resumed drain keeps the counts of the first attempt.
+func TestDrainResumeKeepsTheCounts(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	h.onEvict(func(eviction) error { return nil })
+	st, err := h.drain(context.Background(), &Status{Phase: PhaseRunning, TotalPods: 7, EvictionPods: 5}, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TotalPods != 7 || st.EvictionPods != 5 || st.DrainProgress != 100 {
+		t.Errorf("status = %+v, want the first attempt's counts 7 and 5, progress 100", st)
+	}
+}
+
+// An eviction in flight when the attempt ends is waited for, not cut off
+// (see startWorkers).
+func TestDrainWaitsForTheEvictionInFlight(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	arrived, release := make(chan struct{}), make(chan struct{})
+	h.onEvict(func(eviction) error {
+		close(arrived)
+		<-release
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.engine.Drain(ctx, &Status{Phase: PhaseRunning}, Request{})
+		done <- err
+	}()
+	<-arrived
+	cancel()
+	select {
+	case err := <-done:
+		t.Fatalf("Drain returned (%v) with its eviction request still in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Drain = %v, want context.Canceled", err)
+	}
+}
+
+func TestHandleResult(t *testing.T) {
+	gone := apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "a")
+	uidChanged := apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "a", errors.New("UID precondition failed"))
+	tests := []struct {
+		name      string
+		err       error
+		failed    bool
+		pending   bool
+		evicted   bool
+		nextAfter time.Duration
+		blockedBy *pdbRef
+	}{
+		{name: "accepted", pending: true, evicted: true},
+		{name: "pod gone", err: gone},
+		{name: "UID precondition failed", err: uidChanged},
+		{name: "budget refused", err: refusal("The disruption budget web-pdb needs 1 healthy pods and has 1 currently"),
+			pending: true, nextAfter: retryInitial, blockedBy: &pdbRef{"ns", "web-pdb"}},
+		{name: "server error", err: apierrors.NewInternalError(errors.New("etcd")), pending: true, nextAfter: retryInitial},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			r := h.engine.newDrainRun(context.Background(), &Status{}, Request{})
+			pod := testPod("a")
+			ps := &podState{key: "ns/a", pod: *pod, inFlight: true}
+			r.pending[pod.UID] = ps
+			r.handleResult(evictResult{key: string(pod.UID), err: tt.err})
+			_, pending := r.pending[pod.UID]
+			if pending != tt.pending || ps.evicted != tt.evicted || ps.inFlight {
+				t.Fatalf("pending %t, evicted %t, inFlight %t; want %t, %t, false", pending, ps.evicted, ps.inFlight, tt.pending, tt.evicted)
+			}
+			if got := ps.nextAttempt.Sub(h.clock.Now()); tt.nextAfter > 0 && got != tt.nextAfter {
+				t.Errorf("next attempt in %s, want %s", got, tt.nextAfter)
+			}
+			if (ps.blockedBy == nil) != (tt.blockedBy == nil) || (ps.blockedBy != nil && *ps.blockedBy != *tt.blockedBy) {
+				t.Errorf("blockedBy = %v, want %v", ps.blockedBy, tt.blockedBy)
+			}
+			if tt.nextAfter > 0 && !strings.Contains(r.st.LastError, "ns/a") {
+				t.Errorf("lastError %q does not name the pod", r.st.LastError)
+			}
+		})
+	}
+}
+
+// After the deadline a refused pod backs off to the slower cap.
+func TestHandleResultAfterTheDeadline(t *testing.T) {
+	h := newHarness(t)
+	r := h.engine.newDrainRun(context.Background(), &Status{}, Request{})
+	r.failed = true
+	ps := &podState{key: "ns/a", pod: *testPod("a"), attempts: 20}
+	r.pending[ps.pod.UID] = ps
+	r.handleResult(evictResult{key: string(ps.pod.UID), err: refusal("x")})
+	if got := ps.nextAttempt.Sub(h.clock.Now()); got != retryCapFailed {
+		t.Errorf("next attempt in %s, want %s", got, retryCapFailed)
+	}
+}
+
+func TestDispatch(t *testing.T) {
+	h := newHarness(t)
+	r := h.engine.newDrainRun(context.Background(), &Status{}, Request{})
+	r.work = make(chan *podState, 10)
+	now := h.clock.Now()
+	add := func(name string, ps podState) {
+		ps.key, ps.pod = "ns/"+name, *testPod(name)
+		r.pending[types.UID("uid-"+name)] = &ps
+	}
+	add("due", podState{nextAttempt: now})
+	add("later", podState{nextAttempt: now.Add(3 * time.Second)})
+	add("soon", podState{nextAttempt: now.Add(time.Second)})
+	add("inflight", podState{inFlight: true})
+	add("evicted", podState{evicted: true})
+	next, ok := r.dispatch(now)
+	if !ok || !next.Equal(now.Add(time.Second)) {
+		t.Errorf("dispatch = %s, %t; want the soonest retry %s", next, ok, now.Add(time.Second))
+	}
+	close(r.work)
+	var sent []string
+	for ps := range r.work {
+		sent = append(sent, ps.key)
+	}
+	if len(sent) != 1 || sent[0] != "ns/due" || !r.pending["uid-due"].inFlight {
+		t.Errorf("dispatched %v, want only ns/due, marked in flight", sent)
+	}
+}
+
+func TestDispatchStopsWithTheContext(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := h.engine.newDrainRun(ctx, &Status{}, Request{})
+	r.work = make(chan *podState) // no worker takes it
+	r.pending["uid-a"] = &podState{key: "ns/a", pod: *testPod("a")}
+	if _, ok := r.dispatch(h.clock.Now()); ok {
+		t.Error("dispatch went on after the context ended")
+	}
+}
+
+// Begin on a Node whose drain is already running resumes it: what the agent
+// recorded it did stays, though the node is now cordoned.
+func TestBeginResumes(t *testing.T) {
+	h := newHarness(t)
+	first, err := h.engine.Begin(context.Background(), Request{Trigger: TriggerAnnotation, Reason: "kernel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.CordonedByAgent || !first.TaintedByAgent {
+		t.Fatalf("first Begin = %+v, want cordoned and tainted by the agent", first)
+	}
+	again, err := h.engine.Begin(context.Background(), Request{Trigger: TriggerAnnotation, Reason: "kernel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.CordonedByAgent || !again.TaintedByAgent || !again.StartTime.Equal(first.StartTime) {
+		t.Errorf("resumed Begin = %+v, want the first record kept", again)
+	}
+	if err := h.engine.End(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.node(); n.Spec.Unschedulable || hasTaint(n, h.engine.Config.TaintKey) {
+		t.Errorf("after End the node is still cordoned or tainted: %+v", n.Spec)
+	}
+	if h.condition(ConditionType) != nil {
+		t.Error("after End the condition is still there")
+	}
+}

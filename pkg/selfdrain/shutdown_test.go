@@ -1,0 +1,74 @@
+package selfdrain
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDrainForShutdown(t *testing.T) {
+	h := newHarness(t, testPod("a"), testPod("b"))
+	h.onEvict(func(eviction) error { return nil })
+	c, _ := h.controller()
+	var res ShutdownResult
+	var err error
+	h.run(func() { res, err = c.DrainForShutdown(context.Background(), h.clock.Now().Add(time.Minute)) }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Complete || !strings.Contains(res.Message, "drained 2 pods") {
+		t.Errorf("result = %+v, want complete with 2 pods", res)
+	}
+	st := h.status()
+	if st.Trigger != TriggerShutdown || st.Phase != PhaseSucceeded || st.DrainedInTime == nil || !*st.DrainedInTime || !st.SkippedConcurrencyWait {
+		t.Errorf("status = %+v, want a shutdown drain, succeeded in time, slot not awaited", st)
+	}
+	if cond := h.condition(ShuttingDownCondition); cond == nil || !strings.Contains(cond.Message, "drained 2 pods in time") {
+		t.Errorf("%s = %+v, want the result in its message", ShuttingDownCondition, cond)
+	}
+
+	// logind cancelled the shutdown: the node is given back.
+	if err := c.ShutdownCancelled(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n := h.node()
+	if n.Spec.Unschedulable || h.condition(ShuttingDownCondition) != nil || h.condition(ConditionType) != nil {
+		t.Errorf("after the cancelled shutdown: unschedulable %t, conditions %+v", n.Spec.Unschedulable, n.Status.Conditions)
+	}
+	if h.status().Active() {
+		t.Error("maintenance still active after the cancelled shutdown")
+	}
+}
+
+// A pod its budget keeps on the node makes the shutdown drain incomplete,
+// and the record says so.
+func TestDrainForShutdownIncomplete(t *testing.T) {
+	h := newHarness(t, testPod("a"), testPod("b"))
+	h.onEvict(func(ev eviction) error {
+		if ev.key == "ns/b" {
+			return refusal("The disruption budget db-pdb needs 1 healthy pods and has 1 currently")
+		}
+		return nil
+	})
+	c, _ := h.controller()
+	deadline := h.clock.Now().Add(20 * time.Second)
+	var res ShutdownResult
+	var err error
+	// The clock moves once both pods were asked for.
+	h.run(func() { res, err = c.DrainForShutdown(context.Background(), deadline) }, func() bool { return len(h.evicted()) >= 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Complete || !strings.Contains(res.Message, "still on the node") {
+		t.Errorf("result = %+v, want incomplete", res)
+	}
+	st := h.status()
+	if st.Phase != PhaseFailed || st.DrainedInTime == nil || *st.DrainedInTime || !slices.Contains(st.PendingPods, "ns/b") {
+		t.Errorf("status = %+v, want Failed with ns/b pending, not drained in time", st)
+	}
+	if st.EndTime != nil {
+		t.Errorf("endTime %s set: a shutdown drain stays active until the host is back", st.EndTime)
+	}
+}

@@ -1,0 +1,237 @@
+package testenv
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// AgentBinaryEnv names a node-agent binary for the tests and the benchmark
+// to run instead of building one; `make test` and `make bench` set it to
+// bin/node-agent, so the binary is built once for every package.
+const AgentBinaryEnv = "NODE_AGENT_BINARY"
+
+var agentBuild struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// AgentBinary returns $NODE_AGENT_BINARY, or else node-agent built from this
+// tree once per test process, as `make build` builds it (cgo, -tags
+// libvirt_dlopen), so a test never runs a stale binary by accident. TestMain
+// removes that build with RemoveAgentBuild.
+func AgentBinary() (string, error) {
+	if p := os.Getenv(AgentBinaryEnv); p != "" {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm()&0o111 == 0 {
+			return "", fmt.Errorf("$%s=%s is not an executable file (%v); run `make build` or unset it", AgentBinaryEnv, p, err)
+		}
+		return p, nil
+	}
+	agentBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "node-agent-test-")
+		if err != nil {
+			agentBuild.err = err
+			return
+		}
+		agentBuild.dir = dir
+		out := filepath.Join(dir, "node-agent")
+		cmd := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", out, ModulePath+"/cmd/node-agent")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			agentBuild.err = fmt.Errorf("building node-agent: %w\n%s", err, msg)
+			return
+		}
+		agentBuild.path = out
+	})
+	return agentBuild.path, agentBuild.err
+}
+
+// RemoveAgentBuild removes the binary AgentBinary built, if it built one.
+func RemoveAgentBuild() {
+	if agentBuild.dir != "" {
+		_ = os.RemoveAll(agentBuild.dir)
+	}
+}
+
+// AgentOptions says how to run `node-agent run`.
+type AgentOptions struct {
+	// Binary is the node-agent to run (see AgentBinary).
+	Binary     string
+	Kubeconfig string
+	Node       string
+	// LogLevel defaults to debug.
+	LogLevel string
+	// Args are added after the ones StartAgent sets.
+	Args []string
+}
+
+// Agent is a running `node-agent run`. Its log (stdout and stderr) goes to
+// LogPath.
+type Agent struct {
+	Cmd         *exec.Cmd
+	MetricsAddr string
+	HealthAddr  string
+	StateDir    string
+	LogPath     string
+	done        chan error
+}
+
+// StartAgent runs node-agent with free ports for its metrics and probes and
+// a state directory of its own, and kills it when the test ends if it is
+// still running. A caller that wants a graceful stop calls Stop in a cleanup
+// of its own, registered after StartAgent (so it runs first).
+func StartAgent(tb testing.TB, o AgentOptions) *Agent {
+	tb.Helper()
+	dir := tb.TempDir()
+	a := &Agent{MetricsAddr: FreeAddr(tb), HealthAddr: FreeAddr(tb), StateDir: filepath.Join(dir, "state"),
+		LogPath: filepath.Join(dir, "node-agent.log"), done: make(chan error, 1)}
+	logFile, err := os.Create(a.LogPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	level := o.LogLevel
+	if level == "" {
+		level = "debug"
+	}
+	a.Cmd = exec.Command(o.Binary, append([]string{"run",
+		"--kubeconfig", o.Kubeconfig,
+		"--node-name", o.Node,
+		"--metrics-bind-address", a.MetricsAddr,
+		"--health-probe-bind-address", a.HealthAddr,
+		"--state-dir", a.StateDir,
+		"--log-level", level,
+	}, o.Args...)...)
+	a.Cmd.Stdout, a.Cmd.Stderr = logFile, logFile
+	// The agent must not outlive the test, even one killed by its -timeout.
+	a.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := a.Cmd.Start(); err != nil {
+		logFile.Close()
+		tb.Fatalf("starting node-agent: %v", err)
+	}
+	tb.Logf("started node-agent (pid %d) for %s; log %s", a.Cmd.Process.Pid, o.Node, a.LogPath)
+	go func() {
+		a.done <- a.Cmd.Wait()
+		logFile.Close()
+	}()
+	tb.Cleanup(func() {
+		if _, exited := a.Exited(); !exited {
+			_ = a.Cmd.Process.Kill()
+			<-a.done
+		}
+	})
+	return a
+}
+
+// Exited reports whether the agent has exited, and with what.
+func (a *Agent) Exited() (error, bool) {
+	select {
+	case err := <-a.done:
+		a.done <- err
+		return err, true
+	default:
+		return nil, false
+	}
+}
+
+// WaitReady polls /readyz until it answers 200, for at most a minute.
+func (a *Agent) WaitReady(tb testing.TB) {
+	tb.Helper()
+	deadline := time.Now().Add(time.Minute)
+	var last string
+	for time.Now().Before(deadline) {
+		if err, exited := a.Exited(); exited {
+			tb.Fatalf("node-agent exited before it was ready: %v\n%s", err, a.Tail(40))
+		}
+		resp, err := http.Get("http://" + a.HealthAddr + "/readyz?verbose")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	tb.Fatalf("node-agent not ready after a minute; last /readyz: %s\n%s", last, a.Tail(40))
+}
+
+// Stop sends SIGTERM and returns the exit error; it kills the agent and
+// fails the test when the agent is still running 30 s later.
+func (a *Agent) Stop(tb testing.TB) error {
+	tb.Helper()
+	if err, exited := a.Exited(); exited {
+		return err
+	}
+	if err := a.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		tb.Fatal(err)
+	}
+	select {
+	case err := <-a.done:
+		a.done <- err
+		return err
+	case <-time.After(30 * time.Second):
+		_ = a.Cmd.Process.Kill()
+		tb.Fatalf("node-agent still running 30s after SIGTERM; killed\n%s", a.Tail(40))
+		return nil
+	}
+}
+
+// Kill kills the agent, as a crash or an OOM kill would, and waits for it.
+func (a *Agent) Kill(tb testing.TB) {
+	tb.Helper()
+	if _, exited := a.Exited(); exited {
+		return
+	}
+	if err := a.Cmd.Process.Kill(); err != nil {
+		tb.Fatal(err)
+	}
+	err := <-a.done
+	a.done <- err
+}
+
+// Log returns the agent's log so far.
+func (a *Agent) Log() string {
+	b, err := os.ReadFile(a.LogPath)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	return string(b)
+}
+
+// Tail returns up to n last lines of the agent's log.
+func (a *Agent) Tail(n int) string { return TailFile(a.LogPath, n) }
+
+// FreeAddr returns a loopback address with a port free at the time of the
+// call.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Tail returns up to n last lines of s.
+func Tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
