@@ -570,7 +570,7 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 	}
 	n1 := getNode(t, b.c, "node-1")
 	if n1.Labels["team"] != "" || n1.Annotations[testenv.KwokNodeAnnotation] != testenv.KwokNodeValue || !slices.ContainsFunc(n1.Spec.Taints, func(tn corev1.Taint) bool { return tn.Key == testenv.KwokTaintKey }) ||
-		n1.Spec.Unschedulable || hasDrainTaint(n1) || len(ownedLabels(n1.Labels)) != 0 {
+		n1.Spec.Unschedulable || hasDrainTaint(n1) || len(testenv.OwnedLabels(n1.Labels)) != 0 {
 		t.Errorf("node-1 not as before: labels %v annotations %v taints %v unschedulable %t", n1.Labels, n1.Annotations, n1.Spec.Taints, n1.Spec.Unschedulable)
 	}
 }
@@ -637,7 +637,7 @@ func (b *deployBed) testAgent(t *testing.T) {
 
 	var labels map[string]string
 	waitFor(t, 3*time.Minute, "CPU labels on node-1", func() (bool, error) {
-		labels = ownedLabels(getNode(t, c, "node-1").Labels)
+		labels = testenv.OwnedLabels(getNode(t, c, "node-1").Labels)
 		// The host model is labelled whatever this host's CPU; which
 		// models are usable depends on it.
 		for k := range labels {

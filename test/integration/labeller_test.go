@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -33,33 +32,6 @@ func requireLibvirt(t *testing.T) {
 	}
 }
 
-// ownedLabels keeps the labels the labeller owns.
-func ownedLabels(all map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range all {
-		if labeller.IsOwnedKey(k) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-func diffKeys(a, b map[string]string) []string {
-	var out []string
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			out = append(out, "-"+k+"="+v)
-		}
-	}
-	for k, v := range b {
-		if w, ok := a[k]; !ok || w != v {
-			out = append(out, "+"+k+"="+v)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 func TestLabellerKeepsLabelsTrue(t *testing.T) {
 	requireLibvirt(t)
 	root := t.TempDir()
@@ -75,7 +47,7 @@ func TestLabellerKeepsLabelsTrue(t *testing.T) {
 	if err := json.Unmarshal(out, &want); err != nil {
 		t.Fatalf("labels -o json: %v\n%s", err, out)
 	}
-	if len(want) < 10 || want["cpu-model.node.kubevirt.io/Penryn"] == "" && len(ownedLabels(want)) != len(want) {
+	if len(want) < 10 || want["cpu-model.node.kubevirt.io/Penryn"] == "" && len(testenv.OwnedLabels(want)) != len(want) {
 		t.Fatalf("labels printed too few labels or foreign ones: %v", want)
 	}
 	t.Logf("node-agent labels printed %d labels", len(want))
@@ -106,10 +78,10 @@ func TestLabellerKeepsLabelsTrue(t *testing.T) {
 
 	labelsNow := func() map[string]string { return getNode(t, c, "node-1").Labels }
 	waitFor(t, 2*time.Minute, "labels equal to `node-agent labels`", func() (bool, error) {
-		return len(diffKeys(ownedLabels(labelsNow()), want)) == 0, nil
+		return len(testenv.DiffLabels(testenv.OwnedLabels(labelsNow()), want)) == 0, nil
 	})
 	got := labelsNow()
-	t.Logf("node-1 carries %d owned labels, exactly the set `labels -o json` printed", len(ownedLabels(got)))
+	t.Logf("node-1 carries %d owned labels, exactly the set `labels -o json` printed", len(testenv.OwnedLabels(got)))
 	for k, v := range foreign {
 		if got[k] != v {
 			t.Errorf("foreign label %s changed: %q", k, got[k])
@@ -174,7 +146,7 @@ func TestLabellerKeepsLabelsTrue(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "labels corrected after skip-node=false", func() (bool, error) {
-		return len(diffKeys(ownedLabels(labelsNow()), want)) == 0, nil
+		return len(testenv.DiffLabels(testenv.OwnedLabels(labelsNow()), want)) == 0, nil
 	})
 	// And removing the annotation keeps it going.
 	if err := patchNode(c, "node-1", `{"metadata":{"annotations":{"`+labeller.SkipNodeAnnotation+`":"true"}}}`); err != nil {
@@ -241,14 +213,14 @@ func TestLabellerReloadsConfig(t *testing.T) {
 	t.Logf("reloaded obsoleteCPUModels=[%s]; its cpu-model-migration label went away", model)
 
 	// An invalid reload is refused with an Event; the labels stay.
-	before := ownedLabels(getNode(t, c, "node-1").Labels)
+	before := testenv.OwnedLabels(getNode(t, c, "node-1").Labels)
 	write("labeller:\n  minCpuModel: Haswell\n")
 	waitFor(t, time.Minute, "ConfigReloadRefused event", func() (bool, error) {
 		evs, err := c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=node-1,reason=ConfigReloadRefused"})
 		return err == nil && len(evs.Items) > 0, err
 	})
 	time.Sleep(3 * time.Second) // a poll period: a wrongly applied reload would show by now
-	if d := diffKeys(before, ownedLabels(getNode(t, c, "node-1").Labels)); len(d) > 0 {
+	if d := testenv.DiffLabels(before, testenv.OwnedLabels(getNode(t, c, "node-1").Labels)); len(d) > 0 {
 		t.Errorf("labels changed after a refused reload: %v", d)
 	}
 }

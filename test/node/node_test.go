@@ -57,7 +57,7 @@ func (b *bed) testPod(t *testing.T) {
 
 	want := b.hostLabels(t, false)
 	if withKVM := b.hostLabels(t, true); !maps.Equal(withKVM, want) {
-		t.Logf("with the host's /dev/kvm, `node-agent labels` prints these labels too, which the pod, without /dev/kvm, cannot write: %v", diffKeys(withKVM, want))
+		t.Logf("with the host's /dev/kvm, `node-agent labels` prints these labels too, which the pod, without /dev/kvm, cannot write: %v", testenv.DiffLabels(withKVM, want))
 	}
 	if !hasPrefix(want, labeller.CPUModelMigrationLabelPrefix) {
 		t.Fatalf("`node-agent labels` on the host printed no %s labels; the comparison would prove nothing", labeller.CPUModelMigrationLabelPrefix)
@@ -69,13 +69,13 @@ func (b *bed) testPod(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = owned(node.Labels)
+		got = testenv.OwnedLabels(node.Labels)
 		if maps.Equal(got, want) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the Node's labels never equalled the host's `node-agent labels --virt-type qemu`:\nmissing: %v\nextra or different: %v",
-				diffKeys(want, got), diffKeys(got, want))
+			t.Fatalf("the Node's labels never equalled the host's `node-agent labels --virt-type qemu` (- host only, + Node only): %v",
+				testenv.DiffLabels(want, got))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -400,27 +400,6 @@ func waitFor(t *testing.T, timeout time.Duration, what string, check func() (boo
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-func owned(all map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range all {
-		if labeller.IsOwnedKey(k) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-func diffKeys(a, b map[string]string) []string {
-	var out []string
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			out = append(out, k+"="+v)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 func hasPrefix(m map[string]string, prefix string) bool { return countPrefix(m, prefix) > 0 }
