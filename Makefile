@@ -22,8 +22,8 @@ export CGO_ENABLED := 1
 export NODE_AGENT_BIN_DIR := $(BIN)
 
 .PHONY: build
-build: ## Build bin/node-agent
-	$(GO) build -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o $(BIN)/node-agent ./cmd/node-agent
+build: ## Build bin/node-agent, stripped as in the image
+	$(GO) build -trimpath -tags $(GOTAGS) -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/node-agent ./cmd/node-agent
 
 .PHONY: deps
 deps: ## Install the Debian packages tests need (only the missing ones)
