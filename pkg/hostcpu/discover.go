@@ -78,7 +78,9 @@ type Options struct {
 	// Logger receives debug and info records; nil discards them. Problems
 	// are not only logged: they are in HostCPU.Unavailable.
 	Logger *slog.Logger
-	// Dial opens a libvirt connection; nil means DialLibvirt.
+	// Dial opens a libvirt connection, usually pkg/hostcpu/libvirt.Dial.
+	// nil leaves libvirt out: discovery then uses cpuid and the offline
+	// inputs only, and says so in HostCPU.LibvirtUnreachable.
 	Dial DialFunc
 	// ReadCPUID reads the host CPU; nil means ReadCPUID.
 	ReadCPUID func() CPUID
@@ -148,7 +150,9 @@ func NewDiscoverer(opts Options) (*Discoverer, error) {
 		d.opts.FallbackCPUMapDir = DefaultCPUMapDir
 	}
 	if d.opts.Dial == nil {
-		d.opts.Dial = DialLibvirt(d.log)
+		d.opts.Dial = func(context.Context, string) (Conn, error) {
+			return nil, errors.New("no libvirt binding was given to discovery (hostcpu.Options.Dial)")
+		}
 	}
 	if d.opts.ReadCPUID == nil {
 		d.opts.ReadCPUID = ReadCPUID

@@ -1,4 +1,10 @@
-package hostcpu
+// Package libvirt owns the cgo binding to libvirt (libvirt.org/go/libvirt):
+// it implements hostcpu.Conn. It is the only package of node-agent that loads
+// libvirt.so.0, so that the parsers and policy in pkg/hostcpu and
+// pkg/labeller build and test with CGO_ENABLED=0, and so that a process that
+// never dials (the daemon, which discovers in a child process) never maps
+// libvirt's libraries.
+package libvirt
 
 import (
 	"context"
@@ -9,29 +15,9 @@ import (
 	"time"
 
 	"libvirt.org/go/libvirt"
+
+	"github.com/node-agent/node-agent/pkg/hostcpu"
 )
-
-// Conn is the part of a libvirt connection discovery uses. DialLibvirt returns
-// the real one; tests give their own.
-type Conn interface {
-	// DomainCapabilities returns virConnectGetDomainCapabilities for the
-	// host's default emulator, arch and machine, and virtType, as
-	// `virsh domcapabilities --virttype virtType` prints it.
-	DomainCapabilities(ctx context.Context, virtType string) (string, error)
-	// Capabilities returns virConnectGetCapabilities, as
-	// `virsh capabilities` prints it.
-	Capabilities(ctx context.Context) (string, error)
-	// ExpandCPU returns virConnectBaselineHypervisorCPU of the one CPU
-	// cpuXML with VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES, as
-	// `virsh hypervisor-cpu-baseline --features --virttype virtType` prints
-	// it: the model's complete feature list, ancestry resolved.
-	ExpandCPU(ctx context.Context, virtType, cpuXML string) (string, error)
-	// Close releases the connection.
-	Close() error
-}
-
-// DialFunc opens a libvirt connection to uri.
-type DialFunc func(ctx context.Context, uri string) (Conn, error)
 
 // libvirt's default event loop is process-wide state inside the C library. It
 // must be registered once, before the first connection, and a goroutine must
@@ -63,15 +49,15 @@ func startEventLoop(log *slog.Logger) error {
 	return eventLoop.err
 }
 
-// DialLibvirt opens a connection with libvirt.org/go/libvirt. Built with the
+// Dial opens a connection with libvirt.org/go/libvirt. Built with the
 // libvirt_dlopen tag, it loads libvirt.so.0 at the first call and returns an
 // error, not a crash, where libvirt is not installed. log receives the event
 // loop's errors.
-func DialLibvirt(log *slog.Logger) DialFunc {
+func Dial(log *slog.Logger) hostcpu.DialFunc {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return func(ctx context.Context, uri string) (Conn, error) {
+	return func(ctx context.Context, uri string) (hostcpu.Conn, error) {
 		if err := startEventLoop(log); err != nil {
 			return nil, err
 		}
