@@ -437,3 +437,25 @@ func TestDiscoverErrors(t *testing.T) {
 		t.Errorf("cancelled discovery: err = %v", err)
 	}
 }
+
+func TestWriteEmbedConfig(t *testing.T) {
+	root := t.TempDir()
+	if err := writeEmbedConfig(root); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "etc", "qemu.conf")
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != embedConfig {
+		t.Fatalf("qemu.conf = %q, %v", got, err)
+	}
+	// An admin's own file is kept.
+	if err := os.WriteFile(path, []byte("user = \"qemu\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeEmbedConfig(root); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "user = \"qemu\"\n" {
+		t.Errorf("an existing qemu.conf was replaced: %q", got)
+	}
+}
