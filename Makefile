@@ -7,8 +7,9 @@ SHELL := /usr/bin/env bash
 
 GO        ?= go
 BIN       := $(CURDIR)/bin
-# libvirt_dlopen: cgo without libvirt headers; libvirt.so.0 is loaded at run
-# time, so the same binary runs on hosts with and without libvirt.
+# libvirt_dlopen: kept so existing commands keep working; it no longer changes
+# the build. pkg/hostcpu/libvirt loads libvirt.so.0 with dlopen itself, only
+# in the discovery child, so one binary runs on hosts with and without libvirt.
 GOTAGS    := libvirt_dlopen
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)

@@ -1,5 +1,6 @@
-// Package libvirt owns the cgo binding to libvirt (libvirt.org/go/libvirt):
-// it implements hostcpu.Conn. It is the only package of node-agent that loads
+// Package libvirt owns the cgo binding to libvirt: it implements
+// hostcpu.Conn with the few libvirt calls discovery makes, loading
+// libvirt.so.0 with dlopen at the first Dial (binding.go). It is the only package of node-agent that loads
 // libvirt.so.0, so that the parsers and policy in pkg/hostcpu and
 // pkg/labeller build and test with CGO_ENABLED=0, and so that a process that
 // never dials (the daemon, which discovers in a child process) never maps
@@ -8,13 +9,10 @@ package libvirt
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
-
-	"libvirt.org/go/libvirt"
 
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 )
@@ -31,16 +29,20 @@ var eventLoop struct {
 
 func startEventLoop(log *slog.Logger) error {
 	eventLoop.once.Do(func() {
-		if err := libvirt.EventRegisterDefaultImpl(); err != nil {
-			eventLoop.err = fmt.Errorf("starting libvirt's event loop: %w; is libvirt (libvirt.so.0) installed?", cleanLibvirtError(err))
+		if err := load(); err != nil {
+			eventLoop.err = err
+			return
+		}
+		if err := eventRegisterDefaultImpl(); err != nil {
+			eventLoop.err = fmt.Errorf("starting libvirt's event loop: %w", err)
 			return
 		}
 		go func() {
 			for {
-				if err := libvirt.EventRunDefaultImpl(); err != nil {
+				if err := eventRunDefaultImpl(); err != nil {
 					// It fails only on a broken poll(2); keep
 					// serving, but do not spin.
-					log.Error("libvirt event loop iteration failed", "err", cleanLibvirtError(err))
+					log.Error("libvirt event loop iteration failed", "err", err)
 					time.Sleep(time.Second)
 				}
 			}
@@ -49,9 +51,8 @@ func startEventLoop(log *slog.Logger) error {
 	return eventLoop.err
 }
 
-// Dial opens a connection with libvirt.org/go/libvirt. Built with the
-// libvirt_dlopen tag, it loads libvirt.so.0 at the first call and returns an
-// error, not a crash, where libvirt is not installed. log receives the event
+// Dial opens a libvirt connection. It loads libvirt.so.0 at the first call and
+// returns an error, not a crash, where libvirt is not installed. log receives the event
 // loop's errors.
 func Dial(log *slog.Logger) hostcpu.DialFunc {
 	if log == nil {
@@ -62,25 +63,25 @@ func Dial(log *slog.Logger) hostcpu.DialFunc {
 			return nil, err
 		}
 		type result struct {
-			c   *libvirt.Connect
+			c   *conn
 			err error
 		}
 		ch := make(chan result, 1)
 		go func() {
-			c, err := libvirt.NewConnect(uri)
+			c, err := openConn(uri)
 			ch <- result{c, err}
 		}()
 		select {
 		case r := <-ch:
 			if r.err != nil {
-				return nil, cleanLibvirtError(r.err)
+				return nil, r.err
 			}
 			return &libvirtConn{c: r.c}, nil
 		case <-ctx.Done():
 			// Close the connection if it opens after all.
 			go func() {
 				if r := <-ch; r.c != nil {
-					_, _ = r.c.Close()
+					_ = r.c.close()
 				}
 			}()
 			return nil, fmt.Errorf("connecting to %s: gave up waiting: %w", uri, ctx.Err())
@@ -89,33 +90,29 @@ func Dial(log *slog.Logger) hostcpu.DialFunc {
 }
 
 type libvirtConn struct {
-	c *libvirt.Connect
+	c *conn
 }
 
 func (l *libvirtConn) DomainCapabilities(ctx context.Context, virtType string) (string, error) {
-	// Empty emulator, arch and machine ask libvirt for the host's defaults,
+	// No emulator, arch and machine ask libvirt for the host's defaults,
 	// as virsh does without --emulatorbin, --arch and --machine.
-	s, err := callWithContext(ctx, "GetDomainCapabilities", func() (string, error) {
-		return l.c.GetDomainCapabilities("", "", "", virtType, 0)
+	return callWithContext(ctx, "GetDomainCapabilities", func() (string, error) {
+		return l.c.domainCapabilities(virtType)
 	})
-	return s, cleanLibvirtError(err)
 }
 
 func (l *libvirtConn) Capabilities(ctx context.Context) (string, error) {
-	s, err := callWithContext(ctx, "GetCapabilities", l.c.GetCapabilities)
-	return s, cleanLibvirtError(err)
+	return callWithContext(ctx, "GetCapabilities", l.c.capabilities)
 }
 
 func (l *libvirtConn) ExpandCPU(ctx context.Context, virtType, cpuXML string) (string, error) {
-	s, err := callWithContext(ctx, "BaselineHypervisorCPU", func() (string, error) {
-		return l.c.BaselineHypervisorCPU("", "", "", virtType, []string{cpuXML}, libvirt.CONNECT_BASELINE_CPU_EXPAND_FEATURES)
+	return callWithContext(ctx, "BaselineHypervisorCPU", func() (string, error) {
+		return l.c.expandCPU(virtType, cpuXML)
 	})
-	return s, cleanLibvirtError(err)
 }
 
 func (l *libvirtConn) Close() error {
-	_, err := l.c.Close()
-	return cleanLibvirtError(err)
+	return l.c.close()
 }
 
 // callWithContext runs f, a blocking libvirt call, and stops waiting for it
@@ -138,14 +135,4 @@ func callWithContext[T any](ctx context.Context, what string, f func() (T, error
 		var zero T
 		return zero, fmt.Errorf("libvirt %s: gave up waiting: %w", what, ctx.Err())
 	}
-}
-
-// cleanLibvirtError keeps libvirt's message and drops the
-// virError(Code=.., Domain=.., Message='...') wrapping.
-func cleanLibvirtError(err error) error {
-	var le libvirt.Error
-	if errors.As(err, &le) && le.Message != "" {
-		return errors.New(le.Message)
-	}
-	return err
 }

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"libvirt.org/go/libvirt"
 )
 
 func TestCallWithContext(t *testing.T) {
@@ -25,15 +23,5 @@ func TestCallWithContext(t *testing.T) {
 	v, err := callWithContext(context.Background(), "x", func() (int, error) { return 7, nil })
 	if v != 7 || err != nil {
 		t.Errorf("got %v, %v", v, err)
-	}
-}
-
-func TestCleanLibvirtError(t *testing.T) {
-	err := cleanLibvirtError(libvirt.Error{Code: 38, Domain: 7, Message: "Failed to connect socket"})
-	if err.Error() != "Failed to connect socket" {
-		t.Errorf("got %q", err)
-	}
-	if cleanLibvirtError(nil) != nil {
-		t.Error("nil became an error")
 	}
 }
