@@ -25,12 +25,17 @@ type agentProcess struct {
 	healthAddr  string
 	logPath     string
 	done        chan error
+	stopped     bool
 }
 
-// startAgent runs node-agent for node against env and stops it (SIGTERM,
-// then SIGKILL) when the benchmark ends.
-func startAgent(b *testing.B, env *testenv.Env, binary, node, dir string) *agentProcess {
+// startAgent runs node-agent for node against env, with its state and log in
+// dir and args after its own, and stops it (SIGTERM, then SIGKILL) when the
+// benchmark ends.
+func startAgent(b *testing.B, env *testenv.Env, binary, node, dir string, args ...string) *agentProcess {
 	b.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
 	p := &agentProcess{metricsAddr: freeAddr(b), healthAddr: freeAddr(b), logPath: filepath.Join(dir, "node-agent.log"), done: make(chan error, 1)}
 	logFile, err := os.Create(p.logPath)
 	if err != nil {
@@ -45,6 +50,7 @@ func startAgent(b *testing.B, env *testenv.Env, binary, node, dir string) *agent
 		"--state-dir", stateDir,
 		"--log-level", "info",
 	)
+	p.cmd.Args = append(p.cmd.Args, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	// The agent must not outlive the benchmark, even one killed by its
 	// -timeout.
@@ -59,6 +65,9 @@ func startAgent(b *testing.B, env *testenv.Env, binary, node, dir string) *agent
 		logFile.Close()
 	}()
 	b.Cleanup(func() {
+		if p.stopped {
+			return
+		}
 		select {
 		case err := <-p.done:
 			b.Errorf("node-agent exited during the benchmark: %v\n%s", err, p.logTail(40))
@@ -75,6 +84,20 @@ func startAgent(b *testing.B, env *testenv.Env, binary, node, dir string) *agent
 		}
 	})
 	return p
+}
+
+// stop ends the agent with SIGTERM before the benchmark does.
+func (p *agentProcess) stop(b *testing.B) {
+	b.Helper()
+	p.stopped = true
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		b.Errorf("node-agent still running 30s after SIGTERM; killed\n%s", p.logTail(40))
+	}
 }
 
 // waitReady polls /readyz until the agent has synced its Node.

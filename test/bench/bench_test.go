@@ -160,6 +160,10 @@ func BenchmarkDrain(b *testing.B) {
 		b.Logf("only %d drains per tool; run with -benchtime %dx or more (as `make bench` does) for a meaningful median", round, minRounds)
 	}
 	report(b, samples, loadBefore, loadAverage())
+	// The agent has lived through every drain above; its high-water mark
+	// is the footprint table's "peak RSS during a drain of 110 pods".
+	b.Logf("node-agent peak RSS over this run (VmHWM, %d drains of %d pods included): %s",
+		round, replicas, mibString(procStatus(bd.agent.cmd.Process.Pid, "VmHWM")))
 }
 
 // agentBinary returns $NODE_AGENT_BINARY, or node-agent built from this tree
