@@ -103,7 +103,7 @@ func (f footprint) print(b *testing.B) {
 	row("image size (bin/node-agent-image.txt)", f.imageString())
 	row(fmt.Sprintf("idle RSS after %s, labeller and shutdown guard on", idleFor), mibString(f.idleOn.rss))
 	row(fmt.Sprintf("idle RSS after %s, labeller off, shutdown guard on", idleFor), mibString(f.idleOff.rss))
-	row("peak RSS during a discovery: daemon (VmHWM)", mibString(f.daemonDiscoveryPeak))
+	row("daemon peak RSS over start-up and a discovery (VmHWM)", mibString(f.daemonDiscoveryPeak))
 	row("peak RSS during a discovery: child (ru_maxrss)", mibString(f.childPeak))
 	row("peak RSS during a drain of 110 pods", "BenchmarkDrain")
 	row("time from start to labels, empty libvirt cache (cold)", secs(f.cold))
