@@ -51,6 +51,13 @@ func TestLabellerSurvivesBrokenDiscovery(t *testing.T) {
 		t.Fatalf("node-agent labels: %v\n%s", err, out)
 	}
 	t.Logf("cold discovery (node-agent labels, empty embedded root): %s", time.Since(start).Round(time.Millisecond))
+	// libvirt rewrites a QEMU binary's cache file whenever it probes again,
+	// so unchanged files after the agent's discoveries mean none re-probed.
+	cacheDir := filepath.Join(strings.TrimPrefix(uri, "qemu:///embed?root="), "cache", "qemu", "capabilities")
+	probed := cacheFiles(t, cacheDir)
+	if len(probed) == 0 {
+		t.Fatalf("no QEMU capabilities cache in %s after a discovery", cacheDir)
+	}
 
 	const period = 2 * time.Second
 	agent := startAgent(t, env, "node-1", "--libvirt-uri="+uri, "--shutdown-enabled=false",
@@ -114,6 +121,9 @@ func TestLabellerSurvivesBrokenDiscovery(t *testing.T) {
 			}
 		})
 	}
+	if now := cacheFiles(t, cacheDir); !maps.Equal(now, probed) {
+		t.Errorf("libvirt probed QEMU again during the agent's discoveries: cache files %v, after the first discovery %v", now, probed)
+	}
 	if err := agent.stop(t); err != nil {
 		t.Errorf("node-agent exited with %v", err)
 	}
@@ -121,4 +131,22 @@ func TestLabellerSurvivesBrokenDiscovery(t *testing.T) {
 	if !strings.Contains(agent.stderr.String(), "test fault: hanging") {
 		t.Errorf("the hanging child's stderr is not in the agent's log")
 	}
+}
+
+// cacheFiles maps each file in dir to its modification time.
+func cacheFiles(t *testing.T, dir string) map[string]time.Time {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	out := map[string]time.Time{}
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = fi.ModTime()
+	}
+	return out
 }
