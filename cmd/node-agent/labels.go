@@ -13,6 +13,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
+	hostcpulibvirt "github.com/node-agent/node-agent/pkg/hostcpu/libvirt"
 	"github.com/node-agent/node-agent/pkg/labeller"
 )
 
@@ -124,6 +125,7 @@ func (o *labelsOptions) run(cmd *cobra.Command) error {
 		SupportedFeaturesFile:  o.features,
 		CPUMapDir:              o.cpuMap,
 		ExpandModels:           policy.ExpandModels(),
+		Dial:                   hostcpulibvirt.Dial(log),
 		Logger:                 log,
 	})
 	if err != nil {

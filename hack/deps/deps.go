@@ -12,5 +12,4 @@ import (
 	_ "k8s.io/client-go/tools/record"
 	_ "k8s.io/kubectl/pkg/drain"
 	_ "k8s.io/utils/clock/testing"
-	_ "libvirt.org/go/libvirt"
 )

@@ -77,6 +77,10 @@ type LabellerConfig struct {
 	// RediscoveryPeriod is how often the host is examined again, so that a
 	// QEMU, libvirt or microcode update shows without a restart.
 	RediscoveryPeriod metav1.Duration `json:"rediscoveryPeriod"`
+	// DiscoveryTimeout bounds one discovery. Discovery runs in a child
+	// process, killed when this passes; the labels stay as they were and the
+	// next period tries again.
+	DiscoveryTimeout metav1.Duration `json:"discoveryTimeout"`
 	// MinCPUModel is the CPU model whose features every node is assumed to
 	// have; its features get no cpu-feature label. Empty turns the
 	// subtraction off, as KubeVirt's own labeller has it since 2022.
@@ -143,6 +147,7 @@ func Default() Config {
 			LibvirtURI:        LibvirtURIAuto,
 			VirtType:          "auto",
 			RediscoveryPeriod: metav1.Duration{Duration: 10 * time.Minute},
+			DiscoveryTimeout:  metav1.Duration{Duration: 2 * time.Minute},
 			MinCPUModel:       "Penryn",
 		},
 		Drain: DrainConfig{
@@ -215,6 +220,7 @@ func (l *LabellerConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&l.LibvirtURI, "libvirt-uri", l.LibvirtURI, "libvirt connection URI. \"auto\" tries qemu:///system, then the embedded QEMU driver under --state-dir.")
 	fs.StringVar(&l.VirtType, "virt-type", l.VirtType, "libvirt domain type to ask about: kvm, qemu, or auto (kvm when /dev/kvm exists, else qemu).")
 	fs.Var(durationValue{&l.RediscoveryPeriod}, "rediscovery-period", "How often the host CPU is examined again, so hypervisor or microcode updates show without a restart.")
+	fs.Var(durationValue{&l.DiscoveryTimeout}, "discovery-timeout", "How long one CPU discovery (a child process that talks to libvirt) may take before it is killed; the labels stay and the next period tries again. A cold discovery with the embedded libvirt probes QEMU for about 20 s.")
 	fs.StringVar(&l.MinCPUModel, "min-cpu-model", l.MinCPUModel, "CPU model every node is assumed to have; its features get no cpu-feature or host-model-required-features label. \"\" labels every supported feature, as KubeVirt's own labeller does since 2022: use \"\" when KubeVirt's labeller also runs, or the two fight over those keys. With a model set, a VM that needs one of the model's features cannot ask for it in a node selector, and may be live-migrated to a node lacking it with nothing in the labels to say why.")
 	fs.StringSliceVar(&l.ObsoleteCPUModels, "obsolete-cpu-models", l.ObsoleteCPUModels, "CPU models never labelled, added to the built-in list.")
 }
@@ -292,6 +298,7 @@ func Parse(data []byte, base Config) (Config, error) {
 // durationKeys are the keys whose values are Go durations.
 var durationKeys = [][2]string{
 	{"labeller", "rediscoveryPeriod"},
+	{"labeller", "discoveryTimeout"},
 	{"drain", "timeout"},
 	{"drain", "deleteAfter"},
 	{"shutdown", "drainBudget"},
@@ -402,6 +409,9 @@ func (l *LabellerConfig) Validate() error {
 	}
 	if l.RediscoveryPeriod.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("labeller.rediscoveryPeriod %s: must be at least 1s", l.RediscoveryPeriod.Duration))
+	}
+	if l.DiscoveryTimeout.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("labeller.discoveryTimeout %s: must be at least 1s", l.DiscoveryTimeout.Duration))
 	}
 	if l.MinCPUModel != strings.TrimSpace(l.MinCPUModel) {
 		errs = append(errs, fmt.Errorf("labeller.minCPUModel %q: has surrounding spaces; use a model name such as Penryn, or \"\" for no subtraction", l.MinCPUModel))

@@ -78,7 +78,9 @@ type Options struct {
 	// Logger receives debug and info records; nil discards them. Problems
 	// are not only logged: they are in HostCPU.Unavailable.
 	Logger *slog.Logger
-	// Dial opens a libvirt connection; nil means DialLibvirt.
+	// Dial opens a libvirt connection, usually pkg/hostcpu/libvirt.Dial.
+	// nil leaves libvirt out: discovery then uses cpuid and the offline
+	// inputs only, and says so in HostCPU.LibvirtUnreachable.
 	Dial DialFunc
 	// ReadCPUID reads the host CPU; nil means ReadCPUID.
 	ReadCPUID func() CPUID
@@ -148,7 +150,9 @@ func NewDiscoverer(opts Options) (*Discoverer, error) {
 		d.opts.FallbackCPUMapDir = DefaultCPUMapDir
 	}
 	if d.opts.Dial == nil {
-		d.opts.Dial = DialLibvirt(d.log)
+		d.opts.Dial = func(context.Context, string) (Conn, error) {
+			return nil, errors.New("no libvirt binding was given to discovery (hostcpu.Options.Dial)")
+		}
 	}
 	if d.opts.ReadCPUID == nil {
 		d.opts.ReadCPUID = ReadCPUID
@@ -446,6 +450,12 @@ func (d *Discoverer) connect(ctx context.Context) (Conn, string, error) {
 				continue
 			}
 		}
+		if root := EmbedRoot(uri, ""); root != "" {
+			if err := writeEmbedConfig(root); err != nil {
+				// Discovery still works, only slower.
+				d.log.Info("cannot write the embedded libvirt's qemu.conf; QEMU may be probed again at every discovery", "root", root, "err", err)
+			}
+		}
 		t := time.Now()
 		conn, err := d.opts.Dial(ctx, uri)
 		d.log.Debug("libvirt connect", "uri", uri, "duration", time.Since(t), "err", err)
@@ -625,4 +635,55 @@ func libvirtArch(goarch string) string {
 	default:
 		return goarch
 	}
+}
+
+// embedConfig is the qemu.conf node-agent gives the embedded QEMU driver. It
+// runs QEMU as root, the user the agent already is.
+//
+// libvirt keeps each QEMU binary's probed capabilities in
+// <root>/cache/qemu/capabilities and re-probes (about 4 s per binary) when
+// virQEMUCapsIsValid says the entry is stale. It keys the entry on the QEMU
+// binary's ctime, the mtime of QEMU's module directory, libvirt's own version
+// and the ctime of its driver module, and, for a native guest arch, on the
+// host's microcode version, CPU signature, kernel version, KVM nesting and
+// secure-guest support, and on whether KVM is usable. That last check asks
+// whether the configured QEMU user (Debian's default: libvirt-qemu) may open
+// /dev/kvm. Where it may not, as on a host whose /dev/kvm is root's alone
+// (mode 0600), while the probe itself saw KVM, every lookup finds the entry
+// stale ("KVM was enabled when probing ..., but it is not available now" in
+// libvirt's debug log), so each discovery probed QEMU five times over, for
+// about 20 s. With root as the QEMU user the check agrees with the probe, and
+// the cache holds across discoveries and, the state directory being a
+// hostPath, across restarts. The embedded driver only probes; it never starts
+// a guest, so no QEMU runs as root for longer than a probe.
+const embedConfig = `# Written by node-agent (pkg/hostcpu/discover.go, embedConfig): probe QEMU as
+# root, so that libvirt's capabilities cache stays valid across discoveries.
+user = "root"
+group = "root"
+`
+
+// writeEmbedConfig writes embedConfig to <root>/etc/qemu.conf, where the
+// embedded driver reads its configuration, unless a qemu.conf is there
+// already: an admin's own file wins.
+func writeEmbedConfig(root string) error {
+	dir := filepath.Join(root, "etc")
+	path := filepath.Join(dir, "qemu.conf")
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(embedConfig); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

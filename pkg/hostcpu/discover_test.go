@@ -11,9 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"libvirt.org/go/libvirt"
 
 	"github.com/node-agent/node-agent/pkg/config"
 )
@@ -441,30 +438,24 @@ func TestDiscoverErrors(t *testing.T) {
 	}
 }
 
-func TestCallWithContext(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	release := make(chan struct{})
-	defer close(release)
-	_, err := callWithContext(ctx, "GetCapabilities", func() (string, error) {
-		<-release
-		return "", nil
-	})
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "GetCapabilities") {
-		t.Errorf("err = %v", err)
+func TestWriteEmbedConfig(t *testing.T) {
+	root := t.TempDir()
+	if err := writeEmbedConfig(root); err != nil {
+		t.Fatal(err)
 	}
-	v, err := callWithContext(context.Background(), "x", func() (int, error) { return 7, nil })
-	if v != 7 || err != nil {
-		t.Errorf("got %v, %v", v, err)
+	path := filepath.Join(root, "etc", "qemu.conf")
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != embedConfig {
+		t.Fatalf("qemu.conf = %q, %v", got, err)
 	}
-}
-
-func TestCleanLibvirtError(t *testing.T) {
-	err := cleanLibvirtError(libvirt.Error{Code: 38, Domain: 7, Message: "Failed to connect socket"})
-	if err.Error() != "Failed to connect socket" {
-		t.Errorf("got %q", err)
+	// An admin's own file is kept.
+	if err := os.WriteFile(path, []byte("user = \"qemu\"\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if cleanLibvirtError(nil) != nil {
-		t.Error("nil became an error")
+	if err := writeEmbedConfig(root); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "user = \"qemu\"\n" {
+		t.Errorf("an existing qemu.conf was replaced: %q", got)
 	}
 }

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package hostcpu_test
 
 import (
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/node-agent/node-agent/pkg/hostcpu"
+	hostcpulibvirt "github.com/node-agent/node-agent/pkg/hostcpu/libvirt"
 	"github.com/node-agent/node-agent/pkg/labeller"
 )
 
@@ -45,7 +48,7 @@ func requireLibvirt(t *testing.T) {
 	}
 	// The test driver is built into libvirt.so.0: connecting to it proves
 	// the library loads.
-	if c, err := hostcpu.DialLibvirt(nil)(context.Background(), "test:///default"); err != nil {
+	if c, err := hostcpulibvirt.Dial(nil)(context.Background(), "test:///default"); err != nil {
 		missing = append(missing, fmt.Sprintf("libvirt.so.0 (libvirt0): %v", err))
 	} else {
 		_ = c.Close()
@@ -160,6 +163,7 @@ func discoverEmbedded(t *testing.T) (virshOutput, *hostcpu.HostCPU) {
 			LibvirtURI:   uri,
 			VirtType:     hostcpu.VirtTypeQEMU,
 			ExpandModels: []string{"Penryn"},
+			Dial:         hostcpulibvirt.Dial(nil),
 			Logger:       slog.New(slog.NewTextHandler(&embedded.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		})
 		if err != nil {
@@ -447,7 +451,7 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 // It needs no libvirt, so it never skips.
 func TestDiscoverWithoutReachableLibvirt(t *testing.T) {
 	uri := "qemu+unix:///system?socket=" + filepath.Join(t.TempDir(), "absent.sock")
-	d, err := hostcpu.NewDiscoverer(hostcpu.Options{LibvirtURI: uri, ExpandModels: []string{"Penryn"}})
+	d, err := hostcpu.NewDiscoverer(hostcpu.Options{LibvirtURI: uri, ExpandModels: []string{"Penryn"}, Dial: hostcpulibvirt.Dial(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -210,6 +210,10 @@ func (c *Controller) rediscover(ctx context.Context) {
 	if err != nil {
 		c.logger.Error("Host CPU discovery failed; keeping the labels computed before", "err", err)
 		c.metrics.Syncs.WithLabelValues("error").Inc()
+		if ctx.Err() == nil {
+			c.recorder.Eventf(c.nodeRef(), corev1.EventTypeWarning, "CPUDiscoveryFailed",
+				"Host CPU discovery failed; the CPU labels stay as they were and discovery is tried again in %s: %v", cfg.RediscoveryPeriod.Duration, err)
+		}
 		return
 	}
 	source := "libvirt"

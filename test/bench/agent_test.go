@@ -13,16 +13,23 @@ import (
 
 // agentProcess is a running `node-agent run` for one node, with its default
 // drain settings (drain.parallelism, kubeAPIQPS and kubeAPIBurst).
-type agentProcess struct{ *testenv.Agent }
+type agentProcess struct {
+	*testenv.Agent
+	stopped bool
+}
 
-// startAgent runs node-agent for node against env and stops it (SIGTERM,
-// then SIGKILL) when the benchmark ends.
-func startAgent(b *testing.B, env *testenv.Env, binary, node string) *agentProcess {
+// startAgent runs node-agent for node against env, with its state and log in
+// dir (a new temporary directory when empty) and args after its own, and
+// stops it (SIGTERM, then SIGKILL) when the benchmark ends.
+func startAgent(b *testing.B, env *testenv.Env, binary, node, dir string, args ...string) *agentProcess {
 	b.Helper()
-	p := &agentProcess{testenv.StartAgent(b, testenv.AgentOptions{
-		Binary: binary, Kubeconfig: env.KubeconfigPath(), Node: node, LogLevel: "info",
+	p := &agentProcess{Agent: testenv.StartAgent(b, testenv.AgentOptions{
+		Binary: binary, Kubeconfig: env.KubeconfigPath(), Node: node, LogLevel: "info", Dir: dir, Args: args,
 	})}
 	b.Cleanup(func() {
+		if p.stopped {
+			return
+		}
 		if err, exited := p.Exited(); exited {
 			b.Errorf("node-agent exited during the benchmark: %v\n%s", err, p.Tail(40))
 			return
@@ -68,4 +75,13 @@ func drainSecondsFrom(exposition string) (float64, error) {
 		return v, nil
 	}
 	return 0, nil
+}
+
+// stop stops the agent on purpose, before the benchmark ends.
+func (p *agentProcess) stop(b *testing.B) {
+	b.Helper()
+	p.stopped = true
+	if err := p.Stop(b); err != nil {
+		b.Errorf("node-agent exited with %v after SIGTERM\n%s", err, p.Tail(40))
+	}
 }

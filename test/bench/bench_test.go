@@ -160,6 +160,10 @@ func BenchmarkDrain(b *testing.B) {
 		b.Logf("only %d drains per tool; run with -benchtime %dx or more (as `make bench` does) for a meaningful median", round, minRounds)
 	}
 	report(b, samples, loadBefore, loadAverage())
+	// The agent has lived through every drain above; its high-water mark
+	// is the footprint table's "peak RSS during a drain of 110 pods".
+	b.Logf("node-agent peak RSS over this run (VmHWM, %d drains of %d pods included): %s",
+		round, replicas, mibString(procStatus(bd.agent.Cmd.Process.Pid, "VmHWM")))
 }
 
 // agentBinary returns $NODE_AGENT_BINARY, or node-agent built from this tree
@@ -210,7 +214,7 @@ func newBed(b *testing.B, env *testenv.Env, audit *auditLog, agentBin, dir strin
 	if _, err := bd.c.AppsV1().Deployments(workNamespace).Create(bd.ctx, deployment(), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	bd.agent = startAgent(b, env, agentBin, drainNode)
+	bd.agent = startAgent(b, env, agentBin, drainNode, "")
 	bd.agent.WaitReady(b)
 	// Fill kubectl's discovery cache once, outside any measured window, so
 	// every kubectl drain runs as it would on a machine that used kubectl

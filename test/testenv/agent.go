@@ -74,6 +74,10 @@ type AgentOptions struct {
 	LogLevel string
 	// Args are added after the ones StartAgent sets.
 	Args []string
+	// Dir holds the agent's state directory and log; default a new
+	// temporary directory. Give the same Dir to a second agent to start it
+	// warm (the QEMU capability cache stays in the state directory).
+	Dir string
 }
 
 // Agent is a running `node-agent run`. Its log (stdout and stderr) goes to
@@ -93,7 +97,12 @@ type Agent struct {
 // of its own, registered after StartAgent (so it runs first).
 func StartAgent(tb testing.TB, o AgentOptions) *Agent {
 	tb.Helper()
-	dir := tb.TempDir()
+	dir := o.Dir
+	if dir == "" {
+		dir = tb.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
 	a := &Agent{MetricsAddr: FreeAddr(tb), HealthAddr: FreeAddr(tb), StateDir: filepath.Join(dir, "state"),
 		LogPath: filepath.Join(dir, "node-agent.log"), done: make(chan error, 1)}
 	logFile, err := os.Create(a.LogPath)
