@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"github.com/node-agent/node-agent/pkg/agent"
@@ -51,7 +52,9 @@ type Controller struct {
 	metrics  *Metrics
 
 	configs chan config.LabellerConfig
-	trigger chan struct{}
+	// queue holds the one key, the node's name, while a sync is due: on a
+	// Node event, after a discovery, and rate-limited after a failed patch.
+	queue workqueue.TypedRateLimitingInterface[string]
 
 	mu      sync.Mutex
 	cfg     config.LabellerConfig
@@ -131,7 +134,10 @@ func NewController(o Options) (*Controller, error) {
 	return &Controller{
 		client: o.Client, nodeName: o.NodeName, logger: o.Logger, clock: o.Clock, recorder: o.Recorder,
 		discover: o.Discover, metrics: o.Metrics, cfg: o.Config,
-		configs: make(chan config.LabellerConfig, 1), trigger: make(chan struct{}, 1),
+		configs: make(chan config.LabellerConfig, 1),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryAfterFailure, retryAfterFailureCap),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "labeller", Clock: o.Clock}),
 	}, nil
 }
 
@@ -152,23 +158,25 @@ func (c *Controller) nodeRef() *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "Node", Name: c.nodeName, UID: types.UID(c.nodeName)}
 }
 
-func (c *Controller) poke() {
-	select {
-	case c.trigger <- struct{}{}:
-	default:
-	}
-}
+// enqueue asks for a sync of the node's labels.
+func (c *Controller) enqueue() { c.queue.Add(c.nodeName) }
 
-// Run implements agent.Component.
+// Run implements agent.Component. Discovery runs here, at start, every
+// rediscovery period and on a configuration change; syncs run in one worker
+// off the queue, so a Node event never waits for a discovery.
 func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
+	defer c.queue.ShutDown()
 	c.rediscover(ctx)
 	if err := view.AddHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.poke() },
-		UpdateFunc: func(_, _ any) { c.poke() },
+		AddFunc:    func(any) { c.enqueue() },
+		UpdateFunc: func(_, _ any) { c.enqueue() },
 	}); err != nil {
 		return err
 	}
-	c.poke()
+	var wg sync.WaitGroup
+	wg.Go(func() { c.worker(ctx, view) })
+	defer wg.Wait()
+	c.enqueue()
 	c.mu.Lock()
 	period := c.cfg.RediscoveryPeriod.Duration
 	c.mu.Unlock()
@@ -177,6 +185,7 @@ func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
 	for {
 		select {
 		case <-ctx.Done():
+			c.queue.ShutDown()
 			return nil
 		case cfg := <-c.configs:
 			c.mu.Lock()
@@ -189,13 +198,29 @@ func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
 			}
 			c.logger.Info("Configuration changed; discovering again")
 			c.rediscover(ctx)
-			c.sync(ctx, view)
+			c.enqueue()
 		case <-ticker.C():
 			c.rediscover(ctx)
-			c.sync(ctx, view)
-		case <-c.trigger:
-			c.sync(ctx, view)
+			c.enqueue()
 		}
+	}
+}
+
+// worker syncs the node's labels each time its key comes off the queue. A
+// failed patch puts the key back rate-limited (retryAfterFailure doubling
+// to retryAfterFailureCap); a success forgets its failures.
+func (c *Controller) worker(ctx context.Context, view agent.NodeView) {
+	for {
+		key, quit := c.queue.Get()
+		if quit {
+			return
+		}
+		if err := c.sync(ctx, view); err != nil && ctx.Err() == nil {
+			c.queue.AddRateLimited(key)
+		} else {
+			c.queue.Forget(key)
+		}
+		c.queue.Done(key)
 	}
 }
 
@@ -304,17 +329,19 @@ func skipState(node *corev1.Node) (skip bool, err error) {
 }
 
 // sync compares the Node's owned labels with the desired ones and sends one
-// patch when they differ.
-func (c *Controller) sync(ctx context.Context, view agent.NodeView) {
+// patch when they differ. It returns an error when the patch failed and
+// should be tried again.
+func (c *Controller) sync(ctx context.Context, view agent.NodeView) error {
 	c.mu.Lock()
 	res := c.desired
 	c.mu.Unlock()
 	if res == nil {
-		return
+		return nil
 	}
 	node, err := view.Get()
 	if err != nil {
-		return
+		// Not in the informer's cache yet; its Add event enqueues again.
+		return nil
 	}
 	start := c.clock.Now()
 	defer func() { c.metrics.SyncDuration.Observe(c.clock.Since(start).Seconds()) }()
@@ -328,41 +355,37 @@ func (c *Controller) sync(ctx context.Context, view agent.NodeView) {
 	}
 	if skip {
 		c.metrics.Syncs.WithLabelValues("skipped").Inc()
-		return
+		return nil
 	}
 	set, remove := Diff(node.Labels, res.Labels, res.OmittedPrefixes())
 	if len(set) == 0 && len(remove) == 0 {
 		c.metrics.Syncs.WithLabelValues("unchanged").Inc()
-		return
+		return nil
 	}
 	if err := c.patch(ctx, node.ResourceVersion, set, remove); err != nil {
 		if apierrors.IsConflict(err) {
-			// The Node changed under us; its informer event brings a new
-			// sync with the fresh state.
-			c.logger.Debug("Label patch conflicted; retrying on the next Node event", "err", err)
+			// The Node changed under us; its informer event, or the
+			// rate-limited retry, brings a new sync with the fresh state.
+			c.logger.Debug("Label patch conflicted; retrying", "err", err)
 			c.metrics.Syncs.WithLabelValues("conflict").Inc()
-			c.retrySoon(ctx)
-			return
+			return err
 		}
 		c.metrics.Syncs.WithLabelValues("error").Inc()
 		c.logger.Error("Patching labels failed", "err", err)
-		c.retrySoon(ctx)
-		return
+		return err
 	}
 	c.metrics.Syncs.WithLabelValues("changed").Inc()
 	c.logger.Info("Labels updated", "added", len(set), "removed", len(remove))
 	c.recorder.Eventf(c.nodeRef(), corev1.EventTypeNormal, "CPULabelsChanged", "CPU labels changed: %d added or updated, %d removed", len(set), len(remove))
+	return nil
 }
 
-func (c *Controller) retrySoon(ctx context.Context) {
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-c.clock.After(time.Second):
-			c.poke()
-		}
-	}()
-}
+const (
+	// retryAfterFailure is the first wait before a failed label patch is
+	// tried again; it doubles up to retryAfterFailureCap.
+	retryAfterFailure    = time.Second
+	retryAfterFailureCap = time.Minute
+)
 
 // patch sends one merge patch that sets and removes only owned keys. The
 // resourceVersion in the patch makes it conditional: if the Node changed
