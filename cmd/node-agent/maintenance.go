@@ -107,6 +107,20 @@ func checkAPI(api string, allowEmpty bool) error {
 	return fmt.Errorf("--api %q: use %s or %s", api, apiAnnotation, apiNodeMaintenance)
 }
 
+// nodeMaintenanceAPI returns a dynamic client and the NodeMaintenance groups
+// the cluster serves, for --api nodemaintenance.
+func nodeMaintenanceAPI(c kubernetes.Interface, dyn dynamicFunc) (dynamic.Interface, []string, error) {
+	groups, err := servedGroups(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := dyn()
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, groups, nil
+}
+
 // servedGroups returns the NodeMaintenance groups the cluster serves, or an
 // error that says how to get one.
 func servedGroups(c kubernetes.Interface) ([]string, error) {
@@ -151,11 +165,7 @@ Failed, and exits non-zero on Failed.`,
 			}
 			requested := time.Now().Add(-time.Second) // apiserver times are in whole seconds
 			if api == apiNodeMaintenance {
-				groups, err := servedGroups(c)
-				if err != nil {
-					return err
-				}
-				d, err := dyn()
+				d, groups, err := nodeMaintenanceAPI(c, dyn)
 				if err != nil {
 					return err
 				}
@@ -326,11 +336,7 @@ node leaves maintenance once neither asks for it any longer.`,
 			node := args[0]
 			ctx := cmd.Context()
 			if api == apiNodeMaintenance {
-				groups, err := servedGroups(c)
-				if err != nil {
-					return err
-				}
-				d, err := dyn()
+				d, groups, err := nodeMaintenanceAPI(c, dyn)
 				if err != nil {
 					return err
 				}
