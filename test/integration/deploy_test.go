@@ -93,18 +93,6 @@ func (b *deployBed) run(t *testing.T, stdin []byte, args ...string) ([]byte, err
 	return out, nil
 }
 
-// auditPolicy records every request of the agent's ServiceAccount, so the
-// test can show which requests `node-agent run` made and that none was
-// refused.
-const auditPolicy = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-  - level: Metadata
-    users: ["` + agentUser + `"]
-  - level: None
-`
-
 // TestDeploy is issue 7's acceptance 1, 2 and 3 on the real control plane:
 // deploy/ applies; the agent's identity, with a token bound to a pod on
 // node-1, can change node-1's own parts and nothing else; and `node-agent
@@ -112,13 +100,10 @@ rules:
 func TestDeploy(t *testing.T) {
 	opts := testenv.DefaultOptions()
 	b := &deployBed{kubectl: kubectlBinary(t, opts)}
-	dir := t.TempDir()
-	policyFile := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(policyFile, []byte(auditPolicy), 0o600); err != nil {
+	var err error
+	if opts.APIServerArgs, b.auditLog, err = testenv.AuditLog(t.TempDir(), testenv.UserAuditPolicy(agentUser)); err != nil {
 		t.Fatal(err)
 	}
-	b.auditLog = filepath.Join(dir, "audit.log")
-	opts.APIServerArgs = []string{"--audit-policy-file=" + policyFile, "--audit-log-path=" + b.auditLog, "--audit-log-format=json"}
 	b.env = testenv.StartForTest(t, opts)
 	b.c = b.env.Client()
 	if err := b.env.AddNodes(t.Context(), []string{"node-1", "node-2", "node-3"}); err != nil {

@@ -56,13 +56,10 @@ func newNMBed(t *testing.T, audited bool) *nmBed {
 	opts := testenv.Options{Controllers: true, Scheduler: true, Kwok: true}
 	b := &nmBed{}
 	if audited {
-		dir := t.TempDir()
-		policy := filepath.Join(dir, "audit-policy.yaml")
-		if err := os.WriteFile(policy, []byte(nmAuditPolicy), 0o600); err != nil {
+		var err error
+		if opts.APIServerArgs, b.auditLog, err = testenv.AuditLog(t.TempDir(), nmAuditPolicy); err != nil {
 			t.Fatal(err)
 		}
-		b.auditLog = filepath.Join(dir, "audit.log")
-		opts.APIServerArgs = []string{"--audit-policy-file=" + policy, "--audit-log-path=" + b.auditLog, "--audit-log-format=json"}
 	}
 	env := testenv.StartForTest(t, opts)
 	if _, err := env.CreateNamespace(context.Background(), "work"); err != nil {

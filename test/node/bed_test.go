@@ -42,17 +42,6 @@ const (
 // that the kubelet created for it (DirectoryOrCreate).
 var hostPaths = []string{"/var/lib/node-agent", "/run/dbus", "/etc/systemd/logind.conf.d", "/run/libvirt"}
 
-// auditPolicy records every request of the agent's ServiceAccount with its
-// user info, which holds the node name of the pod-bound token.
-const auditPolicy = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-  - level: Metadata
-    users: ["` + agentUser + `"]
-  - level: None
-`
-
 // bed is one control plane with one real node and one kwok node, and
 // deploy/ applied.
 type bed struct {
@@ -155,13 +144,9 @@ func setupBed(t *testing.T) *bed {
 		}
 	})
 
-	dir := t.TempDir()
-	policyFile := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(policyFile, []byte(auditPolicy), 0o600); err != nil {
+	if opts.APIServerArgs, b.auditLog, err = testenv.AuditLog(t.TempDir(), testenv.UserAuditPolicy(agentUser)); err != nil {
 		t.Fatal(err)
 	}
-	b.auditLog = filepath.Join(dir, "audit.log")
-	opts.APIServerArgs = []string{"--audit-policy-file=" + policyFile, "--audit-log-path=" + b.auditLog, "--audit-log-format=json"}
 	b.env = testenv.StartForTest(t, opts)
 	b.c = b.env.Client()
 
