@@ -68,7 +68,7 @@ BENCH_ROUNDS ?= 3
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: tools build ## Drain 110 pods with node-agent and with kubectl drain, alternating BENCH_ROUNDS times each; print times, ratio and API requests; then the footprint table
+bench: deps tools build rootfs ## Drain 110 pods with node-agent and with kubectl drain, alternating BENCH_ROUNDS times each; print times, ratio and API requests; then the footprint table
 	NODE_AGENT_BINARY=$(BIN)/node-agent $(GO) test -tags $(GOTAGS) -count=1 -run '^$$' -bench '^BenchmarkDrain$$' \
 	  -benchtime $(BENCH_ROUNDS)x -timeout $(TEST_TIMEOUT) -v ./test/bench/ $(BENCH_FLAGS)
 	@# The footprint table: sizes, idle and peak memory, time to labels.

@@ -6,11 +6,11 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/node-agent/node-agent/pkg/baseline"
+	"github.com/node-agent/node-agent/pkg/kube"
 )
 
 func newCPUBaselineCommand() *cobra.Command {
@@ -56,7 +56,7 @@ It only reads Nodes (get/list); it changes nothing.`,
 				return fmt.Errorf("loading kubeconfig: %w", err)
 			}
 			cfg.UserAgent = "node-agent-cpu-baseline"
-			c, err := kubernetes.NewForConfig(cfg)
+			c, err := kube.New(cfg)
 			if err != nil {
 				return err
 			}

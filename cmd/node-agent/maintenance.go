@@ -16,10 +16,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
 
@@ -67,12 +67,12 @@ NodeMaintenance object).`,
 		cfg = c
 		return cfg, nil
 	}
-	client := func() (kubernetes.Interface, error) {
+	client := func() (kube.Interface, error) {
 		c, err := restConfig()
 		if err != nil {
 			return nil, err
 		}
-		return kubernetes.NewForConfig(c)
+		return kube.New(c)
 	}
 	dyn := func() (dynamic.Interface, error) {
 		c, err := restConfig()
@@ -85,7 +85,7 @@ NodeMaintenance object).`,
 	return cmd
 }
 
-type clientFunc func() (kubernetes.Interface, error)
+type clientFunc func() (kube.Interface, error)
 
 type dynamicFunc func() (dynamic.Interface, error)
 
@@ -109,7 +109,7 @@ func checkAPI(api string, allowEmpty bool) error {
 
 // nodeMaintenanceAPI returns a dynamic client and the NodeMaintenance groups
 // the cluster serves, for --api nodemaintenance.
-func nodeMaintenanceAPI(c kubernetes.Interface, dyn dynamicFunc) (dynamic.Interface, []string, error) {
+func nodeMaintenanceAPI(c kube.Interface, dyn dynamicFunc) (dynamic.Interface, []string, error) {
 	groups, err := servedGroups(c)
 	if err != nil {
 		return nil, nil, err
@@ -123,7 +123,7 @@ func nodeMaintenanceAPI(c kubernetes.Interface, dyn dynamicFunc) (dynamic.Interf
 
 // servedGroups returns the NodeMaintenance groups the cluster serves, or an
 // error that says how to get one.
-func servedGroups(c kubernetes.Interface) ([]string, error) {
+func servedGroups(c kube.Interface) ([]string, error) {
 	groups, err := selfdrain.ServedNodeMaintenanceGroups(c.Discovery())
 	if err != nil {
 		return nil, err
@@ -201,7 +201,7 @@ Failed, and exits non-zero on Failed.`,
 	return cmd
 }
 
-func printPlan(cmd *cobra.Command, c kubernetes.Interface, node, podSelector string) error {
+func printPlan(cmd *cobra.Command, c kube.Interface, node, podSelector string) error {
 	plan, err := selfdrain.Plan(cmd.Context(), c, node, podSelector)
 	if err != nil {
 		return err
@@ -237,7 +237,7 @@ func printPlan(cmd *cobra.Command, c kubernetes.Interface, node, podSelector str
 }
 
 // waitForDrain follows the status of a maintenance started at or after since.
-func waitForDrain(ctx context.Context, c kubernetes.Interface, node string, since time.Time, out io.Writer) error {
+func waitForDrain(ctx context.Context, c kube.Interface, node string, since time.Time, out io.Writer) error {
 	bar := newProgressBar(out)
 	var final *selfdrain.Status
 	err := selfdrain.WatchNode(ctx, c, node, func(n *corev1.Node) (bool, error) {

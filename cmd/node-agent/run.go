@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 	"github.com/node-agent/node-agent/pkg/hostcpu/subprocess"
+	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/shutdown"
@@ -69,7 +69,7 @@ SIGTERM or SIGINT stops it cleanly.`,
 			}
 			restCfg.UserAgent = "node-agent/" + cfg.NodeName
 			restCfg.QPS, restCfg.Burst = cfg.KubeAPIQPS, cfg.KubeAPIBurst
-			client, err := kubernetes.NewForConfig(restCfg)
+			client, err := kube.New(restCfg)
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,5 @@ import (
 	_ "github.com/klauspost/cpuid/v2"
 	_ "k8s.io/client-go/kubernetes"
 	_ "k8s.io/client-go/tools/record"
-	_ "k8s.io/kubectl/pkg/drain"
 	_ "k8s.io/utils/clock/testing"
 )

@@ -14,15 +14,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -58,7 +54,7 @@ type ComponentFactory func(deps Deps) (Component, error)
 
 // Deps are the shared parts handed to component factories.
 type Deps struct {
-	Client   kubernetes.Interface
+	Client   kube.Interface
 	NodeName string
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
@@ -70,7 +66,7 @@ type Deps struct {
 
 // Agent runs node-agent for one Node.
 type Agent struct {
-	client      kubernetes.Interface
+	client      kube.Interface
 	nodeName    string
 	logger      *slog.Logger
 	registry    *prometheus.Registry
@@ -88,7 +84,7 @@ type Agent struct {
 type Option func(*Agent)
 
 // WithKubernetesClient sets the client used for every API call.
-func WithKubernetesClient(c kubernetes.Interface) Option { return func(a *Agent) { a.client = c } }
+func WithKubernetesClient(c kube.Interface) Option { return func(a *Agent) { a.client = c } }
 
 // WithLogger sets the structured logger.
 func WithLogger(l *slog.Logger) Option { return func(a *Agent) { a.logger = l } }
@@ -147,14 +143,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	factory := informers.NewSharedInformerFactoryWithOptions(a.client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			// Only our own Node: the agent runs on every node, so its API
-			// cost must not grow with the cluster.
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.nodeName).String()
-		}))
-	nodeInformer := factory.Core().V1().Nodes()
-	view := &nodeView{name: a.nodeName, informer: nodeInformer.Informer(), lister: nodeInformer.Lister()}
+	// Only our own Node: the agent runs on every node, so its API cost must
+	// not grow with the cluster.
+	nodeInformer := kube.NodeInformer(a.client, fields.OneTermEqualSelector("metadata.name", a.nodeName).String())
+	view := &nodeView{name: a.nodeName, informer: nodeInformer, lister: corelisters.NewNodeLister(nodeInformer.GetIndexer())}
 	a.health.AddReadyCheck("node-synced", func() error {
 		if !view.informer.HasSynced() {
 			return errors.New("informer on own Node not synced yet")
@@ -171,9 +163,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	// per-pod events instead.
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx),
 		record.WithCorrelatorOptions(record.CorrelatorOptions{BurstSize: 100, QPS: 1}))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(kube.EventSink(a.client))
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "node-agent", Host: a.nodeName})
+	recorder := broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: "node-agent", Host: a.nodeName})
 
 	deps := Deps{Client: a.client, NodeName: a.nodeName, Logger: a.logger, Registry: a.registry, Clock: a.clock, Health: a.health, Recorder: recorder}
 	var components []Component
@@ -192,12 +184,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 
-	factory.Start(ctx.Done())
+	var informerDone sync.WaitGroup
+	informerDone.Go(func() { nodeInformer.RunWithContext(ctx) })
 	a.logger.Info("Watching own Node", "fieldSelector", "metadata.name="+a.nodeName)
 	if !cache.WaitForCacheSync(ctx.Done(), view.informer.HasSynced) {
 		a.stopServers(servers)
 		wg.Wait()
-		factory.Shutdown()
+		informerDone.Wait()
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -229,7 +222,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.logger.Info("Stopping")
 	a.stopServers(servers)
 	wg.Wait()
-	factory.Shutdown()
+	informerDone.Wait()
 	return runErr
 }
 

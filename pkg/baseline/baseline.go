@@ -19,7 +19,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/node-agent/node-agent/pkg/kube"
 )
 
 // The label prefixes read; they are KubeVirt's (kubevirt.io/api/core/v1).
@@ -251,7 +252,7 @@ func Generation(model string) int {
 
 // FromCluster lists the Nodes matching selector (every Node when empty) and
 // computes their baseline.
-func FromCluster(ctx context.Context, c kubernetes.Interface, selector string) (*Result, error) {
+func FromCluster(ctx context.Context, c kube.Interface, selector string) (*Result, error) {
 	list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, fmt.Errorf("listing Nodes (selector %q): %w", selector, err)

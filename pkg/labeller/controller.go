@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -24,6 +23,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/agent"
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/metrics"
 )
 
@@ -43,7 +43,7 @@ type DiscoverFunc func(ctx context.Context, cfg config.LabellerConfig) (*hostcpu
 // what the policy computes from the latest discovery. It writes only when the
 // desired and current labels differ, and never touches a key it does not own.
 type Controller struct {
-	client   kubernetes.Interface
+	client   kube.Interface
 	nodeName string
 	logger   *slog.Logger
 	clock    clock.WithTicker
@@ -104,7 +104,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // Options configures a Controller.
 type Options struct {
-	Client   kubernetes.Interface
+	Client   kube.Interface
 	NodeName string
 	Config   config.LabellerConfig
 	Discover DiscoverFunc

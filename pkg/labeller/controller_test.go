@@ -21,6 +21,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/agent/agenttest"
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 )
 
 // Unit tests of the labelling controller on the fake clientset, with a
@@ -52,8 +53,8 @@ func startLabeller(t *testing.T, prepare func(*fake.Clientset)) *labellerBed {
 		t.Fatalf("the test host has no labels: %v", err)
 	}
 	b := &labellerBed{t: t, client: client, clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
-		view: &agenttest.NodeView{Client: client, Name: testNode}, want: res.Labels}
-	c, err := NewController(Options{Client: client, NodeName: testNode, Config: cfg,
+		view: &agenttest.NodeView{Client: kubetest.Wrap(client), Name: testNode}, want: res.Labels}
+	c, err := NewController(Options{Client: kubetest.Wrap(client), NodeName: testNode, Config: cfg,
 		Discover: func(context.Context, config.LabellerConfig) (*hostcpu.HostCPU, error) { return host, nil },
 		Logger:   slog.New(slog.DiscardHandler), Clock: b.clock, Recorder: record.NewFakeRecorder(100)})
 	if err != nil {

@@ -12,15 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	toolswatch "k8s.io/client-go/tools/watch"
+
+	"github.com/node-agent/node-agent/pkg/kube"
 )
 
 // RequestMaintenance sets the maintenance annotation on node. It is what
 // `node-agent maintenance start` does; the agent on that node does the rest.
-func RequestMaintenance(ctx context.Context, client kubernetes.Interface, node, reason string) (*corev1.Node, error) {
+func RequestMaintenance(ctx context.Context, client kube.Interface, node, reason string) (*corev1.Node, error) {
 	if reason == "" {
 		return nil, fmt.Errorf("maintenance of %s: the reason must not be empty (it is the annotation's value)", node)
 	}
@@ -28,11 +28,11 @@ func RequestMaintenance(ctx context.Context, client kubernetes.Interface, node, 
 }
 
 // EndMaintenance removes the maintenance annotation from node.
-func EndMaintenance(ctx context.Context, client kubernetes.Interface, node string) (*corev1.Node, error) {
+func EndMaintenance(ctx context.Context, client kube.Interface, node string) (*corev1.Node, error) {
 	return patchAnnotation(ctx, client, node, nil)
 }
 
-func patchAnnotation(ctx context.Context, client kubernetes.Interface, node string, value *string) (*corev1.Node, error) {
+func patchAnnotation(ctx context.Context, client kube.Interface, node string, value *string) (*corev1.Node, error) {
 	// A null value in a merge patch removes the key.
 	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]*string{MaintenanceAnnotation: value}}})
 	if err != nil {
@@ -48,7 +48,7 @@ func patchAnnotation(ctx context.Context, client kubernetes.Interface, node stri
 // WatchNode calls fn with node each time it changes, starting with its current
 // state, until fn returns true, ctx ends, or an error occurs. The watch is
 // restarted when the apiserver closes it.
-func WatchNode(ctx context.Context, client kubernetes.Interface, node string, fn func(*corev1.Node) (bool, error)) error {
+func WatchNode(ctx context.Context, client kube.Interface, node string, fn func(*corev1.Node) (bool, error)) error {
 	sel := fields.OneTermEqualSelector("metadata.name", node).String()
 	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
@@ -88,7 +88,7 @@ func WatchNode(ctx context.Context, client kubernetes.Interface, node string, fn
 }
 
 type watchFuncs struct {
-	client kubernetes.Interface
+	client kube.Interface
 	sel    string
 }
 
@@ -99,7 +99,7 @@ func (w *watchFuncs) WatchWithContext(ctx context.Context, opts metav1.ListOptio
 
 // ServedNodeMaintenanceGroups returns the groups of NodeMaintenanceGroups the
 // cluster serves, in that order.
-func ServedNodeMaintenanceGroups(disc discovery.DiscoveryInterface) ([]string, error) {
+func ServedNodeMaintenanceGroups(disc kube.DiscoveryInterface) ([]string, error) {
 	var out []string
 	for _, g := range NodeMaintenanceGroups {
 		ok, err := (&NodeMaintenanceSource{Discovery: disc}).served(g)

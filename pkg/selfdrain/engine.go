@@ -19,14 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/kubectl/pkg/drain"
 	"k8s.io/utils/clock"
 
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/kube"
 )
 
 // Backoff of one pod's eviction retries after a 429 or an error: it starts
@@ -58,7 +56,7 @@ type Engine struct {
 // EngineOptions configures an Engine. Client and NodeName are required; the
 // other fields have defaults.
 type EngineOptions struct {
-	Client   kubernetes.Interface
+	Client   kube.Interface
 	NodeName string
 	Config   config.DrainConfig
 	// Logger defaults to slog.Default().
@@ -327,11 +325,7 @@ func (e *Engine) newDrainRun(ctx context.Context, st *Status, req Request) *drai
 // and waits for the informer.
 func (r *drainRun) watchPods(cancel context.CancelFunc) (store cache.Store, stop func(), err error) {
 	e, ctx := r.e, r.ctx
-	factory := informers.NewSharedInformerFactoryWithOptions(e.Client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", e.NodeName).String()
-		}))
-	podInformer := factory.Core().V1().Pods().Informer()
+	podInformer := kube.PodInformer(e.Client, fields.OneTermEqualSelector("spec.nodeName", e.NodeName).String())
 	notify := func(obj any, deleted bool) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
@@ -354,11 +348,12 @@ func (r *drainRun) watchPods(cancel context.CancelFunc) (store cache.Store, stop
 	}); err != nil {
 		return nil, nil, err
 	}
-	factory.Start(ctx.Done())
+	var informerDone sync.WaitGroup
+	informerDone.Go(func() { podInformer.RunWithContext(ctx) })
 	stop = func() {
-		// Shutdown waits for the informer, which stops only when ctx does.
+		// The informer stops only when ctx does.
 		cancel()
-		factory.Shutdown()
+		informerDone.Wait()
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced) {
 		stop()
@@ -373,19 +368,15 @@ func (r *drainRun) watchPods(cancel context.CancelFunc) (store cache.Store, stop
 // counts at the start in the status.
 func (r *drainRun) listPods(store cache.Store) error {
 	e, st := r.e, r.st
-	helper := &drain.Helper{
-		Ctx: r.ctx, Client: e.Client, Force: true, IgnoreAllDaemonSets: true, DeleteEmptyDirData: true,
-		PodSelector: e.Config.PodSelector, GracePeriodSeconds: -1,
-	}
-	list, errs := helper.GetPodsForDeletion(e.NodeName)
+	list, errs := choosePods(r.ctx, e.Client, e.NodeName, e.Config.PodSelector)
 	if len(errs) > 0 {
 		err := fmt.Errorf("choosing pods to evict on Node %s: %w", e.NodeName, errors.Join(errs...))
 		st.LastError = err.Error()
 		e.writeStatus(r.ctx, st)
 		return err
 	}
-	for _, p := range list.Pods() {
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	for _, p := range list {
+		if podHasFinished(&p) {
 			r.finished++
 			continue
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/agent/agenttest"
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 )
 
 // The unit tests' one harness: a fake clientset holding the node and its
@@ -57,7 +58,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	cfg := config.Default().Drain
 	cfg.Parallelism = 2
 	h.engine = NewEngine(EngineOptions{
-		Client: h.client, NodeName: testNode, Config: cfg,
+		Client: kubetest.Wrap(h.client), NodeName: testNode, Config: cfg,
 		Logger: slog.New(slog.DiscardHandler), Clock: h.clock, Recorder: h.recorder,
 	})
 	h.engine.Jitter = func() float64 { return 1 }
@@ -165,9 +166,9 @@ func (v *nodeView) touch() {
 // controller returns a maintenance controller on the harness's engine with
 // one drain slot, and its view.
 func (h *harness) controller() (*Controller, *nodeView) {
-	slots := &Slots{Client: h.client, Namespace: "node-agent", Identity: testNode, Max: 1,
+	slots := &Slots{Client: kubetest.Wrap(h.client), Namespace: "node-agent", Identity: testNode, Max: 1,
 		LeaseDuration: 30 * time.Second, PollInterval: 2 * time.Second, Clock: h.clock, Logger: h.engine.Logger}
-	return NewController(ControllerOptions{Engine: h.engine, Slots: slots}), &nodeView{NodeView: agenttest.NodeView{Client: h.client, Name: testNode}, t: h.t}
+	return NewController(ControllerOptions{Engine: h.engine, Slots: slots}), &nodeView{NodeView: agenttest.NodeView{Client: kubetest.Wrap(h.client), Name: testNode}, t: h.t}
 }
 
 // patchNode applies a merge patch to the Node.

@@ -8,8 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/node-agent/node-agent/pkg/kube"
 )
 
 // hasTaint reports whether node carries a NoSchedule taint with key.
@@ -74,7 +75,7 @@ func setStatusAnnotation(node *corev1.Node, st *Status) {
 // a merge patch conditional on the resourceVersion it read, retrying on
 // conflict, so a concurrent writer's change is never overwritten and the
 // agent needs only the patch verb. mutate returns false to skip the write.
-func updateNode(ctx context.Context, client kubernetes.Interface, name string, mutate func(*corev1.Node) (bool, error)) (*corev1.Node, error) {
+func updateNode(ctx context.Context, client kube.Interface, name string, mutate func(*corev1.Node) (bool, error)) (*corev1.Node, error) {
 	var out *corev1.Node
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -121,7 +122,7 @@ const FieldManager = "node-agent"
 
 // patchStatusAnnotation writes only the status annotation, with a merge
 // patch that cannot clobber other fields.
-func patchStatusAnnotation(ctx context.Context, client kubernetes.Interface, name string, st *Status) error {
+func patchStatusAnnotation(ctx context.Context, client kube.Interface, name string, st *Status) error {
 	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]string{StatusAnnotation: st.Encode()}}}
 	b, err := json.Marshal(patch)
 	if err != nil {
@@ -136,14 +137,14 @@ func patchStatusAnnotation(ctx context.Context, client kubernetes.Interface, nam
 
 // setCondition writes the UnderMaintenance condition with a strategic merge
 // patch on the status subresource (conditions merge on type).
-func setCondition(ctx context.Context, client kubernetes.Interface, name string, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
+func setCondition(ctx context.Context, client kube.Interface, name string, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
 	return patchCondition(ctx, client, name, ConditionType, status, reason, message, now)
 }
 
 // patchCondition sets the condition typ. lastTransitionTime is the time the
 // status last changed, as the API conventions define it: a write that keeps
 // the status (Draining, then Drained, both True) keeps it too.
-func patchCondition(ctx context.Context, client kubernetes.Interface, name string, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
+func patchCondition(ctx context.Context, client kube.Interface, name string, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
 	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("setting condition %s on Node %s: %w", typ, name, err)
@@ -170,7 +171,7 @@ func patchCondition(ctx context.Context, client kubernetes.Interface, name strin
 
 // removeCondition deletes the agent's conditions: UnderMaintenance and, after
 // a shutdown drain, NodeShuttingDown.
-func removeCondition(ctx context.Context, client kubernetes.Interface, name string) error {
+func removeCondition(ctx context.Context, client kube.Interface, name string) error {
 	b := []byte(fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"$patch":"delete"},{"type":%q,"$patch":"delete"}]}}`, ConditionType, ShuttingDownCondition))
 	if _, err := client.CoreV1().Nodes().PatchStatus(ctx, name, b); err != nil {
 		return fmt.Errorf("removing conditions %s and %s from Node %s: %w", ConditionType, ShuttingDownCondition, name, err)

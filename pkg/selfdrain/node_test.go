@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 )
 
 // lastTransitionTime moves only when the status does.
@@ -28,7 +30,7 @@ func TestPatchConditionKeepsTheTransitionTime(t *testing.T) {
 		{corev1.ConditionFalse, "Ended", at(30), at(30)},
 	}
 	for _, s := range steps {
-		if err := setCondition(ctx, h.client, testNode, s.status, s.reason, "msg", s.now); err != nil {
+		if err := setCondition(ctx, kubetest.Wrap(h.client), testNode, s.status, s.reason, "msg", s.now); err != nil {
 			t.Fatal(err)
 		}
 		c := h.condition(ConditionType)

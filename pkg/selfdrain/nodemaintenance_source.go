@@ -15,11 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/node-agent/node-agent/pkg/kube"
 )
 
 // NodeMaintenanceSource watches the NodeMaintenance objects that name the
@@ -33,7 +33,7 @@ import (
 // of its node. There are few: one per node in maintenance.
 type NodeMaintenanceSource struct {
 	Client    dynamic.Interface
-	Discovery discovery.DiscoveryInterface
+	Discovery kube.DiscoveryInterface
 	NodeName  string
 	Logger    *slog.Logger
 	Clock     clock.WithTicker
@@ -164,8 +164,7 @@ func (s *NodeMaintenanceSource) startInformer(ctx context.Context, group string,
 	case err != nil:
 		return nil, fmt.Errorf("listing %s: %w", gvr.GroupResource(), err)
 	}
-	inf := dynamicinformer.NewFilteredDynamicInformer(s.Client, gvr, metav1.NamespaceAll, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.FieldSelector = sel }).Informer()
+	inf := kube.Informer(s.Client, &unstructured.Unstructured{}, s.Client.Resource(gvr), sel)
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { changed() },
 		UpdateFunc: func(_, _ any) { changed() },

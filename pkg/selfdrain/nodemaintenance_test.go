@@ -21,6 +21,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 )
 
 func nmObject(group, name string, created time.Time, opts ...func(*NodeMaintenance)) *NodeMaintenance {
@@ -196,7 +197,7 @@ func TestSlotErrorIsReported(t *testing.T) {
 		return true, nil, apierrors.NewNotFound(corev1.Resource("namespaces"), "node-agent")
 	})
 	clk := clocktesting.NewFakeClock(time.Now())
-	s := &Slots{Client: client, Namespace: "node-agent", Identity: "node-1", Max: 1, LeaseDuration: 30 * time.Second,
+	s := &Slots{Client: kubetest.Wrap(client), Namespace: "node-agent", Identity: "node-1", Max: 1, LeaseDuration: 30 * time.Second,
 		PollInterval: time.Second, Clock: clk, Logger: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -227,7 +228,7 @@ func TestSlotErrorIsReported(t *testing.T) {
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptrTo("node-2"), LeaseDurationSeconds: ptrTo(int32(30)),
 			RenewTime: &metav1.MicroTime{Time: clk.Now()}},
 	})
-	s.Client = held
+	s.Client = kubetest.Wrap(held)
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	go func() {
@@ -260,7 +261,7 @@ func ptrTo[T any](v T) *T { return &v }
 func TestSlotWaitNamesTheCause(t *testing.T) {
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}})
 	rec := record.NewFakeRecorder(10)
-	e := NewEngine(EngineOptions{Client: client, NodeName: "node-1", Config: config.Default().Drain, Logger: slog.New(slog.DiscardHandler), Clock: clocktesting.NewFakeClock(time.Now()), Recorder: rec})
+	e := NewEngine(EngineOptions{Client: kubetest.Wrap(client), NodeName: "node-1", Config: config.Default().Drain, Logger: slog.New(slog.DiscardHandler), Clock: clocktesting.NewFakeClock(time.Now()), Recorder: rec})
 	c := NewController(ControllerOptions{Engine: e, Slots: &Slots{Namespace: "node-agent", Max: 1}})
 	w := &slotWait{c: c, trigger: TriggerNodeMaintenance, reason: "NIC replacement"}
 	ctx := context.Background()
@@ -314,7 +315,7 @@ func TestSlotWaitKeepsABegunDrain(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: map[string]string{StatusAnnotation: begun.Encode()}},
 		Spec: corev1.NodeSpec{Unschedulable: true}}
 	client := fake.NewClientset(node)
-	e := NewEngine(EngineOptions{Client: client, NodeName: "node-1", Config: config.Default().Drain, Logger: slog.New(slog.DiscardHandler), Clock: clocktesting.NewFakeClock(time.Now()), Recorder: record.NewFakeRecorder(10)})
+	e := NewEngine(EngineOptions{Client: kubetest.Wrap(client), NodeName: "node-1", Config: config.Default().Drain, Logger: slog.New(slog.DiscardHandler), Clock: clocktesting.NewFakeClock(time.Now()), Recorder: record.NewFakeRecorder(10)})
 	w := &slotWait{c: NewController(ControllerOptions{Engine: e, Slots: &Slots{Namespace: "node-agent", Max: 1}}), trigger: TriggerNodeMaintenance, reason: "NIC"}
 	w.report(context.Background(), errors.New("leases is forbidden"))
 	n, err := client.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})

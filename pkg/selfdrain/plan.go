@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/kubectl/pkg/drain"
+
+	"github.com/node-agent/node-agent/pkg/kube"
 )
 
 // PlannedPod is one pod of a drain plan.
@@ -27,18 +27,27 @@ type PlannedPod struct {
 
 // Plan tells what a drain of node would do now, changing nothing: the
 // dry run behind `node-agent maintenance start --dry-run`.
-func Plan(ctx context.Context, client kubernetes.Interface, node, podSelector string) ([]PlannedPod, error) {
+func Plan(ctx context.Context, client kube.Interface, node, podSelector string) ([]PlannedPod, error) {
+	sel, err := labels.Parse(podSelector)
+	if err != nil {
+		return nil, fmt.Errorf("drain.podSelector %q: %w", podSelector, err)
+	}
 	all, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		return nil, fmt.Errorf("listing pods on %s: %w", node, err)
 	}
-	helper := &drain.Helper{Ctx: ctx, Client: client, Force: true, IgnoreAllDaemonSets: true, DeleteEmptyDirData: true, PodSelector: podSelector}
-	list, errs := helper.GetPodsForDeletion(node)
+	var selected []corev1.Pod
+	for _, p := range all.Items {
+		if sel.Matches(labels.Set(p.Labels)) {
+			selected = append(selected, p)
+		}
+	}
+	list, errs := podsToEvict(ctx, selected, daemonSetExists(client))
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("choosing pods on %s: %w", node, errors.Join(errs...))
 	}
 	evict := map[string]bool{}
-	for _, p := range list.Pods() {
+	for _, p := range list {
 		evict[p.Namespace+"/"+p.Name] = true
 	}
 	pdbs, err := client.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
@@ -51,7 +60,7 @@ func Plan(ctx context.Context, client kubernetes.Interface, node, podSelector st
 		pp := PlannedPod{Pod: key}
 		switch {
 		case !evict[key]:
-			pp.Action, pp.Why = "skip", skipReason(&p)
+			pp.Action, pp.Why = "skip", skipReason(&p, sel)
 		case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
 			pp.Action, pp.Why = "done", "finished ("+string(p.Status.Phase)+")"
 		default:
@@ -75,12 +84,38 @@ func Plan(ctx context.Context, client kubernetes.Interface, node, podSelector st
 	return out, nil
 }
 
-func skipReason(p *corev1.Pod) string {
-	if _, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok {
-		return "mirror (static) pod"
+// choosePods lists the pods on node that match podSelector (drain.podSelector)
+// and returns those a drain evicts, as kubectl drain --force
+// --ignore-daemonsets --delete-emptydir-data would (podsToEvict).
+func choosePods(ctx context.Context, client kube.Interface, node, podSelector string) ([]corev1.Pod, []error) {
+	opts, err := drainListOptions(node, podSelector)
+	if err != nil {
+		return nil, []error{fmt.Errorf("drain.podSelector %q: %w", podSelector, err)}
 	}
-	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {
-		return "DaemonSet pod"
+	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+	if err != nil {
+		return nil, []error{fmt.Errorf("listing pods: %w", err)}
 	}
-	return "outside drain.podSelector"
+	return podsToEvict(ctx, list.Items, daemonSetExists(client))
+}
+
+// daemonSetExists looks DaemonSets up through client.
+func daemonSetExists(client kube.Interface) daemonSetLookup {
+	return func(ctx context.Context, namespace, name string) error {
+		_, err := client.AppsV1().DaemonSets(namespace).Get(ctx, name, metav1.GetOptions{})
+		return err
+	}
+}
+
+// skipReason says why a drain leaves p alone: p is outside podSelector, or
+// judgePod keeps it (its DaemonSet exists, or it is a mirror pod).
+func skipReason(p *corev1.Pod, podSelector labels.Selector) string {
+	switch {
+	case !podSelector.Matches(labels.Set(p.Labels)):
+		return "outside drain.podSelector"
+	case daemonSetController(p) != nil && !podHasFinished(p):
+		return keepDaemonSetPod
+	default:
+		return keepMirrorPod
+	}
 }

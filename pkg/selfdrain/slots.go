@@ -9,9 +9,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/node-agent/node-agent/pkg/kube"
 )
 
 // Slots bounds how many nodes drain at once across the cluster. Each slot is
@@ -20,7 +21,7 @@ import (
 // LeaseDuration, so a crashed agent cannot block the cluster for good, and a
 // restarted agent gets its own slot back at once (the holder is the node).
 type Slots struct {
-	Client        kubernetes.Interface
+	Client        kube.Interface
 	Namespace     string
 	Identity      string
 	Max           int

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -278,7 +279,7 @@ func (bd *bed) reset() {
 	b.Helper()
 	node := bd.node(drainNode)
 	if node.Annotations[selfdrain.MaintenanceAnnotation] != "" {
-		if _, err := selfdrain.EndMaintenance(bd.ctx, bd.c, drainNode); err != nil {
+		if _, err := selfdrain.EndMaintenance(bd.ctx, kubetest.Wrap(bd.c), drainNode); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -30,9 +30,11 @@ const kuredIdleRSSMiB = 59
 const idleFor = 60 * time.Second
 
 // BenchmarkFootprint measures what node-agent costs a node: binary and image
-// size, idle memory with the labeller on and off (both with the shutdown
-// guard on), the peak of a discovery in the daemon and in its child, and the
-// time from start to labels with an empty and with a warm libvirt cache.
+// size, idle memory with the labeller on and off (host processes, whose
+// shutdown guard finds no system bus and retries) and in a systemd-nspawn
+// machine whose logind holds the guard's delay lock, the peak of a discovery
+// in the daemon and in its child, and the time from start to labels with an
+// empty and with a warm libvirt cache.
 // It prints figures and asserts none.
 func BenchmarkFootprint(b *testing.B) {
 	opts := testenv.Options{Logger: slog.New(slog.DiscardHandler)}
@@ -40,8 +42,8 @@ func BenchmarkFootprint(b *testing.B) {
 	agentBin := agentBinary(b)
 	env := testenv.StartForTest(b, opts)
 	ctx := b.Context()
-	const on, off = "footprint-labeller-on", "footprint-labeller-off"
-	if err := env.AddNodes(ctx, []string{on, off}); err != nil {
+	const on, off, inMachine = "footprint-labeller-on", "footprint-labeller-off", "footprint-logind"
+	if err := env.AddNodes(ctx, []string{on, off, inMachine}); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
@@ -57,11 +59,15 @@ func BenchmarkFootprint(b *testing.B) {
 		offDir := filepath.Join(dir, "off")
 		aOff := startAgent(b, env, agentBin, off, offDir, "--labeller-enabled=false")
 		aOff.WaitReady(b)
+		machine := startLogindAgent(ctx, b, env, agentBin, inMachine)
 
-		b.Logf("both agents idle for %s", idleFor)
+		b.Logf("the agents idle for %s", idleFor)
 		time.Sleep(idleFor)
 		f.idleOn = readMemory(b, a)
 		f.idleOff = readMemory(b, aOff)
+		if machine != nil {
+			f.idleLogind = machine.memory(ctx, b)
+		}
 		f.childPeak = maxChildRSS(b, a)
 
 		// Warm: the same state directory, a new process, the labels gone.
@@ -81,6 +87,7 @@ type footprint struct {
 	cold, warm                     time.Duration
 	daemonDiscoveryPeak, childPeak int64
 	idleOn, idleOff                memory
+	idleLogind                     memory // zero without the machine
 }
 
 // memory is one process's memory as the kernel and the Go runtime see it.
@@ -103,28 +110,36 @@ func (f footprint) print(b *testing.B) {
 	row("image size (bin/node-agent-image.txt)", f.imageString())
 	row(fmt.Sprintf("idle RSS after %s, labeller and shutdown guard on", idleFor), mibString(f.idleOn.rss))
 	row(fmt.Sprintf("idle RSS after %s, labeller off, shutdown guard on", idleFor), mibString(f.idleOff.rss))
+	row(fmt.Sprintf("idle RSS after %s, in a machine, guard holding logind's lock", idleFor), f.idleLogind.rssString())
 	row("daemon peak RSS over start-up and a discovery (VmHWM)", mibString(f.daemonDiscoveryPeak))
 	row("peak RSS during a discovery: child (ru_maxrss)", mibString(f.childPeak))
 	row("peak RSS during a drain of 110 pods", "BenchmarkDrain")
 	row("time from start to labels, empty libvirt cache (cold)", secs(f.cold))
 	row("time from start to labels, warm libvirt cache", secs(f.warm))
 	row("kured idle RSS (reference, not built here)", fmt.Sprintf("%d MiB", kuredIdleRSSMiB))
-	fmt.Fprintf(&s, "\nidle memory breakdown (MiB)      labeller on  labeller off\n")
+	fmt.Fprintf(&s, "\nidle memory breakdown (MiB)      labeller on  labeller off  in a machine\n")
 	for _, k := range []string{"Rss", "Pss_Anon", "Pss_File", "Anonymous", "Shared_Clean", "Private_Clean", "Private_Dirty"} {
-		fmt.Fprintf(&s, "  smaps_rollup %-18s %10.1f  %12.1f\n", k, mib(f.idleOn.rollup[k]), mib(f.idleOff.rollup[k]))
+		fmt.Fprintf(&s, "  smaps_rollup %-18s %10.1f  %12.1f  %12.1f\n", k, mib(f.idleOn.rollup[k]), mib(f.idleOff.rollup[k]), mib(f.idleLogind.rollup[k]))
 	}
 	for _, m := range []struct {
-		name    string
-		on, off float64
+		name             string
+		on, off, machine float64
 	}{
-		{"Go heap in use", f.idleOn.heapInuse, f.idleOff.heapInuse},
-		{"Go stacks in use", f.idleOn.stackInuse, f.idleOff.stackInuse},
-		{"Go runtime total from the OS", f.idleOn.goSys, f.idleOff.goSys},
-		{"Go heap released to the OS", f.idleOn.heapReleased, f.idleOff.heapReleased},
+		{"Go heap in use", f.idleOn.heapInuse, f.idleOff.heapInuse, f.idleLogind.heapInuse},
+		{"Go stacks in use", f.idleOn.stackInuse, f.idleOff.stackInuse, f.idleLogind.stackInuse},
+		{"Go runtime total from the OS", f.idleOn.goSys, f.idleOff.goSys, f.idleLogind.goSys},
+		{"Go heap released to the OS", f.idleOn.heapReleased, f.idleOff.heapReleased, f.idleLogind.heapReleased},
 	} {
-		fmt.Fprintf(&s, "  %-31s %10.1f  %12.1f\n", m.name, m.on/(1<<20), m.off/(1<<20))
+		fmt.Fprintf(&s, "  %-31s %10.1f  %12.1f  %12.1f\n", m.name, m.on/(1<<20), m.off/(1<<20), m.machine/(1<<20))
 	}
 	b.Log(s.String())
+}
+
+func (m memory) rssString() string {
+	if m.rss <= 0 {
+		return "not measured"
+	}
+	return mibString(m.rss)
 }
 
 func (f footprint) imageString() string {
@@ -156,19 +171,24 @@ func waitLabels(b *testing.B, env *testenv.Env, a *agentProcess, node string, st
 
 func readMemory(b *testing.B, a *agentProcess) memory {
 	b.Helper()
-	pid := a.Cmd.Process.Pid
-	m := memory{rss: procStatus(pid, "VmRSS"), rollup: smapsRollup(pid)}
 	resp, err := http.Get("http://" + a.MetricsAddr + "/metrics")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	m.heapInuse = metricValue(string(body), "go_memstats_heap_inuse_bytes")
-	m.stackInuse = metricValue(string(body), "go_memstats_stack_inuse_bytes")
-	m.goSys = metricValue(string(body), "go_memstats_sys_bytes")
-	m.heapReleased = metricValue(string(body), "go_memstats_heap_released_bytes")
-	return m
+	return memoryOf(a.Cmd.Process.Pid, string(body))
+}
+
+// memoryOf is process pid's memory, with the Go runtime's figures from its
+// metrics exposition.
+func memoryOf(pid int, exposition string) memory {
+	return memory{rss: procStatus(pid, "VmRSS"), rollup: smapsRollup(pid),
+		heapInuse:    metricValue(exposition, "go_memstats_heap_inuse_bytes"),
+		stackInuse:   metricValue(exposition, "go_memstats_stack_inuse_bytes"),
+		goSys:        metricValue(exposition, "go_memstats_sys_bytes"),
+		heapReleased: metricValue(exposition, "go_memstats_heap_released_bytes"),
+	}
 }
 
 var maxRSSField = regexp.MustCompile(`msg="Discovery child finished".* maxRSSBytes=(\d+)`)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -281,7 +282,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 
 	// Both at once: the annotation too; deleting the object then leaves
 	// the node in maintenance, and the object goes at once.
-	if _, err := selfdrain.RequestMaintenance(ctx, c, "node-1", "also by annotation"); err != nil {
+	if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "also by annotation"); err != nil {
 		t.Fatal(err)
 	}
 	b.delete(t, kubevirtGroup, "nm-node-1")
@@ -300,7 +301,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 		nm := b.get(t, medik8sGroup, "nm-node-1")
 		return nm.Status.Phase == selfdrain.PhaseSucceeded && hasFinalizer(nm), nil
 	})
-	if _, err := selfdrain.EndMaintenance(ctx, c, "node-1"); err != nil {
+	if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
 		t.Fatal(err)
 	}
 	// The agent acts on the annotation's removal within a moment; give it

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -276,7 +277,7 @@ func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 	const timeout = 20 * time.Second
 	agent := startAgent(t, b.env, "node-1", "--drain-timeout", timeout.String())
 	agent.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(context.Background(), c, "node-1", "blocked"); err != nil {
+	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "blocked"); err != nil {
 		t.Fatal(err)
 	}
 	sawRunning := false
@@ -329,7 +330,7 @@ func TestDrainResumesAfterAgentRestart(t *testing.T) {
 
 	agent := startAgent(t, b.env, "node-1")
 	agent.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(context.Background(), c, "node-1", "restart test"); err != nil {
+	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "restart test"); err != nil {
 		t.Fatal(err)
 	}
 	var before *selfdrain.Status
@@ -379,7 +380,7 @@ func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 
 	agent := startAgent(t, b.env, "node-1")
 	agent.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(context.Background(), c, "node-1", "apiserver restart"); err != nil {
+	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "apiserver restart"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, time.Minute, "drain under way", func() (bool, error) {
@@ -422,14 +423,14 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 	a4 := startAgent(t, b.env, "node-4")
 	a1.WaitReady(t)
 	a4.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(context.Background(), c, "node-1", "first"); err != nil {
+	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "first"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, time.Minute, "node-1 Running", func() (bool, error) {
 		st := nodeStatus(t, c, "node-1")
 		return st != nil && st.Phase == selfdrain.PhaseRunning, nil
 	})
-	if _, err := selfdrain.RequestMaintenance(context.Background(), c, "node-4", "second"); err != nil {
+	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-4", "second"); err != nil {
 		t.Fatal(err)
 	}
 	sawWaiting := false

@@ -8,15 +8,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/node-agent/node-agent/pkg/kube"
 )
 
 // NodeView is an agent.NodeView that reads the Node from Client on every
 // Get, with no informer: a test calls Touch where the informer would report
 // a change.
 type NodeView struct {
-	Client kubernetes.Interface
+	Client kube.Interface
 	Name   string
 
 	mu       sync.Mutex

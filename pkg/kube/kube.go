@@ -1,0 +1,328 @@
+// Package kube is the part of the Kubernetes API node-agent uses, and a
+// client for it that links only those API groups.
+//
+// client-go's generated clientset registers every built-in API group, and
+// any of its typed clients pulls in the scheme that does; in node-agent that
+// was about 10 MiB of resident binary pages for groups it never calls. The
+// interfaces here have the same method shapes as client-go's typed clients,
+// so a client-go clientset (the fake one in unit tests, or a test's real one)
+// satisfies them through kubetest.Wrap, while the agent itself runs on New,
+// which is built from client-go's generic clients (gentype) and a scheme of
+// four groups.
+package kube
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/gentype"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// Interface is the API node-agent calls, grouped as client-go groups it.
+type Interface interface {
+	CoreV1() CoreV1Interface
+	PolicyV1() PolicyV1Interface
+	CoordinationV1() CoordinationV1Interface
+	AppsV1() AppsV1Interface
+	Discovery() DiscoveryInterface
+}
+
+// CoreV1Interface is the core group's part of Interface.
+type CoreV1Interface interface {
+	Nodes() NodeInterface
+	Pods(namespace string) PodInterface
+	Events(namespace string) EventInterface
+}
+
+// NodeInterface is what node-agent does with Nodes.
+type NodeInterface interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error)
+	// PatchStatus applies a strategic merge patch to the status subresource.
+	PatchStatus(ctx context.Context, nodeName string, data []byte) (*corev1.Node, error)
+}
+
+// PodInterface is what node-agent does with Pods.
+type PodInterface interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// EventInterface writes Events into the namespace of the Event itself, as
+// record.EventSink needs.
+type EventInterface interface {
+	CreateWithEventNamespaceWithContext(ctx context.Context, event *corev1.Event) (*corev1.Event, error)
+	UpdateWithEventNamespaceWithContext(ctx context.Context, event *corev1.Event) (*corev1.Event, error)
+	PatchWithEventNamespaceWithContext(ctx context.Context, event *corev1.Event, data []byte) (*corev1.Event, error)
+}
+
+// PolicyV1Interface is the policy group's part of Interface.
+type PolicyV1Interface interface {
+	Evictions(namespace string) EvictionInterface
+	PodDisruptionBudgets(namespace string) PodDisruptionBudgetInterface
+}
+
+// EvictionInterface posts Evictions.
+type EvictionInterface interface {
+	Evict(ctx context.Context, eviction *policyv1.Eviction) error
+}
+
+// PodDisruptionBudgetInterface lists PodDisruptionBudgets.
+type PodDisruptionBudgetInterface interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*policyv1.PodDisruptionBudgetList, error)
+}
+
+// CoordinationV1Interface is the coordination group's part of Interface.
+type CoordinationV1Interface interface {
+	Leases(namespace string) LeaseInterface
+}
+
+// LeaseInterface is what the drain slots do with Leases.
+type LeaseInterface interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
+	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
+}
+
+// AppsV1Interface is the apps group's part of Interface.
+type AppsV1Interface interface {
+	DaemonSets(namespace string) DaemonSetInterface
+}
+
+// DaemonSetInterface reads DaemonSets (a drain skips their pods).
+type DaemonSetInterface interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.DaemonSet, error)
+}
+
+// DiscoveryInterface tells which resources a group version serves.
+type DiscoveryInterface interface {
+	ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error)
+}
+
+// Scheme knows the four groups of Interface, and the option types every
+// group version takes.
+var Scheme = runtime.NewScheme()
+
+// parameterCodec encodes list, get, patch and delete options into queries.
+var parameterCodec = runtime.NewParameterCodec(Scheme)
+
+func init() {
+	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, policyv1.AddToScheme, coordinationv1.AddToScheme, appsv1.AddToScheme} {
+		utilruntime.Must(add(Scheme))
+	}
+}
+
+// New returns a client for cfg. As client-go's clientset does, its groups
+// share one HTTP client and one rate limiter (cfg.QPS, cfg.Burst).
+func New(cfg *rest.Config) (Interface, error) {
+	c := *cfg
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	if c.RateLimiter == nil && c.QPS > 0 {
+		if c.Burst <= 0 {
+			return nil, fmt.Errorf("burst is required to be greater than 0 when RateLimiter is not set and QPS is set to greater than 0")
+		}
+		c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(c.QPS, c.Burst)
+	}
+	httpClient, err := rest.HTTPClientFor(&c)
+	if err != nil {
+		return nil, err
+	}
+	codecs := serializer.NewCodecFactory(Scheme).WithoutConversion()
+	restClient := func(gv schema.GroupVersion) (*rest.RESTClient, error) {
+		gc := c
+		gc.GroupVersion = &gv
+		gc.APIPath = "/apis"
+		if gv.Group == "" {
+			gc.APIPath = "/api"
+		}
+		gc.NegotiatedSerializer = codecs
+		return rest.RESTClientForConfigAndClient(&gc, httpClient)
+	}
+	out := &client{}
+	for _, g := range []struct {
+		gv schema.GroupVersion
+		to **rest.RESTClient
+	}{
+		{corev1.SchemeGroupVersion, &out.core},
+		{policyv1.SchemeGroupVersion, &out.policy},
+		{coordinationv1.SchemeGroupVersion, &out.coordination},
+		{appsv1.SchemeGroupVersion, &out.apps},
+	} {
+		rc, err := restClient(g.gv)
+		if err != nil {
+			return nil, fmt.Errorf("client for %s: %w", g.gv, err)
+		}
+		*g.to = rc
+	}
+	return out, nil
+}
+
+// client is every group of Interface at once (no two groups have a method
+// of the same name), each on the REST client of its group version.
+type client struct {
+	core, policy, coordination, apps *rest.RESTClient
+}
+
+func (c *client) CoreV1() CoreV1Interface                 { return c }
+func (c *client) PolicyV1() PolicyV1Interface             { return c }
+func (c *client) CoordinationV1() CoordinationV1Interface { return c }
+func (c *client) AppsV1() AppsV1Interface                 { return c }
+func (c *client) Discovery() DiscoveryInterface           { return discovery{c.core} }
+
+func (c *client) Nodes() NodeInterface {
+	return nodes{gentype.NewClientWithList("nodes", c.core, parameterCodec, "",
+		func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} })}
+}
+
+func (c *client) Pods(namespace string) PodInterface {
+	return gentype.NewClientWithList("pods", c.core, parameterCodec, namespace,
+		func() *corev1.Pod { return &corev1.Pod{} }, func() *corev1.PodList { return &corev1.PodList{} })
+}
+
+func (c *client) Events(string) EventInterface { return events{c.core} }
+
+func (c *client) Evictions(string) EvictionInterface { return evictions{c.policy} }
+
+func (c *client) PodDisruptionBudgets(namespace string) PodDisruptionBudgetInterface {
+	return gentype.NewClientWithList("poddisruptionbudgets", c.policy, parameterCodec, namespace,
+		func() *policyv1.PodDisruptionBudget { return &policyv1.PodDisruptionBudget{} },
+		func() *policyv1.PodDisruptionBudgetList { return &policyv1.PodDisruptionBudgetList{} })
+}
+
+func (c *client) Leases(namespace string) LeaseInterface {
+	return gentype.NewClient("leases", c.coordination, parameterCodec, namespace, func() *coordinationv1.Lease { return &coordinationv1.Lease{} })
+}
+
+func (c *client) DaemonSets(namespace string) DaemonSetInterface {
+	return gentype.NewClient("daemonsets", c.apps, parameterCodec, namespace, func() *appsv1.DaemonSet { return &appsv1.DaemonSet{} })
+}
+
+type nodes struct {
+	*gentype.ClientWithList[*corev1.Node, *corev1.NodeList]
+}
+
+func (n nodes) PatchStatus(ctx context.Context, nodeName string, data []byte) (*corev1.Node, error) {
+	return n.Patch(ctx, nodeName, types.StrategicMergePatchType, data, metav1.PatchOptions{}, "status")
+}
+
+// events writes each Event into its own namespace, whatever namespace the
+// caller asked for: the events of a cluster-scoped Node go to "default".
+type events struct{ rc *rest.RESTClient }
+
+func (e events) CreateWithEventNamespaceWithContext(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {
+	out := &corev1.Event{}
+	err := e.rc.Post().NamespaceIfScoped(ev.Namespace, ev.Namespace != "").Resource("events").Body(ev).Do(ctx).Into(out)
+	return out, err
+}
+
+func (e events) UpdateWithEventNamespaceWithContext(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {
+	out := &corev1.Event{}
+	err := e.rc.Put().NamespaceIfScoped(ev.Namespace, ev.Namespace != "").Resource("events").Name(ev.Name).Body(ev).Do(ctx).Into(out)
+	return out, err
+}
+
+func (e events) PatchWithEventNamespaceWithContext(ctx context.Context, ev *corev1.Event, data []byte) (*corev1.Event, error) {
+	out := &corev1.Event{}
+	err := e.rc.Patch(types.StrategicMergePatchType).NamespaceIfScoped(ev.Namespace, ev.Namespace != "").Resource("events").Name(ev.Name).Body(data).Do(ctx).Into(out)
+	return out, err
+}
+
+// evictions posts to the pod's eviction subresource, in the pod's namespace.
+type evictions struct{ rc *rest.RESTClient }
+
+func (e evictions) Evict(ctx context.Context, ev *policyv1.Eviction) error {
+	return e.rc.Post().AbsPath("/api/v1").Namespace(ev.Namespace).Resource("pods").Name(ev.Name).SubResource("eviction").Body(ev).Do(ctx).Error()
+}
+
+// discovery reads one group version's resource list, as client-go's
+// discovery client does for ServerResourcesForGroupVersion.
+type discovery struct{ rc *rest.RESTClient }
+
+func (d discovery) ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error) {
+	path := "/apis/" + groupVersion
+	if groupVersion == "v1" {
+		path = "/api/v1"
+	}
+	out := &metav1.APIResourceList{}
+	if err := d.rc.Get().AbsPath(path).Do(context.TODO()).Into(out); err != nil {
+		return nil, err
+	}
+	out.GroupVersion = groupVersion
+	return out, nil
+}
+
+// EventSink returns the sink a record.EventBroadcaster writes to.
+func EventSink(c Interface) *Sink { return &Sink{Events: c.CoreV1().Events("")} }
+
+// Sink is a record.EventSink over an EventInterface.
+type Sink struct{ Events EventInterface }
+
+// Create implements record.EventSink.
+func (s *Sink) Create(e *corev1.Event) (*corev1.Event, error) {
+	return s.Events.CreateWithEventNamespaceWithContext(context.TODO(), e)
+}
+
+// Update implements record.EventSink.
+func (s *Sink) Update(e *corev1.Event) (*corev1.Event, error) {
+	return s.Events.UpdateWithEventNamespaceWithContext(context.TODO(), e)
+}
+
+// Patch implements record.EventSink.
+func (s *Sink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	return s.Events.PatchWithEventNamespaceWithContext(context.TODO(), e, data)
+}
+
+// ListerWatcher lists and watches one resource: a typed client of this
+// package, or a dynamic client's resource.
+type ListerWatcher[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// Informer returns a shared informer, with no resync, on the objects of lw
+// that fieldSelector selects ("" for all). c is the client lw came from: the
+// informer asks it whether it can serve watch-list requests (the fake
+// clientset cannot), as client-go's generated informers do.
+func Informer[L runtime.Object](c any, obj runtime.Object, lw ListerWatcher[L], fieldSelector string) cache.SharedIndexInformer {
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = fieldSelector
+			return lw.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = fieldSelector
+			return lw.Watch(ctx, o)
+		},
+	}, c), obj, cache.SharedIndexInformerOptions{})
+}
+
+// NodeInformer watches the Nodes that fieldSelector selects.
+func NodeInformer(c Interface, fieldSelector string) cache.SharedIndexInformer {
+	return Informer(c, &corev1.Node{}, c.CoreV1().Nodes(), fieldSelector)
+}
+
+// PodInformer watches the pods of every namespace that fieldSelector
+// selects.
+func PodInformer(c Interface, fieldSelector string) cache.SharedIndexInformer {
+	return Informer(c, &corev1.Pod{}, c.CoreV1().Pods(metav1.NamespaceAll), fieldSelector)
+}

@@ -1,0 +1,179 @@
+package selfdrain
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// This file chooses the pods a drain evicts. It makes the same choice as
+// kubectl's drain.Helper.GetPodsForDeletion (k8s.io/kubectl v0.36) with
+// Force, IgnoreAllDaemonSets and DeleteEmptyDirData set, that is
+// `kubectl drain --force --ignore-daemonsets --delete-emptydir-data`,
+// without importing k8s.io/kubectl, which drags kustomize and cli-runtime
+// into the binary. podfilter_test.go checks the parity against kubectl.
+//
+// For one pod, kubectl's filters run in this order and the first that keeps
+// the pod decides:
+//
+//  1. a pod whose controller is an apps/v1 DaemonSet and that has not
+//     finished is looked up: the DaemonSet exists → kept; NotFound → evicted
+//     (an orphan, with --force); any other error → an error for the pod;
+//  2. a mirror (static) pod → kept, whatever its phase;
+//  3. a pod with an emptyDir volume → evicted (--delete-emptydir-data);
+//  4. a pod with no controller → evicted (--force).
+//
+// Everything else is evicted, including finished pods (Succeeded or Failed)
+// and pods already being deleted.
+
+// daemonSetLookup reports whether the DaemonSet namespace/name exists: nil
+// if it does, the API error otherwise, as returned (the filter tells a
+// missing DaemonSet by apierrors.IsNotFound). With a clientset:
+//
+//	func(ctx context.Context, ns, name string) error {
+//		_, err := client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+//		return err
+//	}
+type daemonSetLookup func(ctx context.Context, namespace, name string) error
+
+// Why judgePod keeps a pod.
+const (
+	keepDaemonSetPod = "DaemonSet pod"
+	keepMirrorPod    = "mirror (static) pod"
+)
+
+// podVerdict is the drain's decision on one pod: exactly one of Evict, Keep
+// and Err is set.
+type podVerdict struct {
+	// Evict is true if the drain evicts the pod.
+	Evict bool
+	// Keep, when not empty, says why the drain leaves the pod alone:
+	// keepDaemonSetPod or keepMirrorPod.
+	Keep string
+	// Err is the error of the DaemonSet lookup (other than NotFound): the
+	// pod can be neither evicted nor left alone, and the drain cannot start.
+	Err error
+}
+
+// podHasFinished reports whether the pod is Succeeded or Failed.
+func podHasFinished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// daemonSetController returns the pod's controller reference if it names an
+// apps/v1 DaemonSet, nil otherwise. Like kubectl it compares the apiVersion
+// exactly: a controller reference to an extensions/v1beta1 or apps/v1beta2
+// DaemonSet is treated as any other controller, so its pod is evicted.
+func daemonSetController(p *corev1.Pod) *metav1.OwnerReference {
+	ref := metav1.GetControllerOfNoCopy(p)
+	if ref == nil || ref.APIVersion != "apps/v1" || ref.Kind != "DaemonSet" {
+		return nil
+	}
+	return ref
+}
+
+// judgePod decides what the drain does with pod. It calls daemonSetExists
+// (which must not be nil) only for an unfinished pod controlled by a
+// DaemonSet, in the pod's namespace: owner references do not cross
+// namespaces.
+func judgePod(ctx context.Context, pod *corev1.Pod, daemonSetExists daemonSetLookup) podVerdict {
+	// kubectl's first filter skips pods deleted longer than
+	// SkipWaitForDeleteTimeoutSeconds ago; that option is 0 (off) here, so
+	// pods being deleted are judged like the others.
+	if ref := daemonSetController(pod); ref != nil && !podHasFinished(pod) {
+		err := daemonSetExists(ctx, pod.Namespace, ref.Name)
+		switch {
+		case err == nil:
+			return podVerdict{Keep: keepDaemonSetPod}
+		case !apierrors.IsNotFound(err):
+			return podVerdict{Err: err}
+		}
+		// The DaemonSet is gone: the pod is an orphan, which --force evicts
+		// if no later rule keeps it.
+	}
+	if _, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		return podVerdict{Keep: keepMirrorPod}
+	}
+	// Pods with emptyDir volumes (--delete-emptydir-data) and pods with no
+	// controller (--force) are evicted too, so every other pod is.
+	return podVerdict{Evict: true}
+}
+
+// podsToEvict returns the pods `kubectl drain --force --ignore-daemonsets
+// --delete-emptydir-data` would delete, in input order, with Kind and
+// APIVersion set as kubectl sets them, and the errors that would stop it.
+// pods is what the caller listed: the pods on the node that match the pod
+// selector (drainListOptions). Finished pods are among those returned.
+//
+// Like kubectl, the pods whose DaemonSet lookup failed are grouped by error
+// message, one error per message: "cannot delete <message>: ns/a, ns/b"
+// (kubectl's order of the groups is random, here it is the order of first
+// appearance). Each error wraps the first pod's lookup error, so
+// apierrors.IsForbidden and the like work on it. A caller that gets errors
+// must not evict: kubectl drain stops there.
+func podsToEvict(ctx context.Context, pods []corev1.Pod, daemonSetExists daemonSetLookup) (evict []corev1.Pod, errs []error) {
+	var failed []*podFilterError
+	byMessage := map[string]*podFilterError{}
+	for i := range pods {
+		v := judgePod(ctx, &pods[i], daemonSetExists)
+		switch {
+		case v.Err != nil:
+			msg := v.Err.Error()
+			if msg == "" {
+				msg = "unexpected error"
+			}
+			e := byMessage[msg]
+			if e == nil {
+				e = &podFilterError{message: msg, err: v.Err}
+				byMessage[msg] = e
+				failed = append(failed, e)
+			}
+			e.pods = append(e.pods, pods[i].Namespace+"/"+pods[i].Name)
+		case v.Evict:
+			p := pods[i]
+			p.Kind, p.APIVersion = "Pod", "v1"
+			evict = append(evict, p)
+		}
+	}
+	for _, e := range failed {
+		errs = append(errs, e)
+	}
+	return evict, errs
+}
+
+// podFilterError is one of podsToEvict's errors: the pods whose DaemonSet
+// lookup failed with the same message.
+type podFilterError struct {
+	message string
+	pods    []string // namespace/name
+	err     error    // the first pod's error
+}
+
+func (e *podFilterError) Error() string {
+	return fmt.Sprintf("cannot delete %s: %s", e.message, strings.Join(e.pods, ", "))
+}
+
+func (e *podFilterError) Unwrap() error { return e.err }
+
+// drainListOptions returns the options of kubectl's pod list for a drain of
+// node: the pods on the node that match podSelector (a label selector, ""
+// for all). kubectl applies the selector only there, in the list; a selector
+// that does not parse is an error before anything is listed. Pods listed
+// without the selector can be narrowed the same way with
+// labels.Parse(podSelector) and Matches(labels.Set(pod.Labels)).
+func drainListOptions(node, podSelector string) (metav1.ListOptions, error) {
+	sel, err := labels.Parse(podSelector)
+	if err != nil {
+		return metav1.ListOptions{}, err
+	}
+	return metav1.ListOptions{
+		LabelSelector: sel.String(),
+		FieldSelector: fields.SelectorFromSet(fields.Set{"spec.nodeName": node}).String(),
+	}, nil
+}

@@ -1,0 +1,208 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+
+	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+// TestKubeClient runs every call of pkg/kube's own client (the one the agent
+// ships with, not client-go's clientset) against a real kube-apiserver, and
+// reads each effect back through client-go's clientset.
+func TestKubeClient(t *testing.T) {
+	env := testenv.StartForTest(t, testenv.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ref := env.Client()
+	cfg := env.RESTConfig()
+	cfg.QPS, cfg.Burst = 50, 100
+	c, err := kube.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns, node = "kube-client", "kube-client-node"
+	if _, err := env.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	// No kube-controller-manager here to make the default ServiceAccount
+	// that pods need.
+	if _, err := ref.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if _, err := ref.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("nodes", func(t *testing.T) {
+		w, err := c.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node})
+		if err != nil || len(list.Items) != 1 || list.Items[0].Name != node {
+			t.Fatalf("List = %v, %v; want the one Node %s", list, err, node)
+		}
+		if _, err := c.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"metadata":{"labels":{"kube-client":"patched"}}}`), metav1.PatchOptions{FieldManager: "kube-client-test"}); err != nil {
+			t.Fatal(err)
+		}
+		status, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{{
+			Type: "KubeClientTest", Status: corev1.ConditionTrue, Reason: "Patched", LastTransitionTime: metav1.Now()}}}})
+		if _, err := c.CoreV1().Nodes().PatchStatus(ctx, node, status); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ref.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ResourceVersion != back.ResourceVersion || back.Labels["kube-client"] != "patched" || len(back.Status.Conditions) != 1 || back.Status.Conditions[0].Reason != "Patched" {
+			t.Fatalf("after Patch and PatchStatus: Get rv %s, clientset rv %s, labels %v, conditions %v", got.ResourceVersion, back.ResourceVersion, back.Labels, back.Status.Conditions)
+		}
+		select {
+		case ev := <-w.ResultChan():
+			if n, ok := ev.Object.(*corev1.Node); ev.Type != watch.Added || !ok || n.Name != node {
+				t.Fatalf("first watch event = %s %T, want ADDED *v1.Node %s", ev.Type, ev.Object, node)
+			}
+		case <-ctx.Done():
+			t.Fatal("no watch event")
+		}
+	})
+
+	t.Run("pods, eviction and budgets", func(t *testing.T) {
+		for _, name := range []string{"evicted", "deleted"} {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "kube-client"}},
+				Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "example.invalid/none"}}}}
+			if _, err := ref.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "kube-client", Namespace: ns},
+			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}}}
+		if _, err := ref.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pods, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node, LabelSelector: "app=kube-client"})
+		if err != nil || len(pods.Items) != 2 {
+			t.Fatalf("List pods on %s = %v, %v; want 2", node, pods, err)
+		}
+		pdbs, err := c.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil || len(pdbs.Items) != 1 || pdbs.Items[0].Name != "kube-client" {
+			t.Fatalf("List PodDisruptionBudgets = %v, %v; want kube-client", pdbs, err)
+		}
+		// No budget selects the pod: the eviction is granted and deletes it.
+		if err := c.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "evicted", Namespace: ns}}); err != nil {
+			t.Fatalf("Evict: %v", err)
+		}
+		uid := pods.Items[1].UID
+		if pods.Items[1].Name != "deleted" {
+			uid = pods.Items[0].UID
+		}
+		if err := c.CoreV1().Pods(ns).Delete(ctx, "deleted", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"evicted", "deleted"} {
+			p, err := ref.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) && (err != nil || p.DeletionTimestamp == nil) {
+				t.Errorf("pod %s after eviction or deletion: %v, deletionTimestamp %v", name, err, p.DeletionTimestamp)
+			}
+		}
+		if err := c.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "never-was", Namespace: ns}}); !apierrors.IsNotFound(err) {
+			t.Errorf("Evict of a missing pod = %v, want NotFound", err)
+		}
+	})
+
+	t.Run("leases", func(t *testing.T) {
+		leases := c.CoordinationV1().Leases(ns)
+		l, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "slot"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a")}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Spec.HolderIdentity = ptr.To("b")
+		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := leases.Get(ctx, "slot", metav1.GetOptions{})
+		if err != nil || ptr.Deref(got.Spec.HolderIdentity, "") != "b" {
+			t.Fatalf("Get after Update = %v, %v; want holder b", got, err)
+		}
+		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+			t.Errorf("Update with a stale resourceVersion = %v, want Conflict", err)
+		}
+	})
+
+	t.Run("daemonsets", func(t *testing.T) {
+		if _, err := c.AppsV1().DaemonSets(ns).Get(ctx, "agent", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("Get of a missing DaemonSet = %v, want NotFound", err)
+		}
+		if _, err := ref.AppsV1().DaemonSets(ns).Create(ctx, testenv.NewDaemonSet(ns, "agent"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := c.AppsV1().DaemonSets(ns).Get(ctx, "agent", metav1.GetOptions{})
+		if err != nil || ds.Name != "agent" {
+			t.Fatalf("Get = %v, %v", ds, err)
+		}
+	})
+
+	t.Run("events", func(t *testing.T) {
+		// A Node's events go to the namespace of the Event, whatever the
+		// namespace of the client (the broadcaster asks for "").
+		sink := kube.EventSink(c)
+		ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "kube-client.1", Namespace: metav1.NamespaceDefault},
+			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)},
+			Reason:         "KubeClientTest", Message: "first", Type: corev1.EventTypeNormal, Count: 1,
+			Source: corev1.EventSource{Component: "node-agent"}, FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now()}
+		created, err := sink.Create(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sink.Patch(created, []byte(`{"count":2,"message":"second"}`)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ref.CoreV1().Events(metav1.NamespaceDefault).Get(ctx, "kube-client.1", metav1.GetOptions{})
+		if err != nil || got.Count != 2 || got.Message != "second" {
+			t.Fatalf("event after Create and Patch = %v, %v; want count 2, message second", got, err)
+		}
+		got.Message = "third"
+		if _, err := sink.Update(got); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("discovery", func(t *testing.T) {
+		list, err := c.Discovery().ServerResourcesForGroupVersion("coordination.k8s.io/v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, r := range list.APIResources {
+			found = found || r.Name == "leases"
+		}
+		if !found || list.GroupVersion != "coordination.k8s.io/v1" {
+			t.Fatalf("coordination.k8s.io/v1 resources = %+v; want leases", list)
+		}
+		if _, err := c.Discovery().ServerResourcesForGroupVersion("v1"); err != nil {
+			t.Fatalf("core v1: %v", err)
+		}
+		if _, err := c.Discovery().ServerResourcesForGroupVersion("nodemaintenance.medik8s.io/v1beta1"); !apierrors.IsNotFound(err) {
+			t.Fatalf("a group the cluster does not serve = %v, want NotFound", err)
+		}
+	})
+}
