@@ -8,8 +8,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -191,4 +193,88 @@ func sha(b []byte) string {
 	return "sha256:" + hex.EncodeToString(s[:])
 }
 
-func blobPath(digest string) string { return "blobs/sha256/" + strings.TrimPrefix(digest, "sha256:") }
+// buildSpec builds like build, from a spec the test changes.
+func buildSpec(t *testing.T, layers ...string) (Result, []byte, error) {
+	t.Helper()
+	var buf bytes.Buffer
+	res, err := Write(&buf, Spec{
+		Name: "localhost/test:v1", Layers: layers, Exclude: []string{"dev"},
+		Entrypoint: []string{"/usr/bin/tool"}, Epoch: time.Unix(1700000000, 0),
+	})
+	return res, buf.Bytes(), err
+}
+
+// TestBadLayerFile: a layer file that is not a gzipped tar fails the build
+// with the file named, before anything is written.
+func TestBadLayerFile(t *testing.T) {
+	dir := t.TempDir()
+	writeTestTree(t, dir)
+	good := filepath.Join(t.TempDir(), "good.tar.gz")
+	if err := WriteLayerFile(good, dir, nil, time.Unix(1700000000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	compressed, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"plain tar":     []byte("usr/bin/tool\x00 not gzip at all"),
+		"truncated":     compressed[:len(compressed)/2],
+		"garbage after": append(append([]byte{}, compressed...), "trailing"...),
+	} {
+		path := filepath.Join(t.TempDir(), "layer.tar.gz")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, arch, err := buildSpec(t, dir, path)
+		if err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: error %v does not name %s", name, err, path)
+		}
+		if len(arch) != 0 {
+			t.Errorf("%s: %d bytes written before the error", name, len(arch))
+		}
+	}
+}
+
+// TestMemoryDoesNotGrowWithLayers: a layer is compressed to a file and
+// copied from it, never held whole in memory.
+func TestMemoryDoesNotGrowWithLayers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 2 x 24 MiB")
+	}
+	const size = 24 << 20
+	dir := t.TempDir()
+	// Random bytes, so that the compressed layer is as large.
+	data := make([]byte, size)
+	if _, err := rand.NewChaCha8([32]byte{}).Read(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "blob"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Another epoch, so another layer than dir's, not one blob for both.
+	layerPath := filepath.Join(t.TempDir(), "layer.tar.gz")
+	if err := WriteLayerFile(layerPath, dir, nil, time.Unix(2, 0)); err != nil {
+		t.Fatal(err)
+	}
+	data = nil
+	out, err := os.Create(filepath.Join(t.TempDir(), "image.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	res, err := Write(out, Spec{Name: "localhost/big:v1", Layers: []string{dir, layerPath}, Epoch: time.Unix(1, 0)})
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ArchiveSize < 2*size {
+		t.Fatalf("archive of %d bytes; the layers are %d each", res.ArchiveSize, size)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size/3 {
+		t.Errorf("Write allocated %d MiB for two %d MiB layers", alloc>>20, size>>20)
+	}
+}
