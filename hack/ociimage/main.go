@@ -89,6 +89,8 @@ usage: ociimage --name localhost/NAME:TAG --out FILE --layer DIR|FILE.tar.gz [--
 		if len(spec.Layers) != 1 {
 			return errors.New("--layer-only takes exactly one --layer DIR")
 		}
+		// Also writes the side file that saves later builds from
+		// decompressing the layer for its diff ID.
 		return ociimage.WriteLayerFile(out, spec.Layers[0], spec.Exclude, spec.Epoch)
 	}
 	// A temporary file renamed into place: bad input leaves no archive.

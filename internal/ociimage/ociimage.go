@@ -60,7 +60,9 @@ type Spec struct {
 	// Layers are the image's layers, bottom first: each a directory whose
 	// tree becomes a layer, or a gzipped tar file that is one already (as
 	// WriteLayerFile writes it), which saves compressing a large tree
-	// again.
+	// again. Such a file's diff ID comes from the side file beside it
+	// (FILE.diffid.json) when that names the file's digest; otherwise Write
+	// decompresses the file and writes the side file.
 	Layers []string
 	// Exclude lists paths (relative to a layer's root, such as "dev" or
 	// "proc") whose contents are left out; the directory itself stays.
@@ -158,12 +160,14 @@ func (b blob) path() string { return blobPath(b.digest) }
 
 func blobPath(digest string) string { return "blobs/sha256/" + strings.TrimPrefix(digest, "sha256:") }
 
-// layerInfo is what the manifest and the config say of one layer.
+// layerInfo is what the manifest and the config say of one layer. It is
+// also the side file (sideFile) kept beside a layer file, so that a build
+// need not decompress the layer again for its diff ID.
 type layerInfo struct {
-	Digest       string // of the gzipped tar: the blob's name
-	Size         int64
-	DiffID       string // of the uncompressed tar
-	UnpackedSize int64
+	Digest       string `json:"digest"` // of the gzipped tar: the blob's name
+	Size         int64  `json:"size"`
+	DiffID       string `json:"diffID"` // of the uncompressed tar
+	UnpackedSize int64  `json:"unpackedSize"`
 }
 
 // layer is one layer of the image: its gzipped tar, in a file that stays
@@ -343,15 +347,62 @@ func WriteLayer(w io.Writer, dir string, exclude []string, epoch time.Time) erro
 // WriteLayerFile writes the gzipped tar of dir's tree to the file path, as
 // Write would make it a layer, for use as a Spec.Layers file later. It
 // writes a temporary file beside path and renames it, so path is either
-// complete or untouched.
+// complete or untouched, and then the side file that saves Write from
+// decompressing the layer for its diff ID (path + ".diffid.json").
 func WriteLayerFile(path, dir string, exclude []string, epoch time.Time) error {
 	if epoch.IsZero() {
 		return errNoEpoch
 	}
-	return writeFileAtomic(path, func(w io.Writer) error {
-		_, err := compressTree(w, dir, exclude, epoch)
+	var info layerInfo
+	err := writeFileAtomic(path, func(w io.Writer) error {
+		var err error
+		info, err = compressTree(w, dir, exclude, epoch)
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return writeSideFile(path, info)
+}
+
+// sideFile is the file beside a layer file that holds its layerInfo.
+func sideFile(layerPath string) string { return layerPath + ".diffid.json" }
+
+func writeSideFile(layerPath string, info layerInfo) error {
+	data, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(sideFile(layerPath), func(w io.Writer) error {
+		_, err := w.Write(append(data, '\n'))
+		return err
+	})
+}
+
+// readSideFile returns the layerInfo of the side file of the layer file at
+// layerPath, if there is one that describes a layer of that digest and size.
+func readSideFile(layerPath, digest string, size int64) (layerInfo, bool) {
+	data, err := os.ReadFile(sideFile(layerPath))
+	if err != nil {
+		return layerInfo{}, false
+	}
+	var info layerInfo
+	if err := json.Unmarshal(data, &info); err != nil {
+		return layerInfo{}, false
+	}
+	if info.Digest != digest || info.Size != size || !validDigest(info.DiffID) || info.UnpackedSize <= 0 {
+		return layerInfo{}, false
+	}
+	return info, true
+}
+
+func validDigest(d string) bool {
+	h, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(h) != sha256.Size*2 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil && h == strings.ToLower(h)
 }
 
 // writeFileAtomic writes path through a temporary file in its directory,
@@ -408,8 +459,11 @@ func layerFromDir(dir string, exclude []string, epoch time.Time) (*layer, error)
 	return l, nil
 }
 
-// layerFromFile opens a gzipped tar file as a layer, reading it through
-// once for its digest and once, decompressed, for its diff ID.
+// layerFromFile opens a gzipped tar file as a layer. Its digest is always
+// computed, as it names the blob; its diff ID comes from the side file when
+// that describes this very file, and otherwise from decompressing it, after
+// which the side file is written for the next build (if the directory is
+// not writable, the next build decompresses again).
 func layerFromFile(path string) (_ *layer, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -425,6 +479,10 @@ func layerFromFile(path string) (_ *layer, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	digest := digestOf(sum)
+	if info, ok := readSideFile(path, digest, size); ok {
+		return &layer{layerInfo: info, file: f}, nil
+	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
@@ -437,7 +495,9 @@ func layerFromFile(path string) (_ *layer, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &layer{layerInfo: layerInfo{Digest: digestOf(sum), Size: size, DiffID: digestOf(raw), UnpackedSize: n}, file: f}, nil
+	info := layerInfo{Digest: digest, Size: size, DiffID: digestOf(raw), UnpackedSize: n}
+	_ = writeSideFile(path, info) // a cache only: the build does not need it
+	return &layer{layerInfo: info, file: f}, nil
 }
 
 // compressTree writes the gzipped tar of dir's tree to w and returns the

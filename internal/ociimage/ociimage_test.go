@@ -204,6 +204,107 @@ func buildSpec(t *testing.T, layers ...string) (Result, []byte, error) {
 	return res, buf.Bytes(), err
 }
 
+// diffIDs returns the diff IDs in an archive's image config.
+func diffIDs(t *testing.T, arch []byte) []string {
+	t.Helper()
+	files := readTar(t, bytes.NewReader(arch))
+	var dm []dockerManifest
+	mustJSON(t, files["manifest.json"], &dm)
+	var cfg imageConfig
+	mustJSON(t, files[dm[0].Config], &cfg)
+	return cfg.RootFS.DiffIDs
+}
+
+func readSide(t *testing.T, layerPath string) layerInfo {
+	t.Helper()
+	data, err := os.ReadFile(sideFile(layerPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info layerInfo
+	mustJSON(t, data, &info)
+	return info
+}
+
+// TestLayerFileSideFile: a layer file that WriteLayerFile wrote gives the
+// same archive as its directory; Write takes the layer's diff ID from the
+// side file beside it rather than decompressing the layer, and a missing,
+// stale or unreadable side file is recomputed and written again.
+func TestLayerFileSideFile(t *testing.T) {
+	dir := t.TempDir()
+	writeTestTree(t, dir)
+	layerPath := filepath.Join(t.TempDir(), "base.layer.tar.gz")
+	if err := WriteLayerFile(layerPath, dir, []string{"dev"}, time.Unix(1700000000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	fromDir, archDir := build(t, dir)
+	fromFile, archFile := build(t, layerPath)
+	if fromDir.ManifestDigest != fromFile.ManifestDigest || !bytes.Equal(archDir, archFile) {
+		t.Fatalf("a layer file gives %s, its directory %s", fromFile.ManifestDigest, fromDir.ManifestDigest)
+	}
+	compressed, err := os.ReadFile(layerPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := layerInfo{Digest: sha(compressed), Size: int64(len(compressed)), DiffID: diffIDs(t, archDir)[0], UnpackedSize: fromDir.UnpackedSize}
+	if got := readSide(t, layerPath); got != want {
+		t.Fatalf("side file %+v, want %+v", got, want)
+	}
+
+	// The side file is what Write believes: a diff ID that is not the
+	// layer's, under the layer's own digest, goes into the config.
+	fake := want
+	fake.DiffID = "sha256:" + strings.Repeat("ab", 32)
+	fake.UnpackedSize = 42
+	if err := writeSideFile(layerPath, fake); err != nil {
+		t.Fatal(err)
+	}
+	res, arch, err := buildSpec(t, layerPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := diffIDs(t, arch)[0]; got != fake.DiffID || res.UnpackedSize != 42 {
+		t.Fatalf("diff ID %s and unpacked size %d: the side file was not used", got, res.UnpackedSize)
+	}
+
+	for name, side := range map[string]func() error{
+		"missing": func() error { return os.Remove(sideFile(layerPath)) },
+		"stale": func() error {
+			// Another layer's: as after the layer file was replaced.
+			stale := want
+			stale.Digest = "sha256:" + strings.Repeat("cd", 32)
+			stale.DiffID = fake.DiffID
+			return writeSideFile(layerPath, stale)
+		},
+		"wrong size": func() error {
+			wrong := fake
+			wrong.Size++
+			return writeSideFile(layerPath, wrong)
+		},
+		"bad diff ID": func() error {
+			bad := want
+			bad.DiffID = "sha256:xyz"
+			return writeSideFile(layerPath, bad)
+		},
+		"not JSON": func() error { return os.WriteFile(sideFile(layerPath), []byte("sha256:"), 0o600) },
+		"empty":    func() error { return os.WriteFile(sideFile(layerPath), nil, 0o600) },
+	} {
+		if err := side(); err != nil {
+			t.Fatal(err)
+		}
+		res, arch, err := buildSpec(t, layerPath)
+		if err != nil {
+			t.Fatalf("%s side file: %v", name, err)
+		}
+		if res.ManifestDigest != fromDir.ManifestDigest || !bytes.Equal(arch, archDir) {
+			t.Errorf("%s side file: digest %s, want %s", name, res.ManifestDigest, fromDir.ManifestDigest)
+		}
+		if got := readSide(t, layerPath); got != want {
+			t.Errorf("%s side file: rewritten as %+v, want %+v", name, got, want)
+		}
+	}
+}
+
 // TestBadLayerFile: a layer file that is not a gzipped tar fails the build
 // with the file named, before anything is written.
 func TestBadLayerFile(t *testing.T) {
@@ -233,6 +334,9 @@ func TestBadLayerFile(t *testing.T) {
 		if len(arch) != 0 {
 			t.Errorf("%s: %d bytes written before the error", name, len(arch))
 		}
+		if _, err := os.Stat(sideFile(path)); !os.IsNotExist(err) {
+			t.Errorf("%s: side file written for a bad layer (%v)", name, err)
+		}
 	}
 }
 
@@ -255,6 +359,9 @@ func TestMemoryDoesNotGrowWithLayers(t *testing.T) {
 	// Another epoch, so another layer than dir's, not one blob for both.
 	layerPath := filepath.Join(t.TempDir(), "layer.tar.gz")
 	if err := WriteLayerFile(layerPath, dir, nil, time.Unix(2, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(sideFile(layerPath)); err != nil { // decompressed, then
 		t.Fatal(err)
 	}
 	data = nil
