@@ -97,6 +97,9 @@ excludes=(--exclude-contents dev --exclude-contents proc --exclude-contents sys
 # The base layer, compressed once per base: compressing 240 MB is most of a
 # warm build. Its mtimes are the time of the commit that last changed the
 # package list, so a cold rebuild of the same recipe gets the same ones.
+# Beside it, $base.layer.tar.gz.diffid.json keeps its digests, so a warm
+# build does not decompress it for its diff ID either (hack/ociimage writes
+# that file again if it is missing or names another layer).
 if [[ ! -f $base.layer.tar.gz ]]; then
 	base_epoch=$(git -C "$root" log -1 --format=%ct -- "$packages_file" 2>/dev/null)
 	(cd "$root" && go run ./hack/ociimage --layer-only --out "$base.layer.tar.gz" --layer "$base" \

@@ -85,24 +85,20 @@ usage: ociimage --name localhost/NAME:TAG --out FILE --layer DIR|FILE.tar.gz [--
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
+	if *layerOnly {
+		if len(spec.Layers) != 1 {
+			return errors.New("--layer-only takes exactly one --layer DIR")
+		}
+		// Also writes the side file that saves later builds from
+		// decompressing the layer for its diff ID.
+		return ociimage.WriteLayerFile(out, spec.Layers[0], spec.Exclude, spec.Epoch)
+	}
+	// A temporary file renamed into place: bad input leaves no archive.
 	tmp, err := os.CreateTemp(filepath.Dir(out), ".ociimage-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if *layerOnly {
-		if len(spec.Layers) != 1 {
-			return errors.New("--layer-only takes exactly one --layer DIR")
-		}
-		err = ociimage.WriteLayer(tmp, spec.Layers[0], spec.Exclude, spec.Epoch)
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), out)
-		}
-		return err
-	}
 	res, err := ociimage.Write(tmp, spec)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr

@@ -18,7 +18,7 @@ package ociimage
 
 import (
 	"archive/tar"
-	"bytes"
+	"bufio"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
@@ -59,7 +59,10 @@ type Spec struct {
 	Name string
 	// Layers are the image's layers, bottom first: each a directory whose
 	// tree becomes a layer, or a gzipped tar file that is one already (as
-	// WriteLayer writes it), which saves compressing a large tree again.
+	// WriteLayerFile writes it), which saves compressing a large tree
+	// again. Such a file's diff ID comes from the side file beside it
+	// (FILE.diffid.json) when that names the file's digest; otherwise Write
+	// decompresses the file and writes the side file.
 	Layers []string
 	// Exclude lists paths (relative to a layer's root, such as "dev" or
 	// "proc") whose contents are left out; the directory itself stays.
@@ -141,7 +144,8 @@ type dockerManifest struct {
 	Layers   []string `json:"Layers"`
 }
 
-// blob is a content-addressed file of the archive.
+// blob is a small content-addressed file of the archive (config, manifest),
+// held in memory.
 type blob struct {
 	digest string
 	data   []byte
@@ -152,9 +156,41 @@ func newBlob(data []byte) blob {
 	return blob{digest: "sha256:" + hex.EncodeToString(sum[:]), data: data}
 }
 
-func (b blob) path() string { return "blobs/sha256/" + strings.TrimPrefix(b.digest, "sha256:") }
+func (b blob) path() string { return blobPath(b.digest) }
+
+func blobPath(digest string) string { return "blobs/sha256/" + strings.TrimPrefix(digest, "sha256:") }
+
+// layerInfo is what the manifest and the config say of one layer. It is
+// also the side file (sideFile) kept beside a layer file, so that a build
+// need not decompress the layer again for its diff ID.
+type layerInfo struct {
+	Digest       string `json:"digest"` // of the gzipped tar: the blob's name
+	Size         int64  `json:"size"`
+	DiffID       string `json:"diffID"` // of the uncompressed tar
+	UnpackedSize int64  `json:"unpackedSize"`
+}
+
+// layer is one layer of the image: its gzipped tar, in a file that stays
+// open until the archive is written, and what is known of it.
+type layer struct {
+	layerInfo
+	file *os.File
+	temp bool // file is Write's own and is removed afterwards
+}
+
+func (l *layer) close() {
+	l.file.Close()
+	if l.temp {
+		os.Remove(l.file.Name())
+	}
+}
 
 // Write builds the image the spec describes and writes its archive to w.
+//
+// Memory use does not grow with the layers: a directory is compressed to a
+// temporary file (in os.TempDir) while its digests are computed, and the
+// archive copies each layer from its file. Every layer is made and read
+// before the first byte goes to w, so bad input fails with nothing written.
 func Write(w io.Writer, spec Spec) (Result, error) {
 	if err := spec.validate(); err != nil {
 		return Result{}, err
@@ -166,22 +202,26 @@ func Write(w io.Writer, spec Spec) (Result, error) {
 	created := spec.Epoch.UTC().Format(time.RFC3339)
 
 	var res Result
-	var blobs []blob
+	var layers []*layer
+	defer func() {
+		for _, l := range layers {
+			l.close()
+		}
+	}()
 	var layerDescs []descriptor
 	var diffIDs []string
 	var hist []history
-	for i, dir := range spec.Layers {
-		compressed, diffID, rawSize, err := layerFrom(dir, spec.Exclude, spec.Epoch)
+	for i, path := range spec.Layers {
+		l, err := layerFrom(path, spec.Exclude, spec.Epoch)
 		if err != nil {
-			return Result{}, fmt.Errorf("layer from %s: %w", dir, err)
+			return Result{}, fmt.Errorf("layer from %s: %w", path, err)
 		}
-		b := newBlob(compressed)
-		blobs = append(blobs, b)
-		layerDescs = append(layerDescs, descriptor{MediaType: mediaTypeLayer, Digest: b.digest, Size: int64(len(b.data))})
-		diffIDs = append(diffIDs, diffID)
+		layers = append(layers, l)
+		layerDescs = append(layerDescs, descriptor{MediaType: mediaTypeLayer, Digest: l.Digest, Size: l.Size})
+		diffIDs = append(diffIDs, l.DiffID)
 		hist = append(hist, history{Created: created, CreatedBy: fmt.Sprintf("ociimage: layer %d", i+1)})
-		res.LayerSizes = append(res.LayerSizes, int64(len(b.data)))
-		res.UnpackedSize += rawSize
+		res.LayerSizes = append(res.LayerSizes, l.Size)
+		res.UnpackedSize += l.UnpackedSize
 	}
 
 	cfg := imageConfig{
@@ -209,7 +249,6 @@ func Write(w io.Writer, spec Spec) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	blobs = append(blobs, cfgBlob, manBlob)
 
 	idx, err := json.Marshal(index{
 		SchemaVersion: 2,
@@ -222,22 +261,28 @@ func Write(w io.Writer, spec Spec) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	layerPaths := make([]string, len(layerDescs))
-	for i := range layerDescs {
-		layerPaths[i] = blobs[i].path()
+	layerPaths := make([]string, len(layers))
+	for i, l := range layers {
+		layerPaths[i] = blobPath(l.Digest)
 	}
 	dm, err := json.Marshal([]dockerManifest{{Config: cfgBlob.path(), RepoTags: []string{spec.Name}, Layers: layerPaths}})
 	if err != nil {
 		return Result{}, err
 	}
 
-	files := map[string][]byte{
-		"oci-layout":    []byte(`{"imageLayoutVersion":"1.0.0"}`),
-		"index.json":    idx,
-		"manifest.json": dm,
+	files := map[string]archiveFile{
+		"oci-layout":    {data: []byte(`{"imageLayoutVersion":"1.0.0"}`)},
+		"index.json":    {data: idx},
+		"manifest.json": {data: dm},
 	}
-	for _, b := range blobs {
-		files[b.path()] = b.data
+	// A layer given twice is one blob.
+	for _, l := range layers {
+		if _, ok := files[blobPath(l.Digest)]; !ok {
+			files[blobPath(l.Digest)] = archiveFile{layer: l}
+		}
+	}
+	for _, b := range []blob{cfgBlob, manBlob} {
+		files[b.path()] = archiveFile{data: b.data}
 	}
 	cw := &countingWriter{w: w}
 	if err := writeArchive(cw, files, spec.Epoch); err != nil {
@@ -264,10 +309,12 @@ func (s Spec) validate() error {
 		return errors.New("no layers: give at least one --layer DIR")
 	}
 	if s.Epoch.IsZero() {
-		return errors.New("no epoch: set SOURCE_DATE_EPOCH or --epoch, so that two builds give the same digest")
+		return errNoEpoch
 	}
 	return nil
 }
+
+var errNoEpoch = errors.New("no epoch: set SOURCE_DATE_EPOCH or --epoch, so that two builds give the same digest")
 
 // tagOf returns the tag of a reference ("v1" of "localhost:5000/a:v1").
 func tagOf(ref string) string {
@@ -287,62 +334,192 @@ func jsonBlob(v any) (blob, error) {
 }
 
 // WriteLayer writes the gzipped tar of dir's tree to w, as Write would make
-// it a layer, for use as a Spec.Layers file later.
+// it a layer. It streams: on error, w may hold part of the layer. For a
+// layer file to give Write later, use WriteLayerFile.
 func WriteLayer(w io.Writer, dir string, exclude []string, epoch time.Time) error {
 	if epoch.IsZero() {
-		return errors.New("no epoch: set SOURCE_DATE_EPOCH or --epoch, so that two builds give the same digest")
+		return errNoEpoch
 	}
-	compressed, _, _, err := layerFromDir(dir, exclude, epoch)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(compressed)
+	_, err := compressTree(w, dir, exclude, epoch)
 	return err
 }
 
-// layerFrom makes a layer of a directory, or reads a gzipped tar file.
-func layerFrom(path string, exclude []string, epoch time.Time) ([]byte, string, int64, error) {
+// WriteLayerFile writes the gzipped tar of dir's tree to the file path, as
+// Write would make it a layer, for use as a Spec.Layers file later. It
+// writes a temporary file beside path and renames it, so path is either
+// complete or untouched, and then the side file that saves Write from
+// decompressing the layer for its diff ID (path + ".diffid.json").
+func WriteLayerFile(path, dir string, exclude []string, epoch time.Time) error {
+	if epoch.IsZero() {
+		return errNoEpoch
+	}
+	var info layerInfo
+	err := writeFileAtomic(path, func(w io.Writer) error {
+		var err error
+		info, err = compressTree(w, dir, exclude, epoch)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return writeSideFile(path, info)
+}
+
+// sideFile is the file beside a layer file that holds its layerInfo.
+func sideFile(layerPath string) string { return layerPath + ".diffid.json" }
+
+func writeSideFile(layerPath string, info layerInfo) error {
+	data, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(sideFile(layerPath), func(w io.Writer) error {
+		_, err := w.Write(append(data, '\n'))
+		return err
+	})
+}
+
+// readSideFile returns the layerInfo of the side file of the layer file at
+// layerPath, if there is one that describes a layer of that digest and size.
+func readSideFile(layerPath, digest string, size int64) (layerInfo, bool) {
+	data, err := os.ReadFile(sideFile(layerPath))
+	if err != nil {
+		return layerInfo{}, false
+	}
+	var info layerInfo
+	if err := json.Unmarshal(data, &info); err != nil {
+		return layerInfo{}, false
+	}
+	if info.Digest != digest || info.Size != size || !validDigest(info.DiffID) || info.UnpackedSize <= 0 {
+		return layerInfo{}, false
+	}
+	return info, true
+}
+
+func validDigest(d string) bool {
+	h, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(h) != sha256.Size*2 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil && h == strings.ToLower(h)
+}
+
+// writeFileAtomic writes path through a temporary file in its directory,
+// renamed over path only when write and close succeed.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".ociimage-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	bw := bufio.NewWriterSize(tmp, 1<<16)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// layerFrom makes a layer of a directory, or opens a gzipped tar file.
+func layerFrom(path string, exclude []string, epoch time.Time) (*layer, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, "", 0, err
+		return nil, err
 	}
 	if fi.IsDir() {
 		return layerFromDir(path, exclude, epoch)
 	}
-	compressed, err := os.ReadFile(path)
+	return layerFromFile(path)
+}
+
+// layerFromDir compresses dir's tree into a temporary file, computing the
+// digests on the way.
+func layerFromDir(dir string, exclude []string, epoch time.Time) (*layer, error) {
+	f, err := os.CreateTemp("", "ociimage-layer-*.tar.gz")
 	if err != nil {
-		return nil, "", 0, err
+		return nil, err
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(compressed))
+	l := &layer{file: f, temp: true}
+	bw := bufio.NewWriterSize(f, 1<<16)
+	l.layerInfo, err = compressTree(bw, dir, exclude, epoch)
+	if err == nil {
+		err = bw.Flush()
+	}
 	if err != nil {
-		return nil, "", 0, fmt.Errorf("%s is neither a directory nor a gzipped tar: %w", path, err)
+		l.close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// layerFromFile opens a gzipped tar file as a layer. Its digest is always
+// computed, as it names the blob; its diff ID comes from the side file when
+// that describes this very file, and otherwise from decompressing it, after
+// which the side file is written for the next build (if the directory is
+// not writable, the next build decompresses again).
+func layerFromFile(path string) (_ *layer, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	sum := sha256.New()
+	size, err := io.Copy(sum, f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	digest := digestOf(sum)
+	if info, ok := readSideFile(path, digest, size); ok {
+		return &layer{layerInfo: info, file: f}, nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	zr, err := gzip.NewReader(bufio.NewReaderSize(f, 1<<16))
+	if err != nil {
+		return nil, fmt.Errorf("%s is neither a directory nor a gzipped tar: %w", path, err)
 	}
 	raw := sha256.New()
 	n, err := io.Copy(raw, zr)
 	if err != nil {
-		return nil, "", 0, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return compressed, digestOf(raw), n, nil
+	info := layerInfo{Digest: digest, Size: size, DiffID: digestOf(raw), UnpackedSize: n}
+	_ = writeSideFile(path, info) // a cache only: the build does not need it
+	return &layer{layerInfo: info, file: f}, nil
 }
 
-// layerFromDir returns the gzipped tar of dir's tree, the digest of the
-// uncompressed tar (the layer's diff ID) and its size.
-func layerFromDir(dir string, exclude []string, epoch time.Time) ([]byte, string, int64, error) {
-	var gz bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&gz, gzip.DefaultCompression)
-	if err != nil {
-		return nil, "", 0, err
-	}
+// compressTree writes the gzipped tar of dir's tree to w and returns the
+// digest and size of what it wrote and of the tar inside (the diff ID), all
+// computed in the one pass.
+func compressTree(w io.Writer, dir string, exclude []string, epoch time.Time) (layerInfo, error) {
+	gzSum := sha256.New()
+	gzOut := &countingWriter{w: io.MultiWriter(w, gzSum)}
 	// No name and no time in the gzip header; Go writes OS "unknown".
+	zw, err := gzip.NewWriterLevel(gzOut, gzip.DefaultCompression)
+	if err != nil {
+		return layerInfo{}, err
+	}
 	raw := sha256.New()
 	counter := &countingWriter{w: io.MultiWriter(zw, raw)}
 	if err := writeTree(counter, dir, exclude, epoch); err != nil {
-		return nil, "", 0, err
+		return layerInfo{}, err
 	}
 	if err := zw.Close(); err != nil {
-		return nil, "", 0, err
+		return layerInfo{}, err
 	}
-	return gz.Bytes(), digestOf(raw), counter.n, nil
+	return layerInfo{Digest: digestOf(gzSum), Size: gzOut.n, DiffID: digestOf(raw), UnpackedSize: counter.n}, nil
 }
 
 func digestOf(h hash.Hash) string { return "sha256:" + hex.EncodeToString(h.Sum(nil)) }
@@ -446,8 +623,15 @@ func walkSorted(root string, fn func(path, rel string, fi fs.FileInfo) (bool, er
 	return walk(root, "")
 }
 
+// archiveFile is one file of the outer tar: small data, or a layer's file.
+type archiveFile struct {
+	data  []byte
+	layer *layer
+}
+
 // writeArchive writes the outer tar: directories first, then files, sorted.
-func writeArchive(w io.Writer, files map[string][]byte, epoch time.Time) error {
+// A layer is copied from its file and checked against its digest on the way.
+func writeArchive(w io.Writer, files map[string]archiveFile, epoch time.Time) error {
 	tw := tar.NewWriter(w)
 	for _, d := range []string{"blobs/", "blobs/sha256/"} {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
@@ -459,16 +643,44 @@ func writeArchive(w io.Writer, files map[string][]byte, epoch time.Time) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	buf := make([]byte, 1<<18)
 	for _, n := range names {
-		data := files[n]
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: n, Mode: 0o644, Size: int64(len(data)), ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+		f := files[n]
+		size := int64(len(f.data))
+		if f.layer != nil {
+			size = f.layer.Size
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: n, Mode: 0o644, Size: size, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
 			return err
 		}
-		if _, err := tw.Write(data); err != nil {
+		if f.layer == nil {
+			if _, err := tw.Write(f.data); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := copyLayer(tw, f.layer, buf); err != nil {
 			return err
 		}
 	}
 	return tw.Close()
+}
+
+// copyLayer copies a layer's file to w, failing if it is no longer the file
+// that was measured.
+func copyLayer(w io.Writer, l *layer, buf []byte) error {
+	if _, err := l.file.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	sum := sha256.New()
+	n, err := io.CopyBuffer(io.MultiWriter(w, sum), io.LimitReader(l.file, l.Size+1), buf)
+	if err != nil {
+		return fmt.Errorf("copying %s: %w", l.file.Name(), err)
+	}
+	if n != l.Size || digestOf(sum) != l.Digest {
+		return fmt.Errorf("%s changed while the image was written", l.file.Name())
+	}
+	return nil
 }
 
 type countingWriter struct {
