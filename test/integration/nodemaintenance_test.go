@@ -425,32 +425,40 @@ func TestNodeMaintenancePDBBlocked(t *testing.T) {
 }
 
 // TestNodeMaintenanceResumesAfterKill: an agent killed mid-drain resumes the
-// object's drain, keeping the original record.
+// object's drain, keeping the original record. As in
+// TestDrainResumesAfterAgentRestart, the pods start slowly under a PDB that
+// allows one disruption at a time, so the kill lands while the drain runs,
+// once the object shows progress and the counts.
 func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
 	b := newNMBed(t, false)
 	c := b.env.Client()
 	const replicas = 12
-	createDeployment(t, c, b.ns, "db", replicas, "node-1")
+	createSlowStartDeployment(t, c, b.ns, "db", replicas, "node-1")
 	waitRunningOn(t, c, "node-1", replicas)
-	createPDB(t, c, b.ns, "db", replicas-1) // one at a time: slow enough to interrupt
+	createPDB(t, c, b.ns, "db", replicas-1)
 	b.addTargets(t)
 
 	agent := startAgent(t, b.env, "node-1", nmFlag)
 	agent.WaitReady(t)
+	requested := time.Now()
 	b.create(t, kubevirtGroup, "nm-node-1", "node-1", "restart test")
-	var before *selfdrain.NodeMaintenance
-	// Killed as soon as the drain runs: with kwok's fast pod stages twelve
-	// pods drain in under two seconds, too fast to wait for a progress
-	// figure first (a run here missed it and waited out the minute).
-	waitFor(t, time.Minute, "drain under way", func() (bool, error) {
-		before = b.get(t, kubevirtGroup, "nm-node-1")
-		return before.Status.Phase == selfdrain.PhaseRunning || before.Status.Phase == selfdrain.PhaseSucceeded, nil
+	waitFor(t, time.Minute, "drain under way in the object's status", func() (bool, error) {
+		st := b.get(t, kubevirtGroup, "nm-node-1").Status
+		return st.Phase == selfdrain.PhaseRunning && st.DrainProgress > 0 && st.TotalPods > 0 && st.EvictionPods > 0, nil
 	})
 	agent.Kill(t)
+	// What the killed agent published last, on the object and on the Node.
+	before := b.get(t, kubevirtGroup, "nm-node-1")
 	recBefore := nodeStatus(t, c, "node-1")
-	t.Logf("killed the agent mid-drain at %d%%: %d pods pending", before.Status.DrainProgress, len(before.Status.PendingPods))
-	if before.Status.DrainProgress >= 100 {
-		t.Skip("drain finished before the kill; nothing to resume")
+	t.Logf("killed the agent %s after the request, at %d%%: %d of %d pods pending; object status %+v",
+		time.Since(requested).Round(100*time.Millisecond), before.Status.DrainProgress, len(before.Status.PendingPods), before.Status.EvictionPods, before.Status)
+	if before.Status.Phase != selfdrain.PhaseRunning || before.Status.DrainProgress <= 0 || before.Status.DrainProgress >= 100 {
+		t.Fatalf("the kill did not land mid-drain (phase %s, progress %d%%): nothing to resume", before.Status.Phase, before.Status.DrainProgress)
+	}
+	if before.Status.EvictionPods != replicas || before.Status.TotalPods < replicas || recBefore.StartTime == nil ||
+		recBefore.TotalPods != before.Status.TotalPods || recBefore.EvictionPods != before.Status.EvictionPods {
+		t.Fatalf("the killed agent had not published the counts (want %d pods to evict) and the start time: object %+v, node record %s",
+			replicas, before.Status, recBefore.Encode())
 	}
 
 	again := startAgent(t, b.env, "node-1", nmFlag)
@@ -462,12 +470,13 @@ func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
 	})
 	after := b.get(t, kubevirtGroup, "nm-node-1")
 	rec := nodeStatus(t, c, "node-1")
-	t.Logf("status after resume: %+v; node record %s", after.Status, rec.Encode())
-	// The counts are compared when the killed agent had published them;
-	// killed right at the start, the object may not carry them yet.
-	countsLost := before.Status.TotalPods != 0 && (after.Status.TotalPods != before.Status.TotalPods || after.Status.EvictionPods != before.Status.EvictionPods)
-	if !rec.StartTime.Equal(recBefore.StartTime) || countsLost {
-		t.Errorf("resume lost the original record: before %+v, after %+v", before.Status, after.Status)
+	t.Logf("drained %s after the request; status after resume: %+v; node record %s", time.Since(requested).Round(100*time.Millisecond), after.Status, rec.Encode())
+	if !rec.StartTime.Equal(recBefore.StartTime) || rec.TotalPods != recBefore.TotalPods || rec.EvictionPods != recBefore.EvictionPods ||
+		after.Status.TotalPods != before.Status.TotalPods || after.Status.EvictionPods != before.Status.EvictionPods {
+		t.Errorf("resume lost the original record: before %+v and %s, after %+v and %s", before.Status, recBefore.Encode(), after.Status, rec.Encode())
+	}
+	if after.Status.DrainProgress != 100 || len(after.Status.PendingPods) != 0 {
+		t.Errorf("resumed drain not complete: drainProgress %d, pendingPods %v", after.Status.DrainProgress, after.Status.PendingPods)
 	}
 	if !rec.CordonedByAgent || !rec.TaintedByAgent || !hasFinalizer(after) {
 		t.Errorf("resume forgot what the agent did: %s, finalizers %v", rec.Encode(), after.Finalizers)

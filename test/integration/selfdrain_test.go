@@ -319,29 +319,40 @@ func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 	}
 }
 
+// TestDrainResumesAfterAgentRestart: an agent killed mid-drain is replaced
+// by one that resumes the same drain. The pods start slowly and the PDB
+// allows one disruption at a time, so the drain takes at least eleven
+// seconds (see createSlowStartDeployment) and the kill lands while it runs,
+// after the first pods have gone.
 func TestDrainResumesAfterAgentRestart(t *testing.T) {
 	b := newDrainBed(t)
 	c := b.env.Client()
 	const replicas = 12
-	createDeployment(t, c, b.ns, "db", replicas, "node-1")
+	createSlowStartDeployment(t, c, b.ns, "db", replicas, "node-1")
 	waitRunningOn(t, c, "node-1", replicas)
-	createPDB(t, c, b.ns, "db", replicas-1) // one at a time: slow enough to interrupt
+	createPDB(t, c, b.ns, "db", replicas-1)
 	b.addTargets(t)
 
 	agent := startAgent(t, b.env, "node-1")
 	agent.WaitReady(t)
+	requested := time.Now()
 	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "restart test"); err != nil {
 		t.Fatal(err)
 	}
-	var before *selfdrain.Status
 	waitFor(t, time.Minute, "drain under way", func() (bool, error) {
-		before = nodeStatus(t, c, "node-1")
-		return before != nil && before.Phase == selfdrain.PhaseRunning && before.DrainProgress > 0, nil
+		st := nodeStatus(t, c, "node-1")
+		return st != nil && st.Phase == selfdrain.PhaseRunning && st.DrainProgress > 0, nil
 	})
 	agent.Kill(t)
-	t.Logf("killed the agent mid-drain at %d%%: %d pods pending", before.DrainProgress, len(before.PendingPods))
-	if before.DrainProgress >= 100 {
-		t.Skip("drain finished before the kill; nothing to resume")
+	// What the killed agent published last.
+	before := nodeStatus(t, c, "node-1")
+	t.Logf("killed the agent %s after the request, at %d%%: %d of %d pods pending; status %s",
+		time.Since(requested).Round(100*time.Millisecond), before.DrainProgress, len(before.PendingPods), before.EvictionPods, before.Encode())
+	if before.Phase != selfdrain.PhaseRunning || before.DrainProgress <= 0 || before.DrainProgress >= 100 {
+		t.Fatalf("the kill did not land mid-drain (phase %s, progress %d%%): nothing to resume", before.Phase, before.DrainProgress)
+	}
+	if before.StartTime == nil || before.EvictionPods != replicas || before.TotalPods < replicas {
+		t.Fatalf("the killed agent had not published the start time and counts (want %d pods to evict): %s", replicas, before.Encode())
 	}
 
 	again := startAgent(t, b.env, "node-1")
@@ -356,9 +367,12 @@ func TestDrainResumesAfterAgentRestart(t *testing.T) {
 		return st.Phase == selfdrain.PhaseSucceeded, nil
 	})
 	after := nodeStatus(t, c, "node-1")
-	t.Logf("status after resume: %s", after.Encode())
+	t.Logf("drained %s after the request; status after resume: %s", time.Since(requested).Round(100*time.Millisecond), after.Encode())
 	if !after.StartTime.Equal(before.StartTime) || after.TotalPods != before.TotalPods || after.EvictionPods != before.EvictionPods {
 		t.Errorf("resumed status lost the original record: before %s, after %s", before.Encode(), after.Encode())
+	}
+	if after.DrainProgress != 100 || len(after.PendingPods) != 0 {
+		t.Errorf("resumed drain not complete: progress %d, pending %v", after.DrainProgress, after.PendingPods)
 	}
 	if !after.CordonedByAgent || !after.TaintedByAgent {
 		t.Errorf("resume forgot that the agent cordoned and tainted: %s", after.Encode())

@@ -40,6 +40,30 @@ func createDeployment(t *testing.T, c kubernetes.Interface, ns, name string, rep
 	return d
 }
 
+// slowStartDelay is how long kwok keeps each pod of a
+// createSlowStartDeployment Pending before it runs and is Ready.
+const slowStartDelay = time.Second
+
+// createSlowStartDeployment is createDeployment with pods that kwok starts
+// only slowStartDelay after they are scheduled (testenv.PodReadyDelayAnnotation),
+// the replacements of evicted pods too. Under a PodDisruptionBudget that
+// allows one disruption at a time, each eviction after the first waits until
+// the replacement of the pod before it is Ready, as a real drain waits for
+// each new pod to start: draining n such pods takes at least
+// (n-1)*slowStartDelay however fast the machine is, which leaves time to
+// stop the agent mid-drain at a known point. Every other pod keeps kwok's
+// fast lifecycle.
+func createSlowStartDeployment(t *testing.T, c kubernetes.Interface, ns, name string, replicas int32, preferNode string) *appsv1.Deployment {
+	t.Helper()
+	d := testenv.NewDeployment(ns, name, replicas, preferNode)
+	d.Spec.Template.Annotations = map[string]string{testenv.PodReadyDelayAnnotation: slowStartDelay.String()}
+	d, err := c.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 func createDaemonSet(t *testing.T, c kubernetes.Interface, ns, name string) {
 	t.Helper()
 	if _, err := c.AppsV1().DaemonSets(ns).Create(context.Background(), testenv.NewDaemonSet(ns, name), metav1.CreateOptions{}); err != nil {

@@ -10,7 +10,11 @@
 // kwok plays the kubelet of every Node created with AddNode, so pods get
 // scheduled, become Running and finish terminating without any container
 // runtime. Which kwok stages play the pod lifecycle is chosen with
-// Options.PodStages.
+// Options.PodStages. Under either set, a pod annotated with
+// PodReadyDelayAnnotation or PodDeleteDelayAnnotation (kwok's own
+// "<stage>.stage.kwok.x-k8s.io/delay" convention) starts or leaves that much
+// later, which lets a test slow down one workload's drain while every other
+// pod keeps the fast lifecycle.
 //
 // DefaultOptions runs every component; Options{} runs etcd and
 // kube-apiserver only. Tests use StartForTest, which skips when the binaries

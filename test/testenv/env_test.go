@@ -190,6 +190,89 @@ func TestEnvGeneralPodStages(t *testing.T) {
 	}
 }
 
+// TestEnvPodStageDelays checks the delay annotations under the fast pod
+// stages: an annotated pod waits, a pod without them does not, and a short
+// delay ends. The long delays are long enough that the checks made while
+// they run never depend on how fast the machine is.
+func TestEnvPodStageDelays(t *testing.T) {
+	e := StartForTest(t, DefaultOptions())
+	ctx := t.Context()
+	client := e.Client()
+	if err := e.AddNode(ctx, "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	ns := metav1.NamespaceDefault
+	create := func(name string, annotations map[string]string) {
+		t.Helper()
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: annotations},
+			Spec: corev1.PodSpec{
+				NodeName:    "node-1",
+				Tolerations: []corev1.Toleration{KwokToleration()},
+				Containers:  []corev1.Container{{Name: "c", Image: "registry.invalid/x:1"}},
+			},
+		}
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(name string) *corev1.Pod {
+		t.Helper()
+		p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	waitGone := func(name string) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return get(name) == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("pod %s not deleted: %v", name, err)
+		}
+	}
+	del := func(name string) {
+		t.Helper()
+		if err := client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Start: the annotated pod, created first, is still Pending when the
+	// other one runs.
+	create("late", map[string]string{PodReadyDelayAnnotation: "10m"})
+	create("prompt", nil)
+	if _, err := waitPodRunning(ctx, client, ns, "prompt"); err != nil {
+		t.Fatal(err)
+	}
+	if p := get("late"); p.Status.Phase != corev1.PodPending {
+		t.Errorf("pod with %s=10m is %s when a pod created after it runs, want Pending", PodReadyDelayAnnotation, p.Status.Phase)
+	}
+
+	// Deletion: the annotated pod, deleted first, is still Terminating when
+	// the other one is gone; a short delay ends.
+	create("lingering", map[string]string{PodDeleteDelayAnnotation: "10m"})
+	create("brief", map[string]string{PodDeleteDelayAnnotation: "1s"})
+	for _, name := range []string{"lingering", "brief"} {
+		if _, err := waitPodRunning(ctx, client, ns, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del("lingering")
+	del("prompt")
+	waitGone("prompt")
+	if p := get("lingering"); p == nil || p.DeletionTimestamp == nil {
+		t.Errorf("pod with %s=10m is gone or not Terminating when a pod deleted after it is gone: %v", PodDeleteDelayAnnotation, p)
+	}
+	del("brief")
+	waitGone("brief")
+}
+
 func waitPodRunning(ctx context.Context, client kubernetes.Interface, namespace, name string) (*corev1.Pod, error) {
 	var pod *corev1.Pod
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -43,6 +45,30 @@ func KwokToleration() corev1.Toleration {
 		Effect:   corev1.TaintEffectNoSchedule,
 	}
 }
+
+// StageDelayAnnotation is the annotation that delays, for the one object
+// carrying it, kwok's Stage of that name: its value is a Go duration ("2s")
+// or an RFC 3339 time to wait for. It is kwok's own convention, which the
+// Stages of kwok's general and chaos sets honour (for example
+// "pod-delete.stage.kwok.x-k8s.io/delay"); the harness makes the fast pod
+// Stages honour it too (see withDelayFromAnnotation).
+func StageDelayAnnotation(stage string) string {
+	return stage + ".stage.kwok.x-k8s.io/delay"
+}
+
+var (
+	// PodReadyDelayAnnotation delays kwok's pod-ready Stage: a pod carrying
+	// it stays Pending, not Ready, for that long after it is scheduled. The
+	// replacements of evicted pods carry it too when it is in their
+	// template, so a drain that a PodDisruptionBudget allows one disruption
+	// at a time evicts at most one pod per that delay, as a real drain waits
+	// for each replacement to start.
+	PodReadyDelayAnnotation = StageDelayAnnotation("pod-ready")
+	// PodDeleteDelayAnnotation delays kwok's pod-delete Stage: a pod carrying
+	// it stays Terminating for that long after its deletion is asked for, as
+	// a real pod does while its containers shut down.
+	PodDeleteDelayAnnotation = StageDelayAnnotation("pod-delete")
+)
 
 // kwokStageDirs are the stage sets loaded, relative to the module's
 // kustomize/stage. node/heartbeat-with-lease is there because kwok then keeps
@@ -123,7 +149,14 @@ func kwokStagesConfig(moduleDir, podStages string) ([]byte, error) {
 			if !bytes.Contains(data, []byte("kind: Stage")) {
 				continue
 			}
+			data, changed, err := withDelayFromAnnotation(data)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
 			fmt.Fprintf(&buf, "---\n# from %s\n", f)
+			if changed {
+				buf.WriteString("# with spec.delay added by testenv: see StageDelayAnnotation\n")
+			}
 			buf.Write(bytes.TrimSpace(data))
 			buf.WriteString("\n")
 			n++
@@ -133,4 +166,39 @@ func kwokStagesConfig(moduleDir, podStages string) ([]byte, error) {
 		}
 	}
 	return buf.Bytes(), nil
+}
+
+// withDelayFromAnnotation gives a Pod Stage that has no delay of its own
+// the delay kwok's general Stages have: the duration in the pod's
+// StageDelayAnnotation(name), and none without it. Other documents, and Stages
+// with a delay (the general set's, which already read the same annotation),
+// are returned as they are, with changed false.
+//
+// Only the delay changes: the Stage keeps its name, selector and weight, so
+// kwok picks among the same Stages for the same pods as before and no second
+// Stage can match a delayed pod. A pod without the annotation gets delay 0,
+// which kwok's pod controller queues exactly as a Stage without a delay (the
+// annotation's value is read with durationFrom; a missing value falls back
+// to durationMilliseconds, unset here, so 0).
+func withDelayFromAnnotation(doc []byte) (out []byte, changed bool, err error) {
+	var stage map[string]any
+	if err := yaml.Unmarshal(doc, &stage); err != nil {
+		return nil, false, err
+	}
+	if stage["kind"] != "Stage" {
+		return doc, false, nil
+	}
+	name, _, _ := unstructured.NestedString(stage, "metadata", "name")
+	kind, _, _ := unstructured.NestedString(stage, "spec", "resourceRef", "kind")
+	_, hasDelay, _ := unstructured.NestedFieldNoCopy(stage, "spec", "delay")
+	if name == "" || kind != "Pod" || hasDelay {
+		return doc, false, nil
+	}
+	expr := fmt.Sprintf(".metadata.annotations[%q]", StageDelayAnnotation(name))
+	delay := map[string]any{"durationFrom": map[string]any{"jq": map[string]any{"expression": expr}}}
+	if err := unstructured.SetNestedField(stage, delay, "spec", "delay"); err != nil {
+		return nil, false, err
+	}
+	out, err = yaml.Marshal(stage)
+	return out, true, err
 }

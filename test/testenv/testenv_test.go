@@ -4,15 +4,18 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 )
 
 func parseCert(t *testing.T, data []byte) *x509.Certificate {
@@ -213,6 +216,64 @@ func TestKwokModuleStages(t *testing.T) {
 				t.Errorf("%s stages lack %q", stages, want)
 			}
 		}
+		// Both sets delay a pod's deletion and its start by its
+		// annotations: the general set by kwok's own Stages, the fast set
+		// by the delay the harness adds.
+		for _, stage := range []string{"pod-ready", "pod-delete"} {
+			want := fmt.Sprintf("%q", StageDelayAnnotation(stage))
+			if !strings.Contains(string(got), want) {
+				t.Errorf("%s stages do not read %s", stages, want)
+			}
+		}
+	}
+}
+
+func TestWithDelayFromAnnotation(t *testing.T) {
+	fastDelete := `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-delete
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+  next:
+    delete: true
+`
+	out, changed, err := withDelayFromAnnotation([]byte(fastDelete))
+	if err != nil || !changed {
+		t.Fatalf("changed=%t err=%v, want a delay added", changed, err)
+	}
+	var got, want map[string]any
+	if err := yaml.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(fastDelete), &want); err != nil {
+		t.Fatal(err)
+	}
+	// The delay is the only change: same name, selector and next.
+	want["spec"].(map[string]any)["delay"] = map[string]any{"durationFrom": map[string]any{"jq": map[string]any{
+		"expression": `.metadata.annotations["pod-delete.stage.kwok.x-k8s.io/delay"]`}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got\n%s\nwant the input with spec.delay added", out)
+	}
+
+	for name, doc := range map[string]string{
+		"a Stage with a delay of its own": strings.Replace(fastDelete, "  next:", "  delay:\n    durationMilliseconds: 1000\n  next:", 1),
+		"a Node Stage":                    strings.Replace(fastDelete, "kind: Pod", "kind: Node", 1),
+		"not a Stage":                     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: pod-delete\n",
+	} {
+		out, changed, err := withDelayFromAnnotation([]byte(doc))
+		if err != nil || changed || string(out) != doc {
+			t.Errorf("%s: changed=%t err=%v, want it as it was", name, changed, err)
+		}
+	}
+	if _, _, err := withDelayFromAnnotation([]byte("kind: [")); err == nil {
+		t.Error("invalid YAML accepted")
 	}
 }
 
