@@ -383,11 +383,14 @@ func TestDrainResumesAfterAgentRestart(t *testing.T) {
 	waitDeploymentAvailable(t, c, b.ns, "db", replicas)
 }
 
+// TestDrainSurvivesAPIServerRestart: kube-apiserver restarts while a drain
+// runs (its pods drain one per second or slower); the same agent process
+// carries the drain on to Succeeded.
 func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 	b := newDrainBed(t)
 	c := b.env.Client()
 	const replicas = 12
-	createDeployment(t, c, b.ns, "db", replicas, "node-1")
+	createSlowStartDeployment(t, c, b.ns, "db", replicas, "node-1")
 	waitRunningOn(t, c, "node-1", replicas)
 	createPDB(t, c, b.ns, "db", replicas-1)
 	b.addTargets(t)
@@ -401,6 +404,14 @@ func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 		st := nodeStatus(t, c, "node-1")
 		return st != nil && st.Phase == selfdrain.PhaseRunning && st.DrainProgress > 0, nil
 	})
+	// The pods start slowly (createSlowStartDeployment), so the drain is
+	// still running when the apiserver goes away: the test must not pass on
+	// a drain that finished first.
+	if before := nodeStatus(t, c, "node-1"); before.Phase != selfdrain.PhaseRunning || before.DrainProgress >= 100 {
+		t.Fatalf("the drain was not under way at the restart (phase %s, progress %d%%)", before.Phase, before.DrainProgress)
+	} else {
+		t.Logf("restarting kube-apiserver at %d%%: %d of %d pods pending", before.DrainProgress, len(before.PendingPods), before.EvictionPods)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// Until the restarted apiserver's RBAC cache syncs it refuses everyone,
