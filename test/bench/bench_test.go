@@ -21,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -531,17 +530,10 @@ func (bd *bed) slotFree() (bool, error) {
 
 func (bd *bed) waitFor(what string, cond func() (bool, error)) {
 	bd.b.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(bd.ctx, 200*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
-		ok, err := cond()
-		if err != nil {
-			last = err
-			return false, nil
-		}
-		return ok, nil
-	})
-	if err != nil {
-		bd.b.Fatalf("waiting for %s: %v (last error: %v)\nnode-agent log:\n%s", what, err, last, bd.agent.Tail(20))
+	ctx, cancel := context.WithTimeout(bd.ctx, waitTimeout)
+	defer cancel()
+	if err := testenv.Poll(ctx, 200*time.Millisecond, what, cond); err != nil {
+		bd.b.Fatalf("%v\nnode-agent log:\n%s", err, bd.agent.Tail(20))
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/node-agent/node-agent/test/testenv"
 )
 
 const (
@@ -28,15 +30,12 @@ func logindProperty(ctx context.Context, t *testing.T, c *Container, name string
 	return strings.TrimSpace(c.MustExec(ctx, append(args, name)...))
 }
 
-// poll calls cond until it holds or ctx ends.
+// poll is waitFor for a cheap condition, checked every 50 ms because the
+// logind tests time what follows it.
 func poll(ctx context.Context, t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("gave up waiting for %s: %v", what, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := testenv.Poll(ctx, 50*time.Millisecond, what, func() (bool, error) { return cond(), nil }); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -77,23 +77,12 @@ func waitDeploymentAvailable(ctx context.Context, t *testing.T, c kubernetes.Int
 	})
 }
 
-// waitFor polls cond until it holds; it fails the test when ctx ends first.
-// The test's context is the only bound, so a loaded machine only makes the
-// test slower, never failed.
+// waitFor polls cond every 200 ms until it holds; it fails the test when
+// ctx ends first. The test's context is the only bound, so a loaded machine
+// only makes the test slower, never failed.
 func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, error)) {
 	t.Helper()
-	var lastErr error
-	for {
-		ok, err := cond()
-		if err != nil {
-			lastErr = err
-		} else if ok {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("gave up waiting for %s: %v (last error: %v)", what, ctx.Err(), lastErr)
-		case <-time.After(200 * time.Millisecond):
-		}
+	if err := testenv.Poll(ctx, 200*time.Millisecond, what, cond); err != nil {
+		t.Fatal(err)
 	}
 }

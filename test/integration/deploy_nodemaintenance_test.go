@@ -59,7 +59,7 @@ func (b *deployBed) applyNodeMaintenanceComponent(t *testing.T, overlay, base st
 		"-f", filepath.Join(dir, "crd-medik8s.yaml"), "-f", filepath.Join(dir, "crd-kubevirt.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the NodeMaintenance groups served", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the NodeMaintenance groups served", func() (bool, error) {
 		groups, err := selfdrain.ServedNodeMaintenanceGroups(b.c.Discovery())
 		return len(groups) == 2, err
 	})
@@ -151,7 +151,7 @@ func (b *deployBed) testNodeMaintenancePrivilege(t *testing.T) {
 	status := obj{"status": obj{"phase": "Running", "lastError": "privilege test", "totalpods": 3}}
 	byNMPolicy := `ValidatingAdmissionPolicy '` + nmPolicy + `'`
 
-	waitFor(t, time.Minute, "the NodeMaintenance policy in force", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the NodeMaintenance policy in force", func() (bool, error) {
 		data, _ := json.Marshal(status)
 		_, err := sa.Resource(selfdrain.NodeMaintenanceGVR(medik8sGroup)).Patch(ctx, "priv-node-2", types.MergePatchType, data,
 			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}, "status")
@@ -210,7 +210,7 @@ func (b *deployBed) testNodeMaintenancePrivilege(t *testing.T) {
 			_ = b.c.RbacV1().ClusterRoles().Delete(ctx, grant.Name, metav1.DeleteOptions{})
 		}()
 		var last error
-		waitFor(t, 30*time.Second, "RBAC to allow the delete", func() (bool, error) {
+		testenv.WaitFor(t, 30*time.Second, "RBAC to allow the delete", func() (bool, error) {
 			last = sa.Resource(selfdrain.NodeMaintenanceGVR(medik8sGroup)).Delete(ctx, "priv-node-1", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 			return last == nil || !strings.Contains(last.Error(), byRBAC), nil
 		})

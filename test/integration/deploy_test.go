@@ -206,7 +206,7 @@ func (b *deployBed) testApply(t *testing.T) {
 
 	// The apiserver type-checks the policy's CEL against the Node schema;
 	// a warning means an expression that would fail at admission time.
-	waitFor(t, time.Minute, "the policy type-checked", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the policy type-checked", func() (bool, error) {
 		p, err := b.c.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(t.Context(), agentPolicy, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -221,7 +221,7 @@ func (b *deployBed) testApply(t *testing.T) {
 		}
 		return true, nil
 	})
-	waitFor(t, time.Minute, "the NodeMaintenance policy type-checked", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the NodeMaintenance policy type-checked", func() (bool, error) {
 		p, err := b.c.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(t.Context(), nmPolicy, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -238,7 +238,7 @@ func (b *deployBed) testApply(t *testing.T) {
 	})
 
 	// kwok runs the DaemonSet's pods (no image is pulled), one per node.
-	waitFor(t, 2*time.Minute, "a running node-agent pod on every node", func() (bool, error) {
+	testenv.WaitFor(t, 2*time.Minute, "a running node-agent pod on every node", func() (bool, error) {
 		pods, err := b.c.CoreV1().Pods(agentNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=node-agent"})
 		if err != nil {
 			return false, err
@@ -374,7 +374,7 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 
 	// The policy is in force once the apiserver's admission plugin has
 	// loaded it; a dry run cannot change node-2 meanwhile.
-	waitFor(t, time.Minute, "the admission policy in force", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the admission policy in force", func() (bool, error) {
 		err := mergePatchNode(t, sa, "node-2", obj{"metadata": obj{"labels": obj{labeller.CPUVendorLabelPrefix + "Probe": "true"}}}, true)
 		return err != nil && strings.Contains(err.Error(), byPolicy), nil
 	})
@@ -412,13 +412,13 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 		if _, err := b.c.CoreV1().Pods("work").Create(ctx, victim, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, time.Minute, "pod evictee running", func() (bool, error) {
+		testenv.WaitFor(t, time.Minute, "pod evictee running", func() (bool, error) {
 			p, err := b.c.CoreV1().Pods("work").Get(ctx, "evictee", metav1.GetOptions{})
 			return err == nil && p.Status.Phase == corev1.PodRunning, err
 		})
 		err = sa.PolicyV1().Evictions("work").Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "evictee", Namespace: "work"}})
 		wantAllowed(t, "evict pod work/evictee on node-1", err)
-		waitFor(t, time.Minute, "pod evictee gone", func() (bool, error) {
+		testenv.WaitFor(t, time.Minute, "pod evictee gone", func() (bool, error) {
 			_, err := b.c.CoreV1().Pods("work").Get(ctx, "evictee", metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})
@@ -541,7 +541,7 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 			_ = b.c.RbacV1().ClusterRoles().Delete(ctx, grant.Name, metav1.DeleteOptions{})
 		}()
 		var last error
-		waitFor(t, 30*time.Second, "RBAC to allow the delete", func() (bool, error) {
+		testenv.WaitFor(t, 30*time.Second, "RBAC to allow the delete", func() (bool, error) {
 			last = sa.CoreV1().Nodes().Delete(ctx, "node-2", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 			return last == nil || !strings.Contains(last.Error(), byRBAC), nil
 		})
@@ -591,7 +591,7 @@ func (b *deployBed) testAgent(t *testing.T) {
 	}
 	const replicas = 4
 	createDeployment(t, c, "work", "web", replicas, "node-1")
-	waitFor(t, 2*time.Minute, "web running on node-1", func() (bool, error) {
+	testenv.WaitFor(t, 2*time.Minute, "web running on node-1", func() (bool, error) {
 		n := 0
 		for _, p := range podsOn(t, c, "node-1") {
 			if p.Labels["app"] == "web" && p.Status.Phase == corev1.PodRunning {
@@ -621,7 +621,7 @@ func (b *deployBed) testAgent(t *testing.T) {
 	agent.WaitReady(t)
 
 	var labels map[string]string
-	waitFor(t, 3*time.Minute, "CPU labels on node-1", func() (bool, error) {
+	testenv.WaitFor(t, 3*time.Minute, "CPU labels on node-1", func() (bool, error) {
 		labels = testenv.OwnedLabels(getNode(t, c, "node-1").Labels)
 		// The host model is labelled whatever this host's CPU; which
 		// models are usable depends on it.
@@ -656,7 +656,7 @@ func (b *deployBed) testAgent(t *testing.T) {
 		t.Errorf("node-1 not cordoned and tainted: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
 	}
 	// The condition follows the status annotation.
-	waitFor(t, 30*time.Second, "condition UnderMaintenance=True Drained", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "condition UnderMaintenance=True Drained", func() (bool, error) {
 		cond := nodeCondition(getNode(t, c, "node-1"))
 		return cond != nil && cond.Status == corev1.ConditionTrue && cond.Reason == selfdrain.ReasonDrained, nil
 	})
@@ -666,7 +666,7 @@ func (b *deployBed) testAgent(t *testing.T) {
 		}
 	}
 	waitDeploymentAvailable(t, c, "work", "web", replicas)
-	waitFor(t, time.Minute, "the agent's Events on node-1", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the agent's Events on node-1", func() (bool, error) {
 		evs, err := c.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-1,source=node-agent"})
 		if err != nil {
 			return false, err

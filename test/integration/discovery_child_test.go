@@ -65,7 +65,7 @@ func TestLabellerSurvivesBrokenDiscovery(t *testing.T) {
 	agent.WaitReady(t)
 
 	labelsNow := func() map[string]string { return testenv.OwnedLabels(getNode(t, c, "node-1").Labels) }
-	waitFor(t, time.Minute, "CPU labels from libvirt", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "CPU labels from libvirt", func() (bool, error) {
 		for k := range labelsNow() {
 			if strings.HasPrefix(k, "host-model-cpu.node.kubevirt.io/") { // libvirt-only
 				return true, nil
@@ -95,7 +95,7 @@ func TestLabellerSurvivesBrokenDiscovery(t *testing.T) {
 	} {
 		t.Run(tc.fault, func(t *testing.T) {
 			setFault(tc.fault)
-			waitFor(t, time.Minute, "a CPUDiscoveryFailed Event saying "+tc.why, func() (bool, error) {
+			testenv.WaitFor(t, time.Minute, "a CPUDiscoveryFailed Event saying "+tc.why, func() (bool, error) {
 				evs, err := c.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=node-1,reason=CPUDiscoveryFailed"})
 				if err != nil {
 					return false, err
@@ -113,7 +113,7 @@ func TestLabellerSurvivesBrokenDiscovery(t *testing.T) {
 			}
 			before := discoveries()
 			setFault("")
-			waitFor(t, time.Minute, "a successful discovery in a later period", func() (bool, error) {
+			testenv.WaitFor(t, time.Minute, "a successful discovery in a later period", func() (bool, error) {
 				return discoveries() > before, nil
 			})
 			if got := labelsNow(); !maps.Equal(got, want) {

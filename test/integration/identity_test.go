@@ -56,7 +56,7 @@ func agentKubeconfig(t *testing.T, env *testenv.Env, node string) string {
 	}
 	b := v.(*deployBed)
 	var pod *corev1.Pod
-	waitFor(t, 2*time.Minute, "the node-agent DaemonSet pod on "+node, func() (bool, error) {
+	testenv.WaitFor(t, 2*time.Minute, "the node-agent DaemonSet pod on "+node, func() (bool, error) {
 		pods, err := b.c.CoreV1().Pods(agentNamespace).List(t.Context(), metav1.ListOptions{
 			LabelSelector: "app.kubernetes.io/name=node-agent", FieldSelector: "spec.nodeName=" + node,
 		})

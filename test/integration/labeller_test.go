@@ -77,7 +77,7 @@ func TestLabellerKeepsLabelsTrue(t *testing.T) {
 	agent.WaitReady(t)
 
 	labelsNow := func() map[string]string { return getNode(t, c, "node-1").Labels }
-	waitFor(t, 2*time.Minute, "labels equal to `node-agent labels`", func() (bool, error) {
+	testenv.WaitFor(t, 2*time.Minute, "labels equal to `node-agent labels`", func() (bool, error) {
 		return len(testenv.DiffLabels(testenv.OwnedLabels(labelsNow()), want)) == 0, nil
 	})
 	got := labelsNow()
@@ -99,7 +99,7 @@ func TestLabellerKeepsLabelsTrue(t *testing.T) {
 	if err := patchNode(c, "node-1", `{"metadata":{"annotations":{"unrelated":"x"}}}`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "a sync after an unrelated change", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "a sync after an unrelated change", func() (bool, error) {
 		return scrape(t, agent.MetricsAddr, `node_agent_label_sync_total{result="unchanged"}`) > unchanged, nil
 	})
 	if after := scrape(t, agent.MetricsAddr, `node_agent_label_sync_total{result="changed"}`); after != changed {
@@ -118,14 +118,14 @@ func TestLabellerKeepsLabelsTrue(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	waitFor(t, 30*time.Second, victim+" back", func() (bool, error) { return labelsNow()[victim] == want[victim], nil })
+	testenv.WaitFor(t, 30*time.Second, victim+" back", func() (bool, error) { return labelsNow()[victim] == want[victim], nil })
 	t.Logf("deleted %s by hand; the agent put it back after %s", victim, time.Since(start).Round(time.Millisecond))
 
 	// skip-node=true: nothing is corrected.
 	if err := patchNode(c, "node-1", `{"metadata":{"annotations":{"`+labeller.SkipNodeAnnotation+`":"true"}}}`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "skip-node seen", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "skip-node seen", func() (bool, error) {
 		return scrape(t, agent.MetricsAddr, `node_agent_label_sync_total{result="skipped"}`) > 0, nil
 	})
 	// Read the counter before the edit: the agent may see the edit before
@@ -134,7 +134,7 @@ func TestLabellerKeepsLabelsTrue(t *testing.T) {
 	if err := patchNode(c, "node-1", `{"metadata":{"labels":{"`+victim+`":null,"cpu-model.node.kubevirt.io/Fake":"true"}}}`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the agent saw the hand edit", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "the agent saw the hand edit", func() (bool, error) {
 		return scrape(t, agent.MetricsAddr, `node_agent_label_sync_total{result="skipped"}`) > skipped, nil
 	})
 	if l := labelsNow(); l[victim] != "" || l["cpu-model.node.kubevirt.io/Fake"] != "true" {
@@ -145,7 +145,7 @@ func TestLabellerKeepsLabelsTrue(t *testing.T) {
 	if err := patchNode(c, "node-1", `{"metadata":{"annotations":{"`+labeller.SkipNodeAnnotation+`":"false"}}}`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "labels corrected after skip-node=false", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "labels corrected after skip-node=false", func() (bool, error) {
 		return len(testenv.DiffLabels(testenv.OwnedLabels(labelsNow()), want)) == 0, nil
 	})
 	// And removing the annotation keeps it going.
@@ -158,7 +158,7 @@ func TestLabellerKeepsLabelsTrue(t *testing.T) {
 	if err := patchNode(c, "node-1", `{"metadata":{"annotations":{"`+labeller.SkipNodeAnnotation+`":null}}}`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "labels corrected after skip-node removed", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "labels corrected after skip-node removed", func() (bool, error) {
 		return labelsNow()[victim] == want[victim], nil
 	})
 }
@@ -195,7 +195,7 @@ func TestLabellerReloadsConfig(t *testing.T) {
 
 	var model string
 	// cpu-model-migration labels the usable models, as KubeVirt does.
-	waitFor(t, 2*time.Minute, "cpu-model-migration labels", func() (bool, error) {
+	testenv.WaitFor(t, 2*time.Minute, "cpu-model-migration labels", func() (bool, error) {
 		for k := range getNode(t, c, "node-1").Labels {
 			if strings.HasPrefix(k, labeller.CPUModelMigrationLabelPrefix) {
 				model = strings.TrimPrefix(k, labeller.CPUModelMigrationLabelPrefix)
@@ -206,7 +206,7 @@ func TestLabellerReloadsConfig(t *testing.T) {
 	})
 	// Marking that model obsolete removes its label.
 	write("labeller:\n  libvirtURI: " + uri + "\n  virtType: qemu\n  obsoleteCPUModels: [" + model + "]\nshutdown:\n  enabled: false\n")
-	waitFor(t, time.Minute, model+" label removed after reload", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, model+" label removed after reload", func() (bool, error) {
 		_, ok := getNode(t, c, "node-1").Labels[labeller.CPUModelMigrationLabelPrefix+model]
 		return !ok, nil
 	})
@@ -215,7 +215,7 @@ func TestLabellerReloadsConfig(t *testing.T) {
 	// An invalid reload is refused with an Event; the labels stay.
 	before := testenv.OwnedLabels(getNode(t, c, "node-1").Labels)
 	write("labeller:\n  minCpuModel: Haswell\n")
-	waitFor(t, time.Minute, "ConfigReloadRefused event", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "ConfigReloadRefused event", func() (bool, error) {
 		evs, err := c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=node-1,reason=ConfigReloadRefused"})
 		return err == nil && len(evs.Items) > 0, err
 	})

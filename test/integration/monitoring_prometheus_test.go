@@ -112,7 +112,7 @@ func TestMonitoringStuckDrainAlert(t *testing.T) {
 	t.Logf("prometheus at %s scrapes node-agent at %s", prom.URL, agent.MetricsAddr)
 
 	// Every rule, as loaded, has been evaluated without an error.
-	waitFor(t, time.Minute, "every rule evaluated without error", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "every rule evaluated without error", func() (bool, error) {
 		groups, err := prom.Rules(ctx)
 		if err != nil {
 			return false, err
@@ -159,7 +159,7 @@ func TestMonitoringStuckDrainAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	var firing *testenv.Alert
-	waitFor(t, 2*time.Minute, "NodeDrainBlocked firing", func() (bool, error) {
+	testenv.WaitFor(t, 2*time.Minute, "NodeDrainBlocked firing", func() (bool, error) {
 		a, err := blocked()
 		if err != nil || a == nil || a.State != "firing" {
 			return false, err
@@ -192,7 +192,7 @@ func TestMonitoringStuckDrainAlert(t *testing.T) {
 		t.Fatalf("shutdown guard state: %v, %v", states, err)
 	}
 	if state := states[0].Metric["state"]; slices.Contains([]string{"connecting", "reconnecting", "unavailable"}, state) {
-		waitFor(t, time.Minute, "NodeShutdownGuardUnavailable firing (guard "+state+")", func() (bool, error) {
+		testenv.WaitFor(t, time.Minute, "NodeShutdownGuardUnavailable firing (guard "+state+")", func() (bool, error) {
 			_, err := blocked()
 			s := seen["NodeShutdownGuardUnavailable"]
 			return len(s) > 0 && s[len(s)-1] == "firing", err
@@ -206,7 +206,7 @@ func TestMonitoringStuckDrainAlert(t *testing.T) {
 	if _, err := c.PolicyV1().PodDisruptionBudgets(b.ns).Patch(ctx, "db", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 3*time.Minute, "NodeDrainBlocked cleared", func() (bool, error) {
+	testenv.WaitFor(t, 3*time.Minute, "NodeDrainBlocked cleared", func() (bool, error) {
 		a, err := blocked()
 		return err == nil && a == nil, err
 	})
@@ -229,7 +229,7 @@ func TestMonitoringStuckDrainAlert(t *testing.T) {
 
 	// Let Prometheus scrape the end of the drain before the dashboard's
 	// queries: a rate needs the histogram before and after.
-	waitFor(t, time.Minute, "the drain's duration scraped", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the drain's duration scraped", func() (bool, error) {
 		s, err := prom.Query(ctx, `increase(node_agent_drain_duration_seconds_count{result="succeeded"}[1m]) > 0`)
 		return len(s) > 0, err
 	})

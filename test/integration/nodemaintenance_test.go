@@ -90,7 +90,7 @@ func installNodeMaintenanceCRDs(t *testing.T, env *testenv.Env) {
 		"-f", filepath.Join(dir, "crd-medik8s.yaml"), "-f", filepath.Join(dir, "crd-kubevirt.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the NodeMaintenance groups served", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the NodeMaintenance groups served", func() (bool, error) {
 		groups, err := selfdrain.ServedNodeMaintenanceGroups(env.Client().Discovery())
 		return len(groups) == 2, err
 	})
@@ -218,7 +218,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 	// The documents' group.
 	seen := b.watchPhases(t, kubevirtGroup, "nm-node-1")
 	b.create(t, kubevirtGroup, "nm-node-1", "node-1", "NIC replacement")
-	waitFor(t, 3*time.Minute, "phase Succeeded", func() (bool, error) {
+	testenv.WaitFor(t, 3*time.Minute, "phase Succeeded", func() (bool, error) {
 		nm := b.get(t, kubevirtGroup, "nm-node-1")
 		return nm.Status.Phase == selfdrain.PhaseSucceeded, nil
 	})
@@ -248,7 +248,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 
 	// A second object for node-1, in the other group: no second drain.
 	b.create(t, medik8sGroup, "nm-node-1-again", "node-1", "second request")
-	waitFor(t, time.Minute, "the second object's status", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the second object's status", func() (bool, error) {
 		return b.get(t, medik8sGroup, "nm-node-1-again").Status.LastError != "", nil
 	})
 	dup := b.get(t, medik8sGroup, "nm-node-1-again")
@@ -260,7 +260,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 		t.Errorf("the second object changed the maintenance: %s", again.Encode())
 	}
 	b.delete(t, medik8sGroup, "nm-node-1-again")
-	waitFor(t, 30*time.Second, "the second object gone", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "the second object gone", func() (bool, error) {
 		return b.get(t, medik8sGroup, "nm-node-1-again") == nil, nil
 	})
 
@@ -286,7 +286,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.delete(t, kubevirtGroup, "nm-node-1")
-	waitFor(t, time.Minute, "nm-node-1 gone while the annotation holds the node", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "nm-node-1 gone while the annotation holds the node", func() (bool, error) {
 		return b.get(t, kubevirtGroup, "nm-node-1") == nil, nil
 	})
 	node = getNode(t, c, "node-1")
@@ -297,7 +297,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 	// And the other way round: an object while the annotation holds the
 	// node; removing the annotation leaves the node in maintenance.
 	b.create(t, medik8sGroup, "nm-node-1", "node-1", "object after annotation")
-	waitFor(t, time.Minute, "the object mirrors the drain", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the object mirrors the drain", func() (bool, error) {
 		nm := b.get(t, medik8sGroup, "nm-node-1")
 		return nm.Status.Phase == selfdrain.PhaseSucceeded && hasFinalizer(nm), nil
 	})
@@ -313,7 +313,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 
 	// Deleting the last request restores the node before the object goes.
 	b.delete(t, medik8sGroup, "nm-node-1")
-	waitFor(t, time.Minute, "nm-node-1 gone", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "nm-node-1 gone", func() (bool, error) {
 		return b.get(t, medik8sGroup, "nm-node-1") == nil, nil
 	})
 	node = getNode(t, c, "node-1")
@@ -394,7 +394,7 @@ func TestNodeMaintenancePDBBlocked(t *testing.T) {
 	if out, err := cli(t, b.env, "start", "node-1", "--api", "nodemaintenance", "--reason", "blocked"); err != nil {
 		t.Fatalf("maintenance start --api nodemaintenance: %v\n%s", err, out)
 	}
-	waitFor(t, 2*time.Minute, "a blocker in the status", func() (bool, error) {
+	testenv.WaitFor(t, 2*time.Minute, "a blocker in the status", func() (bool, error) {
 		nm := b.get(t, medik8sGroup, "nm-node-1")
 		return len(nm.Status.PendingPods) == 3 && nm.Status.LastError != "", nil
 	})
@@ -415,7 +415,7 @@ func TestNodeMaintenancePDBBlocked(t *testing.T) {
 		t.Errorf("evictionPods=%d drainProgress=%d, want 3 and 0", nm.Status.EvictionPods, nm.Status.DrainProgress)
 	}
 	// drain.timeout passes: Failed, still with the pods and the blocker.
-	waitFor(t, 2*time.Minute, "phase Failed", func() (bool, error) {
+	testenv.WaitFor(t, 2*time.Minute, "phase Failed", func() (bool, error) {
 		return b.get(t, medik8sGroup, "nm-node-1").Status.Phase == selfdrain.PhaseFailed, nil
 	})
 	nm = b.get(t, medik8sGroup, "nm-node-1")
@@ -442,7 +442,7 @@ func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
 	agent.WaitReady(t)
 	requested := time.Now()
 	b.create(t, kubevirtGroup, "nm-node-1", "node-1", "restart test")
-	waitFor(t, time.Minute, "drain under way in the object's status", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "drain under way in the object's status", func() (bool, error) {
 		st := b.get(t, kubevirtGroup, "nm-node-1").Status
 		return st.Phase == selfdrain.PhaseRunning && st.DrainProgress > 0 && st.TotalPods > 0 && st.EvictionPods > 0, nil
 	})
@@ -465,7 +465,7 @@ func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
 	again.WaitReady(t)
 	// As in TestDrainResumesAfterAgentRestart: a killed eviction can leave
 	// the PDB counting a disruption for up to two minutes.
-	waitFor(t, 5*time.Minute, "phase Succeeded", func() (bool, error) {
+	testenv.WaitFor(t, 5*time.Minute, "phase Succeeded", func() (bool, error) {
 		return b.get(t, kubevirtGroup, "nm-node-1").Status.Phase == selfdrain.PhaseSucceeded, nil
 	})
 	after := b.get(t, kubevirtGroup, "nm-node-1")
@@ -518,7 +518,7 @@ func TestNodeMaintenanceSlotErrorSaysWhy(t *testing.T) {
 	agent := startAgent(t, env, "node-1", nmFlag)
 	agent.WaitReady(t)
 	b.create(t, medik8sGroup, "nm-node-1", "node-1", "new user")
-	waitFor(t, time.Minute, "errorOnLeaseCount at 2", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "errorOnLeaseCount at 2", func() (bool, error) {
 		return b.get(t, medik8sGroup, "nm-node-1").Status.ErrorOnLeaseCount >= 2, nil
 	})
 	nm := b.get(t, medik8sGroup, "nm-node-1")
@@ -527,7 +527,7 @@ func TestNodeMaintenanceSlotErrorSaysWhy(t *testing.T) {
 		!strings.Contains(nm.Status.LastError, "drain.leaseNamespace") {
 		t.Errorf("status %+v: want phase Running and lastError naming the missing namespace and drain.leaseNamespace", nm.Status)
 	}
-	waitFor(t, 30*time.Second, "a DrainSlotError Event", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "a DrainSlotError Event", func() (bool, error) {
 		evs, err := env.Client().CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-1,reason=DrainSlotError"})
 		if err != nil || len(evs.Items) == 0 {
 			return false, err
@@ -540,7 +540,7 @@ func TestNodeMaintenanceSlotErrorSaysWhy(t *testing.T) {
 	if _, err := env.CreateNamespace(ctx, "node-agent"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "phase Succeeded", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "phase Succeeded", func() (bool, error) {
 		nm := b.get(t, medik8sGroup, "nm-node-1")
 		return nm.Status.Phase == selfdrain.PhaseSucceeded && nm.Status.ErrorOnLeaseCount == 0, nil
 	})

@@ -120,7 +120,7 @@ func TestMaintenanceDrainsNode(t *testing.T) {
 	if cond := nodeCondition(node); cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != selfdrain.ReasonDrained {
 		t.Errorf("condition = %+v, want UnderMaintenance=True reason Drained", cond)
 	}
-	waitFor(t, 30*time.Second, "Events on node-1", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "Events on node-1", func() (bool, error) {
 		evs, err := c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-1"})
 		if err != nil {
 			return false, err
@@ -281,7 +281,7 @@ func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	sawRunning := false
-	waitFor(t, 2*time.Minute, "phase Failed", func() (bool, error) {
+	testenv.WaitFor(t, 2*time.Minute, "phase Failed", func() (bool, error) {
 		st := nodeStatus(t, c, "node-1")
 		if st == nil {
 			return false, nil
@@ -339,7 +339,7 @@ func TestDrainResumesAfterAgentRestart(t *testing.T) {
 	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "restart test"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "drain under way", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "drain under way", func() (bool, error) {
 		st := nodeStatus(t, c, "node-1")
 		return st != nil && st.Phase == selfdrain.PhaseRunning && st.DrainProgress > 0, nil
 	})
@@ -362,7 +362,7 @@ func TestDrainResumesAfterAgentRestart(t *testing.T) {
 	// pod that is still there, until the disruption controller drops it
 	// after two minutes (its DeletionTimeout). Until then every eviction is
 	// refused, and the agent keeps retrying; the wait allows for that.
-	waitFor(t, 5*time.Minute, "phase Succeeded", func() (bool, error) {
+	testenv.WaitFor(t, 5*time.Minute, "phase Succeeded", func() (bool, error) {
 		st := nodeStatus(t, c, "node-1")
 		return st.Phase == selfdrain.PhaseSucceeded, nil
 	})
@@ -400,7 +400,7 @@ func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "apiserver restart"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "drain under way", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "drain under way", func() (bool, error) {
 		st := nodeStatus(t, c, "node-1")
 		return st != nil && st.Phase == selfdrain.PhaseRunning && st.DrainProgress > 0, nil
 	})
@@ -422,7 +422,7 @@ func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("kube-apiserver restarted")
-	waitFor(t, 3*time.Minute, "phase Succeeded", func() (bool, error) {
+	testenv.WaitFor(t, 3*time.Minute, "phase Succeeded", func() (bool, error) {
 		st, err := selfdrain.ParseStatus(getNode(t, c, "node-1"))
 		return err == nil && st != nil && st.Phase == selfdrain.PhaseSucceeded, err
 	})
@@ -451,7 +451,7 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "first"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "node-1 Running", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "node-1 Running", func() (bool, error) {
 		st := nodeStatus(t, c, "node-1")
 		return st != nil && st.Phase == selfdrain.PhaseRunning, nil
 	})
@@ -459,7 +459,7 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	sawWaiting := false
-	waitFor(t, 3*time.Minute, "both drained", func() (bool, error) {
+	testenv.WaitFor(t, 3*time.Minute, "both drained", func() (bool, error) {
 		s1, s4 := nodeStatus(t, c, "node-1"), nodeStatus(t, c, "node-4")
 		if s4 != nil && s4.Phase == selfdrain.PhaseWaiting {
 			sawWaiting = true
@@ -507,7 +507,7 @@ func TestDrainDeletesBlockedPodsAfterDeleteAfter(t *testing.T) {
 	if n := len(podsOn(t, c, "node-1")); n != 0 {
 		t.Errorf("%d pods left on node-1", n)
 	}
-	waitFor(t, 30*time.Second, "PodDeleted events", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "PodDeleted events", func() (bool, error) {
 		evs, err := c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=node-1,reason=PodDeleted"})
 		return err == nil && len(evs.Items) > 0, err
 	})

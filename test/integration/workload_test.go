@@ -16,7 +16,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -85,7 +84,7 @@ func createPDB(t *testing.T, c kubernetes.Interface, ns, app string, minAvailabl
 	}
 	// Wait for the disruption controller to compute the status; before that
 	// every eviction is refused.
-	waitFor(t, time.Minute, "PDB "+app+" status", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "PDB "+app+" status", func() (bool, error) {
 		p, err := c.PolicyV1().PodDisruptionBudgets(ns).Get(context.Background(), app, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -116,36 +115,20 @@ func runningPods(pods []corev1.Pod) int { return testenv.RunningPods(pods) }
 // waitRunningOn waits until node has want Running pods.
 func waitRunningOn(t *testing.T, c kubernetes.Interface, node string, want int) {
 	t.Helper()
-	waitFor(t, 2*time.Minute, fmt.Sprintf("%d running pods on %s", want, node), func() (bool, error) {
+	testenv.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d running pods on %s", want, node), func() (bool, error) {
 		return runningPods(podsOn(t, c, node)) == want, nil
 	})
 }
 
 func waitDeploymentAvailable(t *testing.T, c kubernetes.Interface, ns, name string, want int32) {
 	t.Helper()
-	waitFor(t, 2*time.Minute, "deployment "+name+" available", func() (bool, error) {
+	testenv.WaitFor(t, 2*time.Minute, "deployment "+name+" available", func() (bool, error) {
 		d, err := c.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		return d.Status.AvailableReplicas == want && d.Status.UpdatedReplicas == want, nil
 	})
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	var lastErr error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, err := cond()
-		if err != nil {
-			lastErr = err
-			return false, nil
-		}
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, lastErr)
-	}
 }
 
 func getNode(t *testing.T, c kubernetes.Interface, name string) *corev1.Node {

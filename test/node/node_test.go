@@ -1,7 +1,9 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -387,18 +389,20 @@ func (b *bed) status(t *testing.T) *selfdrain.Status {
 	return st
 }
 
+// waitFor polls check every 200 ms for up to timeout; check's string says
+// what it saw, and the failure names the last one.
 func waitFor(t *testing.T, timeout time.Duration, what string, check func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := check()
-		if ok {
-			return
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := testenv.Poll(ctx, 200*time.Millisecond, what, func() (bool, error) {
+		if ok, state := check(); !ok {
+			return false, errors.New(state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s; last: %s", timeout, what, state)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -256,24 +256,25 @@ func (n *RealNode) RestartKubelet() error {
 	return n.kubelet.start()
 }
 
-// poll calls check every 250 ms until it passes, proc exits, or timeout.
+// poll calls check every 250 ms until it passes, proc exits, or timeout;
+// its error ends with the last lines of proc's log.
 func (n *RealNode) poll(ctx context.Context, timeout time.Duration, what string, proc *process, check func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var last error
-	for {
-		if last = check(); last == nil {
-			return nil
+	err := Poll(ctx, 250*time.Millisecond, what, func() (bool, error) {
+		err := check()
+		if err == nil {
+			return true, nil
 		}
-		if err := proc.exitError(); err != nil {
-			return fmt.Errorf("waiting for %s: %w; last lines of %s:\n%s", what, err, proc.logPath, proc.tail(logTailLines))
+		if exit := proc.exitError(); exit != nil {
+			return false, StopPolling(exit)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %v after %s; last lines of %s:\n%s", what, last, timeout, proc.logPath, proc.tail(logTailLines))
-		case <-time.After(250 * time.Millisecond):
-		}
+		return false, err
+	})
+	if err != nil {
+		return fmt.Errorf("%w; last lines of %s:\n%s", err, proc.logPath, proc.tail(logTailLines))
 	}
+	return nil
 }
 
 // ContainerPID returns the host PID of a running container of a pod on
