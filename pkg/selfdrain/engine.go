@@ -362,15 +362,20 @@ func (r *drainRun) watchPods(cancel context.CancelFunc) (store cache.Store, stop
 	return podInformer.GetStore(), stop, nil
 }
 
-// listPods chooses the pods to evict, as kubectl drain would, and keeps
-// those the watch's store still holds: pods gone before the watch synced
-// never produce an event. On the first attempt (not a resume) it records the
-// counts at the start in the status.
+// listPods chooses the pods to evict, as kubectl drain would, from the
+// watch's synced store: a pod gone before the watch synced is not there, and
+// the store already holds every pod on the node, so no second list is asked
+// for. On the first attempt (not a resume) it records the counts at the
+// start in the status.
 func (r *drainRun) listPods(store cache.Store) error {
 	e, st := r.e, r.st
-	list, errs := choosePods(r.ctx, e.Client, e.NodeName, e.Config.PodSelector)
-	if len(errs) > 0 {
-		err := fmt.Errorf("choosing pods to evict on Node %s: %w", e.NodeName, errors.Join(errs...))
+	var onNode []corev1.Pod
+	for _, obj := range store.List() {
+		onNode = append(onNode, *obj.(*corev1.Pod))
+	}
+	list, _, err := choosePods(r.ctx, e.Client, onNode, e.Config.PodSelector)
+	if err != nil {
+		err = fmt.Errorf("choosing pods to evict on Node %s: %w", e.NodeName, err)
 		st.LastError = err.Error()
 		e.writeStatus(r.ctx, st)
 		return err
@@ -382,14 +387,8 @@ func (r *drainRun) listPods(store cache.Store) error {
 		}
 		r.pending[p.UID] = &podState{key: p.Namespace + "/" + p.Name, pod: p}
 	}
-	for uid, ps := range r.pending {
-		obj, exists, _ := store.GetByKey(ps.key)
-		if !exists || obj.(*corev1.Pod).UID != uid {
-			delete(r.pending, uid)
-		}
-	}
 	if st.EvictionPods == 0 && st.TotalPods == 0 {
-		st.TotalPods = len(store.List())
+		st.TotalPods = len(onNode)
 		st.EvictionPods = len(r.pending) + r.finished
 	}
 	return nil

@@ -28,23 +28,13 @@ type PlannedPod struct {
 // Plan tells what a drain of node would do now, changing nothing: the
 // dry run behind `node-agent maintenance start --dry-run`.
 func Plan(ctx context.Context, client kube.Interface, node, podSelector string) ([]PlannedPod, error) {
-	sel, err := labels.Parse(podSelector)
-	if err != nil {
-		return nil, fmt.Errorf("drain.podSelector %q: %w", podSelector, err)
-	}
 	all, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		return nil, fmt.Errorf("listing pods on %s: %w", node, err)
 	}
-	var selected []corev1.Pod
-	for _, p := range all.Items {
-		if sel.Matches(labels.Set(p.Labels)) {
-			selected = append(selected, p)
-		}
-	}
-	list, errs := podsToEvict(ctx, selected, daemonSetExists(client))
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("choosing pods on %s: %w", node, errors.Join(errs...))
+	list, sel, err := choosePods(ctx, client, all.Items, podSelector)
+	if err != nil {
+		return nil, fmt.Errorf("choosing pods on %s: %w", node, err)
 	}
 	evict := map[string]bool{}
 	for _, p := range list {
@@ -61,7 +51,7 @@ func Plan(ctx context.Context, client kube.Interface, node, podSelector string) 
 		switch {
 		case !evict[key]:
 			pp.Action, pp.Why = "skip", skipReason(&p, sel)
-		case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+		case podHasFinished(&p):
 			pp.Action, pp.Why = "done", "finished ("+string(p.Status.Phase)+")"
 		default:
 			pp.Action = "evict"
@@ -84,19 +74,33 @@ func Plan(ctx context.Context, client kube.Interface, node, podSelector string) 
 	return out, nil
 }
 
-// choosePods lists the pods on node that match podSelector (drain.podSelector)
-// and returns those a drain evicts, as kubectl drain --force
-// --ignore-daemonsets --delete-emptydir-data would (podsToEvict).
-func choosePods(ctx context.Context, client kube.Interface, node, podSelector string) ([]corev1.Pod, []error) {
-	opts, err := drainListOptions(node, podSelector)
+// choosePods returns those of pods (the pods on the node) that match
+// podSelector (drain.podSelector) and that a drain evicts, as kubectl drain
+// --force --ignore-daemonsets --delete-emptydir-data would (podsToEvict),
+// and the parsed selector.
+func choosePods(ctx context.Context, client kube.Interface, pods []corev1.Pod, podSelector string) ([]corev1.Pod, labels.Selector, error) {
+	selected, sel, err := selectPods(pods, podSelector)
 	if err != nil {
-		return nil, []error{fmt.Errorf("drain.podSelector %q: %w", podSelector, err)}
+		return nil, nil, err
 	}
-	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+	evict, errs := podsToEvict(ctx, selected, daemonSetExists(client))
+	return evict, sel, errors.Join(errs...)
+}
+
+// selectPods returns the pods that match podSelector, which kubectl drain
+// applies to its pod list, and the parsed selector.
+func selectPods(pods []corev1.Pod, podSelector string) ([]corev1.Pod, labels.Selector, error) {
+	sel, err := labels.Parse(podSelector)
 	if err != nil {
-		return nil, []error{fmt.Errorf("listing pods: %w", err)}
+		return nil, nil, fmt.Errorf("drain.podSelector %q: %w", podSelector, err)
 	}
-	return podsToEvict(ctx, list.Items, daemonSetExists(client))
+	var selected []corev1.Pod
+	for _, p := range pods {
+		if sel.Matches(labels.Set(p.Labels)) {
+			selected = append(selected, p)
+		}
+	}
+	return selected, sel, nil
 }
 
 // daemonSetExists looks DaemonSets up through client.

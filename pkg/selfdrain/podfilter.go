@@ -8,8 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // This file chooses the pods a drain evicts. It makes the same choice as
@@ -109,7 +107,7 @@ func judgePod(ctx context.Context, pod *corev1.Pod, daemonSetExists daemonSetLoo
 // --delete-emptydir-data` would delete, in input order, with Kind and
 // APIVersion set as kubectl sets them, and the errors that would stop it.
 // pods is what the caller listed: the pods on the node that match the pod
-// selector (drainListOptions). Finished pods are among those returned.
+// selector (choosePods). Finished pods are among those returned.
 //
 // Like kubectl, the pods whose DaemonSet lookup failed are grouped by error
 // message, one error per message: "cannot delete <message>: ns/a, ns/b"
@@ -160,20 +158,3 @@ func (e *podFilterError) Error() string {
 }
 
 func (e *podFilterError) Unwrap() error { return e.err }
-
-// drainListOptions returns the options of kubectl's pod list for a drain of
-// node: the pods on the node that match podSelector (a label selector, ""
-// for all). kubectl applies the selector only there, in the list; a selector
-// that does not parse is an error before anything is listed. Pods listed
-// without the selector can be narrowed the same way with
-// labels.Parse(podSelector) and Matches(labels.Set(pod.Labels)).
-func drainListOptions(node, podSelector string) (metav1.ListOptions, error) {
-	sel, err := labels.Parse(podSelector)
-	if err != nil {
-		return metav1.ListOptions{}, err
-	}
-	return metav1.ListOptions{
-		LabelSelector: sel.String(),
-		FieldSelector: fields.SelectorFromSet(fields.Set{"spec.nodeName": node}).String(),
-	}, nil
-}

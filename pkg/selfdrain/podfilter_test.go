@@ -282,20 +282,6 @@ func TestPodFilterPassesTheContext(t *testing.T) {
 	}
 }
 
-func TestPodFilterListOptions(t *testing.T) {
-	opts, err := drainListOptions(pfNode, "")
-	if err != nil || opts.LabelSelector != "" || opts.FieldSelector != "spec.nodeName="+pfNode || opts.Limit != 0 {
-		t.Errorf(`drainListOptions(node, "") = %+v, %v`, opts, err)
-	}
-	opts, err = drainListOptions(pfNode, "app in (web,db), tier!=x")
-	if err != nil || opts.LabelSelector != "app in (db,web),tier!=x" {
-		t.Errorf("drainListOptions with a selector = %+v, %v", opts, err)
-	}
-	if _, err := drainListOptions(pfNode, "app=("); err == nil {
-		t.Error("drainListOptions accepted an invalid selector")
-	}
-}
-
 // pfClient returns a fake clientset holding pods and pfDaemonSets whose
 // DaemonSet lookups fail as pfLookupErrors says.
 func pfClient(pods []corev1.Pod) *fake.Clientset {
@@ -317,18 +303,18 @@ func pfClient(pods []corev1.Pod) *fake.Clientset {
 	return client
 }
 
-// pfOurs runs the pods on client through drainListOptions and podsToEvict,
-// the way the drain does.
+// pfOurs runs the pods on client through selectPods and podsToEvict, the
+// way the drain does.
 func pfOurs(t *testing.T, client *fake.Clientset, selector string) ([]corev1.Pod, []error, error) {
-	opts, err := drainListOptions(pfNode, selector)
-	if err != nil {
-		return nil, nil, err
-	}
-	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(context.Background(), opts)
+	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + pfNode})
 	if err != nil {
 		t.Fatal(err)
 	}
-	evict, errs := podsToEvict(context.Background(), list.Items, func(ctx context.Context, ns, name string) error {
+	selected, _, err := selectPods(list.Items, selector)
+	if err != nil {
+		return nil, nil, err
+	}
+	evict, errs := podsToEvict(context.Background(), selected, func(ctx context.Context, ns, name string) error {
 		_, err := client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 		return err
 	})
@@ -437,7 +423,7 @@ func TestPodFilterMatchesKubectl(t *testing.T) {
 
 	// An invalid selector is an error for both, before anything is listed.
 	if _, _, err := pfOurs(t, client, "app=("); err == nil {
-		t.Error("drainListOptions accepted an invalid selector")
+		t.Error("selectPods accepted an invalid selector")
 	}
 	if list, errs := (&drain.Helper{Ctx: context.Background(), Client: client, PodSelector: "app=("}).GetPodsForDeletion(pfNode); list != nil || len(errs) == 0 {
 		t.Error("kubectl accepted an invalid selector: the test's premise is wrong")
