@@ -36,8 +36,8 @@ const logindAgentUnit = "node-agent.service"
 // the rootfs) it returns nil and says why.
 func startLogindAgent(ctx context.Context, b *testing.B, env *testenv.Env, binary, node string) *logindAgent {
 	b.Helper()
-	if why := logindPrerequisites(); why != "" {
-		b.Logf("no idle figure with a real logind: %s", why)
+	if _, missing := e2e.Prerequisites(); len(missing) > 0 {
+		b.Logf("no idle figure with a real logind: %s", strings.Join(missing, "; "))
 		return nil
 	}
 	a := &logindAgent{node: node, metricsAddr: testenv.FreeAddr(b), healthAddr: testenv.FreeAddr(b)}
@@ -87,30 +87,11 @@ WantedBy=multi-user.target
 	return a
 }
 
-func logindPrerequisites() string {
-	if os.Geteuid() != 0 {
-		return "not root"
-	}
-	if _, err := os.Stat(e2e.RootfsPath() + "/usr/lib/systemd/systemd"); err != nil {
-		return "no rootfs at " + e2e.RootfsPath() + " (make rootfs)"
-	}
-	return ""
-}
-
 // locked reports whether `systemd-inhibit --list` shows node-agent's
 // shutdown delay lock.
 func (a *logindAgent) locked(ctx context.Context) bool {
-	out, err := a.c.Exec(ctx, "systemd-inhibit", "--list", "--no-pager", "--no-legend")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 7 && f[0] == "node-agent" && f[5] == "shutdown" && f[len(f)-1] == "delay" {
-			return true
-		}
-	}
-	return false
+	_, ok := a.c.DelayLock(ctx)
+	return ok
 }
 
 // pid finds the agent's process, in the host's PID namespace, by its

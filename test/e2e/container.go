@@ -58,19 +58,7 @@ func RootfsPath() string {
 // with NODE_AGENT_E2E=1) when something the containers need is missing.
 func RequirePrerequisites(t testing.TB) string {
 	t.Helper()
-	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, "root (systemd-nspawn and overlay mounts need it)")
-	}
-	for _, bin := range []string{"systemd-nspawn", "nsenter"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			missing = append(missing, bin+" (run hack/install-deps.sh nspawn)")
-		}
-	}
-	rootfs := RootfsPath()
-	if _, err := os.Stat(filepath.Join(rootfs, "usr/lib/systemd/systemd")); err != nil {
-		missing = append(missing, fmt.Sprintf("a rootfs with systemd at %s (run hack/rootfs.sh, about 3 min; %s overrides the path)", rootfs, EnvRootfs))
-	}
+	rootfs, missing := Prerequisites()
 	if len(missing) > 0 {
 		msg := "end-to-end prerequisites missing: " + strings.Join(missing, "; ")
 		if os.Getenv(EnvRequired) == "1" {
@@ -79,6 +67,24 @@ func RequirePrerequisites(t testing.TB) string {
 		t.Skip(msg + "; set " + EnvRequired + "=1 to make this a failure")
 	}
 	return rootfs
+}
+
+// Prerequisites returns the rootfs path and what the containers need that
+// this machine lacks, each with how to get it.
+func Prerequisites() (rootfs string, missing []string) {
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root (systemd-nspawn and overlay mounts need it)")
+	}
+	for _, bin := range []string{"systemd-nspawn", "nsenter"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			missing = append(missing, bin+" (run hack/install-deps.sh nspawn)")
+		}
+	}
+	rootfs = RootfsPath()
+	if _, err := os.Stat(filepath.Join(rootfs, "usr/lib/systemd/systemd")); err != nil {
+		missing = append(missing, fmt.Sprintf("a rootfs with systemd at %s (run hack/rootfs.sh, about 3 min; %s overrides the path)", rootfs, EnvRootfs))
+	}
+	return rootfs, missing
 }
 
 // Bind is a bind mount from the host into the container.
@@ -506,4 +512,21 @@ func isClosed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// DelayLock returns the line of `systemd-inhibit --list` in the container
+// that is node-agent's shutdown delay lock.
+func (c *Container) DelayLock(ctx context.Context) (string, bool) {
+	out, err := c.Exec(ctx, "systemd-inhibit", "--list", "--no-pager", "--no-legend")
+	if err != nil {
+		return "", false
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		// WHO UID USER PID COMM WHAT WHY... MODE
+		if len(f) >= 7 && f[0] == "node-agent" && f[5] == "shutdown" && f[len(f)-1] == "delay" {
+			return strings.Join(f, " "), true
+		}
+	}
+	return "", false
 }

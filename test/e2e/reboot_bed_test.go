@@ -158,20 +158,7 @@ func (b *rebootBed) bootAgent(ctx context.Context, t *testing.T) {
 
 // inhibitor returns the line of `systemd-inhibit --list` that is node-agent's
 // shutdown delay lock.
-func (b *rebootBed) inhibitor(ctx context.Context) (string, bool) {
-	out, err := b.c.Exec(ctx, "systemd-inhibit", "--list", "--no-pager", "--no-legend")
-	if err != nil {
-		return "", false
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		// WHO UID USER PID COMM WHAT WHY... MODE
-		if len(f) >= 7 && f[0] == "node-agent" && f[5] == "shutdown" && f[len(f)-1] == "delay" {
-			return strings.Join(f, " "), true
-		}
-	}
-	return "", false
-}
+func (b *rebootBed) inhibitor(ctx context.Context) (string, bool) { return b.c.DelayLock(ctx) }
 
 // waitInhibitor waits until logind lists the agent's delay lock and returns
 // that line and when it was seen.
