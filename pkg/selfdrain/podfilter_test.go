@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/kubectl/pkg/drain"
+
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 )
 
 // The cluster the pod filter tests run against: which DaemonSets exist, and
@@ -314,10 +316,7 @@ func pfOurs(t *testing.T, client *fake.Clientset, selector string) ([]corev1.Pod
 	if err != nil {
 		return nil, nil, err
 	}
-	evict, errs := podsToEvict(context.Background(), selected, func(ctx context.Context, ns, name string) error {
-		_, err := client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
-		return err
-	})
+	evict, errs := podsToEvict(context.Background(), selected, daemonSetExists(kubetest.Wrap(client)))
 	return evict, errs, nil
 }
 

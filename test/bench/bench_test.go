@@ -56,11 +56,6 @@ const (
 	// waitTimeout bounds each wait of the reset between drains.
 	waitTimeout = 3 * time.Minute
 
-	// agentBinaryEnv names a node-agent binary to measure; `make bench` sets
-	// it to bin/node-agent. Without it the benchmark builds one from this
-	// tree.
-	agentBinaryEnv = testenv.AgentBinaryEnv
-
 	toolNodeAgent = "node-agent"
 	toolKubectl   = "kubectl"
 )
@@ -134,12 +129,12 @@ func BenchmarkDrain(b *testing.B) {
 	opts.Logger = slog.New(slog.DiscardHandler)
 	testenv.RequireBinaries(b, opts, testenv.BinKubectl)
 	dir := b.TempDir()
-	policy := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+	auditArgs, auditPath, err := testenv.AuditLog(dir, auditPolicy)
+	if err != nil {
 		b.Fatal(err)
 	}
-	audit := &auditLog{path: filepath.Join(dir, "audit.log")}
-	opts.APIServerArgs = append(opts.APIServerArgs, "--audit-policy-file="+policy, "--audit-log-path="+audit.path)
+	audit := &auditLog{path: auditPath}
+	opts.APIServerArgs = append(opts.APIServerArgs, auditArgs...)
 	agentBin := agentBinary(b)
 
 	loadBefore := loadAverage()
@@ -175,10 +170,10 @@ func agentBinary(b *testing.B) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if os.Getenv(agentBinaryEnv) != "" {
-		b.Logf("measuring %s ($%s)", p, agentBinaryEnv)
+	if os.Getenv(testenv.AgentBinaryEnv) != "" {
+		b.Logf("measuring %s ($%s)", p, testenv.AgentBinaryEnv)
 	} else {
-		b.Logf("measuring node-agent built from this tree (set $%s to measure another binary)", agentBinaryEnv)
+		b.Logf("measuring node-agent built from this tree (set $%s to measure another binary)", testenv.AgentBinaryEnv)
 	}
 	return p
 }

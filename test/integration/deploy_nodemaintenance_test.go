@@ -54,15 +54,7 @@ func (b *deployBed) applyNodeMaintenanceComponent(t *testing.T, overlay, base st
 	t.Logf("nodemaintenance component, server-side dry run:\n%s", grepLines(string(out), "nodemaintenance", 5))
 	// Only the CRDs for real: the DaemonSet's flag would restart the
 	// agents' pods, which the next subtests use.
-	dir := filepath.Join(testenv.DeployDir(t), "components", "nodemaintenance")
-	if _, err := b.run(t, nil, "apply", "--server-side", "--field-manager=node-agent-install",
-		"-f", filepath.Join(dir, "crd-medik8s.yaml"), "-f", filepath.Join(dir, "crd-kubevirt.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	testenv.WaitFor(t, time.Minute, "the NodeMaintenance groups served", func() (bool, error) {
-		groups, err := selfdrain.ServedNodeMaintenanceGroups(b.c.Discovery())
-		return len(groups) == 2, err
-	})
+	installNodeMaintenanceCRDs(t, b.env)
 
 	// The operator's CRD defines no additionalPrinterColumns, so kubectl
 	// shows NAME and AGE. Both CRDs have the short name nm, as each group's
