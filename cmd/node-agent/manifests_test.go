@@ -69,7 +69,7 @@ func portOfAddress(t *testing.T, addr string) int32 {
 // the code: the policy's label prefixes, annotation, taint and conditions,
 // its ServiceAccount, and the DaemonSet's ports, mounts and config file.
 func TestDeployManifestsAgreeWithCode(t *testing.T) {
-	// readDeployObjects reads what kustomization.yaml lists.
+	// kustomization.yaml lists exactly testenv.DeployFiles.
 	var kust struct {
 		Resources []string `json:"resources"`
 	}

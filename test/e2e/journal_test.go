@@ -105,9 +105,6 @@ func journalField(m json.RawMessage) string {
 	return ""
 }
 
-// search returns the first line that match accepts and contains s, and its
-// index (journal order, which keeps the order of one program's lines even
-// when journald gives them the same time); -1 when there is none.
 // find returns the first entry that match accepts and its index, or -1.
 func (j journal) find(match func(journalEntry) bool) (journalEntry, int) {
 	for i, e := range j {
