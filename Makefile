@@ -42,9 +42,18 @@ image: deps ## Build node-agent's container image without a container engine int
 rootfs: deps ## Build the cached systemd rootfs for the end-to-end tests
 	hack/rootfs.sh
 
+# The packages and tests that discover the host CPU: `make test` runs them a
+# second time with /dev/kvm hidden (hack/without-kvm.sh), because machines of
+# this kind differ in having it.
+DISCOVERY_PKGS  := ./cmd/... ./pkg/hostcpu/... ./pkg/labeller/...
+DISCOVERY_TESTS := ^(TestLabelsCommandModelFamilies|TestLabelsWithoutLibvirt|TestLabellerSurvivesBrokenDiscovery)$$
+
 .PHONY: test
-test: deps tools build image rootfs ## Run every test: unit, integration (real control plane, real libvirt), real node (kubelet, containerd) and end-to-end (real systemd)
+test: deps tools build image rootfs ## Run every test: unit, integration (real control plane, real libvirt), real node (kubelet, containerd) and end-to-end (real systemd); discovery again with /dev/kvm hidden
 	NODE_AGENT_INTEGRATION=1 NODE_AGENT_E2E=1 $(GO) test -tags $(GOTAGS) -count=1 -timeout $(TEST_TIMEOUT) ./cmd/... ./pkg/... ./internal/... ./hack/...
+	@echo "== discovery again, as on a host without /dev/kvm"
+	hack/without-kvm.sh env NODE_AGENT_INTEGRATION=1 $(GO) test -tags $(GOTAGS) -count=1 -timeout $(TEST_TIMEOUT) $(DISCOVERY_PKGS)
+	hack/without-kvm.sh env NODE_AGENT_INTEGRATION=1 NODE_AGENT_BINARY=$(BIN)/node-agent $(GO) test -tags $(GOTAGS) -count=1 -timeout $(TEST_TIMEOUT) -v -run '$(DISCOVERY_TESTS)' ./test/integration/
 	@# The packages under test/ each start real control planes and containers;
 	@# one at a time keeps a 2-core machine from timing them out.
 	@# They all run bin/node-agent, built once above.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/node-agent/node-agent/pkg/hostcpu"
 )
 
 func TestParse(t *testing.T) {
@@ -167,5 +169,13 @@ func TestLoadEmptyMinCPUModel(t *testing.T) {
 	}
 	if c.Labeller.MinCPUModel != "" {
 		t.Errorf("--min-cpu-model= gave %q; want empty", c.Labeller.MinCPUModel)
+	}
+}
+
+// The config key's "auto" and discovery's are one name: the wiring passes
+// labeller.libvirtURI through unchanged.
+func TestLibvirtURIAutoIsDiscoverys(t *testing.T) {
+	if hostcpu.AutoURI != LibvirtURIAuto {
+		t.Errorf("hostcpu.AutoURI %q and config.LibvirtURIAuto %q must be one name", hostcpu.AutoURI, LibvirtURIAuto)
 	}
 }

@@ -29,6 +29,17 @@ const (
 	VirtTypeQEMU = "qemu"
 )
 
+// KVMDevicePath is where KVM's device is on a Linux host.
+const KVMDevicePath = "/dev/kvm"
+
+// KVMDevice reports whether path is a character device, as KVM's is. Nothing
+// there, or a regular file bound over it (as the tests do to hide KVM), means
+// no KVM: virttype auto then asks libvirt for qemu rather than kvm.
+func KVMDevice(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
 // EmbeddedURI returns the URI of libvirt's embedded QEMU driver rooted at dir.
 // One process can have only one embedded root open at a time (libvirt refuses
 // a second: "already open with path"), and while it is open no other process,
@@ -84,11 +95,12 @@ type Options struct {
 	Dial DialFunc
 	// ReadCPUID reads the host CPU; nil means ReadCPUID.
 	ReadCPUID func() CPUID
-	// KVMAvailable reports whether /dev/kvm exists; nil means a stat of
-	// /dev/kvm.
+	// KVMAvailable reports whether /dev/kvm is there; nil means
+	// KVMDevice(KVMDevicePath). Tests inject it: a unit test never reads
+	// the host's devices.
 	KVMAvailable func() bool
 	// HyperV reads KVM's Hyper-V enlightenments; nil means
-	// KVMHyperV("/dev/kvm").
+	// KVMHyperV(KVMDevicePath).
 	HyperV func() ([]string, error)
 	// Realtime reads whether realtime scheduling is unthrottled; nil means
 	// ReadRealtime(SchedRTRuntimePath).
@@ -158,16 +170,13 @@ func NewDiscoverer(opts Options) (*Discoverer, error) {
 		d.opts.ReadCPUID = ReadCPUID
 	}
 	if d.opts.HyperV == nil {
-		d.opts.HyperV = func() ([]string, error) { return KVMHyperV("/dev/kvm") }
+		d.opts.HyperV = func() ([]string, error) { return KVMHyperV(KVMDevicePath) }
 	}
 	if d.opts.Realtime == nil {
 		d.opts.Realtime = func() (bool, error) { return ReadRealtime(SchedRTRuntimePath) }
 	}
 	if d.opts.KVMAvailable == nil {
-		d.opts.KVMAvailable = func() bool {
-			_, err := os.Stat("/dev/kvm")
-			return err == nil
-		}
+		d.opts.KVMAvailable = func() bool { return KVMDevice(KVMDevicePath) }
 	}
 	return d, nil
 }
@@ -415,7 +424,7 @@ func (d *Discoverer) localProbes(h *HostCPU) {
 			h.addGap(FactHyperV, err.Error())
 		} else {
 			h.HyperV = hv
-			h.addSource("kvm", "/dev/kvm", "hyper-v enlightenments")
+			h.addSource("kvm", KVMDevicePath, "hyper-v enlightenments")
 		}
 	}
 	rt, err := d.opts.Realtime()

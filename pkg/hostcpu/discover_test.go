@@ -11,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/node-agent/node-agent/pkg/config"
 )
 
 // fakeConn answers from the captured testdata, like the libvirt of the host
@@ -79,6 +77,9 @@ func (f *fakeConn) Close() error {
 	return nil
 }
 
+// fakeHyperV is what the fake /dev/kvm offers.
+var fakeHyperV = []string{"base", "time", "vpindex"}
+
 var fakeCPUID = CPUID{
 	VendorString: "GenuineIntel", Vendor: "Intel", Brand: "Test CPU", Family: 6, Model: 85,
 	Features: []string{"avx", "avx2", "cx8", "fpu", "pni", "sse2", "sse4.1", "sse4.2"},
@@ -113,6 +114,14 @@ func (c *discoverCase) discover(t *testing.T) (*HostCPU, error) {
 	}
 	if o.KVMAvailable == nil {
 		o.KVMAvailable = func() bool { return false }
+	}
+	// The kernel's probes are faked too: a unit test never reads the
+	// host's /dev/kvm or sysctls, whose answers differ between machines.
+	if o.HyperV == nil {
+		o.HyperV = func() ([]string, error) { return slices.Clone(fakeHyperV), nil }
+	}
+	if o.Realtime == nil {
+		o.Realtime = func() (bool, error) { return false, nil }
 	}
 	if o.FallbackCPUMapDir == "" {
 		o.FallbackCPUMapDir = filepath.Join(t.TempDir(), "no-cpu-map")
@@ -166,6 +175,48 @@ func TestDiscoverLive(t *testing.T) {
 	lv := h.Sources[1]
 	if lv.Kind != "libvirt" || lv.Detail != "qemu:///test" || len(lv.Provided) != 4 {
 		t.Errorf("libvirt source = %+v", lv)
+	}
+	if !reflect.DeepEqual(h.HyperV, fakeHyperV) {
+		t.Errorf("hyper-v %v; want the fake /dev/kvm's %v", h.HyperV, fakeHyperV)
+	}
+}
+
+// TestDiscoverKVMProbes covers both kinds of host: with /dev/kvm the
+// enlightenments are known (an empty list is an answer too); without it the
+// fact is missing and the reason names the device.
+func TestDiscoverKVMProbes(t *testing.T) {
+	noKVM := &os.PathError{Op: "open", Path: KVMDevicePath, Err: os.ErrNotExist}
+	tests := []struct {
+		name    string
+		hyperV  func() ([]string, error)
+		want    []string
+		wantGap string
+	}{
+		{name: "with /dev/kvm", hyperV: func() ([]string, error) { return []string{"base", "synic"}, nil }, want: []string{"base", "synic"}},
+		{name: "with /dev/kvm, no enlightenment", hyperV: func() ([]string, error) { return []string{}, nil }, want: []string{}},
+		{name: "without /dev/kvm", hyperV: func() ([]string, error) { return nil, fmt.Errorf("opening %s: %w", KVMDevicePath, noKVM) }, wantGap: KVMDevicePath},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &discoverCase{conn: newFakeConn(t), opts: Options{LibvirtURI: "qemu:///test", HyperV: tt.hyperV}}
+			h, err := c.discover(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reason, missing := h.Missing(FactHyperV)
+			if tt.wantGap != "" {
+				if !missing || !strings.Contains(reason, tt.wantGap) || h.HyperV != nil {
+					t.Errorf("hyper-v %v, missing %v (%q); want it missing, naming %s", h.HyperV, missing, reason, tt.wantGap)
+				}
+				if len(h.Unavailable) != 1 {
+					t.Errorf("unavailable %v; want only the hyper-v enlightenments", h.Unavailable)
+				}
+				return
+			}
+			if missing || !reflect.DeepEqual(h.HyperV, tt.want) || h.HyperV == nil {
+				t.Errorf("hyper-v %#v, missing %v (%q); want %#v", h.HyperV, missing, reason, tt.want)
+			}
+		})
 	}
 }
 
@@ -244,9 +295,6 @@ func TestDiscoverAutoURI(t *testing.T) {
 	}
 	if !reflect.DeepEqual(c.dialed, []string{"qemu:///system"}) {
 		t.Errorf("without a state dir, dialed %v; want only the system URI", c.dialed)
-	}
-	if AutoURI != config.LibvirtURIAuto {
-		t.Errorf("hostcpu.AutoURI %q and config.LibvirtURIAuto %q must be one name", AutoURI, config.LibvirtURIAuto)
 	}
 }
 

@@ -70,6 +70,14 @@ func KVMHyperV(path string) ([]string, error) {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	defer f.Close()
+	// A file that is not a character device is no KVM: the ioctls would
+	// only fail with ENOTTY. Tests hide /dev/kvm by binding an empty file
+	// over it; a container may carry a placeholder.
+	if fi, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	} else if fi.Mode()&os.ModeCharDevice == 0 {
+		return nil, fmt.Errorf("%s is not a character device, so there is no KVM here", path)
+	}
 	fd := f.Fd()
 	msrs, err := kvmMSRIndexList(fd)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -34,13 +35,24 @@ func TestReadRealtime(t *testing.T) {
 	}
 }
 
-// On this machine's /dev/kvm, when there is one, the probe answers without
-// error, and only with KubeVirt's names.
-func TestKVMHyperV(t *testing.T) {
-	if _, err := os.Stat("/dev/kvm"); err != nil {
-		t.Skip("no /dev/kvm")
+// TestKVMHyperVOnThisHost probes the host's real /dev/kvm, so it is not a
+// unit test: -short skips it. It asserts what this host offers: with a KVM
+// device the probe answers, with KubeVirt's names only; without one (no file,
+// or an empty file bound over it as `make test`'s second run does) it fails
+// and names the device.
+func TestKVMHyperVOnThisHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads the host's /dev/kvm; skipped with -short")
 	}
-	hv, err := KVMHyperV("/dev/kvm")
+	if !KVMDevice(KVMDevicePath) {
+		_, err := KVMHyperV(KVMDevicePath)
+		if err == nil || !strings.Contains(err.Error(), KVMDevicePath) {
+			t.Fatalf("no KVM device at %s, yet the probe said %v", KVMDevicePath, err)
+		}
+		t.Logf("this host has no KVM device: %v", err)
+		return
+	}
+	hv, err := KVMHyperV(KVMDevicePath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +66,28 @@ func TestKVMHyperV(t *testing.T) {
 		}
 	}
 	t.Logf("/dev/kvm offers %d Hyper-V enlightenments: %v", len(hv), hv)
-	if _, err := KVMHyperV(filepath.Join(t.TempDir(), "kvm")); err == nil {
-		t.Error("a missing /dev/kvm read as known")
+}
+
+// TestKVMDevice checks the device test on files the test makes: nothing and a
+// regular file (what hides /dev/kvm in `make test`) are no KVM, and the probe
+// says so with the path.
+func TestKVMDevice(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "kvm-empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(dir, "absent"), empty} {
+		if KVMDevice(p) {
+			t.Errorf("KVMDevice(%s) = true", p)
+		}
+		if _, err := KVMHyperV(p); err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("KVMHyperV(%s) = %v; want an error naming it", p, err)
+		}
+	}
+	// /dev/null is a character device on every Linux host.
+	if !KVMDevice("/dev/null") {
+		t.Error("KVMDevice(/dev/null) = false; a character device must count")
 	}
 }
 

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package hostcpu_test
+package labeller_test
 
 import (
 	"context"
@@ -23,10 +23,13 @@ import (
 	"github.com/node-agent/node-agent/pkg/labeller"
 )
 
-// These tests run discovery against the real libvirt of this host, through
-// the embedded QEMU driver (qemu:///embed?root=DIR), and compare it with what
-// virsh prints for the same URI. They skip where libvirt is missing, unless
-// NODE_AGENT_INTEGRATION=1 (as `make test` sets), where they fail instead.
+// These tests run discovery and labelling against the real libvirt of this
+// host, through the embedded QEMU driver (qemu:///embed?root=DIR), and
+// compare them with what virsh prints for the same URI. They skip where
+// libvirt is missing, unless NODE_AGENT_INTEGRATION=1 (as `make test` sets),
+// where they fail instead. They also read this host's /dev/kvm and sysctls,
+// and assert what the host offers: `make test` runs them once as the host is
+// and once with /dev/kvm hidden (hack/without-kvm.sh).
 
 const integrationEnv = "NODE_AGENT_INTEGRATION"
 
@@ -212,14 +215,16 @@ type vCPU struct {
 	Features []vFeature `xml:"feature"`
 }
 
+type vCounter struct {
+	Name      string `xml:"name,attr"`
+	Frequency string `xml:"frequency,attr"`
+	Scaling   string `xml:"scaling,attr"`
+}
+
 type vCaps struct {
 	Host struct {
-		Arch     string `xml:"cpu>arch"`
-		Counters []struct {
-			Name      string `xml:"name,attr"`
-			Frequency string `xml:"frequency,attr"`
-			Scaling   string `xml:"scaling,attr"`
-		} `xml:"cpu>counter"`
+		Arch     string     `xml:"cpu>arch"`
+		Counters []vCounter `xml:"cpu>counter"`
 	} `xml:"host"`
 	Guests []struct {
 		Arch struct {
@@ -273,24 +278,25 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 		t.Skip("probes QEMU through libvirt (tens of seconds); skipped with -short")
 	}
 	v, h := discoverEmbedded(t)
-	if len(h.Unavailable) != 0 {
-		t.Fatalf("discovery left facts out: %+v", h.Unavailable)
-	}
 	if h.FeatureSource != hostcpu.FeatureSourceLibvirt || h.VirtType != "qemu" {
 		t.Errorf("feature source %s, virttype %s", h.FeatureSource, h.VirtType)
 	}
 
 	var dc vDomcaps
 	mustUnmarshal(t, v.domcaps, &dc)
-	var usable, all, hmReq, hmDis []string
+	var usable, known, all, hmReq, hmDis []string
 	var hmName, hmVendor string
 	for _, m := range dc.Modes {
 		switch m.Name {
 		case "custom":
 			for _, md := range m.Models {
 				all = append(all, md.Name)
-				// KubeVirt labels usable='yes' and usable='unknown'.
-				if md.Usable == "yes" || md.Usable == "unknown" {
+				// KubeVirt v1.7+: known is any usable attribute,
+				// usable is known but not usable='no'.
+				if md.Usable != "" {
+					known = append(known, md.Name)
+				}
+				if md.Usable != "" && md.Usable != "no" {
 					usable = append(usable, md.Name)
 				}
 			}
@@ -306,6 +312,15 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 	penryn := featureNames(pen.Features, "")
 	var caps vCaps
 	mustUnmarshal(t, v.caps, &caps)
+	// libvirt reports the TSC counter only where KVM runs (TCG has none);
+	// whatever virsh says is the fact to agree with.
+	virshTSC := slices.ContainsFunc(caps.Host.Counters, func(c vCounter) bool { return c.Name == "tsc" })
+	var wantGaps []hostcpu.Fact
+	if !virshTSC {
+		wantGaps = append(wantGaps, hostcpu.FactTSC)
+	}
+	checkKVMFacts(t, h, wantGaps...)
+	t.Logf("virsh capabilities: tsc counter %v", virshTSC)
 	var machines []string
 	for _, g := range caps.Guests {
 		if g.Arch.Name == caps.Host.Arch {
@@ -344,8 +359,17 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Warnings)+len(res.Omitted) != 0 {
-		t.Errorf("warnings %v, omitted %v", res.Warnings, res.Omitted)
+	// Everything is labelled, but the tsc labels where libvirt has no
+	// counter and the hyperv family on a host without KVM.
+	var wantOmitted []string
+	if !virshTSC {
+		wantOmitted = append(wantOmitted, labeller.CPUTimerLabelPrefix)
+	}
+	if !hostKVM() {
+		wantOmitted = append(wantOmitted, labeller.HyperVLabelPrefix)
+	}
+	if len(res.Warnings) != 0 || !slices.Equal(res.OmittedPrefixes(), wantOmitted) {
+		t.Errorf("warnings %v, omitted %v; want none, and omitted %v", res.Warnings, res.Omitted, wantOmitted)
 	}
 	obsolete := labeller.Policy{}
 	notObsolete := func(models []string) []string {
@@ -367,7 +391,10 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 		return sorted(out)
 	}
 	eq("cpu-model labels", family(res.Labels, labeller.CPUModelLabelPrefix), notObsolete(usable))
-	eq("cpu-model-migration labels", family(res.Labels, labeller.CPUModelMigrationLabelPrefix), notObsolete(usable))
+	eq("cpu-model-migration labels", family(res.Labels, labeller.CPUModelMigrationLabelPrefix), notObsolete(known))
+	if len(notObsolete(known)) == len(notObsolete(usable)) {
+		t.Logf("every known model is usable on this host, so the two model families are the same here")
+	}
 	eq("host-model-cpu labels", family(res.Labels, labeller.HostModelCPULabelPrefix), []string{hmName})
 	eq("host-model-required-features labels", family(res.Labels, labeller.HostModelRequiredFeaturesLabelPrefix), hmReq)
 	eq("cpu-feature labels", family(res.Labels, labeller.CPUFeatureLabelPrefix), supported)
@@ -406,7 +433,14 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 	eq("cpu-feature labels minus Penryn", family(withPenryn.Labels, labeller.CPUFeatureLabelPrefix), minus(supported, penryn))
 	eq("host-model-required-features labels minus Penryn", family(withPenryn.Labels, labeller.HostModelRequiredFeaturesLabelPrefix), minus(hmReq, penryn))
 	hv := family(res.Labels, labeller.HyperVLabelPrefix)
-	t.Logf("hyperv.node.kubevirt.io labels from /dev/kvm: %v", hv)
+	if hostKVM() {
+		if !slices.Equal(hv, sorted(h.HyperV)) {
+			t.Errorf("hyperv labels %v; the KVM device offers %v", hv, h.HyperV)
+		}
+	} else if o := omittedFor(res, labeller.HyperVLabelPrefix); !strings.Contains(o, hostcpu.KVMDevicePath) {
+		t.Errorf("no KVM here, and the hyperv omission says %q, not naming %s", o, hostcpu.KVMDevicePath)
+	}
+	t.Logf("hyperv.node.kubevirt.io labels from %s (KVM device: %v): %v", hostcpu.KVMDevicePath, hostKVM(), hv)
 
 	// KubeVirt's own pipeline saves virsh's output to files and labels from
 	// them; node-agent given the same files (--domcapabilities,
@@ -439,8 +473,8 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 		}
 	}
 	eq("labels from virsh's saved files (KubeVirt's pipeline) vs live", offline.Labels, live)
-	t.Logf("%d labels: %d cpu-model, %d cpu-feature (%d minus Penryn), %d host-model-required-features, %d machine-type, %d hyperv",
-		len(res.Labels), len(family(res.Labels, labeller.CPUModelLabelPrefix)), len(family(res.Labels, labeller.CPUFeatureLabelPrefix)),
+	t.Logf("%d labels: %d cpu-model, %d cpu-model-migration, %d cpu-feature (%d minus Penryn), %d host-model-required-features, %d machine-type, %d hyperv",
+		len(res.Labels), len(family(res.Labels, labeller.CPUModelLabelPrefix)), len(family(res.Labels, labeller.CPUModelMigrationLabelPrefix)), len(family(res.Labels, labeller.CPUFeatureLabelPrefix)),
 		len(family(withPenryn.Labels, labeller.CPUFeatureLabelPrefix)),
 		len(family(res.Labels, labeller.HostModelRequiredFeaturesLabelPrefix)), len(family(res.Labels, labeller.MachineTypeLabelPrefix)), len(hv))
 }
@@ -488,13 +522,74 @@ func TestDiscoverWithoutReachableLibvirt(t *testing.T) {
 		}
 		t.Logf("without libvirt: %d labels (%d cpu-feature)", len(res.Labels), features)
 	}
-	// The 7 libvirt-only families and the 5 launch-security keys.
-	if got := len(res.OmittedPrefixes()); got != 12 {
-		t.Errorf("omitted %v; want the 7 libvirt-only families and the 5 launch-security keys", res.Omitted)
+	// The 7 libvirt-only families and the 5 launch-security keys, and
+	// without KVM the hyperv family too, for its own reason.
+	checkKVMFacts(t, h)
+	wantOmitted := 12
+	if !hostKVM() {
+		wantOmitted++
+	}
+	if got := len(res.OmittedPrefixes()); got != wantOmitted {
+		t.Errorf("omitted %v; want the 7 libvirt-only families and the 5 launch-security keys (and hyperv without KVM: KVM device %v)", res.Omitted, hostKVM())
 	}
 	for _, o := range res.Omitted {
+		if slices.Contains(o.Keys, labeller.HyperVLabelPrefix+"*") {
+			if !strings.Contains(o.Reason, hostcpu.KVMDevicePath) {
+				t.Errorf("omission %q does not name %s", o, hostcpu.KVMDevicePath)
+			}
+			continue
+		}
 		if !strings.Contains(o.Reason, uri) {
 			t.Errorf("omission %q does not name the URI tried", o)
 		}
 	}
+}
+
+// hostKVM reports whether this host has a KVM device: the fact the tests that
+// run the real discovery hold it to.
+func hostKVM() bool {
+	return hostcpu.KVMDevice(hostcpu.KVMDevicePath)
+}
+
+// checkKVMFacts asserts what real discovery says of this host's KVM: with a
+// KVM device the Hyper-V enlightenments are known (perhaps none); without
+// one, that fact is missing and its reason names the device. Other facts may
+// be missing only when libvirt was unreachable, or when they are in
+// libvirtGaps (what this host's libvirt itself does not report).
+func checkKVMFacts(t *testing.T, h *hostcpu.HostCPU, libvirtGaps ...hostcpu.Fact) {
+	t.Helper()
+	reason, missing := h.Missing(hostcpu.FactHyperV)
+	if hostKVM() {
+		if missing || h.HyperV == nil {
+			t.Errorf("%s is a KVM device, yet the enlightenments are unknown: %q", hostcpu.KVMDevicePath, reason)
+		}
+		t.Logf("KVM device at %s: %d Hyper-V enlightenments %v", hostcpu.KVMDevicePath, len(h.HyperV), h.HyperV)
+	} else {
+		if !missing || !strings.Contains(reason, hostcpu.KVMDevicePath) || h.HyperV != nil {
+			t.Errorf("no KVM device at %s, yet hyper-v is %v (missing %v: %q); want it missing, naming the device", hostcpu.KVMDevicePath, h.HyperV, missing, reason)
+		}
+		t.Logf("no KVM device at %s: %s", hostcpu.KVMDevicePath, reason)
+	}
+	for _, g := range h.Unavailable {
+		switch g.Fact {
+		case hostcpu.FactHyperV:
+		case hostcpu.FactModels, hostcpu.FactHostModel, hostcpu.FactSupportedFeatures, hostcpu.FactModelFeatures,
+			hostcpu.FactTSC, hostcpu.FactMachineTypes, hostcpu.FactLaunchSecurity:
+			if h.LibvirtUnreachable == "" && !slices.Contains(libvirtGaps, g.Fact) {
+				t.Errorf("libvirt answered, yet %s is missing: %s", g.Fact, g.Reason)
+			}
+		default:
+			t.Errorf("%s missing: %s", g.Fact, g.Reason)
+		}
+	}
+}
+
+// omittedFor returns the reason the labels under key were left out, or "".
+func omittedFor(res *labeller.Result, key string) string {
+	for _, o := range res.Omitted {
+		if slices.Contains(o.Keys, key+"*") || slices.Contains(o.Keys, key) {
+			return o.Reason
+		}
+	}
+	return ""
 }
