@@ -123,14 +123,19 @@ func TestCompute(t *testing.T) {
 
 func TestFromNode(t *testing.T) {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{
-		"cpu-model.node.kubevirt.io/Haswell":           "true",
-		"cpu-model.node.kubevirt.io/Penryn":            "true",
-		"cpu-model.node.kubevirt.io/Off":               "false",
-		"cpu-model-migration.node.kubevirt.io/EPYC":    "true",
-		"cpu-feature.node.kubevirt.io/avx2":            "true",
-		"host-model-cpu.node.kubevirt.io/Haswell-IBRS": "true",
-		"cpu-vendor.node.kubevirt.io/Intel":            "true",
-		"kubernetes.io/hostname":                       "n",
+		"cpu-model.node.kubevirt.io/Haswell": "true",
+		"cpu-model.node.kubevirt.io/Penryn":  "true",
+		"cpu-model.node.kubevirt.io/Off":     "false",
+		// Since KubeVirt v1.7 (and node-agent following it), the
+		// migration family also names models this host cannot run
+		// (usable='no'); the baseline must never count them.
+		"cpu-model-migration.node.kubevirt.io/EPYC":           "true",
+		"cpu-model-migration.node.kubevirt.io/Skylake-Server": "true",
+		"cpu-model-migration.node.kubevirt.io/Haswell":        "true",
+		"cpu-feature.node.kubevirt.io/avx2":                   "true",
+		"host-model-cpu.node.kubevirt.io/Haswell-IBRS":        "true",
+		"cpu-vendor.node.kubevirt.io/Intel":                   "true",
+		"kubernetes.io/hostname":                              "n",
 	}}}
 	want := NodeCPU{Name: "n", Models: []string{"Haswell", "Penryn"}, Features: []string{"avx2"}, HostModel: "Haswell-IBRS", Vendor: "Intel"}
 	if got := FromNode(n); !reflect.DeepEqual(got, want) {

@@ -45,8 +45,12 @@ var parityCases = map[string]parityCase{
 	"virsh_domcapabilities.xml": {
 		features: "supported_features.xml",
 		want: map[string][]string{
-			CPUModelLabelPrefix:                  {"Haswell", "IvyBridge", "Penryn", "Skylake-Client-IBRS"},
-			CPUModelMigrationLabelPrefix:         {"Haswell", "IvyBridge", "Penryn", "Skylake-Client-IBRS"},
+			CPUModelLabelPrefix: {"Haswell", "IvyBridge", "Penryn", "Skylake-Client-IBRS"},
+			// node_labeller_test.go "should not include non-usable CPU
+			// models with the CPU model label but include them with the
+			// SupportedHostModelMigrationCPU label": EPYC-IBPB is
+			// usable='no'; 486, Conroe and Opteron_G2 are obsolete.
+			CPUModelMigrationLabelPrefix:         {"EPYC-IBPB", "Haswell", "IvyBridge", "Penryn", "Skylake-Client-IBRS"},
 			CPUFeatureLabelPrefix:                {"apic", "clflush", "vmx", "xsaves"},
 			HostModelCPULabelPrefix:              {"Skylake-Client-IBRS"},
 			HostModelRequiredFeaturesLabelPrefix: {"acpi", "ds", "ss"},
@@ -59,12 +63,14 @@ var parityCases = map[string]parityCase{
 			ObsoleteHostModelLabel:               nil,
 		},
 	},
-	// capabilities_test.go "No cpu model is usable": no models, 4 features.
+	// capabilities_test.go "No cpu model is usable": no usable models, 4
+	// features; the known ones still get migration labels (KubeVirt's
+	// knownModels), but for the obsolete 486, Conroe and coreduo.
 	"virsh_domcapabilities_nothing_usable.xml": {
 		features: "supported_features.xml",
 		want: map[string][]string{
 			CPUModelLabelPrefix:          nil,
-			CPUModelMigrationLabelPrefix: nil,
+			CPUModelMigrationLabelPrefix: {"EPYC-IBPB", "Haswell", "IvyBridge"},
 			CPUFeatureLabelPrefix:        {"apic", "clflush", "vmx", "xsaves"},
 			HostModelCPULabelPrefix:      {"Skylake-Client-IBRS"},
 		},
@@ -288,7 +294,7 @@ func familyValues(labels map[string]string, family string) []string {
 }
 
 // kubevirtRules is KubeVirt's labelling (pkg/virt-handler/node-labeller at
-// d923fdb: cpu_plugin.go loadDomCapabilities and loadHostSupportedFeatures,
+// d923fdb, the rules of v1.7.0 and later: cpu_plugin.go loadDomCapabilities and loadHostSupportedFeatures,
 // node_labeller.go prepareLabels, the arch files), restated here on its own
 // minimal XML structs so that a bug in node-agent's parser or policy cannot
 // hide itself. It covers what the two files give; KubeVirt's default obsolete
@@ -371,12 +377,16 @@ func kubevirtRules(t *testing.T, domcapsPath, featuresFile string) map[string]st
 			continue
 		}
 		for _, m := range mode.Models {
+			// knownModels: any usable attribute; usableModels: known and
+			// not usable='no'. Both lose the obsolete models.
 			name := strings.TrimSpace(m.Name)
-			if m.Usable == "" || m.Usable == "no" || name == "" || obsolete[name] {
+			if m.Usable == "" || name == "" || obsolete[name] {
 				continue
 			}
-			labels[CPUModelLabelPrefix+name] = "true"
 			labels[CPUModelMigrationLabelPrefix+name] = "true"
+			if m.Usable != "no" {
+				labels[CPUModelLabelPrefix+name] = "true"
+			}
 		}
 	}
 	if dc.SEV.Supported == "yes" {

@@ -17,8 +17,9 @@ import (
 const (
 	// CPUModelLabelPrefix + model: the model is usable on this host.
 	CPUModelLabelPrefix = "cpu-model.node.kubevirt.io/"
-	// CPUModelMigrationLabelPrefix + model: libvirt knows the model; a
-	// host-model guest of that model may migrate here.
+	// CPUModelMigrationLabelPrefix + model: libvirt knows the model (any
+	// usable attribute, 'no' included); a host-model guest whose CPU is that
+	// model may migrate here.
 	CPUModelMigrationLabelPrefix = "cpu-model-migration.node.kubevirt.io/"
 	// CPUFeatureLabelPrefix + feature: the hypervisor supports the feature
 	// and the minimum CPU model lacks it.
@@ -329,11 +330,19 @@ func (p Policy) Labels(h *hostcpu.HostCPU) (*Result, error) {
 	return b.res, nil
 }
 
-// models adds cpu-model and cpu-model-migration labels as KubeVirt does
-// (cpu_plugin.go, loadDomCapabilities): a model is labelled when libvirt
-// says usable='yes' or usable='unknown' and it is not obsolete; a model
-// without a usable attribute, or with usable='no', is not. Both families get
-// the same models.
+// models adds cpu-model and cpu-model-migration labels as KubeVirt v1.7.0 and
+// later do (cpu_plugin.go loadDomCapabilities, node_labeller.go
+// prepareLabels; kubevirt/kubevirt 37a75f3, "relax host-model check to allow
+// known models"). The two families differ:
+//   - cpu-model: the models libvirt can run here, any usable attribute but
+//     'no' (in practice 'yes' and 'unknown');
+//   - cpu-model-migration: every model libvirt knows, that is any non-empty
+//     usable attribute, 'no' included. KubeVirt matches a host-model guest's
+//     CPU against this family when it picks a migration target, and libvirt
+//     checks the guest's real CPU definition at migration time, so a model
+//     this host cannot start from scratch may still take a running guest.
+//
+// Models without a usable attribute, and obsolete ones, get neither label.
 func (b *builder) models(h *hostcpu.HostCPU, rules archRules, obsolete []string) {
 	if !rules.namedModels {
 		return
@@ -343,18 +352,30 @@ func (b *builder) models(h *hostcpu.HostCPU, rules archRules, obsolete []string)
 		return
 	}
 	for _, m := range h.Models {
-		if m.Usability == "" || m.Usability == "no" || isObsolete(obsolete, m.Name) {
+		if !modelKnown(m) || isObsolete(obsolete, m.Name) {
 			continue
 		}
-		b.add("cpu model", m.Name, CPUModelLabelPrefix, "true")
+		if modelUsable(m) {
+			b.add("cpu model", m.Name, CPUModelLabelPrefix, "true")
+		}
 		b.add("cpu model", m.Name, CPUModelMigrationLabelPrefix, "true")
 	}
+}
+
+// modelKnown is KubeVirt's "known model": libvirt gave it a usable attribute.
+func modelKnown(m hostcpu.Model) bool {
+	return m.Usability != "" && strings.TrimSpace(m.Name) != ""
+}
+
+// modelUsable is KubeVirt's "usable model": known, and not usable='no'.
+func modelUsable(m hostcpu.Model) bool {
+	return modelKnown(m) && m.Usability != "no"
 }
 
 // hostModel adds the host-model, its required features, the vendor and the
 // obsolete-host-model labels, on the architectures where KubeVirt has a host
 // model. The host model is not added to cpu-model-migration on its own: it
-// is there when it is a usable custom model, as KubeVirt at d923fdb has it.
+// is there when it is a known custom model, as KubeVirt at d923fdb has it.
 func (b *builder) hostModel(h *hostcpu.HostCPU, rules archRules, obsolete []string, minKnown bool, minReason string, without func([]string) []string) {
 	if !rules.hostModel {
 		return

@@ -30,11 +30,19 @@ var testCPUID = hostcpu.CPUID{
 type offline struct {
 	domcaps, caps, cpuMap string
 	expand                []string
+	// hyperV is the fake /dev/kvm probe; nil is a KVM that offers no
+	// enlightenment. The host's own device is never read.
+	hyperV func() ([]string, error)
 }
 
-// discover runs the real discovery on files only; libvirt is never dialled.
+// discover runs the real discovery on files only; libvirt is never dialled,
+// and the kernel's probes are fakes.
 func discover(t *testing.T, in offline) *hostcpu.HostCPU {
 	t.Helper()
+	hyperV := in.hyperV
+	if hyperV == nil {
+		hyperV = func() ([]string, error) { return []string{}, nil }
+	}
 	d, err := hostcpu.NewDiscoverer(hostcpu.Options{
 		DomainCapabilitiesFile: in.domcaps,
 		CapabilitiesFile:       in.caps,
@@ -46,6 +54,8 @@ func discover(t *testing.T, in offline) *hostcpu.HostCPU {
 		},
 		ReadCPUID:    func() hostcpu.CPUID { return testCPUID },
 		KVMAvailable: func() bool { return false },
+		HyperV:       hyperV,
+		Realtime:     func() (bool, error) { return false, nil },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +135,16 @@ func TestLabelsGolden(t *testing.T) {
 			if string(want) != string(got)+"\n" {
 				t.Errorf("labels differ from %s (rerun with -update if intended):\n%s", golden, got)
 			}
+			// The golden file could encode a wrong rule (it did, before
+			// KubeVirt v1.7's migration rule was followed): check each
+			// model family against the capture read independently.
+			known, usable := modelsOf(t, filepath.Join(capturedDir, "domcapabilities-"+vt+".xml"))
+			if got := keysWithPrefix(res.Labels, CPUModelLabelPrefix); !reflect.DeepEqual(got, usable) {
+				t.Errorf("cpu-model: %v; want the usable models %v", got, usable)
+			}
+			if got := keysWithPrefix(res.Labels, CPUModelMigrationLabelPrefix); !reflect.DeepEqual(got, known) {
+				t.Errorf("cpu-model-migration: %v; want the known models %v", got, known)
+			}
 		})
 	}
 }
@@ -147,6 +167,7 @@ func TestLabelsFollowTheCapture(t *testing.T) {
 		return c
 	}
 	penrynFeatures := parse("baseline-Penryn-qemu.xml").FeatureNames()
+	known, _ := modelsOf(t, filepath.Join(capturedDir, "domcapabilities-qemu.xml"))
 	minus := func(a []string) []string {
 		var out []string
 		for _, f := range a {
@@ -163,8 +184,9 @@ func TestLabelsFollowTheCapture(t *testing.T) {
 		// usable='yes' in the capture, minus the default obsolete models
 		// (Opteron_G1 and Opteron_G2 among them).
 		{CPUModelLabelPrefix, []string{"Nehalem", "Penryn", "Westmere"}},
-		// KubeVirt gives the migration family the same models.
-		{CPUModelMigrationLabelPrefix, []string{"Nehalem", "Penryn", "Westmere"}},
+		// Every model with a usable attribute, usable='no' included, minus
+		// the obsolete ones: KubeVirt v1.7 and later.
+		{CPUModelMigrationLabelPrefix, known},
 		{HostModelCPULabelPrefix, []string{"EPYC"}},
 		{CPUVendorLabelPrefix, []string{"AMD"}},
 		{CPUFeatureLabelPrefix, minus(parse("baseline-host-model-qemu.xml").FeaturesWithPolicy("require"))},
@@ -247,8 +269,9 @@ func TestLabelsPolicy(t *testing.T) {
 				CPUFeatureLabelPrefix:                {"avx", "avx2"},
 				HostModelRequiredFeaturesLabelPrefix: {"avx2"},
 				CPUModelLabelPrefix:                  {"HostX", "MinChild", "MinChild-v1"},
-				// MinBase has no usable attribute: no label, as in KubeVirt.
-				CPUModelMigrationLabelPrefix: {"HostX", "MinChild", "MinChild-v1"},
+				// MinBase is usable='no': known, so a migration label
+				// but no cpu-model label, as in KubeVirt v1.7 and later.
+				CPUModelMigrationLabelPrefix: {"HostX", "MinBase", "MinChild", "MinChild-v1"},
 				HostModelCPULabelPrefix:      {"HostX"},
 				CPUVendorLabelPrefix:         {"Intel"},
 			},
@@ -270,7 +293,7 @@ func TestLabelsPolicy(t *testing.T) {
 			policy: Policy{MinCPUModel: "MinChild", ObsoleteCPUModels: []string{"HostX"}},
 			want: map[string][]string{
 				CPUModelLabelPrefix:          {"MinChild", "MinChild-v1"},
-				CPUModelMigrationLabelPrefix: {"MinChild", "MinChild-v1"},
+				CPUModelMigrationLabelPrefix: {"MinBase", "MinChild", "MinChild-v1"},
 				HostModelCPULabelPrefix:      {"HostX"},
 			},
 		},
@@ -355,41 +378,77 @@ func TestLabelsInvalidNames(t *testing.T) {
 	if !reflect.DeepEqual(res.Labels, want) {
 		t.Errorf("labels = %v\nwant %v", res.Labels, want)
 	}
-	for _, bad := range []string{`"Bad Model"`, long, `"Host/Model"`, `"bad req"`, `"bad/feature"`, `"-lead"`, `"Weird Vendor"`, `"bad machine"`} {
+	for _, bad := range []string{`"Bad Model"`, long, `"trailing-"`, `"Host/Model"`, `"bad req"`, `"bad/feature"`, `"-lead"`, `"Weird Vendor"`, `"bad machine"`} {
 		if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, bad) }) {
 			t.Errorf("no warning names %s: %v", bad, res.Warnings)
 		}
 	}
 	// Bad Model twice (cpu-model and migration), the long name twice,
 	// Host/Model once (host-model-cpu), then one each for the rest;
-	// trailing- is unusable and never becomes a key.
-	if len(res.Warnings) != 10 {
-		t.Errorf("%d warnings; want 10: %v", len(res.Warnings), res.Warnings)
+	// trailing- is usable='no', so only its migration key is tried, and
+	// refused.
+	if len(res.Warnings) != 11 {
+		t.Errorf("%d warnings; want 11: %v", len(res.Warnings), res.Warnings)
 	}
 }
 
+// TestLabelsWithoutLibvirt labels from cpuid alone, on a host with KVM and on
+// one without: the hyperv family follows the (fake) /dev/kvm, everything
+// libvirt would give is omitted for one reason.
 func TestLabelsWithoutLibvirt(t *testing.T) {
-	h := discover(t, offline{expand: []string{"Penryn"}}) // libvirt fails, built-in Penryn
-	res := mustLabels(t, penryn, h)
-	want := map[string]string{
-		CPUVendorLabelPrefix + "Intel":       "true",
-		CPUFeatureLabelPrefix + "avx":        "true",
-		CPUFeatureLabelPrefix + "avx2":       "true",
-		CPUFeatureLabelPrefix + "hypervisor": "true",
-		CPUFeatureLabelPrefix + "sse4.2":     "true",
+	libvirtOnly := []string{CPUModelLabelPrefix, CPUModelMigrationLabelPrefix, HostModelCPULabelPrefix, HostModelRequiredFeaturesLabelPrefix, ObsoleteHostModelLabel, CPUTimerLabelPrefix, MachineTypeLabelPrefix, SEVLabel, SEVESLabel, SEVSNPLabel, TDXLabel, S390PVLabel}
+	tests := []struct {
+		name        string
+		hyperV      func() ([]string, error)
+		wantHyperV  []string
+		wantOmitted []string
+	}{
+		{
+			name:        "with /dev/kvm",
+			hyperV:      func() ([]string, error) { return []string{"base", "time"}, nil },
+			wantHyperV:  []string{"base", "time"},
+			wantOmitted: libvirtOnly,
+		},
+		{
+			name:        "without /dev/kvm",
+			hyperV:      func() ([]string, error) { return nil, errors.New("opening /dev/kvm: no such file or directory") },
+			wantOmitted: append(slices.Clone(libvirtOnly), HyperVLabelPrefix),
+		},
 	}
-	if !reflect.DeepEqual(res.Labels, want) {
-		t.Errorf("labels = %v; want %v", res.Labels, want)
-	}
-	wantOmitted := []string{CPUModelLabelPrefix, CPUModelMigrationLabelPrefix, HostModelCPULabelPrefix, HostModelRequiredFeaturesLabelPrefix, ObsoleteHostModelLabel, CPUTimerLabelPrefix, MachineTypeLabelPrefix, SEVLabel, SEVESLabel, SEVSNPLabel, TDXLabel, S390PVLabel}
-	if got := res.OmittedPrefixes(); !reflect.DeepEqual(got, wantOmitted) {
-		t.Errorf("omitted %v; want %v", got, wantOmitted)
-	}
-	if len(res.Omitted) != 1 || !strings.Contains(res.Omitted[0].Reason, "libvirt unreachable") || !strings.Contains(res.Omitted[0].String(), "machine-type.node.kubevirt.io/*") {
-		t.Errorf("omissions = %v; want one, for libvirt", res.Omitted)
-	}
-	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "cpuid") {
-		t.Errorf("notes = %v", res.Notes)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := discover(t, offline{expand: []string{"Penryn"}, hyperV: tt.hyperV}) // libvirt fails, built-in Penryn
+			res := mustLabels(t, penryn, h)
+			want := map[string]string{
+				CPUVendorLabelPrefix + "Intel":       "true",
+				CPUFeatureLabelPrefix + "avx":        "true",
+				CPUFeatureLabelPrefix + "avx2":       "true",
+				CPUFeatureLabelPrefix + "hypervisor": "true",
+				CPUFeatureLabelPrefix + "sse4.2":     "true",
+			}
+			for _, e := range tt.wantHyperV {
+				want[HyperVLabelPrefix+e] = "true"
+			}
+			if !reflect.DeepEqual(res.Labels, want) {
+				t.Errorf("labels = %v; want %v", res.Labels, want)
+			}
+			if got := res.OmittedPrefixes(); !reflect.DeepEqual(got, tt.wantOmitted) {
+				t.Errorf("omitted %v; want %v", got, tt.wantOmitted)
+			}
+			if !strings.Contains(res.Omitted[0].Reason, "libvirt unreachable") || !strings.Contains(res.Omitted[0].String(), "machine-type.node.kubevirt.io/*") {
+				t.Errorf("omissions = %v; want the first for libvirt", res.Omitted)
+			}
+			if tt.wantHyperV == nil {
+				if len(res.Omitted) != 2 || !strings.Contains(res.Omitted[1].Reason, "/dev/kvm") {
+					t.Errorf("omissions = %v; want a second one naming /dev/kvm", res.Omitted)
+				}
+			} else if len(res.Omitted) != 1 {
+				t.Errorf("omissions = %v; want one, for libvirt", res.Omitted)
+			}
+			if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "cpuid") {
+				t.Errorf("notes = %v", res.Notes)
+			}
+		})
 	}
 }
 
@@ -460,19 +519,60 @@ func TestIsOwnedKey(t *testing.T) {
 	}
 }
 
-// KubeVirt labels usable='yes' and usable='unknown', and neither usable='no'
-// nor a model without the attribute (cpu_plugin.go, loadDomCapabilities).
+// KubeVirt (cpu_plugin.go, loadDomCapabilities, v1.7.0 and later) gives
+// cpu-model to usable='yes' and usable='unknown' models, and
+// cpu-model-migration to every model with a usable attribute, usable='no'
+// included; a model without the attribute, or obsolete, gets neither.
+//
+// The "No" row is the case node-agent got wrong before: it gave migration
+// labels to usable models only, as KubeVirt did up to v1.6, so a node was
+// refused as the target of a host-model guest that KubeVirt would send there.
 func TestModelUsability(t *testing.T) {
 	h := &hostcpu.HostCPU{Arch: "x86_64", Models: []hostcpu.Model{
 		{Name: "Yes", Usability: "yes"}, {Name: "Unknown", Usability: "unknown"},
 		{Name: "No", Usability: "no"}, {Name: "None"}, {Name: "Old", Usability: "yes"},
+		{Name: "OldNo", Usability: "no"},
 	}}
-	res := mustLabels(t, Policy{ObsoleteCPUModels: []string{"Old"}}, h)
-	for _, prefix := range []string{CPUModelLabelPrefix, CPUModelMigrationLabelPrefix} {
-		if got := keysWithPrefix(res.Labels, prefix); !reflect.DeepEqual(got, []string{"Unknown", "Yes"}) {
-			t.Errorf("%s: %v; want [Unknown Yes]", prefix, got)
+	res := mustLabels(t, Policy{ObsoleteCPUModels: []string{"Old", "OldNo"}}, h)
+	want := map[string][]string{
+		CPUModelLabelPrefix:          {"Unknown", "Yes"},
+		CPUModelMigrationLabelPrefix: {"No", "Unknown", "Yes"},
+	}
+	for prefix, w := range want {
+		if got := keysWithPrefix(res.Labels, prefix); !reflect.DeepEqual(got, w) {
+			t.Errorf("%s: %v; want %v", prefix, got, w)
 		}
 	}
+}
+
+// modelsOf reads a domcapabilities file with its own minimal struct and
+// returns KubeVirt's two model sets, each without the default obsolete
+// models and sorted: known (any usable attribute: cpu-model-migration) and
+// usable (known, and not usable='no': cpu-model).
+func modelsOf(t *testing.T, path string) (known, usable []string) {
+	t.Helper()
+	var dc struct {
+		Models []struct {
+			Name   string `xml:",chardata"`
+			Usable string `xml:"usable,attr"`
+		} `xml:"cpu>mode>model"`
+	}
+	readXML(t, path, &dc)
+	for _, m := range dc.Models {
+		if m.Usable == "" || (Policy{}).IsObsolete(m.Name) {
+			continue
+		}
+		known = append(known, m.Name)
+		if m.Usable != "no" {
+			usable = append(usable, m.Name)
+		}
+	}
+	slices.Sort(known)
+	slices.Sort(usable)
+	if len(known) == len(usable) {
+		t.Fatalf("%s: no known model is unusable; the two families would not be told apart", path)
+	}
+	return slices.Compact(known), slices.Compact(usable)
 }
 
 // Unknown sources leave their families alone; known ones, even empty, do

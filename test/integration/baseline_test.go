@@ -53,8 +53,14 @@ func TestCPUBaseline(t *testing.T) {
 	ctx := t.Context()
 	c := env.Client()
 
+	// intelNew also carries cpu-model-migration for EPYC-IBPB, a model it
+	// knows but cannot run (usable='no'); cpu-baseline reads cpu-model only,
+	// so EPYC-IBPB must not become a candidate held back by intel-old.
 	intelNew := kubevirtLabels(t, "virsh_domcapabilities.xml") // Haswell, IvyBridge, Penryn, Skylake-Client-IBRS
-	amd := kubevirtLabels(t, "domcapabilities_sev.xml")        // EPYC-IBPB host; Westmere, SandyBridge, Penryn, ...
+	if intelNew[labeller.CPUModelMigrationLabelPrefix+"EPYC-IBPB"] != "true" {
+		t.Fatalf("the fixture lost its migration-only model: %v", intelNew)
+	}
+	amd := kubevirtLabels(t, "domcapabilities_sev.xml") // EPYC-IBPB host; Westmere, SandyBridge, Penryn, ...
 	intelOld := map[string]string{
 		labeller.CPUModelLabelPrefix + "IvyBridge":     "true",
 		labeller.CPUModelLabelPrefix + "Penryn":        "true",

@@ -3,10 +3,12 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -266,4 +268,87 @@ func TestLabelsWithoutLibvirt(t *testing.T) {
 		}
 	}
 	t.Logf("without libvirt: %d cpu-feature labels, %d cpu-vendor label; stderr:\n%s", features, vendors, msg)
+}
+
+// TestLabelsCommandModelFamilies is issue 20's acceptance on the test host's
+// embedded libvirt: `node-agent labels -o json` gives cpu-model-migration to
+// every known, non-obsolete model of `virsh domcapabilities` (usable or not)
+// and cpu-model to the usable ones only, as KubeVirt v1.7 and later do.
+func TestLabelsCommandModelFamilies(t *testing.T) {
+	requireLibvirt(t)
+	root := filepath.Join(t.TempDir(), "libvirt")
+	uri := "qemu:///embed?root=" + root
+
+	// virsh first: while node-agent has the embedded root open, no other
+	// process can open it.
+	virsh := exec.Command("virsh", "-q", "-c", uri, "domcapabilities", "--virttype", "qemu")
+	var stderr strings.Builder
+	virsh.Stderr = &stderr
+	out, err := virsh.Output()
+	if err != nil {
+		t.Fatalf("virsh domcapabilities: %v\n%s", err, stderr.String())
+	}
+	var dc struct {
+		Modes []struct {
+			Name   string `xml:"name,attr"`
+			Models []struct {
+				Name   string `xml:",chardata"`
+				Usable string `xml:"usable,attr"`
+			} `xml:"model"`
+		} `xml:"cpu>mode"`
+	}
+	if err := xml.Unmarshal(out, &dc); err != nil {
+		t.Fatal(err)
+	}
+	var known, usable []string
+	for _, m := range dc.Modes {
+		if m.Name != "custom" {
+			continue
+		}
+		for _, md := range m.Models {
+			name := strings.TrimSpace(md.Name)
+			if md.Usable == "" || (labeller.Policy{}).IsObsolete(name) {
+				continue
+			}
+			known = append(known, name)
+			if md.Usable != "no" {
+				usable = append(usable, name)
+			}
+		}
+	}
+	slices.Sort(known)
+	slices.Sort(usable)
+
+	cmd := exec.Command(agentBinary, "labels", "-o", "json", "--libvirt-uri", uri, "--virt-type", "qemu", "--state-dir", t.TempDir())
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	out, err = cmd.Output()
+	if err != nil {
+		t.Fatalf("node-agent labels: %v\n%s", err, stderr.String())
+	}
+	var labels map[string]string
+	if err := json.Unmarshal(out, &labels); err != nil {
+		t.Fatalf("labels -o json: %v\n%s", err, out)
+	}
+	family := func(prefix string) []string {
+		var names []string
+		for k, v := range labels {
+			if n, ok := strings.CutPrefix(k, prefix); ok && v == "true" {
+				names = append(names, n)
+			}
+		}
+		slices.Sort(names)
+		return names
+	}
+	if got := family(labeller.CPUModelMigrationLabelPrefix); !slices.Equal(got, known) {
+		t.Errorf("cpu-model-migration: %v\nwant every known model of virsh: %v", got, known)
+	}
+	if got := family(labeller.CPUModelLabelPrefix); !slices.Equal(got, usable) {
+		t.Errorf("cpu-model: %v\nwant the usable models of virsh: %v", got, usable)
+	}
+	t.Logf("virsh domcapabilities --virttype qemu: %d known and %d usable models (default obsolete list removed); labels: %d cpu-model-migration, %d cpu-model",
+		len(known), len(usable), len(family(labeller.CPUModelMigrationLabelPrefix)), len(family(labeller.CPUModelLabelPrefix)))
+	if len(known) == len(usable) {
+		t.Log("every known model is usable here, so this run cannot tell the two rules apart")
+	}
 }
