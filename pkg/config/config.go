@@ -104,8 +104,9 @@ type DrainConfig struct {
 	// DeleteAfter deletes pods whose eviction is still refused after this
 	// long; 0 means never.
 	DeleteAfter metav1.Duration `json:"deleteAfter"`
-	// MaxConcurrentNodes bounds how many nodes drain on annotation requests
-	// at once, cluster-wide.
+	// MaxConcurrentNodes bounds how many nodes drain for maintenance
+	// requests (annotation or NodeMaintenance object) at once,
+	// cluster-wide. A shutdown drain takes no slot: the host goes down anyway.
 	MaxConcurrentNodes int `json:"maxConcurrentNodes"`
 	// Parallelism bounds the evictions in flight on this node.
 	Parallelism int `json:"parallelism"`
@@ -181,7 +182,10 @@ func (v durationValue) Set(s string) error {
 }
 
 // AddFlags binds every key of the run command to a flag on fs. Flag names are
-// the config keys in kebab-case, with the section as prefix.
+// the config keys in kebab-case, with the section as prefix (drain.timeout is
+// --drain-timeout), except the labeller's, which `node-agent labels` shares
+// and which keep their short names (labeller.minCPUModel is
+// --min-cpu-model; labeller.enabled is --labeller-enabled).
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "Path of a kubeconfig file. Empty means the in-cluster service account.")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "Name of the Node this agent runs on, the only Node it changes. Defaults to $NODE_NAME.")
@@ -197,7 +201,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Drain.PodSelector, "drain-pod-selector", c.Drain.PodSelector, "Label selector that narrows the pods evicted, for example kubevirt.io=virt-launcher. Empty means all.")
 	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "Mark a requested maintenance (annotation or NodeMaintenance object) Failed if the node is not drained by then. 0 means no timeout.")
 	fs.Var(durationValue{&c.Drain.DeleteAfter}, "drain-delete-after", "Delete pods whose eviction is still refused after this long. 0 means never.")
-	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once on maintenance requests, cluster-wide.")
+	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once for maintenance requests (annotation or NodeMaintenance object), cluster-wide. A shutdown drain takes no slot.")
 	fs.IntVar(&c.Drain.Parallelism, "drain-parallelism", c.Drain.Parallelism, "Most evictions in flight at once on this node.")
 	fs.StringVar(&c.Drain.LeaseNamespace, "drain-lease-namespace", c.Drain.LeaseNamespace, "Namespace of the Leases that bound concurrent drains.")
 	fs.BoolVar(&c.Maintenance.NodeMaintenance, "maintenance-node-maintenance", c.Maintenance.NodeMaintenance, "Serve NodeMaintenance objects (nodemaintenance.medik8s.io or nodemaintenance.kubevirt.io) that name this node. Leave off where node-maintenance-operator runs.")

@@ -48,8 +48,9 @@ func EmbeddedURI(dir string) string {
 	return "qemu:///embed?root=" + dir
 }
 
-// Options configure a Discoverer. The zero value discovers with libvirt "auto"
-// and cpuid.
+// Options configure a Discoverer. The zero value discovers from cpuid and the
+// kernel only: libvirt is used once Dial is set (LibvirtURI then defaults to
+// AutoURI).
 type Options struct {
 	// LibvirtURI is a libvirt URI or AutoURI (also when empty).
 	LibvirtURI string

@@ -1,8 +1,8 @@
 // Package hostcpu owns host CPU discovery: what this host's CPU can offer to
 // virtual machines, as libvirt and the CPU itself report it.
 //
-// Discovery combines up to three kinds of source, and records in the snapshot
-// which ones it used and what it could not learn:
+// Discovery combines four kinds of source, and records in the snapshot which
+// ones it used and what it could not learn:
 //
 //   - cpuid (github.com/klauspost/cpuid/v2): vendor, brand, family, model,
 //     stepping, the hypervisor bit and the feature flags, renamed to libvirt's
