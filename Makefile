@@ -60,8 +60,8 @@ test: deps tools build image rootfs ## Run every test: unit, integration (real c
 	NODE_AGENT_INTEGRATION=1 NODE_AGENT_E2E=1 NODE_AGENT_BINARY=$(BIN)/node-agent $(GO) test -tags $(GOTAGS) -count=1 -timeout $(TEST_TIMEOUT) -p 1 -v ./test/...
 
 .PHONY: unit
-unit: ## Run only the unit tests (no processes, no root)
-	$(GO) test -tags $(GOTAGS) -count=1 ./pkg/... ./cmd/... ./internal/...
+unit: ## Run only the unit tests (-short: no libvirt, virsh, QEMU or dbus-daemon, no host devices, no root)
+	$(GO) test -tags $(GOTAGS) -count=1 -short ./pkg/... ./cmd/... ./internal/...
 
 .PHONY: node-e2e
 node-e2e: deps tools build image ## Run the shipped DaemonSet on a real kubelet with containerd and runc

@@ -482,8 +482,12 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 // TestDiscoverWithoutReachableLibvirt is the second acceptance test at
 // the package level: with libvirt unreachable, discovery still succeeds, and
 // the labels carry cpuid's features and vendor and say what was left out.
-// It needs no libvirt, so it never skips.
+// It needs no libvirt daemon, only libvirt.so.0, and it reads this host's
+// /dev/kvm, so -short skips it.
 func TestDiscoverWithoutReachableLibvirt(t *testing.T) {
+	if testing.Short() && os.Getenv(integrationEnv) != "1" {
+		t.Skip("loads libvirt and reads this host's /dev/kvm; skipped with -short")
+	}
 	uri := "qemu+unix:///system?socket=" + filepath.Join(t.TempDir(), "absent.sock")
 	d, err := hostcpu.NewDiscoverer(hostcpu.Options{LibvirtURI: uri, ExpandModels: []string{"Penryn"}, Dial: hostcpulibvirt.Dial(nil)})
 	if err != nil {
