@@ -66,8 +66,12 @@ var hyperVProbes = []hyperVProbe{
 // device cannot be opened or the MSR list cannot be read.
 func KVMHyperV(path string) ([]string, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|unix.O_CLOEXEC, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s does not exist, so there is no KVM here (no hardware virtualization, or the kvm module is not loaded)", path)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
+		// The *PathError names the path and the operation.
+		return nil, err
 	}
 	defer f.Close()
 	// A file that is not a character device is no KVM: the ioctls would
