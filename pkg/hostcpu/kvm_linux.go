@@ -75,8 +75,8 @@ func KVMHyperV(path string) ([]string, error) {
 	}
 	defer f.Close()
 	// A file that is not a character device is no KVM: the ioctls would
-	// only fail with ENOTTY. Tests hide /dev/kvm by binding an empty file
-	// over it; a container may carry a placeholder.
+	// only fail with ENOTTY. A container may carry a placeholder file
+	// (test/node binds an empty file over /dev/kvm for the agent's pod).
 	if fi, err := f.Stat(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	} else if fi.Mode()&os.ModeCharDevice == 0 {

@@ -38,8 +38,8 @@ func TestReadRealtime(t *testing.T) {
 // TestKVMHyperVOnThisHost probes the host's real /dev/kvm, so it is not a
 // unit test: -short skips it. It asserts what this host offers: with a KVM
 // device the probe answers, with KubeVirt's names only; without one (no file,
-// or an empty file bound over it as `make test`'s second run does) it fails
-// and names the device.
+// as in `make test`'s second run, or a placeholder that is no character
+// device) it fails and names the device.
 func TestKVMHyperVOnThisHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads the host's /dev/kvm; skipped with -short")

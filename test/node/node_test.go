@@ -102,20 +102,16 @@ func (b *bed) testPod(t *testing.T) {
 // DaemonSet mounts none unless the kvm component is added), so its "auto"
 // picks qemu, and its image carries the same Debian libvirt and QEMU as the
 // host's hack/install-deps.sh. Without kvm, /dev/kvm is hidden from the
-// command too, in a mount namespace of its own, by an empty file bound over
-// it: libvirt reads the TSC counter through /dev/kvm.
+// command too, by hack/without-kvm.sh (a mount namespace whose /dev lacks
+// it): libvirt reads the TSC counter through /dev/kvm.
 func (b *bed) hostLabels(t *testing.T, kvm bool) map[string]string {
 	t.Helper()
 	root := t.TempDir()
 	args := []string{filepath.Join(b.bin, "node-agent"), "labels", "-o", "json", "--virt-type", "qemu",
 		"--libvirt-uri", "qemu:///embed?root=" + root, "--state-dir", root}
 	if !kvm {
-		empty := filepath.Join(root, "no-kvm")
-		if err := os.WriteFile(empty, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		args = append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-ec",
-			`[ ! -e /dev/kvm ] || mount --bind "$0" /dev/kvm; exec "$@"`, empty}, args...)
+		// go test runs in the package's directory.
+		args = append([]string{"../../hack/without-kvm.sh"}, args...)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	var stderr strings.Builder
