@@ -4,6 +4,9 @@
 #
 #   libvirt + QEMU: the embedded QEMU driver (qemu:///embed) used by the libvirt
 #                   tests, the demo and `node-agent labels` on this host;
+#                   libvirt-dev: the headers libvirt.org/go/libvirt compiles
+#                   against when built without -tags libvirt_dlopen (a plain
+#                   `go build ./...` or `go vet ./...`);
 #   dbus-daemon:    private buses for the logind stand-in tests;
 #   debootstrap + systemd-container: the systemd-nspawn rootfs for the
 #                   end-to-end shutdown test, and the base of the image
@@ -17,7 +20,7 @@
 set -euo pipefail
 
 declare -A groups=(
-	[libvirt]="libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 libvirt-clients"
+	[libvirt]="libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 libvirt-clients libvirt-dev"
 	[dbus]="dbus-daemon"
 	[nspawn]="debootstrap systemd-container"
 	[node]="containerd runc containernetworking-plugins iproute2 skopeo"

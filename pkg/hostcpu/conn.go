@@ -3,8 +3,8 @@ package hostcpu
 import "context"
 
 // Conn is the part of a libvirt connection discovery uses.
-// pkg/hostcpu/libvirt implements it with the cgo binding; tests give their
-// own.
+// pkg/hostcpu/libvirt implements it over libvirt.org/go/libvirt; tests give
+// their own.
 type Conn interface {
 	// DomainCapabilities returns virConnectGetDomainCapabilities for the
 	// host's default emulator, arch and machine, and virtType, as

@@ -1,18 +1,26 @@
-// Package libvirt owns the cgo binding to libvirt: it implements
-// hostcpu.Conn with the few libvirt calls discovery makes, loading
-// libvirt.so.0 with dlopen at the first Dial (binding.go). It is the only package of node-agent that loads
-// libvirt.so.0, so that the parsers and policy in pkg/hostcpu and
-// pkg/labeller build and test with CGO_ENABLED=0, and so that a process that
-// never dials (the daemon, which discovers in a child process) never maps
-// libvirt's libraries.
+// Package libvirt owns node-agent's use of libvirt: it implements hostcpu.Conn
+// over libvirt.org/go/libvirt with the few calls discovery makes. It is the
+// only package of node-agent that imports the binding, and only the discovery
+// helper (cmd/node-agent-discover) imports it, so that the parsers and policy
+// in pkg/hostcpu and pkg/labeller build and test with CGO_ENABLED=0, and the
+// daemon (cmd/node-agent) links and maps none of libvirt.
+//
+// Built with -tags libvirt_dlopen (as `make build` does), the binding loads
+// libvirt.so.0 with dlopen at its first call instead of linking it, so the
+// helper needs no libvirt headers to build and still runs, answering "libvirt
+// unreachable", where libvirt is not installed.
 package libvirt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+
+	golibvirt "libvirt.org/go/libvirt"
 
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 )
@@ -29,20 +37,16 @@ var eventLoop struct {
 
 func startEventLoop(log *slog.Logger) error {
 	eventLoop.once.Do(func() {
-		if err := load(); err != nil {
-			eventLoop.err = err
-			return
-		}
-		if err := eventRegisterDefaultImpl(); err != nil {
-			eventLoop.err = fmt.Errorf("starting libvirt's event loop: %w", err)
+		if err := golibvirt.EventRegisterDefaultImpl(); err != nil {
+			eventLoop.err = fmt.Errorf("starting libvirt's event loop: %w", plainError(err))
 			return
 		}
 		go func() {
 			for {
-				if err := eventRunDefaultImpl(); err != nil {
+				if err := golibvirt.EventRunDefaultImpl(); err != nil {
 					// It fails only on a broken poll(2); keep
 					// serving, but do not spin.
-					log.Error("libvirt event loop iteration failed", "err", err)
+					log.Error("libvirt event loop iteration failed", "err", plainError(err))
 					time.Sleep(time.Second)
 				}
 			}
@@ -51,9 +55,8 @@ func startEventLoop(log *slog.Logger) error {
 	return eventLoop.err
 }
 
-// Dial opens a libvirt connection. It loads libvirt.so.0 at the first call and
-// returns an error, not a crash, where libvirt is not installed. log receives the event
-// loop's errors.
+// Dial opens a libvirt connection. Where libvirt is not installed it returns
+// an error, not a crash. log receives the event loop's errors.
 func Dial(log *slog.Logger) hostcpu.DialFunc {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -63,25 +66,25 @@ func Dial(log *slog.Logger) hostcpu.DialFunc {
 			return nil, err
 		}
 		type result struct {
-			c   *conn
+			c   *golibvirt.Connect
 			err error
 		}
 		ch := make(chan result, 1)
 		go func() {
-			c, err := openConn(uri)
+			c, err := golibvirt.NewConnect(uri)
 			ch <- result{c, err}
 		}()
 		select {
 		case r := <-ch:
 			if r.err != nil {
-				return nil, r.err
+				return nil, plainError(r.err)
 			}
 			return &libvirtConn{c: r.c}, nil
 		case <-ctx.Done():
 			// Close the connection if it opens after all.
 			go func() {
 				if r := <-ch; r.c != nil {
-					_ = r.c.close()
+					_, _ = r.c.Close()
 				}
 			}()
 			return nil, fmt.Errorf("connecting to %s: gave up waiting: %w", uri, ctx.Err())
@@ -90,29 +93,30 @@ func Dial(log *slog.Logger) hostcpu.DialFunc {
 }
 
 type libvirtConn struct {
-	c *conn
+	c *golibvirt.Connect
 }
 
 func (l *libvirtConn) DomainCapabilities(ctx context.Context, virtType string) (string, error) {
 	// No emulator, arch and machine ask libvirt for the host's defaults,
 	// as virsh does without --emulatorbin, --arch and --machine.
 	return callWithContext(ctx, "GetDomainCapabilities", func() (string, error) {
-		return l.c.domainCapabilities(virtType)
+		return l.c.GetDomainCapabilities("", "", "", virtType, 0)
 	})
 }
 
 func (l *libvirtConn) Capabilities(ctx context.Context) (string, error) {
-	return callWithContext(ctx, "GetCapabilities", l.c.capabilities)
+	return callWithContext(ctx, "GetCapabilities", l.c.GetCapabilities)
 }
 
 func (l *libvirtConn) ExpandCPU(ctx context.Context, virtType, cpuXML string) (string, error) {
 	return callWithContext(ctx, "BaselineHypervisorCPU", func() (string, error) {
-		return l.c.expandCPU(virtType, cpuXML)
+		return l.c.BaselineHypervisorCPU("", "", "", virtType, []string{cpuXML}, golibvirt.CONNECT_BASELINE_CPU_EXPAND_FEATURES)
 	})
 }
 
 func (l *libvirtConn) Close() error {
-	return l.c.close()
+	_, err := l.c.Close()
+	return plainError(err)
 }
 
 // callWithContext runs f, a blocking libvirt call, and stops waiting for it
@@ -126,7 +130,7 @@ func callWithContext[T any](ctx context.Context, what string, f func() (T, error
 	ch := make(chan result, 1)
 	go func() {
 		v, err := f()
-		ch <- result{v, err}
+		ch <- result{v, plainError(err)}
 	}()
 	select {
 	case r := <-ch:
@@ -135,4 +139,20 @@ func callWithContext[T any](ctx context.Context, what string, f func() (T, error
 		var zero T
 		return zero, fmt.Errorf("libvirt %s: gave up waiting: %w", what, ctx.Err())
 	}
+}
+
+// plainError keeps libvirt's own message, which is what virsh prints, and
+// drops the binding's "virError(Code=..., Domain=..., Message='...')"
+// wrapping: the message ends up in label reports and Events. Where the
+// dlopen build could not load the library, it says what to install.
+func plainError(err error) error {
+	var lerr golibvirt.Error
+	if !errors.As(err, &lerr) || lerr.Message == "" {
+		return err
+	}
+	msg := lerr.Message
+	if strings.Contains(msg, "libvirt.so.0") {
+		msg += "; is libvirt (libvirt.so.0, Debian package libvirt0) installed?"
+	}
+	return errors.New(msg)
 }
