@@ -8,9 +8,10 @@
 #   docker build -t registry.example.com/node-agent:v0.1.0 \
 #     --build-arg VERSION=v0.1.0 --build-arg COMMIT=$(git rev-parse --short HEAD) .
 
-# Build: cgo with -tags libvirt_dlopen. The binary links only libc and loads
-# libvirt.so.0 at run time, so it needs no libvirt headers here and runs (with
-# labels from cpuid alone) where libvirt is missing.
+# Build: cgo with -tags libvirt_dlopen, as `make build`: node-agent links no
+# libvirt, and its discovery helper node-agent-discover (libvirt.org/go/libvirt)
+# loads libvirt.so.0 at run time, so it needs no libvirt headers here and runs
+# (with labels from cpuid alone) where libvirt is missing.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -20,7 +21,7 @@ ARG VERSION=devel
 ARG COMMIT=unknown
 RUN CGO_ENABLED=1 go build -trimpath -tags libvirt_dlopen \
       -ldflags "-s -w -X github.com/node-agent/node-agent/pkg/version.Version=${VERSION} -X github.com/node-agent/node-agent/pkg/version.Commit=${COMMIT}" \
-      -o /out/node-agent ./cmd/node-agent
+      -o /out/ ./cmd/node-agent ./cmd/node-agent-discover
 
 # Runtime: Debian bookworm, the same glibc as the build stage, with the
 # packages of hack/image/packages.txt (libvirt0 and the embedded QEMU
@@ -35,7 +36,8 @@ RUN apt-get update \
  && (getent group kvm >/dev/null || groupadd -r kvm) \
  && (getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu) \
  && (getent passwd libvirt-qemu >/dev/null || useradd -r -g libvirt-qemu -G kvm -d /nonexistent -s /usr/sbin/nologin libvirt-qemu)
-COPY --from=build /out/node-agent /usr/local/bin/node-agent
+# node-agent looks for its discovery helper beside itself.
+COPY --from=build /out/node-agent /out/node-agent-discover /usr/local/bin/
 
 # root, on purpose. The shutdown guard takes a systemd-logind "delay"
 # inhibitor lock over the host's system bus (and, with

@@ -7,9 +7,11 @@ SHELL := /usr/bin/env bash
 
 GO        ?= go
 BIN       := $(CURDIR)/bin
-# libvirt_dlopen: kept so existing commands keep working; it no longer changes
-# the build. pkg/hostcpu/libvirt loads libvirt.so.0 with dlopen itself, only
-# in the discovery child, so one binary runs on hosts with and without libvirt.
+# libvirt_dlopen is libvirt.org/go/libvirt's own tag: the binding then loads
+# libvirt.so.0 with dlopen at its first call instead of linking it, so the
+# discovery helper (bin/node-agent-discover, the only binary that links the
+# binding) builds without libvirt's headers and runs, with labels from cpuid
+# alone, where libvirt is missing. bin/node-agent links no libvirt either way.
 GOTAGS    := libvirt_dlopen
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -23,8 +25,8 @@ export CGO_ENABLED := 1
 export NODE_AGENT_BIN_DIR := $(BIN)
 
 .PHONY: build
-build: ## Build bin/node-agent, stripped as in the image
-	$(GO) build -trimpath -tags $(GOTAGS) -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/node-agent ./cmd/node-agent
+build: ## Build bin/node-agent and its discovery helper bin/node-agent-discover, stripped as in the image
+	$(GO) build -trimpath -tags $(GOTAGS) -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/ ./cmd/node-agent ./cmd/node-agent-discover
 
 .PHONY: deps
 deps: ## Install the Debian packages tests need (only the missing ones)

@@ -2,81 +2,70 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
-	"os"
-	"strings"
-	"syscall"
-	"time"
 
-	"github.com/spf13/cobra"
-
+	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
-	hostcpulibvirt "github.com/node-agent/node-agent/pkg/hostcpu/libvirt"
 	"github.com/node-agent/node-agent/pkg/hostcpu/subprocess"
+	"github.com/node-agent/node-agent/pkg/labeller"
 )
 
-// discoverCPUCommand is the hidden subcommand `node-agent run` starts for each
-// CPU discovery (see pkg/hostcpu/subprocess). It is the only path of `run`
-// that loads libvirt.
-const discoverCPUCommand = "discover-cpu"
-
-// faultEnv names a file whose content makes discover-cpu misbehave, for the
-// integration tests of the daemon's side: "hang", "signal" (killed by
-// SIGKILL, as the OOM killer would) or "garbage" (prints what is not an
-// answer). The file is read at each start, so a test can heal the child
-// between periods. Unset or an empty file, the child runs normally.
-const faultEnv = "NODE_AGENT_TEST_DISCOVERY_FAULT"
-
-func newDiscoverCPUCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:    discoverCPUCommand,
-		Short:  "Discover the host CPU for `node-agent run` (JSON on stdin and stdout; internal)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if path := os.Getenv(faultEnv); path != "" {
-				injectFault(path)
+// discoveryRunner returns the runner of the discovery helper
+// (cmd/node-agent-discover, beside this binary; see subprocess.FindHelper)
+// for one labeller configuration. Every CPU discovery of `run` and of `labels`
+// is a helper process: this binary links no libvirt (TestLinksNoLibvirt).
+// A missing helper is an error of the discovery, which the labeller reports
+// as it reports any other.
+func discoveryRunner(lc config.LabellerConfig, stateDir string, log *slog.Logger) (*subprocess.Runner, error) {
+	helper, err := subprocess.FindHelper()
+	if err != nil {
+		return nil, err
+	}
+	root := hostcpu.EmbedRoot(lc.LibvirtURI, stateDir)
+	return &subprocess.Runner{
+		Command: []string{helper},
+		Timeout: lc.DiscoveryTimeout.Duration,
+		Logger:  log,
+		AfterKill: func() {
+			if n := hostcpu.KillProbes(root); n > 0 {
+				log.Info("Stopped QEMU capability probes left by a killed discovery", "count", n)
 			}
-			return subprocess.Serve(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), func(ctx context.Context, req subprocess.Request) (*hostcpu.HostCPU, error) {
-				var lvl slog.Level
-				if err := lvl.UnmarshalText([]byte(req.LogLevel)); err != nil {
-					lvl = slog.LevelInfo
-				}
-				log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl}))
-				d, err := hostcpu.NewDiscoverer(hostcpu.Options{
-					LibvirtURI:   req.LibvirtURI,
-					VirtType:     req.VirtType,
-					StateDir:     req.StateDir,
-					ExpandModels: req.ExpandModels,
-					Dial:         hostcpulibvirt.Dial(log),
-					Logger:       log,
-				})
-				if err != nil {
-					return nil, err
-				}
-				return d.Discover(ctx)
-			})
 		},
+	}, nil
+}
+
+// discoveryRequest is what the helper discovers with for lc; logLevel is
+// the level of the helper's log on stderr.
+func discoveryRequest(lc config.LabellerConfig, stateDir, logLevel string) subprocess.Request {
+	return subprocess.Request{
+		LibvirtURI:   lc.LibvirtURI,
+		VirtType:     lc.VirtType,
+		StateDir:     stateDir,
+		ExpandModels: labeller.Policy{MinCPUModel: lc.MinCPUModel}.ExpandModels(),
+		LogLevel:     logLevel,
 	}
 }
 
-// injectFault misbehaves as the file at path says; see faultEnv.
-func injectFault(path string) {
-	data, _ := os.ReadFile(path)
-	switch strings.TrimSpace(string(data)) {
-	case "hang":
-		os.Stderr.WriteString("discover-cpu: test fault: hanging\n")
-		// Ignores SIGTERM too, as a process stuck in a C call would: only
-		// the daemon's SIGKILL ends it.
-		for {
-			time.Sleep(time.Hour)
+// discoverForLabels is the one discovery of `node-agent labels`. Saved files
+// (opts.Offline) need no libvirt and are read in this process; this machine
+// is discovered by the helper, as `run` discovers it, with the helper's log
+// (at level) on stderr.
+func discoverForLabels(ctx context.Context, opts hostcpu.Options, lc config.LabellerConfig, level slog.Level, stderr io.Writer) (*hostcpu.HostCPU, error) {
+	if opts.Offline() {
+		d, err := hostcpu.NewDiscoverer(opts)
+		if err != nil {
+			return nil, fmt.Errorf("--virt-type: %w", err)
 		}
-	case "signal":
-		os.Stderr.WriteString("discover-cpu: test fault: killing myself\n")
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		time.Sleep(time.Hour)
-	case "garbage":
-		os.Stdout.WriteString("this is not JSON\n")
-		os.Exit(0)
+		return d.Discover(ctx)
 	}
+	r, err := discoveryRunner(lc, opts.StateDir, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	r.Stderr = stderr
+	req := discoveryRequest(lc, opts.StateDir, level.String())
+	req.CPUMapDir = opts.CPUMapDir
+	return r.Discover(ctx, req)
 }

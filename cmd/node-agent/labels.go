@@ -13,7 +13,6 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
-	hostcpulibvirt "github.com/node-agent/node-agent/pkg/hostcpu/libvirt"
 	"github.com/node-agent/node-agent/pkg/labeller"
 )
 
@@ -116,7 +115,7 @@ func (o *labelsOptions) run(cmd *cobra.Command) error {
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 
 	policy := labeller.Policy{MinCPUModel: cfg.Labeller.MinCPUModel, ObsoleteCPUModels: cfg.Labeller.ObsoleteCPUModels}
-	d, err := hostcpu.NewDiscoverer(hostcpu.Options{
+	opts := hostcpu.Options{
 		LibvirtURI:             cfg.Labeller.LibvirtURI,
 		StateDir:               cfg.StateDir,
 		VirtType:               cfg.Labeller.VirtType,
@@ -125,13 +124,9 @@ func (o *labelsOptions) run(cmd *cobra.Command) error {
 		SupportedFeaturesFile:  o.features,
 		CPUMapDir:              o.cpuMap,
 		ExpandModels:           policy.ExpandModels(),
-		Dial:                   hostcpulibvirt.Dial(log),
 		Logger:                 log,
-	})
-	if err != nil {
-		return fmt.Errorf("--virt-type: %w", err)
 	}
-	h, err := d.Discover(cmd.Context())
+	h, err := discoverForLabels(cmd.Context(), opts, cfg.Labeller, level, cmd.ErrOrStderr())
 	if err != nil {
 		return fmt.Errorf("discovering the host CPU: %w", err)
 	}

@@ -25,7 +25,7 @@ changes only the Node it runs on:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newLabelsCommand(), newCPUBaselineCommand(), newMaintenanceCommand(), newVersionCommand(), newDiscoverCPUCommand())
+	root.AddCommand(newRunCommand(), newLabelsCommand(), newCPUBaselineCommand(), newMaintenanceCommand(), newVersionCommand())
 	return root
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/node-agent/node-agent/pkg/agent"
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
-	"github.com/node-agent/node-agent/pkg/hostcpu/subprocess"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
@@ -114,33 +113,19 @@ SIGTERM or SIGINT stops it cleanly.`,
 }
 
 // labellerComponent wires CPU discovery and labelling. Each discovery runs
-// in a child process (this binary's hidden discover-cpu command), so libvirt
-// is never loaded into the daemon. The returned function hands the component
-// a reloaded configuration.
+// in the discovery helper (cmd/node-agent-discover), so libvirt is never
+// loaded into the daemon. The returned function hands the component a
+// reloaded configuration.
 func labellerComponent(cfg config.Config) (agent.Option, func(config.Config)) {
 	var ctrl *labeller.Controller
 	opt := agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
 		log := d.Logger.With("component", "hostcpu")
 		discover := func(ctx context.Context, lc config.LabellerConfig) (*hostcpu.HostCPU, error) {
-			root := hostcpu.EmbedRoot(lc.LibvirtURI, cfg.StateDir)
-			r := &subprocess.Runner{
-				// The running binary, even if its file was replaced.
-				Command: []string{"/proc/self/exe", discoverCPUCommand},
-				Timeout: lc.DiscoveryTimeout.Duration,
-				Logger:  log,
-				AfterKill: func() {
-					if n := hostcpu.KillProbes(root); n > 0 {
-						log.Info("Stopped QEMU capability probes left by a killed discovery", "count", n)
-					}
-				},
+			r, err := discoveryRunner(lc, cfg.StateDir, log)
+			if err != nil {
+				return nil, err
 			}
-			return r.Discover(ctx, subprocess.Request{
-				LibvirtURI:   lc.LibvirtURI,
-				VirtType:     lc.VirtType,
-				StateDir:     cfg.StateDir,
-				ExpandModels: labeller.Policy{MinCPUModel: lc.MinCPUModel}.ExpandModels(),
-				LogLevel:     cfg.LogLevel,
-			})
+			return r.Discover(ctx, discoveryRequest(lc, cfg.StateDir, cfg.LogLevel))
 		}
 		c, err := labeller.NewController(labeller.Options{
 			Client: d.Client, NodeName: d.NodeName, Config: cfg.Labeller, Discover: discover,

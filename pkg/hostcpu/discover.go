@@ -108,8 +108,9 @@ type Options struct {
 	Realtime func() (bool, error)
 }
 
-// offline reports whether files stand for the host.
-func (o *Options) offline() bool {
+// Offline reports whether files stand for the host: discovery then reads
+// nothing of this machine, libvirt included.
+func (o *Options) Offline() bool {
 	return o.DomainCapabilitiesFile != "" || o.CapabilitiesFile != "" || o.SupportedFeaturesFile != ""
 }
 
@@ -196,7 +197,7 @@ type expander struct {
 func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 	start := time.Now()
 	o := &d.opts
-	h := &HostCPU{ModelFeatures: map[string][]string{}, Offline: o.offline()}
+	h := &HostCPU{ModelFeatures: map[string][]string{}, Offline: o.Offline()}
 	if h.Offline {
 		h.addGap(FactCPUID, offlineReason)
 	} else {

@@ -7,7 +7,7 @@
 //   - cpuid (github.com/klauspost/cpuid/v2): vendor, brand, family, model,
 //     stepping, the hypervisor bit and the feature flags, renamed to libvirt's
 //     feature names. Always available on x86.
-//   - libvirt (through pkg/hostcpu/libvirt, which loads libvirt.so.0 with dlopen):
+//   - libvirt (through pkg/hostcpu/libvirt, over libvirt.org/go/libvirt):
 //     domain capabilities (CPU models and whether they are usable, the
 //     host-model CPU), host capabilities (TSC counter, machine types) and
 //     hypervisor-cpu-baseline with expanded features (the features of a named
@@ -23,9 +23,9 @@
 //     another host's files are never mixed with this one's facts.
 //
 // libvirt sits behind the small Conn interface; Options.Dial opens one
-// (pkg/hostcpu/libvirt.Dial). `node-agent run` discovers in a child process
-// (pkg/hostcpu/subprocess), so the daemon never loads libvirt. When
-// libvirt cannot be reached, Discover falls back to cpuid and says which facts
-// are missing. Nothing here knows about Kubernetes labels: pkg/labeller turns
+// (pkg/hostcpu/libvirt.Dial). `node-agent run` discovers in a child process,
+// the discovery helper cmd/node-agent-discover (pkg/hostcpu/subprocess), so
+// the daemon links and loads no libvirt. When libvirt cannot be reached,
+// Discover falls back to cpuid and says which facts are missing. Nothing here knows about Kubernetes labels: pkg/labeller turns
 // a HostCPU into labels.
 package hostcpu

@@ -41,7 +41,10 @@ func startLogindAgent(ctx context.Context, b *testing.B, env *testenv.Env, binar
 		return nil
 	}
 	a := &logindAgent{node: node, metricsAddr: testenv.FreeAddr(b), healthAddr: testenv.FreeAddr(b)}
-	a.c = e2e.New(b, e2e.Options{Binds: []e2e.Bind{{Host: binary, Container: "/usr/local/bin/node-agent", ReadOnly: true}}})
+	a.c = e2e.New(b, e2e.Options{Binds: []e2e.Bind{
+		{Host: binary, Container: "/usr/local/bin/node-agent", ReadOnly: true},
+		{Host: testenv.HelperBinary(binary), Container: "/usr/local/bin/node-agent-discover", ReadOnly: true},
+	}})
 	kubeconfig, err := os.ReadFile(env.KubeconfigPath())
 	if err != nil {
 		b.Fatal(err)

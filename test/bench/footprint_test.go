@@ -31,8 +31,8 @@ const kuredIdleRSSMiB = 59
 // issue's acceptance asks.
 const idleFor = 60 * time.Second
 
-// BenchmarkFootprint measures what node-agent costs a node: binary and image
-// size, idle memory with the labeller on and off (host processes, whose
+// BenchmarkFootprint measures what node-agent costs a node: binary, discovery
+// helper and image size, idle memory with the labeller on and off (host processes, whose
 // shutdown guard finds no system bus and retries) and in a systemd-nspawn
 // machine whose logind holds the guard's delay lock, the peak of a discovery
 // in the daemon and in its child, and the time from start to labels with an
@@ -51,6 +51,7 @@ func BenchmarkFootprint(b *testing.B) {
 	for b.Loop() {
 		f := footprint{}
 		f.binary = fileSize(agentBin)
+		f.helper = fileSize(testenv.HelperBinary(agentBin))
 		f.image = imageSize(b)
 
 		onDir := filepath.Join(dir, "on")
@@ -85,7 +86,7 @@ func BenchmarkFootprint(b *testing.B) {
 }
 
 type footprint struct {
-	binary, image                  int64
+	binary, helper, image          int64
 	cold, warm                     time.Duration
 	daemonDiscoveryPeak, childPeak int64
 	idleOn, idleOff                memory
@@ -109,6 +110,7 @@ func (f footprint) print(b *testing.B) {
 	row("figure", "value")
 	row(strings.Repeat("-", 58), strings.Repeat("-", 14))
 	row("binary size (stripped)", mibString(f.binary))
+	row("discovery helper size (stripped; links libvirt)", mibString(f.helper))
 	row("image size (bin/node-agent-image.txt)", f.imageString())
 	row(fmt.Sprintf("idle RSS after %s, labeller and shutdown guard on", idleFor), mibString(f.idleOn.rss))
 	row(fmt.Sprintf("idle RSS after %s, labeller off, shutdown guard on", idleFor), mibString(f.idleOff.rss))

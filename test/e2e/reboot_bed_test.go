@@ -85,7 +85,10 @@ func newRebootBed(ctx context.Context, t *testing.T, cfg bedConfig) *rebootBed {
 	}
 
 	b := &rebootBed{client: client, healthAddr: testenv.FreeAddr(t), metricsAddr: testenv.FreeAddr(t)}
-	b.c = New(t, Options{Rootfs: rootfs, Binds: []Bind{{Host: bin, Container: "/usr/local/bin/node-agent", ReadOnly: true}}})
+	b.c = New(t, Options{Rootfs: rootfs, Binds: []Bind{
+		{Host: bin, Container: "/usr/local/bin/node-agent", ReadOnly: true},
+		{Host: testenv.HelperBinary(bin), Container: "/usr/local/bin/node-agent-discover", ReadOnly: true},
+	}})
 	kubeconfig, err := os.ReadFile(env.KubeconfigPath())
 	if err != nil {
 		t.Fatal(err)

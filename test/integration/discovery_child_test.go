@@ -16,8 +16,8 @@ import (
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
-// discoveryFaultEnv is cmd/node-agent's faultEnv: a file whose content makes
-// the discover-cpu child hang, die on a signal or print garbage.
+// discoveryFaultEnv is cmd/node-agent-discover's faultEnv: a file whose
+// content makes the discovery helper hang, die on a signal or print garbage.
 const discoveryFaultEnv = "NODE_AGENT_TEST_DISCOVERY_FAULT"
 
 // TestLabellerSurvivesBrokenDiscovery runs the real agent with the real

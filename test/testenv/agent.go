@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/node-agent/node-agent/pkg/hostcpu/subprocess"
 )
 
 // AgentBinaryEnv names a node-agent binary for the tests and the benchmark
@@ -29,12 +31,15 @@ var agentBuild struct {
 
 // AgentBinary returns $NODE_AGENT_BINARY, or else node-agent built from this
 // tree once per test process, as `make build` builds it (cgo, -tags
-// libvirt_dlopen), so a test never runs a stale binary by accident. TestMain
-// removes that build with RemoveAgentBuild.
+// libvirt_dlopen), so a test never runs a stale binary by accident. Either
+// way the discovery helper is beside it (HelperBinary), where node-agent
+// looks for it. TestMain removes that build with RemoveAgentBuild.
 func AgentBinary() (string, error) {
 	if p := os.Getenv(AgentBinaryEnv); p != "" {
-		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm()&0o111 == 0 {
-			return "", fmt.Errorf("$%s=%s is not an executable file (%v); run `make build` or unset it", AgentBinaryEnv, p, err)
+		for _, f := range []string{p, HelperBinary(p)} {
+			if fi, err := os.Stat(f); err != nil || fi.Mode().Perm()&0o111 == 0 {
+				return "", fmt.Errorf("$%s=%s: %s is not an executable file (%v); run `make build` or unset it", AgentBinaryEnv, p, f, err)
+			}
 		}
 		return p, nil
 	}
@@ -45,16 +50,22 @@ func AgentBinary() (string, error) {
 			return
 		}
 		agentBuild.dir = dir
-		out := filepath.Join(dir, "node-agent")
-		cmd := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", out, ModulePath+"/cmd/node-agent")
+		// A directory as -o: one build writes both binaries there.
+		cmd := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", dir+"/", ModulePath+"/cmd/node-agent", ModulePath+"/cmd/node-agent-discover")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			agentBuild.err = fmt.Errorf("building node-agent: %w\n%s", err, msg)
 			return
 		}
-		agentBuild.path = out
+		agentBuild.path = filepath.Join(dir, "node-agent")
 	})
 	return agentBuild.path, agentBuild.err
+}
+
+// HelperBinary is the discovery helper of the node-agent at agent: the file
+// beside it, where node-agent looks (subprocess.FindHelper).
+func HelperBinary(agent string) string {
+	return filepath.Join(filepath.Dir(agent), subprocess.HelperName)
 }
 
 // RemoveAgentBuild removes the binary AgentBinary built, if it built one.

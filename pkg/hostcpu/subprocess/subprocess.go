@@ -1,12 +1,14 @@
 // Package subprocess runs host CPU discovery in a short-lived child process,
-// so that libvirt's libraries, its embedded QEMU driver and its threads live
-// only while a discovery runs, never in the long-running daemon. A libvirt
-// crash or hang then costs one discovery: the daemon, and the shutdown guard
-// in it, stay up, and the next period tries again.
+// the discovery helper (cmd/node-agent-discover), so that libvirt's libraries,
+// its embedded QEMU driver and its threads live only while a discovery runs,
+// never in the long-running daemon, whose binary links no libvirt at all. A
+// libvirt crash or hang then costs one discovery: the daemon, and the
+// shutdown guard in it, stay up, and the next period tries again.
 //
 // The protocol is one JSON Request on the child's stdin and one JSON response
 // on its stdout. The child's stderr is its log; Runner passes each line on to
-// the daemon's logger. Serve is the child's side, Runner the daemon's.
+// the daemon's logger. Serve is the child's side, Runner the daemon's, and
+// FindHelper says where the child's binary is.
 package subprocess
 
 import (
@@ -33,9 +35,32 @@ type Request struct {
 	VirtType     string   `json:"virtType,omitempty"`
 	StateDir     string   `json:"stateDir,omitempty"`
 	ExpandModels []string `json:"expandModels,omitempty"`
+	// CPUMapDir is hostcpu.Options.CPUMapDir (`node-agent labels --cpu-map`).
+	CPUMapDir string `json:"cpuMapDir,omitempty"`
 	// LogLevel is the daemon's level (debug, info, warn, error), so that
 	// the child's log on stderr is as verbose as the daemon's.
 	LogLevel string `json:"logLevel,omitempty"`
+}
+
+// Options are the hostcpu.Options the child discovers with; the child adds
+// its libvirt binding (Dial) and its logger.
+func (r Request) Options() hostcpu.Options {
+	return hostcpu.Options{
+		LibvirtURI:   r.LibvirtURI,
+		VirtType:     r.VirtType,
+		StateDir:     r.StateDir,
+		CPUMapDir:    r.CPUMapDir,
+		ExpandModels: r.ExpandModels,
+	}
+}
+
+// Level is LogLevel as a slog.Level; info when it is empty or unknown.
+func (r Request) Level() slog.Level {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(r.LogLevel)); err != nil {
+		return slog.LevelInfo
+	}
+	return lvl
 }
 
 // response is the child's answer: a snapshot or why there is none.
@@ -54,7 +79,7 @@ const maxOutput = 16 << 20
 func Serve(ctx context.Context, in io.Reader, out io.Writer, discover func(context.Context, Request) (*hostcpu.HostCPU, error)) error {
 	var req Request
 	if err := json.NewDecoder(io.LimitReader(in, maxOutput)).Decode(&req); err != nil {
-		return fmt.Errorf("reading the discovery request on stdin: %w; this command is run by `node-agent run`, not by hand (use `node-agent labels`)", err)
+		return fmt.Errorf("reading the discovery request on stdin: %w; %s is run by node-agent, not by hand (use `node-agent labels`)", err, HelperName)
 	}
 	var resp response
 	h, err := discover(ctx, req)
@@ -70,15 +95,20 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, discover func(conte
 // request and reads its answer.
 type Runner struct {
 	// Command is the child's argv, such as
-	// ["/proc/self/exe", "discover-cpu"].
+	// ["/usr/local/bin/node-agent-discover"] (see FindHelper).
 	Command []string
 	// Env is the child's environment; nil means the daemon's.
 	Env []string
 	// Timeout bounds one discovery; the child's process group is killed
 	// when it passes. Zero means no bound but ctx's.
 	Timeout time.Duration
-	// Logger receives the child's stderr, one record per line.
+	// Logger receives the child's stderr, one record per line, and a
+	// record per child.
 	Logger *slog.Logger
+	// Stderr, when set, receives the child's stderr lines as they are,
+	// instead of Logger: `node-agent labels` shows the child's log as its
+	// own.
+	Stderr io.Writer
 	// AfterKill runs after a child was killed (timeout or ctx), to clean up
 	// what it may have left: libvirt's embedded driver starts its QEMU probes
 	// daemonized, outside the child's process group.
@@ -111,7 +141,7 @@ func (r *Runner) Discover(ctx context.Context, req Request) (*hostcpu.HostCPU, e
 	cmd.Stdin = bytes.NewReader(in)
 	var out limitedBuffer
 	cmd.Stdout = &out
-	errLog := &lineLogger{log: log}
+	errLog := &lineLogger{log: log, raw: r.Stderr}
 	cmd.Stderr = errLog
 	// Its own process group, so that a kill reaches whatever the child
 	// started and did not daemonize.
@@ -195,6 +225,7 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 // messages.
 type lineLogger struct {
 	log     *slog.Logger
+	raw     io.Writer // if set, lines go here instead of log
 	mu      sync.Mutex
 	partial []byte
 	last    []string
@@ -227,7 +258,11 @@ func (l *lineLogger) emit(line string) {
 	if line == "" {
 		return
 	}
-	l.log.Info("Discovery child", "stderr", line)
+	if l.raw != nil {
+		_, _ = io.WriteString(l.raw, line+"\n")
+	} else {
+		l.log.Info("Discovery child", "stderr", line)
+	}
 	l.last = append(l.last, line)
 	if len(l.last) > keepLines {
 		l.last = l.last[1:]

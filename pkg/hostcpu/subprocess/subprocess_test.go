@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -72,6 +73,42 @@ func TestRunnerAnswers(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "child starting") {
 		t.Errorf("the child's stderr is not in the log:\n%s", log.String())
+	}
+}
+
+func TestRunnerCopiesStderr(t *testing.T) {
+	var log, stderr bytes.Buffer
+	r := runner(t, "exit", &log)
+	r.Stderr = &stderr
+	_, err := r.Discover(t.Context(), Request{})
+	if want := "child starting\nlibvirt: something broke\n"; stderr.String() != want {
+		t.Errorf("Stderr got %q, want %q", stderr.String(), want)
+	}
+	if strings.Contains(log.String(), "something broke") {
+		t.Errorf("the child's stderr went to the logger as well:\n%s", log.String())
+	}
+	// The error still ends with the child's last words.
+	if err == nil || !strings.Contains(err.Error(), "libvirt: something broke") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestRequestOptions(t *testing.T) {
+	req := Request{
+		LibvirtURI: "qemu:///embed?root=/x", VirtType: "qemu", StateDir: "/var/lib/x",
+		ExpandModels: []string{"Penryn"}, CPUMapDir: "/cpu_map", LogLevel: "debug",
+	}
+	o := req.Options()
+	if o.LibvirtURI != req.LibvirtURI || o.VirtType != req.VirtType || o.StateDir != req.StateDir ||
+		o.CPUMapDir != req.CPUMapDir || !slices.Equal(o.ExpandModels, req.ExpandModels) {
+		t.Errorf("Options() = %+v, lost part of %+v", o, req)
+	}
+	for level, want := range map[string]slog.Level{
+		"debug": slog.LevelDebug, "WARN": slog.LevelWarn, "error": slog.LevelError, "": slog.LevelInfo, "loud": slog.LevelInfo,
+	} {
+		if got := (Request{LogLevel: level}).Level(); got != want {
+			t.Errorf("Level() of %q = %v, want %v", level, got, want)
+		}
 	}
 }
 

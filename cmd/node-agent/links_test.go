@@ -1,0 +1,60 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// libvirtPackages name what loads libvirt: the maintained binding and
+// node-agent's package over it.
+var libvirtPackages = []string{
+	"libvirt.org/go/libvirt",
+	"github.com/node-agent/node-agent/pkg/hostcpu/libvirt",
+}
+
+// TestLinksNoLibvirt holds issue 21's split: the daemon links no libvirt
+// package, so it never maps libvirt's libraries, and the discovery helper is
+// where libvirt.org/go/libvirt is linked. It asks the go command for each
+// binary's dependencies, with the tags `make build` uses.
+func TestLinksNoLibvirt(t *testing.T) {
+	for _, tags := range []string{"libvirt_dlopen", ""} {
+		t.Run("tags="+tags, func(t *testing.T) {
+			for _, p := range deps(t, tags, "github.com/node-agent/node-agent/cmd/node-agent") {
+				for _, l := range libvirtPackages {
+					if strings.Contains(p, l) {
+						t.Errorf("node-agent links %s; libvirt belongs in the discovery helper (cmd/node-agent-discover) only", p)
+					}
+				}
+			}
+			helper := deps(t, tags, "github.com/node-agent/node-agent/cmd/node-agent-discover")
+			for _, l := range libvirtPackages {
+				if !slices.Contains(helper, l) {
+					t.Errorf("node-agent-discover does not link %s; its dependencies: %v", l, helper)
+				}
+			}
+		})
+	}
+}
+
+// deps lists pkg and every package it imports, as `go list -deps` does.
+func deps(t *testing.T, tags, pkg string) []string {
+	t.Helper()
+	args := []string{"list", "-deps"}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(cmd.Args[1:], " "), err, stderr.String())
+	}
+	list := strings.Fields(string(out))
+	if !slices.Contains(list, pkg) {
+		t.Fatalf("go list -deps %s does not list the package itself: %v", pkg, list)
+	}
+	return list
+}
