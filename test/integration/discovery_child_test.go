@@ -13,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/node-agent/node-agent/pkg/hostcpu/subprocess"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -81,7 +82,7 @@ func TestLabellerSurvivesBrokenDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lines := grepLines(string(mapsData), "libvirt", 3); lines != "" {
+	if lines := libvirtMappings(string(mapsData)); lines != "" {
 		t.Errorf("the daemon mapped libvirt's libraries:\n%s", lines)
 	}
 
@@ -131,6 +132,55 @@ func TestLabellerSurvivesBrokenDiscovery(t *testing.T) {
 	if !strings.Contains(agent.Log(), "test fault: hanging") {
 		t.Errorf("the hanging child's stderr is not in the agent's log")
 	}
+}
+
+// TestLabellerReportsMissingHelper runs the agent without its discovery
+// helper: the agent stays up, and the labeller reports the missing file as it
+// reports any failed discovery, with the path it tried and how to name
+// another.
+func TestLabellerReportsMissingHelper(t *testing.T) {
+	env := testenv.StartForTest(t, testenv.Options{})
+	c := env.Client()
+	ctx := context.Background()
+	if err := env.AddNode(ctx, "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "node-agent-discover")
+	t.Setenv(subprocess.HelperEnv, missing)
+	agent := startAgent(t, env, "node-1", "--libvirt-uri=qemu:///system?socket=/nonexistent/libvirt-sock",
+		"--shutdown-enabled=false", "--rediscovery-period=2s")
+	agent.WaitReady(t)
+	want := "discovery helper " + missing + " ($" + subprocess.HelperEnv + "): no such file"
+	testenv.WaitFor(t, time.Minute, "a CPUDiscoveryFailed Event naming the missing helper", func() (bool, error) {
+		evs, err := c.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=node-1,reason=CPUDiscoveryFailed"})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if strings.Contains(e.Message, want) {
+				t.Logf("Event: %s", e.Message)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err := agent.Stop(t); err != nil {
+		t.Errorf("node-agent exited with %v", err)
+	}
+}
+
+// libvirtMappings returns the first lines of a /proc/PID/maps that map one
+// of libvirt's libraries (libvirt.so.0, its drivers). It looks at file names
+// only: a directory may be called libvirt too, such as a checkout's.
+func libvirtMappings(maps string) string {
+	var out []string
+	for _, l := range strings.Split(maps, "\n") {
+		// address perms offset dev inode pathname
+		if f := strings.Fields(l); len(f) >= 6 && strings.Contains(filepath.Base(strings.Join(f[5:], " ")), "libvirt") && len(out) < 3 {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // cacheFiles maps each file in dir to its modification time.
