@@ -1,9 +1,12 @@
 package node
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,6 +63,13 @@ func TestImageArchive(t *testing.T) {
 	if strings.Join(cfg.Config.Entrypoint, " ") != "/usr/local/bin/node-agent" || strings.Join(cfg.Config.Cmd, " ") != "run" {
 		t.Errorf("docker archive's config: entrypoint %v cmd %v", cfg.Config.Entrypoint, cfg.Config.Cmd)
 	}
+	// node-agent looks for its discovery helper beside itself.
+	top := topLayerModes(t, archive)
+	for _, f := range []string{"usr/local/bin/node-agent", "usr/local/bin/node-agent-discover"} {
+		if mode, ok := top[f]; !ok || mode.Perm()&0o111 == 0 {
+			t.Errorf("the image's top layer has no executable /%s (found: %v, mode %v)", f, ok, mode)
+		}
+	}
 
 	// The same tree, built again into another directory, under the same
 	// name and version: a file edited meanwhile outside the image (such as
@@ -80,6 +90,62 @@ func TestImageArchive(t *testing.T) {
 		t.Errorf("two builds of the same tree differ: %s %s, then %s %s", summary.name, summary.digest, second.name, second.digest)
 	}
 	t.Logf("%s: %s twice (warm rebuild %s); archive %.1f MiB", summary.name, summary.digest, time.Since(began).Round(time.Second), float64(summary.archiveBytes)/(1<<20))
+}
+
+// topLayerModes lists the files of the top layer of the docker save archive
+// at path, with their modes.
+func topLayerModes(t *testing.T, path string) map[string]os.FileMode {
+	t.Helper()
+	var top string
+	files := map[string]os.FileMode{}
+	// manifest.json names the layers; a second pass reads the top one.
+	for pass := 0; pass < 2; pass++ {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		tr := tar.NewReader(f)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("reading %s: %v", path, err)
+			}
+			switch {
+			case pass == 0 && h.Name == "manifest.json":
+				var m []struct{ Layers []string }
+				if err := json.NewDecoder(tr).Decode(&m); err != nil || len(m) != 1 || len(m[0].Layers) == 0 {
+					t.Fatalf("manifest.json of %s: %v %+v", path, err, m)
+				}
+				top = m[0].Layers[len(m[0].Layers)-1]
+			case pass == 1 && h.Name == top:
+				gz, err := gzip.NewReader(tr)
+				if err != nil {
+					t.Fatalf("layer %s: %v", top, err)
+				}
+				lr := tar.NewReader(gz)
+				for {
+					lh, err := lr.Next()
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						t.Fatalf("layer %s: %v", top, err)
+					}
+					files[strings.TrimPrefix(lh.Name, "./")] = lh.FileInfo().Mode()
+				}
+				return files
+			}
+		}
+		if top == "" {
+			t.Fatalf("%s has no manifest.json", path)
+		}
+	}
+	t.Fatalf("%s lacks its top layer %s", path, top)
+	return nil
 }
 
 func tagOf(ref string) string {
