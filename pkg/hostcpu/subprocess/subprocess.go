@@ -42,7 +42,7 @@ type Request struct {
 	LogLevel string `json:"logLevel,omitempty"`
 }
 
-// Options are the hostcpu.Options the child discovers with; the child adds
+// Options returns the hostcpu.Options the child discovers with; the child adds
 // its libvirt binding (Dial) and its logger.
 func (r Request) Options() hostcpu.Options {
 	return hostcpu.Options{
