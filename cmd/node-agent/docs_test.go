@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -53,13 +51,6 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 }
 func (r *recorder) Unregister(prometheus.Collector) bool { return true }
 
-type nopDrainer struct{}
-
-func (nopDrainer) Drain(context.Context, time.Time) (shutdown.Result, error) {
-	return shutdown.Result{}, nil
-}
-func (nopDrainer) Undo(context.Context) error { return nil }
-
 var descRE = regexp.MustCompile(`fqName: "([^"]+)", help: "((?:[^"\\]|\\.)*)", unit: "[^"]*", constLabels: \{([^}]*)\}, variableLabels: \{([^}]*)\}`)
 
 // metricsReference lists node-agent's own metrics with their help and labels.
@@ -69,12 +60,7 @@ func metricsReference(t *testing.T) string {
 	rec := &recorder{}
 	selfdrain.NewMetrics(rec)
 	labeller.NewMetrics(rec)
-	if _, err := shutdown.NewGuard(shutdown.GuardOptions{
-		Connect: func(context.Context) (shutdown.Logind, error) { return nil, shutdown.ErrNoLogind },
-		Drainer: nopDrainer{}, DrainBudget: time.Minute, Registry: reg,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	shutdown.NewMetrics(reg)
 	base := metrics.NewRegistry()
 	rows := map[string]string{}
 	describe := func(c prometheus.Collector) {

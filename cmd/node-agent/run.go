@@ -205,7 +205,7 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface) []agent.Option {
 			Why:                "Draining node " + d.NodeName + " (VMs live-migrate, pods are evicted) before the host goes down",
 			Clock:              d.Clock,
 			Logger:             logger,
-			Registry:           d.Registry,
+			Metrics:            shutdown.NewMetrics(d.Registry),
 			OnStatus: func(s shutdown.Status) {
 				detail := string(s.State)
 				if s.Message != "" {

@@ -7,14 +7,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
-
-	"github.com/node-agent/node-agent/pkg/metrics"
 )
 
 // Drainer is what the Guard hands a shutdown to: the agent wires it to the
@@ -35,7 +31,6 @@ type Drainer interface {
 	Undo(ctx context.Context) error
 }
 
-// Result is what a Drain achieved.
 // DrainerFuncs is a Drainer made of plain functions, so that the wiring
 // can hand the Guard another package's methods without either package
 // importing the other (the kubelet's nodeshutdown takes KillPodFunc the same
@@ -53,6 +48,7 @@ func (f DrainerFuncs) Drain(ctx context.Context, deadline time.Time) (Result, er
 // Undo implements Drainer.
 func (f DrainerFuncs) Undo(ctx context.Context) error { return f.UndoFunc(ctx) }
 
+// Result is what a Drain achieved.
 type Result struct {
 	// Complete is true when everything that had to leave the node has left.
 	Complete bool
@@ -80,8 +76,6 @@ const (
 	OutcomeSkipped Outcome = "skipped"
 )
 
-var outcomes = []Outcome{OutcomeDrained, OutcomeIncomplete, OutcomeTimeout, OutcomeFailed, OutcomeCancelled, OutcomeSkipped}
-
 // State is where the Guard is, for /readyz details and the
 // node_agent_shutdown_guard_state metric.
 type State string
@@ -105,8 +99,6 @@ const (
 	// StateStopped: Run returned because its context ended.
 	StateStopped State = "stopped"
 )
-
-var states = []State{StateConnecting, StateHolding, StateDraining, StateReleased, StateReconnecting, StateUnavailable, StateStopped}
 
 // Status is a snapshot of the Guard.
 type Status struct {
@@ -148,8 +140,9 @@ type GuardOptions struct {
 	Clock clock.Clock
 	// Logger; default slog.Default().
 	Logger *slog.Logger
-	// Registry receives the Guard's metrics; nil keeps them unregistered.
-	Registry *prometheus.Registry
+	// Metrics, from NewMetrics, receive the Guard's state; nil keeps a set
+	// that no registry serves.
+	Metrics *Metrics
 	// ReconnectInitial and ReconnectMax bound the jittered exponential
 	// backoff between connection attempts; defaults 1s and 1m.
 	ReconnectInitial, ReconnectMax time.Duration
@@ -167,20 +160,16 @@ type GuardOptions struct {
 // Guard holds a logind delay lock and turns a host shutdown into a drain
 // bounded by logind's delay. Build it with NewGuard and call Run once.
 type Guard struct {
-	opts GuardOptions
-	log  *slog.Logger
-
-	held      prometheus.Gauge
-	drains    *prometheus.CounterVec
-	delay     prometheus.Gauge
-	stateVec  *prometheus.GaugeVec
+	opts      GuardOptions
+	log       *slog.Logger
+	metrics   *Metrics
 	toldLimit bool // logged once that logind caps the budget
 
 	mu     sync.Mutex
 	status Status
 }
 
-// NewGuard checks opts, fills in defaults and registers the metrics.
+// NewGuard checks opts and fills in defaults.
 func NewGuard(opts GuardOptions) (*Guard, error) {
 	var errs []error
 	if opts.Connect == nil {
@@ -222,42 +211,17 @@ func NewGuard(opts GuardOptions) (*Guard, error) {
 	if opts.Rand == nil {
 		opts.Rand = rand.Float64
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
 	g := &Guard{
-		opts: opts,
-		log:  opts.Logger.With("component", "shutdown"),
-		held: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: metrics.Namespace, Subsystem: "shutdown", Name: "inhibitor_held",
-			Help: "1 while node-agent holds its systemd-logind shutdown delay lock, else 0.",
-		}),
-		drains: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metrics.Namespace, Subsystem: "shutdown", Name: "drains_total",
-			Help: "Drains started by a host shutdown, by result: drained, incomplete, timeout, failed, cancelled, skipped.",
-		}, []string{"result"}),
-		delay: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: metrics.Namespace, Subsystem: "shutdown", Name: "inhibit_delay_seconds",
-			Help: "systemd-logind's InhibitDelayMaxSec in force: the longest a shutdown waits for the delay lock.",
-		}),
-		stateVec: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: metrics.Namespace, Subsystem: "shutdown", Name: "guard_state",
-			Help: "1 for the shutdown guard's current state, 0 for the others; state unavailable means no system bus or no logind.",
-		}, []string{"state"}),
-	}
-	for _, o := range outcomes {
-		g.drains.WithLabelValues(string(o))
-	}
-	if opts.Registry != nil {
-		for _, c := range []prometheus.Collector{g.held, g.drains, g.delay, g.stateVec} {
-			if err := opts.Registry.Register(c); err != nil {
-				return nil, fmt.Errorf("shutdown guard: registering metrics: %w", err)
-			}
-		}
+		opts:    opts,
+		log:     opts.Logger.With("component", "shutdown"),
+		metrics: opts.Metrics,
 	}
 	// Set before Run, so OnStatus is not called from NewGuard.
 	g.status.State = StateConnecting
-	g.stateVec.WithLabelValues(string(StateConnecting)).Set(1)
-	for _, o := range states[1:] {
-		g.stateVec.WithLabelValues(string(o)).Set(0)
-	}
+	g.metrics.setState(StateConnecting)
 	return g, nil
 }
 
@@ -285,22 +249,12 @@ func (g *Guard) setState(s State, msg string) {
 		st.State = s
 		st.Message = msg
 	})
-	for _, o := range states {
-		v := 0.0
-		if o == s {
-			v = 1
-		}
-		g.stateVec.WithLabelValues(string(o)).Set(v)
-	}
+	g.metrics.setState(s)
 }
 
 func (g *Guard) setHeld(h bool) {
 	g.update(func(st *Status) { st.InhibitorHeld = h })
-	if h {
-		g.held.Set(1)
-	} else {
-		g.held.Set(0)
-	}
+	g.metrics.setHeld(h)
 }
 
 func (g *Guard) setDelay(d time.Duration) {
@@ -308,7 +262,7 @@ func (g *Guard) setDelay(d time.Duration) {
 		st.InhibitDelay = d
 		st.DrainWindow = drainWindow(d, g.opts.DrainBudget, g.opts.SafetyMargin)
 	})
-	g.delay.Set(d.Seconds())
+	g.metrics.setDelay(d)
 }
 
 // drainWindow is how long a drain may run once logind announced a shutdown:
@@ -529,51 +483,6 @@ func (g *Guard) configureDelay(ctx context.Context, l Logind) error {
 	return nil
 }
 
-// reloadPolls bounds how often the delay is read again after a reload.
-// logind handles SIGHUP asynchronously, so the first read may still show the
-// old value.
-const (
-	reloadPolls    = 20
-	reloadPollWait = 100 * time.Millisecond
-)
-
-func (g *Guard) raiseDelay(ctx context.Context, l Logind, delay time.Duration) (time.Duration, error) {
-	budget := g.opts.DrainBudget
-	path := filepath.Join(g.opts.LogindDropInDir, DropInName)
-	wrote, err := WriteDropIn(g.opts.LogindDropInDir, budget)
-	if err != nil {
-		g.log.Error("Cannot raise logind's InhibitDelayMaxSec; draining within the current delay", "err", err, "inhibitDelay", delay)
-		return delay, nil
-	}
-	// Reload even when the file was already there: an earlier agent may have
-	// written it and stopped before the reload.
-	if err := l.ReloadConfig(ctx); err != nil {
-		g.log.Error("Wrote the logind drop-in but could not make logind reload it; draining within the current delay",
-			"dropIn", path, "err", err, "inhibitDelay", delay)
-		return delay, nil
-	}
-	for i := 0; ; i++ {
-		d, err := l.InhibitDelayMax(ctx)
-		if err != nil {
-			return 0, err
-		}
-		delay = d
-		if delay >= budget || i == reloadPolls {
-			break
-		}
-		if !g.sleep(ctx, reloadPollWait) {
-			return 0, ctx.Err()
-		}
-	}
-	if delay < budget {
-		g.log.Warn("logind still caps the delay below the drain budget after reloading; a drop-in that sorts after ours, or logind.conf in /run, may override it",
-			"dropIn", path, "inhibitDelay", delay, "drainBudget", budget)
-	} else {
-		g.log.Info("Raised logind's InhibitDelayMaxSec to the drain budget", "dropIn", path, "written", wrote, "inhibitDelay", delay)
-	}
-	return delay, nil
-}
-
 type drainReturn struct {
 	res Result
 	err error
@@ -685,5 +594,5 @@ func (g *Guard) undo(ctx context.Context) {
 // count is called before the release, so that whoever sees the lock go also
 // sees the result counted.
 func (g *Guard) count(o Outcome) {
-	g.drains.WithLabelValues(string(o)).Inc()
+	g.metrics.count(o)
 }

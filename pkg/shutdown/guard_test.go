@@ -255,7 +255,7 @@ func startGuard(t *testing.T, drainer *fakeDrainer, mutate func(*GuardOptions)) 
 		SafetyMargin: 2 * time.Second,
 		Clock:        h.clock,
 		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Registry:     h.reg,
+		Metrics:      NewMetrics(h.reg),
 		Rand:         func() float64 { return 0.5 },
 	}
 	if mutate != nil {
@@ -753,37 +753,6 @@ func TestGuardReleasesLockWhenStopped(t *testing.T) {
 	h.done <- nil
 	if st := h.g.Status(); st.State != StateStopped || st.InhibitorHeld {
 		t.Errorf("Status = %+v, want stopped without the lock", st)
-	}
-}
-
-func TestWriteDropIn(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "logind.conf.d")
-	wrote, err := WriteDropIn(dir, 90*time.Second+time.Millisecond)
-	if err != nil || !wrote {
-		t.Fatalf("WriteDropIn = %v, %v; want a new file", wrote, err)
-	}
-	path := filepath.Join(dir, DropInName)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !regexp.MustCompile(`(?m)^InhibitDelayMaxSec=91$`).Match(data) {
-		t.Errorf("drop-in %q: want the delay rounded up to 91 s", data)
-	}
-	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o644 {
-		t.Errorf("drop-in mode %v, want 0644", fi.Mode().Perm())
-	}
-	if wrote, err := WriteDropIn(dir, 91*time.Second); err != nil || wrote {
-		t.Errorf("WriteDropIn with the same content = %v, %v; want no write", wrote, err)
-	}
-	if wrote, err := WriteDropIn(dir, 5*time.Minute); err != nil || !wrote {
-		t.Errorf("WriteDropIn with a new delay = %v, %v; want a write", wrote, err)
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("directory holds %d entries, want only %s (no temporary files left)", len(entries), DropInName)
-	}
-	if _, err := WriteDropIn(dir, 0); err == nil {
-		t.Error("WriteDropIn accepted a zero delay")
 	}
 }
 

@@ -1,13 +1,9 @@
 package shutdown
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"math"
 	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -21,12 +17,6 @@ const (
 // DefaultSystemBusAddress is the usual address of the system bus; the config
 // key shutdown.systemBusAddress overrides it.
 const DefaultSystemBusAddress = "unix:path=/run/dbus/system_bus_socket"
-
-// DropInName is the file the Guard writes into the logind drop-in directory.
-// logind reads the drop-ins of /etc, /run and /usr/lib/systemd/logind.conf.d
-// sorted by file name and the last one wins, so "99-" puts this one after
-// those of packages and admins that use lower numbers.
-const DropInName = "99-node-agent.conf"
 
 // Who is the "who" of node-agent's inhibitor, shown by `systemd-inhibit --list`.
 const Who = "node-agent"
@@ -80,61 +70,4 @@ type Logind interface {
 	// Close ends the connection. Locks taken on it stay held until their
 	// files are closed.
 	Close() error
-}
-
-// DropInContent is the logind drop-in that lets delay locks be held for
-// delay, rounded up to whole seconds.
-func DropInContent(delay time.Duration) []byte {
-	secs := int64(math.Ceil(delay.Seconds()))
-	// logind.conf(5): InhibitDelayMaxSec takes a time span; a bare number is
-	// seconds.
-	return fmt.Appendf(nil, `# Written by node-agent because shutdown.manageLogindConfig is true: it lets
-# node-agent's shutdown delay lock be held for shutdown.drainBudget, so that
-# the node can be drained before the host goes down. node-agent rewrites this
-# file when the budget changes and never deletes it: after turning the
-# setting off, delete the file and reload logind (systemctl kill -s HUP
-# systemd-logind).
-[Login]
-InhibitDelayMaxSec=%d
-`, secs)
-}
-
-// WriteDropIn writes DropInName with DropInContent(delay) into dir, creating
-// dir if needed. It writes only when the content differs from what is there,
-// and replaces the file atomically so logind never reads half of it. It
-// reports whether it wrote. logind reads the file only when told to reload.
-func WriteDropIn(dir string, delay time.Duration) (bool, error) {
-	if delay <= 0 {
-		return false, fmt.Errorf("logind drop-in: delay %s must be positive", delay)
-	}
-	path := filepath.Join(dir, DropInName)
-	want := DropInContent(delay)
-	if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, want) {
-		return false, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false, fmt.Errorf("logind drop-in directory %s: %w; check shutdown.logindDropInDir and that the host path is mounted writable", dir, err)
-	}
-	tmp, err := os.CreateTemp(dir, "."+DropInName+".*")
-	if err != nil {
-		return false, fmt.Errorf("logind drop-in %s: %w; check that the host path is mounted writable", path, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(want); err != nil {
-		tmp.Close()
-		return false, fmt.Errorf("logind drop-in %s: writing: %w", path, err)
-	}
-	// CreateTemp makes 0600 files; logind runs as root and would read it,
-	// but admins expect the mode of the other drop-ins.
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return false, fmt.Errorf("logind drop-in %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return false, fmt.Errorf("logind drop-in %s: writing: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return false, fmt.Errorf("logind drop-in %s: %w", path, err)
-	}
-	return true, nil
 }
