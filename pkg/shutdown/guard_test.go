@@ -118,6 +118,12 @@ func (f *fakeLogind) ReloadConfig(context.Context) error {
 	return nil
 }
 
+// Reboot is not called by the Guard.
+func (f *fakeLogind) Reboot(context.Context) error {
+	f.t.Error("the Guard asked logind to reboot")
+	return errors.New("fakeLogind: Reboot is not expected")
+}
+
 func (f *fakeLogind) PrepareForShutdown() <-chan bool { return f.prepare }
 func (f *fakeLogind) Lost() <-chan struct{}           { return f.lost }
 

@@ -57,6 +57,12 @@ type Logind interface {
 	PreparingForShutdown(ctx context.Context) (bool, error)
 	// ReloadConfig makes logind read logind.conf and its drop-ins again.
 	ReloadConfig(ctx context.Context) error
+	// Reboot asks logind to reboot the host now, without interactive
+	// authorization. logind announces it with PrepareForShutdown(true) and
+	// waits for delay locks, this connection's own included, as it does for
+	// `systemctl reboot`. An error means logind refused or was not reached;
+	// no reboot was started.
+	Reboot(ctx context.Context) error
 	// PrepareForShutdown delivers logind's PrepareForShutdown signals in
 	// order: true when a shutdown or reboot starts, false when it is
 	// cancelled.

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/coreos/go-systemd/v22/login1"
 	"github.com/godbus/dbus/v5"
 )
 
@@ -22,16 +24,36 @@ const (
 	systemdPath        = "/org/freedesktop/systemd1"
 	systemdInterface   = "org.freedesktop.systemd1.Manager"
 	logindUnit         = "systemd-logind.service"
+	envSystemBus       = "DBUS_SYSTEM_BUS_ADDRESS"
 	signalNameChanged  = busDaemonName + ".NameOwnerChanged"
 	signalPrepare      = LogindInterface + ".PrepareForShutdown"
 	prepareChannelSize = 8
 )
 
-// dbusLogind is Logind over one private godbus connection.
+// dbusLogind is Logind over two private connections to the system bus.
+//
+// go-systemd's login1 takes the delay lock (Inhibit). Everything else goes
+// over a godbus connection of our own, because login1 (v22.7.0) has no call
+// for it:
+//   - it reads no property of the Manager (its property getters are fixed to
+//     the Session and User interfaces), so InhibitDelayMaxUSec and
+//     PreparingForShutdown are read here;
+//   - its Subscribe matches on interface and member only, ignores the error
+//     of AddMatch, takes no context, and delivers through godbus's default
+//     signal handler, which hands a signal to a goroutine when the channel
+//     is full, so a true and a false can arrive swapped; and a lock needs
+//     NameOwnerChanged as well, to notice that logind restarted;
+//   - its Reboot drops logind's reply, so a refused reboot would look like
+//     one that started;
+//   - it cannot find logind's owner or start logind by bus activation.
+//
+// systemd's own Manager (the reload) is reached through go-systemd's dbus
+// package.
 type dbusLogind struct {
 	address string
 	conn    *dbus.Conn
 	logind  dbus.BusObject
+	login   *login1.Conn
 	// owner is logind's unique bus name when we connected. Any other owner
 	// later, or none, means the logind that holds our lock is gone.
 	owner string
@@ -46,14 +68,15 @@ type dbusLogind struct {
 	closeOnce sync.Once
 }
 
-// Connect opens a private connection to the system bus at address (a D-Bus
+// Connect opens private connections to the system bus at address (a D-Bus
 // address such as DefaultSystemBusAddress), subscribes to logind's
-// PrepareForShutdown and to changes of org.freedesktop.login1's owner, and
-// makes sure logind is there, starting it by bus activation if the bus can.
+// PrepareForShutdown and to changes of org.freedesktop.login1's owner, makes
+// sure logind is there, starting it by bus activation if the bus can, and
+// connects go-systemd's login1 for the delay lock.
 //
-// ctx bounds the connection's whole life, not only the connecting: when it
-// ends, godbus closes the connection and Lost fires. Pass the context of the
-// component that holds the lock.
+// ctx bounds the connections' whole life, not only the connecting: when it
+// ends, both are closed and Lost fires. Pass the context of the component
+// that holds the lock.
 //
 // It wraps ErrNoSystemBus when nothing listens at address and ErrNoLogind
 // when logind is not on the bus; other errors are worth a retry.
@@ -86,8 +109,69 @@ func Connect(ctx context.Context, address string) (Logind, error) {
 		return nil, err
 	}
 	l.owner = owner
+	login, err := dialLogin1(ctx, address)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("system bus at %s: connecting go-systemd's login1: %w", address, err)
+	}
+	l.login = login
 	go l.watch()
+	go func() {
+		// godbus ties l.conn to ctx; login1 takes no context, so its
+		// connection is tied to ctx here. Closing it ends a call in flight.
+		select {
+		case <-ctx.Done():
+			login.Close()
+		case <-l.closed:
+		}
+	}()
 	return l, nil
+}
+
+// dialLogin1Mu serializes dialLogin1's use of the process environment.
+var dialLogin1Mu sync.Mutex
+
+// dialLogin1 returns a login1 connection to the bus at address.
+//
+// login1.New takes no address: it dials the one godbus's SystemBusPrivate
+// reads from DBUS_SYSTEM_BUS_ADDRESS. So the variable holds address for the
+// length of the dial and is restored after it (the connection keeps no
+// reference to it), under a lock so that two dials cannot swap it under each
+// other. login1.New takes no context either: the dial runs on its own
+// goroutine, and a connection that arrives after ctx ended is closed.
+func dialLogin1(ctx context.Context, address string) (*login1.Conn, error) {
+	type dialed struct {
+		conn *login1.Conn
+		err  error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		dialLogin1Mu.Lock()
+		defer dialLogin1Mu.Unlock()
+		old, had := os.LookupEnv(envSystemBus)
+		if err := os.Setenv(envSystemBus, address); err != nil {
+			done <- dialed{err: err}
+			return
+		}
+		c, err := login1.New()
+		if had {
+			_ = os.Setenv(envSystemBus, old)
+		} else {
+			_ = os.Unsetenv(envSystemBus)
+		}
+		done <- dialed{c, err}
+	}()
+	select {
+	case d := <-done:
+		return d.conn, d.err
+	case <-ctx.Done():
+		go func() {
+			if d := <-done; d.conn != nil {
+				d.conn.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 func (l *dbusLogind) subscribe(ctx context.Context) error {
@@ -251,16 +335,49 @@ func (l *dbusLogind) PreparingForShutdown(ctx context.Context) (bool, error) {
 }
 
 func (l *dbusLogind) InhibitShutdown(ctx context.Context, why string) (*os.File, error) {
-	var fd dbus.UnixFD
-	err := l.logind.CallWithContext(ctx, LogindInterface+".Inhibit", 0, "shutdown", Who, why, "delay").Store(&fd)
-	if err != nil {
-		return nil, fmt.Errorf("taking a logind shutdown delay lock: %w", err)
+	type taken struct {
+		f   *os.File
+		err error
+	}
+	// login1's Inhibit takes no context: wait for it on ctx, and release a
+	// lock that arrives after ctx ended, so that it cannot delay a shutdown
+	// nobody drains for.
+	done := make(chan taken, 1)
+	go func() {
+		f, err := l.login.Inhibit("shutdown", Who, why, "delay")
+		done <- taken{f, err}
+	}()
+	var t taken
+	select {
+	case t = <-done:
+	case <-ctx.Done():
+		go func() {
+			if t := <-done; t.f != nil {
+				t.f.Close()
+			}
+		}()
+		return nil, fmt.Errorf("taking a logind shutdown delay lock: %w", ctx.Err())
+	}
+	if t.err != nil {
+		return nil, fmt.Errorf("taking a logind shutdown delay lock: %w", t.err)
 	}
 	// Go receives descriptors with MSG_CMSG_CLOEXEC already; this is cheap
 	// insurance that a child process never inherits the lock and holds it
 	// past our release.
-	syscall.CloseOnExec(int(fd))
-	return os.NewFile(uintptr(fd), "logind-shutdown-delay-lock"), nil
+	syscall.CloseOnExec(int(t.f.Fd()))
+	return t.f, nil
+}
+
+// Reboot calls the Manager's Reboot(false): no interactive authorization,
+// so a caller that polkit does not allow gets an error instead of a prompt.
+// logind then announces the shutdown and waits for delay locks, as for
+// `systemctl reboot`. It goes over godbus because login1's Reboot discards
+// logind's reply (see dbusLogind).
+func (l *dbusLogind) Reboot(ctx context.Context) error {
+	if err := l.logind.CallWithContext(ctx, LogindInterface+".Reboot", 0, false).Err; err != nil {
+		return fmt.Errorf("asking logind to reboot the host: %w", err)
+	}
+	return nil
 }
 
 // ReloadConfig sends SIGHUP to logind's main process through systemd
@@ -269,10 +386,18 @@ func (l *dbusLogind) InhibitShutdown(ctx context.Context, why string) (*os.File,
 // method; logind re-reads logind.conf and its drop-ins on SIGHUP and keeps its
 // sessions and inhibitors (verified on systemd 252: "Config file reloaded.",
 // same PID, new InhibitDelayMaxUSec).
+//
+// It opens a go-systemd dbus connection for the call and closes it after: a
+// reload happens at most once per connection to logind.
 func (l *dbusLogind) ReloadConfig(ctx context.Context) error {
-	const sighup = int32(syscall.SIGHUP)
-	obj := l.conn.Object(systemdBusName, systemdPath)
-	if err := obj.CallWithContext(ctx, systemdInterface+".KillUnit", 0, logindUnit, "main", sighup).Err; err != nil {
+	systemd, err := sddbus.NewConnection(func() (*dbus.Conn, error) {
+		return dbus.Connect(l.address, dbus.WithContext(ctx))
+	})
+	if err != nil {
+		return fmt.Errorf("connecting to systemd on the system bus at %s to reload %s: %w", l.address, logindUnit, err)
+	}
+	defer systemd.Close()
+	if err := systemd.KillUnitWithTarget(ctx, logindUnit, sddbus.Main, int32(syscall.SIGHUP)); err != nil {
 		return fmt.Errorf("asking systemd to send SIGHUP to %s so it reloads its configuration: %w", logindUnit, err)
 	}
 	return nil
@@ -293,6 +418,7 @@ func (l *dbusLogind) Close() error {
 		close(l.closed)
 		l.lose(errors.New("connection to logind closed by node-agent"))
 		err = l.conn.Close()
+		l.login.Close()
 	})
 	return err
 }

@@ -160,11 +160,18 @@ type standIn struct {
 	conn    *dbus.Conn
 	locks   chan *standInLock
 	reloads chan string
+	reboots chan bool // the interactive argument of each Reboot call
 
 	mu        sync.Mutex
 	delay     time.Duration
 	preparing bool
 	dropInDir string
+	// rebootErr, when set, is logind's refusal of Reboot.
+	rebootErr *dbus.Error
+	// inhibitGate, when set, holds every Inhibit call until it is closed;
+	// each held call is announced on inhibitHeld first.
+	inhibitGate chan struct{}
+	inhibitHeld chan struct{}
 }
 
 // standInLock is one inhibitor as the stand-in sees it.
@@ -196,7 +203,8 @@ func newStandIn(t *testing.T, address string, delay time.Duration) *standIn {
 	if err != nil {
 		t.Fatalf("stand-in: connecting to %s: %v", address, err)
 	}
-	s := &standIn{t: t, conn: conn, delay: delay, locks: make(chan *standInLock, 8), reloads: make(chan string, 8)}
+	s := &standIn{t: t, conn: conn, delay: delay, locks: make(chan *standInLock, 8), reloads: make(chan string, 8),
+		reboots: make(chan bool, 8), inhibitHeld: make(chan struct{}, 8)}
 	for _, e := range []struct {
 		v     any
 		path  dbus.ObjectPath
@@ -237,6 +245,13 @@ func (s *standIn) emitPrepareForShutdown(active bool) {
 type standInManager struct{ s *standIn }
 
 func (m standInManager) Inhibit(what, who, why, mode string) (dbus.UnixFD, *dbus.Error) {
+	m.s.mu.Lock()
+	gate := m.s.inhibitGate
+	m.s.mu.Unlock()
+	if gate != nil {
+		m.s.inhibitHeld <- struct{}{}
+		<-gate
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return 0, dbus.MakeFailedError(err)
@@ -250,6 +265,13 @@ func (m standInManager) Inhibit(what, who, why, mode string) (dbus.UnixFD, *dbus
 	}()
 	m.s.locks <- l
 	return fd, nil
+}
+
+func (m standInManager) Reboot(interactive bool) *dbus.Error {
+	m.s.reboots <- interactive
+	m.s.mu.Lock()
+	defer m.s.mu.Unlock()
+	return m.s.rebootErr
 }
 
 type standInProperties struct{ s *standIn }
@@ -350,6 +372,88 @@ func TestConnectTalksToLogind(t *testing.T) {
 	case <-l.Lost():
 		t.Fatalf("Lost closed on a healthy connection: %v", l.Err())
 	default:
+	}
+}
+
+func TestConnectReboot(t *testing.T) {
+	bus := newPrivateBus(t)
+	si := newStandIn(t, bus.address, 5*time.Second)
+	ctx := context.Background()
+	l, err := Connect(ctx, bus.address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	if err := l.Reboot(ctx); err != nil {
+		t.Fatalf("Reboot = %v", err)
+	}
+	if interactive := recv(t, si.reboots, "logind to be asked to reboot"); interactive {
+		t.Error("Reboot(interactive=true), want false: an agent cannot answer a polkit prompt")
+	}
+
+	si.mu.Lock()
+	si.rebootErr = &dbus.Error{Name: "org.freedesktop.login1.BlockedByInhibitorLock", Body: []any{"Operation inhibited by someone"}}
+	si.mu.Unlock()
+	err = l.Reboot(ctx)
+	recv(t, si.reboots, "the second Reboot call")
+	if !isDBusError(err, "org.freedesktop.login1.BlockedByInhibitorLock") {
+		t.Errorf("Reboot refused by logind = %v, want logind's BlockedByInhibitorLock", err)
+	}
+}
+
+// A lock that logind hands out after the caller gave up must not stay held:
+// nobody would release it, and it would delay the next shutdown.
+func TestConnectInhibitReleasesALateLock(t *testing.T) {
+	bus := newPrivateBus(t)
+	si := newStandIn(t, bus.address, 5*time.Second)
+	l, err := Connect(context.Background(), bus.address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	gate := make(chan struct{})
+	si.mu.Lock()
+	si.inhibitGate = gate
+	si.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-si.inhibitHeld
+		cancel()
+	}()
+	if f, err := l.InhibitShutdown(ctx, "testing"); !errors.Is(err, context.Canceled) {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("InhibitShutdown with its context cancelled mid-call = %v, want context.Canceled", err)
+	}
+	close(gate)
+	lock := recv(t, si.locks, "the stand-in to hand out the late lock")
+	lock.seal()
+	recv(t, lock.released, "the late lock to be released")
+}
+
+// Connect dials the address it is given, not DBUS_SYSTEM_BUS_ADDRESS, and
+// leaves that variable as it found it.
+func TestConnectKeepsTheEnvironment(t *testing.T) {
+	bus := newPrivateBus(t)
+	si := newStandIn(t, bus.address, 5*time.Second)
+	elsewhere := "unix:path=" + filepath.Join(t.TempDir(), "not-the-bus")
+	t.Setenv(envSystemBus, elsewhere)
+	l, err := Connect(context.Background(), bus.address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	f, err := l.InhibitShutdown(context.Background(), "testing")
+	if err != nil {
+		t.Fatalf("InhibitShutdown over login1 = %v, want a lock from the bus at %s", err, bus.address)
+	}
+	recv(t, si.locks, "the stand-in to hand out the lock").seal()
+	f.Close()
+	if got := os.Getenv(envSystemBus); got != elsewhere {
+		t.Errorf("%s = %q after Connect, want %q as before", envSystemBus, got, elsewhere)
 	}
 }
 
