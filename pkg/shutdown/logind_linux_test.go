@@ -70,6 +70,9 @@ const busConfig = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Con
 
 func requireDBusDaemon(t *testing.T) string {
 	t.Helper()
+	if testing.Short() && os.Getenv("NODE_AGENT_INTEGRATION") != "1" {
+		t.Skip("starts dbus-daemon; skipped with -short")
+	}
 	path, err := exec.LookPath("dbus-daemon")
 	if err != nil {
 		if os.Getenv("NODE_AGENT_E2E") == "1" {
