@@ -322,3 +322,43 @@ func TestGuardReleasesAtDeadlineOnRealLogind(t *testing.T) {
 	}
 	t.Logf("measured: systemctl reboot to container exit took %s (logind's own delay: 120s)", end.Sub(reboot).Round(time.Millisecond))
 }
+
+// TestRebootThroughLogindWaitsForGuard: shutdown.Logind's Reboot, called by
+// a second process as the reboot coordinator will call it, makes the real
+// logind reboot the host, and that reboot waits for the Guard's delay lock
+// like `systemctl reboot` does: the drain starts, the host stays up until it
+// ends, then the container exits as a reboot.
+func TestRebootThroughLogindWaitsForGuard(t *testing.T) {
+	rootfs := RequirePrerequisites(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	p := startProbeContainer(ctx, t, rootfs, func(c *Container) {
+		if err := c.WriteFile("/etc/systemd/logind.conf.d/50-e2e.conf", []byte("[Login]\nInhibitDelayMaxSec=120\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	c := p.c
+	p.startProbe(ctx, t, "--drain-budget=60s", "--safety-margin=1s")
+	waitEvent(ctx, t, p.events, "the Guard to hold the lock", func(e Event) bool {
+		return e.Event == "status" && e.Held && e.State == "holding"
+	})
+
+	c.MustExec(ctx, "/usr/local/bin/guard-probe", "--reboot")
+	waitEvent(ctx, t, p.events, "the drain to start on the reboot asked through Reboot", func(e Event) bool { return e.Event == "drain-started" })
+	if got := logindProperty(ctx, t, c, "PreparingForShutdown"); got != "b true" {
+		t.Errorf("PreparingForShutdown = %q after Reboot, want b true", got)
+	}
+	if !c.Running() {
+		t.Fatal("the container went down while the Guard's lock was held")
+	}
+	if err := os.WriteFile(filepath.Join(p.shared, "finish-drain"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, err := c.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != ExitReboot {
+		t.Errorf("systemd-nspawn exited %d, want %d (reboot, not poweroff)", code, ExitReboot)
+	}
+}

@@ -4,6 +4,9 @@
 // file, and the probe reports what happens as JSON lines, one per event,
 // flushed to disk before the lock is released (the host may be gone a moment
 // later).
+//
+// With --reboot it runs no Guard: it asks logind to reboot through
+// shutdown.Logind's Reboot and exits, as the reboot coordinator will.
 package main
 
 import (
@@ -100,8 +103,16 @@ func main() {
 		margin    = flag.Duration("safety-margin", 2*time.Second, "shutdown.safetyMargin")
 		manage    = flag.Bool("manage-logind-config", false, "shutdown.manageLogindConfig")
 		dropInDir = flag.String("logind-drop-in-dir", "/etc/systemd/logind.conf.d", "shutdown.logindDropInDir")
+		reboot    = flag.Bool("reboot", false, "ask logind to reboot the host and exit, instead of running the Guard")
 	)
 	flag.Parse()
+	if *reboot {
+		if err := rebootHost(*address); err != nil {
+			fmt.Fprintln(os.Stderr, "guard-probe:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*events, *finish, *hang, *address, *budget, *margin, *manage, *dropInDir); err != nil {
 		fmt.Fprintln(os.Stderr, "guard-probe:", err)
 		os.Exit(1)
@@ -148,4 +159,15 @@ func run(events, finish string, hang bool, address string, budget, margin time.D
 		return err
 	}
 	return nil
+}
+
+func rebootHost(address string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := shutdown.Connect(ctx, address)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	return l.Reboot(ctx)
 }
