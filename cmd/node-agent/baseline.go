@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/node-agent/node-agent/pkg/baseline"
@@ -49,11 +48,9 @@ It only reads Nodes (get/list); it changes nothing.`,
 			if _, err := metav1.ParseToLabelSelector(selector); selector != "" && err != nil {
 				return fmt.Errorf("--selector %q: %w", selector, err)
 			}
-			rules := clientcmd.NewDefaultClientConfigLoadingRules()
-			rules.ExplicitPath = kubeconfig
-			cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+			cfg, err := kube.RESTConfig(kubeconfig)
 			if err != nil {
-				return fmt.Errorf("loading kubeconfig: %w", err)
+				return err
 			}
 			cfg.UserAgent = "node-agent-cpu-baseline"
 			c, err := kube.New(cfg)
@@ -85,7 +82,7 @@ It only reads Nodes (get/list); it changes nothing.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path of a kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).")
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path of a kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the pod's service account).")
 	fs.StringVarP(&selector, "selector", "l", "", "Label `selector` of the Nodes to consider, as kubectl's (default: every Node).")
 	fs.StringVarP(&output, "output", "o", "table", "Output `format`: table, json or yaml.")
 	return cmd

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
@@ -51,17 +50,15 @@ both. At most drain.maxConcurrentNodes nodes (default 1) drain at once; the
 others show phase Waiting (Running with the reason in lastError on a
 NodeMaintenance object).`,
 	}
-	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "Path of a kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).")
+	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "Path of a kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the pod's service account).")
 	var cfg *rest.Config
 	restConfig := func() (*rest.Config, error) {
 		if cfg != nil {
 			return cfg, nil
 		}
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = kubeconfig
-		c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		c, err := kube.RESTConfig(kubeconfig)
 		if err != nil {
-			return nil, fmt.Errorf("loading kubeconfig: %w", err)
+			return nil, err
 		}
 		c.UserAgent = "node-agent-maintenance"
 		cfg = c

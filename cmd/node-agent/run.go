@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"time"
 
@@ -12,8 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/node-agent/node-agent/pkg/agent"
 	"github.com/node-agent/node-agent/pkg/config"
@@ -62,7 +59,7 @@ SIGTERM or SIGINT stops it cleanly.`,
 			if err != nil {
 				return err
 			}
-			restCfg, err := restConfig(cfg.Kubeconfig)
+			restCfg, err := kube.RESTConfig(cfg.Kubeconfig)
 			if err != nil {
 				return err
 			}
@@ -245,20 +242,3 @@ type component struct {
 func (c component) Name() string { return c.name }
 
 func (c component) Run(ctx context.Context, _ agent.NodeView) error { return c.run(ctx) }
-
-// restConfig loads a kubeconfig file, or the in-cluster service account when
-// path is empty.
-func restConfig(path string) (*rest.Config, error) {
-	if path == "" {
-		c, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no --kubeconfig given and not running in a cluster: %w", err)
-		}
-		return c, nil
-	}
-	c, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
-	}
-	return c, nil
-}

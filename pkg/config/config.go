@@ -29,7 +29,8 @@ const LibvirtURIAuto = "auto"
 // Config is the whole configuration of `node-agent run`. The JSON tags are the
 // keys of the --config file.
 type Config struct {
-	// Kubeconfig is the path of a kubeconfig file; empty means in-cluster.
+	// Kubeconfig is the path of a kubeconfig file; empty means kubectl's
+	// order, which in the DaemonSet's pod ends at its service account.
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// NodeName is the Node this agent runs on and is allowed to change.
 	NodeName string `json:"nodeName,omitempty"`
@@ -187,7 +188,7 @@ func (v durationValue) Set(s string) error {
 // and which keep their short names (labeller.minCPUModel is
 // --min-cpu-model; labeller.enabled is --labeller-enabled).
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "Path of a kubeconfig file. Empty means the in-cluster service account.")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "Path of a kubeconfig file. Empty: $KUBECONFIG, then ~/.kube/config, then the pod's service account, as kubectl does.")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "Name of the Node this agent runs on, the only Node it changes. Defaults to $NODE_NAME.")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "Address for /metrics (Prometheus). \"0\" disables it.")
 	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", c.HealthProbeBindAddress, "Address for /healthz (live) and /readyz (own Node synced). \"0\" disables it.")
