@@ -1,0 +1,10 @@
+// Package maintenance is the client side of the maintenance APIs that
+// pkg/selfdrain serves, as `node-agent maintenance` uses them. It requests
+// and ends the maintenance of a node (the node-agent.io/maintenance
+// annotation or a NodeMaintenance object), follows the drain that the agent
+// on that node reports until it ends, and prints for a person the status of
+// nodes and NodeMaintenance objects and the plan of a dry run.
+//
+// It reads the types and helpers pkg/selfdrain exports and nothing of its
+// internals: the agent's side of maintenance stays there.
+package maintenance

@@ -1,0 +1,115 @@
+package maintenance
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+)
+
+func newTabWriter(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+// writePlan prints a dry run's plan of a drain of node; cordoned says
+// whether an admin has cordoned it already.
+func writePlan(out io.Writer, node string, cordoned bool, plan []selfdrain.PlannedPod) error {
+	fmt.Fprintf(out, "Dry run: nothing changed. A drain of %s now would:\n", node)
+	if cordoned {
+		fmt.Fprintln(out, "  leave the node cordoned (it is cordoned already, so ending maintenance keeps it cordoned)")
+	} else {
+		fmt.Fprintln(out, "  cordon the node (ending maintenance uncordons it)")
+	}
+	fmt.Fprintln(out, "  add the drain taint (default kubevirt.io/drain=draining:NoSchedule)")
+	tw := newTabWriter(out)
+	fmt.Fprintln(tw, "\nPOD\tACTION\tNOTE")
+	counts := map[string]int{}
+	for _, p := range plan {
+		counts[p.Action]++
+		note := p.Why
+		if len(p.Blockers) > 0 {
+			note = "blocked now: " + strings.Join(p.Blockers, "; ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Pod, p.Action, note)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(out, "\n%d to evict, %d to skip, %d finished.\n", counts["evict"], counts["skip"], counts["done"])
+	return err
+}
+
+// writeStatusTable prints the maintenance status of nodes; one adds the
+// pending pods of a single node.
+func writeStatusTable(out io.Writer, nodes []corev1.Node, one bool) error {
+	if len(nodes) == 0 {
+		_, err := fmt.Fprintln(out, "No node is in maintenance.")
+		return err
+	}
+	tw := newTabWriter(out)
+	fmt.Fprintln(tw, "NODE\tREQUESTED\tPHASE\tTRIGGER\tPROGRESS\tPENDING\tCORDONED\tSTARTED\tLAST ERROR")
+	for _, n := range nodes {
+		st, err := selfdrain.ParseStatus(&n)
+		requested := n.Annotations[selfdrain.MaintenanceAnnotation]
+		if requested == "" {
+			requested = "-"
+		}
+		switch {
+		case err != nil:
+			fmt.Fprintf(tw, "%s\t%s\t?\t\t\t\t%t\t\t%v\n", n.Name, requested, n.Spec.Unschedulable, err)
+		case st == nil:
+			fmt.Fprintf(tw, "%s\t%s\t-\t\t\t\t%t\t\t\n", n.Name, requested, n.Spec.Unschedulable)
+		default:
+			phase := string(st.Phase)
+			if !st.Active() {
+				phase += " (ended)"
+			}
+			started := ""
+			if st.StartTime != nil {
+				started = st.StartTime.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d%%\t%d/%d\t%t\t%s\t%s\n", n.Name, requested, phase, st.Trigger,
+				st.DrainProgress, len(st.PendingPods), st.EvictionPods, n.Spec.Unschedulable, started, st.LastError)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if one {
+		st, err := selfdrain.ParseStatus(&nodes[0])
+		if err == nil && st != nil && len(st.PendingPods) > 0 {
+			fmt.Fprintf(out, "\nPending pods: %s\n", strings.Join(st.PendingPods, ", "))
+		}
+	}
+	return nil
+}
+
+// writeNodeMaintenanceTable prints NodeMaintenance objects; exist tells
+// which of their nodes exist.
+func writeNodeMaintenanceTable(out io.Writer, objs []*selfdrain.NodeMaintenance, exist map[string]bool) error {
+	if len(objs) == 0 {
+		_, err := fmt.Fprintln(out, "No NodeMaintenance object.")
+		return err
+	}
+	tw := newTabWriter(out)
+	fmt.Fprintln(tw, "NODEMAINTENANCE\tNODE\tPHASE\tPROGRESS\tPENDING\tLAST ERROR\tNOTE")
+	for _, o := range objs {
+		var notes []string
+		if !exist[o.Spec.NodeName] {
+			notes = append(notes, "node "+o.Spec.NodeName+" does not exist: no agent serves this object; delete it")
+		}
+		if o.DeletionTimestamp != nil {
+			notes = append(notes, "deleted; kept until the agent has restored the node")
+		}
+		phase := string(o.Status.Phase)
+		if phase == "" {
+			phase = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%d/%d\t%s\t%s\n", o.ID(), o.Spec.NodeName, phase, o.Status.DrainProgress,
+			len(o.Status.PendingPods), o.Status.EvictionPods, o.Status.LastError, strings.Join(notes, "; "))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,96 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+)
+
+// waitForDrain follows the status of the maintenance of node that started at
+// or after since, until it Succeeded or Failed.
+func (c *Client) waitForDrain(ctx context.Context, node string, since time.Time) error {
+	bar := newProgress(c.Err)
+	var final *selfdrain.Status
+	err := selfdrain.WatchNode(ctx, c.Kube, node, func(n *corev1.Node) (bool, error) {
+		st, err := selfdrain.ParseStatus(n)
+		if err != nil {
+			return false, err
+		}
+		// A status from before the request is a past maintenance's.
+		if st == nil || !st.Active() || st.StartTime == nil || st.StartTime.Time.Before(since.Truncate(time.Second)) {
+			bar.show("waiting for the agent on " + node + " to start")
+			return false, nil
+		}
+		bar.status(st)
+		switch st.Phase {
+		case selfdrain.PhaseSucceeded, selfdrain.PhaseFailed:
+			final = st
+			return true, nil
+		}
+		return false, nil
+	})
+	bar.done()
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("stopped waiting (--timeout); the maintenance of %s goes on: see `node-agent maintenance status %s`", node, node)
+		}
+		return err
+	}
+	if final.Phase == selfdrain.PhaseFailed {
+		return fmt.Errorf("drain of %s failed: %d pods left; last error: %s", node, len(final.PendingPods), final.LastError)
+	}
+	fmt.Fprintf(c.Err, "%s drained: %d pods evicted in %s\n", node, final.EvictionPods, final.LastUpdate.Sub(final.StartTime.Time).Round(time.Second))
+	return nil
+}
+
+// waitForUndo waits until the status on node is no longer active: the
+// agent has undone its changes.
+func (c *Client) waitForUndo(ctx context.Context, node string) error {
+	return selfdrain.WatchNode(ctx, c.Kube, node, func(n *corev1.Node) (bool, error) {
+		st, err := selfdrain.ParseStatus(n)
+		if err != nil {
+			return false, err
+		}
+		if st.Active() {
+			return false, nil
+		}
+		fmt.Fprintf(c.Err, "%s: unschedulable=%t\n", node, n.Spec.Unschedulable)
+		return true, nil
+	})
+}
+
+// waitForObjectsGone polls until no NodeMaintenance object of groups names
+// node. The agent removes its finalizer once it has undone the
+// maintenance, so the deleted objects are gone then.
+func (c *Client) waitForObjectsGone(ctx context.Context, d dynamic.Interface, groups []string, node string) error {
+	interval := c.PollInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	for {
+		left, err := selfdrain.ListNodeMaintenances(ctx, d, groups, node)
+		if err != nil {
+			return err
+		}
+		if len(left) == 0 {
+			n, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("reading Node %s: %w", node, err)
+			}
+			fmt.Fprintf(c.Err, "%s: unschedulable=%t\n", node, n.Spec.Unschedulable)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.clock().After(interval):
+		}
+	}
+}
