@@ -1,15 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
@@ -92,8 +87,9 @@ sources on stderr.`,
 }
 
 func (o *labelsOptions) run(cmd *cobra.Command) error {
+	// Checked before discovery, which takes a while.
 	switch o.output {
-	case "table", "json", "yaml":
+	case labeller.FormatTable, labeller.FormatJSON, labeller.FormatYAML:
 	default:
 		return fmt.Errorf("--output %q: must be table, json or yaml", o.output)
 	}
@@ -134,148 +130,5 @@ func (o *labelsOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	switch o.output {
-	case "json":
-		b, err := json.MarshalIndent(res.Labels, "", "  ")
-		if err != nil {
-			return fmt.Errorf("encoding labels as JSON: %w", err)
-		}
-		if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
-			return err
-		}
-		return writeReport(stderr, h, res, policy)
-	case "yaml":
-		b, err := yaml.Marshal(res.Labels)
-		if err != nil {
-			return fmt.Errorf("encoding labels as YAML: %w", err)
-		}
-		if _, err := stdout.Write(b); err != nil {
-			return err
-		}
-		return writeReport(stderr, h, res, policy)
-	default:
-		if err := writeTable(stdout, res.Labels); err != nil {
-			return err
-		}
-		return writeReport(stdout, h, res, policy)
-	}
-}
-
-// tableGroups is the order of the table's sections: what the host is, then
-// what it can run, then the rest.
-var tableGroups = []string{
-	labeller.CPUVendorLabelPrefix,
-	labeller.HostModelCPULabelPrefix,
-	labeller.HostModelRequiredFeaturesLabelPrefix,
-	labeller.CPUModelLabelPrefix,
-	labeller.CPUModelMigrationLabelPrefix,
-	labeller.CPUFeatureLabelPrefix,
-	labeller.CPUTimerLabelPrefix,
-	labeller.MachineTypeLabelPrefix,
-	labeller.HyperVLabelPrefix,
-}
-
-// writeTable prints the labels grouped by prefix, the names of each group in
-// columns; a value other than "true" is shown as name=value.
-func writeTable(w io.Writer, labels map[string]string) error {
-	var b strings.Builder
-	for _, prefix := range tableGroups {
-		var names []string
-		for k, v := range labels {
-			if name, ok := strings.CutPrefix(k, prefix); ok {
-				if v != "true" {
-					name += "=" + v
-				}
-				names = append(names, name)
-			}
-		}
-		if len(names) == 0 {
-			continue
-		}
-		slices.Sort(names)
-		fmt.Fprintf(&b, "%s (%d)\n", prefix, len(names))
-		writeColumns(&b, names, 100)
-	}
-	for _, k := range labeller.OwnedKeys() {
-		if v, ok := labels[k]; ok {
-			fmt.Fprintf(&b, "%s=%s\n", k, v)
-		}
-	}
-	fmt.Fprintf(&b, "%d labels\n", len(labels))
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// writeColumns lays names out row by row in as many columns as fit in width.
-func writeColumns(b *strings.Builder, names []string, width int) {
-	longest := 0
-	for _, n := range names {
-		longest = max(longest, len(n))
-	}
-	colWidth := longest + 2
-	cols := max(1, (width-2)/colWidth)
-	for i, n := range names {
-		if i%cols == 0 {
-			b.WriteString("  ")
-		}
-		if i%cols == cols-1 || i == len(names)-1 {
-			b.WriteString(n + "\n")
-		} else {
-			b.WriteString(n + strings.Repeat(" ", colWidth-len(n)))
-		}
-	}
-}
-
-// writeWrapped writes items separated by commas, indented, in lines of at
-// most width columns where the items allow it.
-func writeWrapped(b *strings.Builder, items []string, indent string, width int) {
-	line := indent
-	for i, it := range items {
-		if i < len(items)-1 {
-			it += ","
-		}
-		if line != indent && len(line)+1+len(it) > width {
-			b.WriteString(line + "\n")
-			line = indent
-		}
-		if line != indent {
-			line += " "
-		}
-		line += it
-	}
-	b.WriteString(line + "\n")
-}
-
-// writeReport says where the labels came from and what was left out.
-func writeReport(w io.Writer, h *hostcpu.HostCPU, res *labeller.Result, p labeller.Policy) error {
-	var b strings.Builder
-	minModel := p.MinModel()
-	if minModel == "" {
-		minModel = "none"
-	}
-	mode := "this machine"
-	if h.Offline {
-		mode = "offline files only"
-	}
-	fmt.Fprintf(&b, "\nSources (%s; arch %s, virttype %s, minimum CPU model %s):\n", mode, h.Arch, h.VirtType, minModel)
-	for _, s := range h.Sources {
-		fmt.Fprintf(&b, "  %-8s %s: %s\n", s.Kind, s.Detail, strings.Join(s.Provided, ", "))
-	}
-	if len(res.Omitted) > 0 {
-		b.WriteString("Left out:\n")
-		for _, om := range res.Omitted {
-			writeWrapped(&b, om.Keys, "  ", 100)
-			fmt.Fprintf(&b, "    because %s\n", om.Reason)
-		}
-	}
-	for _, n := range res.Notes {
-		fmt.Fprintf(&b, "Note: %s\n", n)
-	}
-	for _, wn := range res.Warnings {
-		fmt.Fprintf(&b, "Warning: %s\n", wn)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return labeller.Report{Host: h, Policy: policy, Result: res}.Write(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.output)
 }

@@ -10,4 +10,7 @@
 // with a warning, any name that is not a valid Kubernetes label, and says
 // which label families it could not compute and why: those are unknown, and
 // the controller leaves their labels alone.
+//
+// Report (output.go) prints the labels of one discovery for a person, with
+// their sources and what was left out, as `node-agent labels` does.
 package labeller
