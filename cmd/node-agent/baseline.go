@@ -1,12 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/node-agent/node-agent/pkg/baseline"
 	"github.com/node-agent/node-agent/pkg/kube"
@@ -41,7 +39,7 @@ It only reads Nodes (get/list); it changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch output {
-			case "table", "json", "yaml":
+			case baseline.FormatTable, baseline.FormatJSON, baseline.FormatYAML:
 			default:
 				return fmt.Errorf("--output %q: must be table, json or yaml", output)
 			}
@@ -61,24 +59,7 @@ It only reads Nodes (get/list); it changes nothing.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			switch output {
-			case "json":
-				b, err := json.MarshalIndent(r, "", "  ")
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(out, "%s\n", b)
-				return err
-			case "yaml":
-				b, err := yaml.Marshal(r)
-				if err != nil {
-					return err
-				}
-				_, err = out.Write(b)
-				return err
-			}
-			return r.WriteTable(out)
+			return r.Write(cmd.OutOrStdout(), output)
 		},
 	}
 	fs := cmd.Flags()

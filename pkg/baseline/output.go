@@ -1,11 +1,45 @@
 package baseline
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"sigs.k8s.io/yaml"
 )
+
+// Output formats of Result.Write.
+const (
+	FormatTable = "table"
+	FormatJSON  = "json"
+	FormatYAML  = "yaml"
+)
+
+// Write prints r in format: the table for a person, or the whole result as
+// JSON or YAML.
+func (r *Result) Write(w io.Writer, format string) error {
+	var b []byte
+	var err error
+	switch format {
+	case FormatTable:
+		return r.WriteTable(w)
+	case FormatJSON:
+		if b, err = json.MarshalIndent(r, "", "  "); err != nil {
+			return err
+		}
+		b = append(b, '\n')
+	case FormatYAML:
+		if b, err = yaml.Marshal(r); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("output format %q: must be %s, %s or %s", format, FormatTable, FormatJSON, FormatYAML)
+	}
+	_, err = w.Write(b)
+	return err
+}
 
 // WriteTable prints r for a person: the baseline, the shared features, and
 // the newer models with the nodes holding each back.
