@@ -192,19 +192,10 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 		c.mu.Unlock()
 		if first {
 			e.Logger.Error("Malformed maintenance status; not changing the node because of it", "err", perr)
-			e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "MalformedMaintenanceStatus", "%v", perr)
+			e.event(corev1.EventTypeWarning, "MalformedMaintenanceStatus", "%v", perr)
 		}
 	}
-	if e.Metrics != nil {
-		active := 0.0
-		if st.Active() {
-			active = 1
-		}
-		e.Metrics.MaintenanceActive.Set(active)
-		if perr == nil {
-			e.Metrics.ObserveStatus(st)
-		}
-	}
+	e.Metrics.observeNode(st, perr)
 	if c.NodeMaintenance != nil {
 		// Finalizer first: an object the agent drains for is kept until
 		// the drain is undone.
@@ -236,27 +227,15 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 		c.mu.Unlock()
 		run.cancel()
 		<-run.done
-		return c.end(ctx, endReason(run.trigger))
+		return e.End(ctx, endReason(run.trigger))
 	case !req.wanted() && c.active == nil && perr == nil && st.Active():
 		// Maintenance ended while no drain ran: the request went away
 		// while the agent was down, or the host came back from a shutdown
 		// drain. Undo what the agent did.
 		c.mu.Unlock()
-		return c.end(ctx, endReason(st.Trigger))
+		return e.End(ctx, endReason(st.Trigger))
 	}
 	c.mu.Unlock()
-	return nil
-}
-
-func (c *Controller) end(ctx context.Context, why string) error {
-	if err := c.Engine.End(ctx, why); err != nil {
-		return err
-	}
-	if c.Engine.Metrics != nil {
-		c.Engine.Metrics.MaintenanceActive.Set(0)
-		c.Engine.Metrics.PendingPods.Set(0)
-		c.Engine.Metrics.setBlocked(nil)
-	}
 	return nil
 }
 
@@ -284,18 +263,13 @@ func (c *Controller) startLocked(parent context.Context, trigger Trigger, reason
 		if err != nil {
 			if ctx.Err() == nil {
 				e.Logger.Error("Could not start maintenance", "err", err)
-				e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "MaintenanceStartFailed", "Could not cordon and taint the node: %v", err)
+				e.event(corev1.EventTypeWarning, "MaintenanceStartFailed", "Could not cordon and taint the node: %v", err)
 				c.retryLater()
 			}
 			return
 		}
-		if e.Metrics != nil {
-			e.Metrics.MaintenanceActive.Set(1)
-		}
 		req := Request{Trigger: trigger, Reason: reason, KeepTrying: true}
-		if t := e.Config.Timeout.Duration; t > 0 && st.StartTime != nil {
-			req.Deadline = st.StartTime.Add(t)
-		}
+		req.Deadline = e.maintenanceDeadline(st)
 		st, err = e.Drain(ctx, st, req)
 		release()
 		released = true
@@ -337,7 +311,7 @@ type slotWait struct {
 
 func (w *slotWait) report(ctx context.Context, cause error) {
 	c, e := w.c, w.c.Engine
-	now := metav1.NewTime(e.Clock.Now())
+	now := e.now()
 	if w.start == nil {
 		w.start = &now
 	}
@@ -360,11 +334,11 @@ func (w *slotWait) report(ctx context.Context, cause error) {
 	}
 	if cause != nil {
 		e.Logger.Error("Cannot take a drain slot", "err", cause, "leaseNamespace", c.Slots.Namespace)
-		e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "DrainSlotError", "Maintenance requested, but %s", msg)
+		e.event(corev1.EventTypeWarning, "DrainSlotError", "Maintenance requested, but %s", msg)
 		return
 	}
 	e.Logger.Info("Waiting for a drain slot", "maxConcurrentNodes", c.Slots.Max)
-	e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; waiting for a drain slot (at most %d nodes drain at once)", c.Slots.Max)
+	e.event(corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; waiting for a drain slot (at most %d nodes drain at once)", c.Slots.Max)
 }
 
 // record writes phase Waiting with msg. A drain that already began (the
@@ -410,9 +384,6 @@ func (c *Controller) ShutdownDrain(ctx context.Context, deadline time.Time) (*St
 	st, err := e.Begin(ctx, Request{Trigger: TriggerShutdown, Reason: "host is shutting down", SkippedConcurrencyWait: true})
 	if err != nil {
 		return nil, err
-	}
-	if e.Metrics != nil {
-		e.Metrics.MaintenanceActive.Set(1)
 	}
 	return e.Drain(ctx, st, Request{Trigger: TriggerShutdown, Reason: "host is shutting down", Deadline: deadline})
 }

@@ -77,10 +77,42 @@ func NewEngine(o EngineOptions) *Engine {
 	return &Engine{EngineOptions: o, Jitter: func() float64 { return 0.75 + rand.Float64()/2 }}
 }
 
-// nodeRef is the object Events are recorded on; the kubelet uses the node
-// name as UID for the same reason: Events then show in describe node.
-func (e *Engine) nodeRef() *corev1.ObjectReference {
-	return &corev1.ObjectReference{Kind: "Node", Name: e.NodeName, UID: types.UID(e.NodeName)}
+// event records an Event on the Node. The kubelet uses the node name as the
+// reference's UID for the same reason: Events then show in describe node.
+func (e *Engine) event(typ, reason, format string, args ...any) {
+	ref := &corev1.ObjectReference{Kind: "Node", Name: e.NodeName, UID: types.UID(e.NodeName)}
+	e.Recorder.Eventf(ref, typ, reason, format, args...)
+}
+
+// now is the engine's clock as an API time.
+func (e *Engine) now() metav1.Time { return metav1.NewTime(e.Clock.Now()) }
+
+// maintenanceDeadline is when a maintenance drain that started st counts as
+// Failed (drain.timeout after its start); zero when it has no deadline.
+func (e *Engine) maintenanceDeadline(st *Status) time.Time {
+	if t := e.Config.Timeout.Duration; t > 0 && st.StartTime != nil {
+		return st.StartTime.Add(t)
+	}
+	return time.Time{}
+}
+
+// readStatus reads the maintenance record on the Node.
+func (e *Engine) readStatus(ctx context.Context) (*Status, error) {
+	node, err := e.Client.CoreV1().Nodes().Get(ctx, e.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading Node %s: %w", e.NodeName, err)
+	}
+	return ParseStatus(node)
+}
+
+// patchStatus writes st as the maintenance record on the Node.
+func (e *Engine) patchStatus(ctx context.Context, st *Status) error {
+	return patchStatusAnnotation(ctx, e.Client, e.NodeName, st)
+}
+
+// setCondition sets the UnderMaintenance condition True with reason and msg.
+func (e *Engine) setCondition(ctx context.Context, reason, msg string, now metav1.Time) error {
+	return setCondition(ctx, e.Client, e.NodeName, corev1.ConditionTrue, reason, msg, now)
 }
 
 // Request describes one drain.
@@ -102,7 +134,7 @@ type Request struct {
 // status of the same trigger (the agent restarted mid-drain), it resumes it
 // instead: what the agent did before stays recorded.
 func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
-	now := metav1.NewTime(e.Clock.Now())
+	now := e.now()
 	var st *Status
 	_, err := updateNode(ctx, e.Client, e.NodeName, func(node *corev1.Node) (bool, error) {
 		prev, perr := ParseStatus(node)
@@ -137,10 +169,11 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := setCondition(ctx, e.Client, e.NodeName, corev1.ConditionTrue, ReasonDraining, fmt.Sprintf("Draining (%s): %s", req.Trigger, req.Reason), now); err != nil {
+	if err := e.setCondition(ctx, ReasonDraining, fmt.Sprintf("Draining (%s): %s", req.Trigger, req.Reason), now); err != nil {
 		e.Logger.Warn("Could not set the node condition; the status annotation is set", "err", err)
 	}
-	e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeNormal, "MaintenanceStarted", "Maintenance started (trigger %s): cordoned, tainted %s, evicting pods; reason: %s", req.Trigger, e.Config.TaintKey, req.Reason)
+	e.event(corev1.EventTypeNormal, "MaintenanceStarted", "Maintenance started (trigger %s): cordoned, tainted %s, evicting pods; reason: %s", req.Trigger, e.Config.TaintKey, req.Reason)
+	e.Metrics.setActive(true)
 	e.Logger.Info("Maintenance started", "trigger", req.Trigger, "reason", req.Reason, "cordonedByAgent", st.CordonedByAgent, "taintedByAgent", st.TaintedByAgent)
 	return st, nil
 }
@@ -149,7 +182,7 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 // did them), marks the status final and removes the condition. It is safe to
 // call when nothing is active.
 func (e *Engine) End(ctx context.Context, why string) error {
-	now := metav1.NewTime(e.Clock.Now())
+	now := e.now()
 	node, err := e.Client.CoreV1().Nodes().Get(ctx, e.NodeName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading Node %s: %w", e.NodeName, err)
@@ -180,9 +213,10 @@ func (e *Engine) End(ctx context.Context, why string) error {
 		return true, nil
 	})
 	if err != nil {
-		e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "MaintenanceEndFailed", "Could not end maintenance: %v", err)
+		e.event(corev1.EventTypeWarning, "MaintenanceEndFailed", "Could not end maintenance: %v", err)
 		return err
 	}
+	e.Metrics.ended()
 	if st == nil {
 		return nil
 	}
@@ -195,7 +229,7 @@ func (e *Engine) End(ctx context.Context, why string) error {
 	if st.TaintedByAgent {
 		undone = append(undone, "removed taint "+e.Config.TaintKey)
 	}
-	e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeNormal, "MaintenanceEnded", "Maintenance ended (%s): %s", why, strings.Join(undone, ", "))
+	e.event(corev1.EventTypeNormal, "MaintenanceEnded", "Maintenance ended (%s): %s", why, strings.Join(undone, ", "))
 	e.Logger.Info("Maintenance ended", "why", why, "uncordoned", st.CordonedByAgent, "taintRemoved", st.TaintedByAgent)
 	return nil
 }
@@ -422,9 +456,7 @@ func (r *drainRun) startWorkers() (stop func()) {
 				// Counted here, not when the loop handles the result: the
 				// pod's deletion may reach the loop first, and an accepted
 				// eviction must count all the same.
-				if e.Metrics != nil {
-					e.Metrics.Evictions.WithLabelValues(evictionResult(deleted, err)).Inc()
-				}
+				e.Metrics.countEviction(evictionResult(deleted, err))
 				r.results <- evictResult{key: string(ps.pod.UID), err: err}
 			}
 		}()
@@ -492,10 +524,7 @@ func (r *drainRun) resetRetryTimer(d time.Duration) {
 func (r *drainRun) publish(now time.Time) (drained bool) {
 	e, st := r.e, r.st
 	e.setPending(st, r.pending)
-	if e.Metrics != nil {
-		e.Metrics.PendingPods.Set(float64(len(r.pending)))
-		e.Metrics.setBlocked(blockedCounts(r.pending))
-	}
+	e.Metrics.drainProgress(r.pending)
 	if len(r.pending) == 0 {
 		return true
 	}
@@ -571,7 +600,7 @@ func (r *drainRun) handleResult(res evictResult) {
 		r.st.LastError = fmt.Sprintf("evicting %s: %s", ps.key, describeEvictionError(err))
 		if now.Sub(ps.lastEvent) >= podEventInterval {
 			ps.lastEvent = now
-			e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "EvictionBlocked", "Cannot evict pod %s yet: %s", ps.key, describeEvictionError(err))
+			e.event(corev1.EventTypeWarning, "EvictionBlocked", "Cannot evict pod %s yet: %s", ps.key, describeEvictionError(err))
 		}
 		e.Logger.Debug("Eviction refused", "pod", ps.key, "attempt", ps.attempts, "retryIn", ps.nextAttempt.Sub(now), "err", err)
 	}
@@ -585,8 +614,8 @@ func (r *drainRun) succeed(now time.Time) *Status {
 	r.pw.stop()
 	e.finishStatus(r.ctx, st, now)
 	d := e.Clock.Since(r.start)
-	e.observe(r.req.Trigger, "succeeded", d)
-	e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeNormal, "DrainSucceeded", "Drained %d pods in %s", st.EvictionPods, d.Round(10*time.Millisecond))
+	e.Metrics.observeDrain(r.req.Trigger, "succeeded", d)
+	e.event(corev1.EventTypeNormal, "DrainSucceeded", "Drained %d pods in %s", st.EvictionPods, d.Round(10*time.Millisecond))
 	e.Logger.Info("Node drained", "event", "DrainSucceeded", "pods", st.EvictionPods, "duration", d)
 	return st
 }
@@ -603,27 +632,19 @@ func (r *drainRun) expire() {
 	r.pw.stop()
 	e.finishStatus(r.ctx, st, e.Clock.Now())
 	r.pw = e.startProgressWriter(r.ctx)
-	e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "DrainFailed", "Drain did not finish in time: %d of %d pods still on the node; last error: %s", len(r.pending), st.EvictionPods, st.LastError)
+	e.event(corev1.EventTypeWarning, "DrainFailed", "Drain did not finish in time: %d of %d pods still on the node; last error: %s", len(r.pending), st.EvictionPods, st.LastError)
 	e.Logger.Warn("Drain deadline passed", "pending", len(r.pending), "lastError", st.LastError)
-	e.observe(r.req.Trigger, "failed", e.Clock.Since(r.start))
+	e.Metrics.observeDrain(r.req.Trigger, "failed", e.Clock.Since(r.start))
 }
 
 // stopped handles ctx ending mid-drain (maintenance ended, or shutdown).
 func (r *drainRun) stopped() (*Status, error) {
 	e := r.e
 	if r.st.Phase == PhaseRunning {
-		e.observe(r.req.Trigger, "cancelled", e.Clock.Since(r.start))
+		e.Metrics.observeDrain(r.req.Trigger, "cancelled", e.Clock.Since(r.start))
 	}
-	if e.Metrics != nil {
-		e.Metrics.setBlocked(nil)
-	}
+	e.Metrics.setBlocked(nil)
 	return r.st, r.ctx.Err()
-}
-
-func (e *Engine) observe(trigger Trigger, result string, d time.Duration) {
-	if e.Metrics != nil {
-		e.Metrics.DrainDuration.WithLabelValues(string(trigger), result).Observe(d.Seconds())
-	}
 }
 
 // evictionResult is the result label of node_agent_evictions_total.
@@ -668,7 +689,7 @@ func (e *Engine) evictOrDelete(ctx context.Context, ps *podState) (deleted bool,
 	p := ps.pod
 	uid := p.UID
 	if d := e.Config.DeleteAfter.Duration; d > 0 && !ps.firstBlocked.IsZero() && e.Clock.Since(ps.firstBlocked) >= d {
-		e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "PodDeleted", "Deleting pod %s: its eviction was refused for %s (drain.deleteAfter)", ps.key, d)
+		e.event(corev1.EventTypeWarning, "PodDeleted", "Deleting pod %s: its eviction was refused for %s (drain.deleteAfter)", ps.key, d)
 		return true, e.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	}
 	return false, e.Client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
@@ -764,9 +785,9 @@ func (w *progressWriter) stop() {
 // writeStatus writes st to the Node; a failure is logged and retried by the
 // next write, because the drain itself must not stop for it.
 func (e *Engine) writeStatus(ctx context.Context, st *Status) {
-	now := metav1.NewTime(e.Clock.Now())
+	now := e.now()
 	st.LastUpdate = &now
-	if err := patchStatusAnnotation(ctx, e.Client, e.NodeName, st); err != nil {
+	if err := e.patchStatus(ctx, st); err != nil {
 		if errors.Is(err, context.Canceled) {
 			e.Logger.Debug("Maintenance status not written: the drain was stopped", "phase", st.Phase)
 		} else {
@@ -783,7 +804,7 @@ func (e *Engine) finishStatus(ctx context.Context, st *Status, at time.Time) {
 	if st.Phase == PhaseFailed {
 		reason, msg = ReasonDrainFailed, fmt.Sprintf("%d pods left: %s", len(st.PendingPods), st.LastError)
 	}
-	if err := setCondition(ctx, e.Client, e.NodeName, corev1.ConditionTrue, reason, msg, metav1.NewTime(at)); err != nil && ctx.Err() == nil {
+	if err := e.setCondition(ctx, reason, msg, metav1.NewTime(at)); err != nil && ctx.Err() == nil {
 		e.Logger.Warn("Could not set the node condition", "err", err)
 	}
 	e.writeStatus(ctx, st)

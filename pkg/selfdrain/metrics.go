@@ -4,10 +4,12 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/node-agent/node-agent/pkg/metrics"
 )
@@ -47,7 +49,9 @@ var evictionResults = []string{"evicted", "blocked", "not_found", "error", "dele
 // rate over the histogram sees a node's first drain.
 var drainResults = []string{"succeeded", "failed", "cancelled"}
 
-// NewMetrics creates the metrics and registers them on reg when it is not nil.
+// NewMetrics creates the metrics and registers them on reg when it is not
+// nil. The wiring passes the result to the Engine (EngineOptions.Metrics);
+// a nil *Metrics records nothing, so every method below may be called on it.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		DrainDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -103,9 +107,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// observeNode mirrors the Node's maintenance record st, or perr when it
+// cannot be read: maintenance_active follows it always (an unreadable record
+// counts as none), the phase, start time and progress only when it can be
+// read, so a malformed record leaves their last values.
+func (m *Metrics) observeNode(st *Status, perr error) {
+	if m == nil {
+		return
+	}
+	m.setActive(st.Active())
+	if perr == nil {
+		m.ObserveStatus(st)
+	}
+}
+
 // ObserveStatus sets the phase, start time and progress from the status
 // annotation; st is nil when the Node has none.
 func (m *Metrics) ObserveStatus(st *Status) {
+	if m == nil {
+		return
+	}
 	active := st.Active()
 	for _, p := range phases {
 		v := 0.0
@@ -125,6 +146,50 @@ func (m *Metrics) ObserveStatus(st *Status) {
 	m.Progress.Set(progress)
 }
 
+func (m *Metrics) setActive(active bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if active {
+		v = 1
+	}
+	m.MaintenanceActive.Set(v)
+}
+
+// ended clears what described the maintenance that just ended.
+func (m *Metrics) ended() {
+	if m == nil {
+		return
+	}
+	m.MaintenanceActive.Set(0)
+	m.PendingPods.Set(0)
+	m.setBlocked(nil)
+}
+
+// drainProgress sets the pending pods and who blocks them.
+func (m *Metrics) drainProgress(pending map[types.UID]*podState) {
+	if m == nil {
+		return
+	}
+	m.PendingPods.Set(float64(len(pending)))
+	m.setBlocked(blockedCounts(pending))
+}
+
+func (m *Metrics) observeDrain(trigger Trigger, result string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.DrainDuration.WithLabelValues(string(trigger), result).Observe(d.Seconds())
+}
+
+func (m *Metrics) countEviction(result string) {
+	if m == nil {
+		return
+	}
+	m.Evictions.WithLabelValues(result).Inc()
+}
+
 // pdbRef names a PodDisruptionBudget; name is empty when a refusal named none.
 type pdbRef struct{ namespace, name string }
 
@@ -136,6 +201,9 @@ func (r pdbRef) String() string { return r.namespace + "/" + r.name }
 // a scrape never sees a blocked budget vanish for a moment (which would
 // restart an alert's `for`).
 func (m *Metrics) setBlocked(now map[pdbRef]int) {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for ref := range m.blocked {

@@ -44,13 +44,13 @@ type ShutdownResult struct {
 // nothing of logind.
 func (c *Controller) DrainForShutdown(ctx context.Context, deadline time.Time) (ShutdownResult, error) {
 	e := c.Engine
-	now := metav1.NewTime(e.Clock.Now())
+	now := e.now()
 	window := deadline.Sub(now.Time).Round(time.Second)
 	if err := setShutdownCondition(ctx, e, corev1.ConditionTrue, ReasonPrepareForShutdown,
 		fmt.Sprintf("node is shutting down; node-agent drains it within %s", window), now); err != nil {
 		e.Logger.Warn("Could not mark the node as shutting down", "err", err)
 	}
-	e.Recorder.Eventf(e.nodeRef(), corev1.EventTypeWarning, "NodeShuttingDown", "Host is shutting down; draining within %s (cluster-wide drain slot not awaited)", window)
+	e.event(corev1.EventTypeWarning, "NodeShuttingDown", "Host is shutting down; draining within %s (cluster-wide drain slot not awaited)", window)
 	st, err := c.ShutdownDrain(ctx, deadline.Add(-statusReserve))
 	if st == nil {
 		return ShutdownResult{}, err
@@ -68,10 +68,10 @@ func (c *Controller) DrainForShutdown(ctx context.Context, deadline time.Time) (
 		typ = corev1.EventTypeWarning
 		msg = fmt.Sprintf("drain incomplete: %d of %d pods still on the node: %s", len(st.PendingPods), st.EvictionPods, st.LastError)
 	}
-	if err := setShutdownCondition(wctx, e, corev1.ConditionTrue, ReasonPrepareForShutdown, "node is shutting down; "+msg, metav1.NewTime(e.Clock.Now())); err != nil {
+	if err := setShutdownCondition(wctx, e, corev1.ConditionTrue, ReasonPrepareForShutdown, "node is shutting down; "+msg, e.now()); err != nil {
 		e.Logger.Warn("Could not record the shutdown drain result", "err", err)
 	}
-	e.Recorder.Eventf(e.nodeRef(), typ, "ShutdownDrainFinished", "Shutdown drain: %s; releasing the inhibitor lock", msg)
+	e.event(typ, "ShutdownDrainFinished", "Shutdown drain: %s; releasing the inhibitor lock", msg)
 	res := ShutdownResult{Complete: complete, Message: msg}
 	if err != nil && ctx.Err() == nil {
 		return res, err
