@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -25,29 +26,26 @@ import (
 // last one stopped. The shutdown guard borrows the engine through
 // ShutdownDrain and ShutdownCancelled.
 type Controller struct {
-	Engine *Engine
-	Slots  *Slots
-	// NodeMaintenance, when not nil, serves NodeMaintenance objects.
-	NodeMaintenance *NodeMaintenanceSource
+	engine *Engine
+	slots  *Slots
+	// nodeMaintenance, when not nil, serves NodeMaintenance objects.
+	nodeMaintenance *NodeMaintenanceSource
+	metrics         *Metrics
+	node            string
+	log             *slog.Logger
 
 	// queue holds one key, the node's name: every change of the Node or of
 	// its NodeMaintenance objects adds it, and a failed step adds it again
 	// rate-limited.
 	queue workqueue.TypedRateLimitingInterface[string]
-
-	mu       sync.Mutex
-	active   *activeDrain
-	shutdown bool
 	// badStatus is the last malformed status value reported, so each one is
-	// reported once.
+	// reported once. Only reconcile touches it, and one worker runs that.
 	badStatus string
-}
 
-// activeDrain is the maintenance drain running in its own goroutine.
-type activeDrain struct {
-	trigger Trigger
-	cancel  context.CancelFunc
-	done    chan struct{}
+	mu sync.Mutex
+	// active is the drain running now, if any.
+	active   *maintenanceRun
+	shutdown bool
 }
 
 // Retries of a failed reconcile or drain start: the first after
@@ -69,9 +67,11 @@ type ControllerOptions struct {
 // NewController returns a controller for o.
 func NewController(o ControllerOptions) *Controller {
 	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryAfterFailure, retryAfterFailureCap)
-	return &Controller{Engine: o.Engine, Slots: o.Slots, NodeMaintenance: o.NodeMaintenance,
+	e := o.Engine
+	return &Controller{engine: e, slots: o.Slots, nodeMaintenance: o.NodeMaintenance,
+		metrics: e.Metrics, node: e.NodeName, log: e.Logger,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{
-			Name: "selfdrain", Clock: o.Engine.Clock,
+			Name: "selfdrain", Clock: e.Clock,
 		})}
 }
 
@@ -79,7 +79,7 @@ func NewController(o ControllerOptions) *Controller {
 func (c *Controller) Name() string { return "selfdrain" }
 
 // enqueue asks for a reconcile of the node.
-func (c *Controller) enqueue() { c.queue.Add(c.Engine.NodeName) }
+func (c *Controller) enqueue() { c.queue.Add(c.node) }
 
 // Run implements agent.Component.
 func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
@@ -89,8 +89,8 @@ func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
 	}); err != nil {
 		return err
 	}
-	if c.NodeMaintenance != nil {
-		go c.NodeMaintenance.Run(ctx, c.enqueue)
+	if c.nodeMaintenance != nil {
+		go c.nodeMaintenance.Run(ctx, c.enqueue)
 	}
 	c.enqueue()
 	go func() {
@@ -99,7 +99,9 @@ func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
 	}()
 	for c.processNext(ctx, view) {
 	}
-	c.stopActive()
+	// The drain stops and leaves the Node as it is: the next agent resumes
+	// from the status on the Node.
+	c.takeActive().stop()
 	return nil
 }
 
@@ -113,25 +115,13 @@ func (c *Controller) processNext(ctx context.Context, view agent.NodeView) bool 
 	defer c.queue.Done(key)
 	if err := c.reconcile(ctx, view); err != nil {
 		if ctx.Err() == nil {
-			c.Engine.Logger.Error("Could not end maintenance", "err", err)
+			c.log.Error("Could not end maintenance", "err", err)
 		}
 		c.queue.AddRateLimited(key)
 		return true
 	}
 	c.queue.Forget(key)
 	return true
-}
-
-// stopActive cancels a running drain and waits for it, leaving the Node as
-// it is: the next agent resumes from the status on the Node.
-func (c *Controller) stopActive() {
-	c.mu.Lock()
-	run := c.active
-	c.mu.Unlock()
-	if run != nil {
-		run.cancel()
-		<-run.done
-	}
 }
 
 // request is what asks for maintenance of the node right now.
@@ -170,46 +160,76 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 	if err != nil {
 		return nil // the Node's arrival in the cache adds the key again
 	}
-	e := c.Engine
 	req := request{annotation: strings.TrimSpace(node.Annotations[MaintenanceAnnotation])}
 	var objs []*NodeMaintenance
-	if c.NodeMaintenance != nil {
-		if !c.NodeMaintenance.Synced() {
+	if c.nodeMaintenance != nil {
+		if !c.nodeMaintenance.Synced() {
 			// Fail closed: until the objects are known, a missing object
 			// must not end a maintenance it started. The source adds the
 			// key once it has synced.
 			return nil
 		}
-		objs = c.NodeMaintenance.Objects()
+		objs = c.nodeMaintenance.Objects()
 		req.object = primaryObject(objs)
 	}
-	st, perr := ParseStatus(node)
-	if perr != nil {
-		raw := node.Annotations[StatusAnnotation]
-		c.mu.Lock()
-		first := c.badStatus != raw
-		c.badStatus = raw
-		c.mu.Unlock()
-		if first {
-			e.Logger.Error("Malformed maintenance status; not changing the node because of it", "err", perr)
-			e.event(corev1.EventTypeWarning, "MalformedMaintenanceStatus", "%v", perr)
-		}
-	}
-	e.Metrics.observeNode(st, perr)
-	if c.NodeMaintenance != nil {
+	st, perr := c.readStatus(node)
+	if c.nodeMaintenance != nil {
 		// Finalizer first: an object the agent drains for is kept until
 		// the drain is undone.
-		c.NodeMaintenance.apply(ctx, planObjects(objs, st, perr, req.annotation != ""))
+		c.nodeMaintenance.apply(ctx, planObjects(objs, st, perr, req.annotation != ""))
 	}
+	switch d, run := c.decide(ctx, req, st, perr); d {
+	case startDrain:
+		go run.run()
+	case stopDrain:
+		run.stop()
+		return c.engine.End(ctx, endReason(run.trigger))
+	case endMaintenance:
+		return c.engine.End(ctx, endReason(st.Trigger))
+	}
+	return nil
+}
 
+// readStatus reads the maintenance record on node and mirrors it in the
+// metrics. A malformed record is reported once for each value it takes.
+func (c *Controller) readStatus(node *corev1.Node) (*Status, error) {
+	st, perr := ParseStatus(node)
+	c.metrics.observeNode(st, perr)
+	if raw := node.Annotations[StatusAnnotation]; perr != nil && raw != c.badStatus {
+		c.badStatus = raw
+		c.log.Error("Malformed maintenance status; not changing the node because of it", "err", perr)
+		c.engine.event(corev1.EventTypeWarning, "MalformedMaintenanceStatus", "%v", perr)
+	}
+	return st, perr
+}
+
+// decision is what reconcile does about the drain.
+type decision int
+
+const (
+	// keep changes nothing.
+	keep decision = iota
+	// startDrain runs the drain decide made the active one.
+	startDrain
+	// stopDrain stops the drain decide took from its place, then ends the
+	// maintenance.
+	stopDrain
+	// endMaintenance ends a maintenance that no drain serves.
+	endMaintenance
+)
+
+// decide compares what is requested (req) with the record on the Node (st,
+// or perr when it cannot be read) and the drain running now. It makes the
+// change of the active drain that goes with its decision under c.mu, so a
+// shutdown drain that takes the engine at the same moment sees one state or
+// the other; the run it returns is the one to start or to stop.
+func (c *Controller) decide(ctx context.Context, req request, st *Status, perr error) (decision, *maintenanceRun) {
 	c.mu.Lock()
-	if c.shutdown {
+	defer c.mu.Unlock()
+	switch {
+	case c.shutdown:
 		// The shutdown guard owns the engine until the host goes down or
 		// the shutdown is cancelled.
-		c.mu.Unlock()
-		return nil
-	}
-	switch {
 	case req.wanted() && c.active == nil:
 		if perr != nil {
 			// Starting would overwrite a record we cannot read; the
@@ -220,80 +240,129 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 			break // drained; maintenance goes on while it is requested
 		}
 		trigger, reason := req.trigger()
-		c.startLocked(ctx, trigger, reason)
+		c.active = c.newRun(ctx, trigger, reason)
+		return startDrain, c.active
 	case !req.wanted() && c.active != nil:
 		run := c.active
 		c.active = nil
-		c.mu.Unlock()
-		run.cancel()
-		<-run.done
-		return e.End(ctx, endReason(run.trigger))
-	case !req.wanted() && c.active == nil && perr == nil && st.Active():
+		return stopDrain, run
+	case !req.wanted() && perr == nil && st.Active():
 		// Maintenance ended while no drain ran: the request went away
 		// while the agent was down, or the host came back from a shutdown
 		// drain. Undo what the agent did.
-		c.mu.Unlock()
-		return e.End(ctx, endReason(st.Trigger))
+		return endMaintenance, nil
+	}
+	return keep, nil
+}
+
+// takeActive removes the running drain, if any, from its place and returns
+// it for the caller to stop; no other drain starts in its place until the
+// next reconcile.
+func (c *Controller) takeActive() *maintenanceRun {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	run := c.active
+	c.active = nil
+	return run
+}
+
+// maintenanceRun is one drain the controller runs for a maintenance
+// request, in a goroutine of its own so that reconcile can stop it when the
+// request goes away. Its steps: take a drain slot, begin (cordon, taint,
+// record), drain, and finish (give up its place, retry a failure).
+type maintenanceRun struct {
+	c       *Controller
+	trigger Trigger
+	reason  string
+	// ctx ends when the run is stopped.
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (c *Controller) newRun(parent context.Context, trigger Trigger, reason string) *maintenanceRun {
+	ctx, cancel := context.WithCancel(parent)
+	return &maintenanceRun{c: c, trigger: trigger, reason: reason, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+// run does the steps in order.
+func (r *maintenanceRun) run() {
+	defer close(r.done)
+	defer r.cancel()
+	r.finish(r.drainInSlot())
+}
+
+// stop cancels the run and waits for it. The Node stays as the run left it.
+func (r *maintenanceRun) stop() {
+	if r == nil {
+		return
+	}
+	r.cancel()
+	<-r.done
+}
+
+// drainInSlot takes a slot, begins and drains, and gives the slot back
+// before the run finishes: a run that the queue starts next must not find
+// the slot still held, because releasing it then would release that run's
+// slot too (both hold it as the node).
+func (r *maintenanceRun) drainInSlot() error {
+	release, err := r.takeSlot()
+	if err != nil {
+		return err
+	}
+	defer release()
+	st, err := r.begin()
+	if err != nil {
+		return err
+	}
+	return r.drain(st)
+}
+
+// takeSlot waits for a cluster-wide drain slot, saying on the Node why the
+// drain waits meanwhile. It fails only when the run is stopped.
+func (r *maintenanceRun) takeSlot() (release func(), err error) {
+	w := &slotWait{c: r.c, trigger: r.trigger, reason: r.reason}
+	return r.c.slots.Acquire(r.ctx, func(err error) { w.report(r.ctx, err) })
+}
+
+// begin cordons and taints the node and records the start, or resumes the
+// record a previous agent left.
+func (r *maintenanceRun) begin() (*Status, error) {
+	e := r.c.engine
+	st, err := e.Begin(r.ctx, Request{Trigger: r.trigger, Reason: r.reason})
+	if err != nil && r.ctx.Err() == nil {
+		r.c.log.Error("Could not start maintenance", "err", err)
+		e.event(corev1.EventTypeWarning, "MaintenanceStartFailed", "Could not cordon and taint the node: %v", err)
+	}
+	return st, err
+}
+
+// drain evicts the pods until none is left or the run is stopped; past
+// drain.timeout the status turns Failed and evictions go on at a slower
+// pace.
+func (r *maintenanceRun) drain(st *Status) error {
+	e := r.c.engine
+	_, err := e.Drain(r.ctx, st, Request{Trigger: r.trigger, Reason: r.reason, KeepTrying: true, Deadline: e.maintenanceDeadline(st)})
+	if err != nil && r.ctx.Err() == nil {
+		r.c.log.Error("Drain stopped", "err", err)
+	}
+	return err
+}
+
+// finish gives up the run's place, so the next reconcile may start another
+// drain, and has a failure retried through the rate-limited queue rather
+// than in a hot loop. A run that was stopped lost its place to whoever
+// stopped it, and its error is only the stop.
+func (r *maintenanceRun) finish(err error) {
+	c := r.c
+	c.mu.Lock()
+	if c.active == r {
+		c.active = nil
 	}
 	c.mu.Unlock()
-	return nil
-}
-
-// startLocked starts a drain for a maintenance request. c.mu is held.
-func (c *Controller) startLocked(parent context.Context, trigger Trigger, reason string) {
-	ctx, cancel := context.WithCancel(parent)
-	run := &activeDrain{trigger: trigger, cancel: cancel, done: make(chan struct{})}
-	c.active = run
-	e := c.Engine
-	go func() {
-		defer close(run.done)
-		defer cancel()
-		w := &slotWait{c: c, trigger: trigger, reason: reason}
-		release, err := c.Slots.Acquire(ctx, func(err error) { w.report(ctx, err) })
-		if err != nil {
-			return
-		}
-		released := false
-		defer func() {
-			if !released {
-				release()
-			}
-		}()
-		st, err := e.Begin(ctx, Request{Trigger: trigger, Reason: reason})
-		if err != nil {
-			if ctx.Err() == nil {
-				e.Logger.Error("Could not start maintenance", "err", err)
-				e.event(corev1.EventTypeWarning, "MaintenanceStartFailed", "Could not cordon and taint the node: %v", err)
-				c.retryLater()
-			}
-			return
-		}
-		req := Request{Trigger: trigger, Reason: reason, KeepTrying: true}
-		req.Deadline = e.maintenanceDeadline(st)
-		st, err = e.Drain(ctx, st, req)
-		release()
-		released = true
-		if err != nil && ctx.Err() == nil {
-			e.Logger.Error("Drain stopped", "err", err)
-			c.retryLater()
-			return
-		}
-		_ = st
-		c.mu.Lock()
-		if c.active == run {
-			c.active = nil
-		}
-		c.mu.Unlock()
-	}()
-}
-
-// retryLater clears the active run and adds the key again rate-limited, so a
-// failure to start is retried without a hot loop.
-func (c *Controller) retryLater() {
-	c.mu.Lock()
-	c.active = nil
-	c.mu.Unlock()
-	c.queue.AddRateLimited(c.Engine.NodeName)
+	if err != nil && r.ctx.Err() == nil {
+		c.queue.AddRateLimited(c.node)
+	}
 }
 
 // slotWait reports, while a drain waits for a slot, why it waits: every
@@ -310,15 +379,15 @@ type slotWait struct {
 }
 
 func (w *slotWait) report(ctx context.Context, cause error) {
-	c, e := w.c, w.c.Engine
+	c, e := w.c, w.c.engine
 	now := e.now()
 	if w.start == nil {
 		w.start = &now
 	}
-	msg := fmt.Sprintf("waiting for one of %d drain slots (drain.maxConcurrentNodes)", c.Slots.Max)
+	msg := fmt.Sprintf("waiting for one of %d drain slots (drain.maxConcurrentNodes)", c.slots.Max)
 	if cause != nil {
 		w.errors++
-		msg = fmt.Sprintf("cannot take a drain slot: %v; check drain.leaseNamespace (%q): the namespace must exist and the agent must be allowed to create and update Leases in it", cause, c.Slots.Namespace)
+		msg = fmt.Sprintf("cannot take a drain slot: %v; check drain.leaseNamespace (%q): the namespace must exist and the agent must be allowed to create and update Leases in it", cause, c.slots.Namespace)
 	} else {
 		w.errors = 0
 	}
@@ -333,12 +402,12 @@ func (w *slotWait) report(ctx context.Context, cause error) {
 		e.Logger.Warn("Could not set the node condition", "err", err)
 	}
 	if cause != nil {
-		e.Logger.Error("Cannot take a drain slot", "err", cause, "leaseNamespace", c.Slots.Namespace)
+		e.Logger.Error("Cannot take a drain slot", "err", cause, "leaseNamespace", c.slots.Namespace)
 		e.event(corev1.EventTypeWarning, "DrainSlotError", "Maintenance requested, but %s", msg)
 		return
 	}
-	e.Logger.Info("Waiting for a drain slot", "maxConcurrentNodes", c.Slots.Max)
-	e.event(corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; waiting for a drain slot (at most %d nodes drain at once)", c.Slots.Max)
+	e.Logger.Info("Waiting for a drain slot", "maxConcurrentNodes", c.slots.Max)
+	e.event(corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; waiting for a drain slot (at most %d nodes drain at once)", c.slots.Max)
 }
 
 // record writes phase Waiting with msg. A drain that already began (the
@@ -347,7 +416,7 @@ func (w *slotWait) report(ctx context.Context, cause error) {
 // a Node that cannot be read is not written at all, so that record is never
 // lost.
 func (w *slotWait) record(ctx context.Context, msg string, now metav1.Time) error {
-	e := w.c.Engine
+	e := w.c.engine
 	node, err := e.Client.CoreV1().Nodes().Get(ctx, e.NodeName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading Node %s: %w", e.NodeName, err)
@@ -371,16 +440,9 @@ func (w *slotWait) record(ctx context.Context, msg string, now metav1.Time) erro
 // down either way, which the status records), and returns when the node is
 // drained or the deadline has passed.
 func (c *Controller) ShutdownDrain(ctx context.Context, deadline time.Time) (*Status, error) {
-	c.mu.Lock()
-	c.shutdown = true
-	run := c.active
-	c.active = nil
-	c.mu.Unlock()
-	if run != nil {
-		run.cancel()
-		<-run.done
-	}
-	e := c.Engine
+	c.setShutdown(true)
+	c.takeActive().stop()
+	e := c.engine
 	st, err := e.Begin(ctx, Request{Trigger: TriggerShutdown, Reason: "host is shutting down", SkippedConcurrencyWait: true})
 	if err != nil {
 		return nil, err
@@ -392,13 +454,19 @@ func (c *Controller) ShutdownDrain(ctx context.Context, deadline time.Time) (*St
 // shutdown, and gives the engine back to the annotation trigger, which
 // starts again if maintenance is still requested.
 func (c *Controller) ShutdownCancelled(ctx context.Context) error {
-	err := c.Engine.End(ctx, "shutdown cancelled")
-	c.mu.Lock()
-	c.shutdown = false
-	c.mu.Unlock()
+	err := c.engine.End(ctx, "shutdown cancelled")
+	c.setShutdown(false)
 	c.enqueue()
 	if err != nil {
 		return errors.Join(errors.New("undoing the shutdown drain"), err)
 	}
 	return nil
+}
+
+// setShutdown says whether the shutdown guard owns the engine; while it
+// does, reconcile starts no drain.
+func (c *Controller) setShutdown(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.shutdown = on
 }

@@ -43,7 +43,7 @@ type ShutdownResult struct {
 // complete. The wiring hands it to the shutdown guard; this package knows
 // nothing of logind.
 func (c *Controller) DrainForShutdown(ctx context.Context, deadline time.Time) (ShutdownResult, error) {
-	e := c.Engine
+	e := c.engine
 	now := e.now()
 	window := deadline.Sub(now.Time).Round(time.Second)
 	if err := setShutdownCondition(ctx, e, corev1.ConditionTrue, ReasonPrepareForShutdown,

@@ -1,0 +1,331 @@
+package selfdrain
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Tests of the controller's decision and of a maintenance run's steps, one
+// at a time, on the fake clientset and clock.
+
+func TestDecide(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	running := &Status{Phase: PhaseRunning, Trigger: TriggerAnnotation, StartTime: &t0}
+	drained := &Status{Phase: PhaseSucceeded, Trigger: TriggerAnnotation, StartTime: &t0}
+	shutdownDrained := &Status{Phase: PhaseSucceeded, Trigger: TriggerShutdown, StartTime: &t0}
+	ended := &Status{Phase: PhaseSucceeded, Trigger: TriggerAnnotation, StartTime: &t0, EndTime: &t0}
+	object := nmObject("nodemaintenance.medik8s.io", "nm", t0.Time)
+	unreadable := errors.New("not valid status JSON")
+
+	tests := []struct {
+		name        string
+		req         request
+		st          *Status
+		perr        error
+		active      bool // a drain runs
+		shutdown    bool
+		want        decision
+		wantTrigger Trigger // of the run started
+		wantReason  string
+	}{
+		{name: "nothing asked, nothing recorded", want: keep},
+		{name: "annotation asks", req: request{annotation: "kernel"}, want: startDrain, wantTrigger: TriggerAnnotation, wantReason: "kernel"},
+		{name: "object asks", req: request{object: object}, want: startDrain, wantTrigger: TriggerNodeMaintenance, wantReason: "NIC replacement"},
+		{name: "both ask: the annotation names the drain", req: request{annotation: "kernel", object: object}, want: startDrain, wantTrigger: TriggerAnnotation, wantReason: "kernel"},
+		{name: "asked, a restarted agent resumes", req: request{annotation: "kernel"}, st: running, want: startDrain, wantTrigger: TriggerAnnotation},
+		{name: "asked and draining", req: request{annotation: "kernel"}, st: running, active: true, want: keep},
+		{name: "asked and drained", req: request{annotation: "kernel"}, st: drained, want: keep},
+		{name: "asked, host back from a shutdown drain", req: request{annotation: "kernel"}, st: shutdownDrained, want: startDrain, wantTrigger: TriggerAnnotation},
+		{name: "asked, record unreadable", req: request{annotation: "kernel"}, perr: unreadable, want: keep},
+		{name: "no longer asked while draining", st: running, active: true, want: stopDrain},
+		{name: "no longer asked, nothing runs", st: drained, want: endMaintenance},
+		{name: "no longer asked, already ended", st: ended, want: keep},
+		{name: "no longer asked, record unreadable", perr: unreadable, want: keep},
+		{name: "the shutdown guard owns the engine", req: request{annotation: "kernel"}, shutdown: true, want: keep},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			c, _ := h.controller()
+			var before *maintenanceRun
+			if tt.active {
+				before = c.newRun(context.Background(), TriggerAnnotation, "kernel")
+				c.active = before
+			}
+			c.shutdown = tt.shutdown
+			got, run := c.decide(context.Background(), tt.req, tt.st, tt.perr)
+			if got != tt.want {
+				t.Fatalf("decide = %d, want %d", got, tt.want)
+			}
+			switch got {
+			case startDrain:
+				if run == nil || c.active != run || run.trigger != tt.wantTrigger || (tt.wantReason != "" && run.reason != tt.wantReason) {
+					t.Errorf("started %+v (active %p), want the active run for %s %q", run, c.active, tt.wantTrigger, tt.wantReason)
+				}
+			case stopDrain:
+				if run != before || c.active != nil {
+					t.Errorf("stop returned %p with %p active, want the running drain %p taken from its place", run, c.active, before)
+				}
+			default:
+				if run != nil || c.active != before {
+					t.Errorf("run %p, active %p; want no change", run, c.active)
+				}
+			}
+		})
+	}
+}
+
+// heldSlot is drain slot 0, renewed now by another node.
+func heldSlot(h *harness) *coordinationv1.Lease {
+	now := metav1.NewMicroTime(h.clock.Now())
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: SlotPrefix + "0", Namespace: "node-agent"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-2"), LeaseDurationSeconds: ptr.To(int32(30)),
+			AcquireTime: &now, RenewTime: &now},
+	}
+}
+
+func (h *harness) slotHolder() string {
+	h.t.Helper()
+	l, err := h.client.CoordinationV1().Leases("node-agent").Get(context.Background(), SlotPrefix+"0", metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return ptr.Deref(l.Spec.HolderIdentity, "")
+}
+
+// events takes the Events recorded so far.
+func (h *harness) events() []string {
+	var out []string
+	for {
+		select {
+		case ev := <-h.recorder.Events:
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
+}
+
+func hasEvent(events []string, prefix string) bool {
+	for _, ev := range events {
+		if strings.HasPrefix(ev, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// A run whose slot is held by another node says so on the Node and takes
+// the slot once the holder's Lease expires.
+func TestRunTakeSlotWaits(t *testing.T) {
+	h := newHarness(t)
+	lease := heldSlot(h)
+	if _, err := h.client.CoordinationV1().Leases("node-agent").Create(context.Background(), lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := h.controller()
+	r := c.newRun(context.Background(), TriggerAnnotation, "kernel update")
+	var release func()
+	var err error
+	h.run(func() { release, err = r.takeSlot() }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if expiry := lease.Spec.RenewTime.Add(30 * time.Second); h.clock.Now().Before(expiry) {
+		t.Errorf("took the slot at %s, before the holder's Lease expired at %s", h.clock.Now(), expiry)
+	}
+	if got := h.slotHolder(); got != testNode {
+		t.Errorf("slot held by %q, want %q", got, testNode)
+	}
+	st := h.status()
+	if st.Phase != PhaseWaiting || st.Trigger != TriggerAnnotation || st.Reason != "kernel update" || !strings.Contains(st.LastError, "drain.maxConcurrentNodes") {
+		t.Errorf("status while waiting = %s", st.Encode())
+	}
+	if cond := h.condition(ConditionType); cond == nil || cond.Reason != ReasonWaiting {
+		t.Errorf("condition = %+v, want reason %s", cond, ReasonWaiting)
+	}
+	if ev := h.events(); !hasEvent(ev, "Normal MaintenanceWaiting") {
+		t.Errorf("events = %q, want MaintenanceWaiting", ev)
+	}
+	release()
+	if got := h.slotHolder(); got != "" {
+		t.Errorf("slot still held by %q after release", got)
+	}
+}
+
+// A run stopped while it waits gives up without a slot.
+func TestRunTakeSlotStops(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.client.CoordinationV1().Leases("node-agent").Create(context.Background(), heldSlot(h), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := h.controller()
+	r := c.newRun(context.Background(), TriggerAnnotation, "kernel update")
+	r.cancel()
+	if _, err := r.takeSlot(); !errors.Is(err, context.Canceled) {
+		t.Errorf("takeSlot = %v, want context.Canceled", err)
+	}
+	if got := h.slotHolder(); got != "node-2" {
+		t.Errorf("slot held by %q, want still node-2", got)
+	}
+}
+
+func TestRunBegin(t *testing.T) {
+	h := newHarness(t)
+	h.engine.Metrics = NewMetrics(nil)
+	c, _ := h.controller()
+	st, err := c.newRun(context.Background(), TriggerAnnotation, "kernel update").begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Phase != PhaseRunning || !st.CordonedByAgent || !h.node().Spec.Unschedulable {
+		t.Errorf("status = %s, node unschedulable %t; want Running and cordoned by the agent", st.Encode(), h.node().Spec.Unschedulable)
+	}
+	if v := testutil.ToFloat64(h.engine.Metrics.MaintenanceActive); v != 1 {
+		t.Errorf("maintenance_active = %v, want 1", v)
+	}
+}
+
+// A failure to begin is reported, unless the run was stopped: then the
+// failure is only the stop.
+func TestRunBeginFails(t *testing.T) {
+	for _, stopped := range []bool{false, true} {
+		h := newHarness(t)
+		failNodePatches(h, 1)
+		c, _ := h.controller()
+		r := c.newRun(context.Background(), TriggerAnnotation, "kernel update")
+		if stopped {
+			r.cancel()
+		}
+		if _, err := r.begin(); err == nil {
+			t.Fatal("begin succeeded with the Node's patch failing")
+		}
+		if got := hasEvent(h.events(), "Warning MaintenanceStartFailed"); got == stopped {
+			t.Errorf("stopped %t: MaintenanceStartFailed Event %t, want %t", stopped, got, !stopped)
+		}
+	}
+}
+
+// The run's drain keeps evicting past drain.timeout and reports the
+// deadline it passed.
+func TestRunDrainPastTheTimeout(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	h.engine.Config.Timeout = metav1.Duration{Duration: 10 * time.Second}
+	deadline := h.clock.Now().Add(10 * time.Second)
+	h.onEvict(func(ev eviction) error {
+		if ev.at.Before(deadline.Add(time.Minute)) {
+			return refusal("The disruption budget web-pdb needs 1 healthy pods and has 1 currently")
+		}
+		return nil
+	})
+	c, _ := h.controller()
+	r := c.newRun(context.Background(), TriggerAnnotation, "kernel update")
+	st, err := r.begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run(func() { err = r.drain(st) }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := h.status(); st.Phase != PhaseSucceeded {
+		t.Errorf("phase = %s, want Succeeded", st.Phase)
+	}
+	if ev := h.events(); !hasEvent(ev, "Warning DrainFailed") {
+		t.Errorf("events = %q, want DrainFailed at drain.timeout", ev)
+	}
+}
+
+func TestMaintenanceDeadline(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	tests := []struct {
+		name    string
+		timeout time.Duration
+		st      *Status
+		want    time.Time
+	}{
+		{"no timeout", 0, &Status{StartTime: &t0}, time.Time{}},
+		{"no start time", time.Minute, &Status{}, time.Time{}},
+		{"timeout after the start", time.Minute, &Status{StartTime: &t0}, t0.Add(time.Minute)},
+	}
+	for _, tt := range tests {
+		h := newHarness(t)
+		h.engine.Config.Timeout = metav1.Duration{Duration: tt.timeout}
+		if got := h.engine.maintenanceDeadline(tt.st); !got.Equal(tt.want) {
+			t.Errorf("%s: deadline %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestRunFinish(t *testing.T) {
+	failed := errors.New("etcd is down")
+	tests := []struct {
+		name        string
+		err         error
+		stopped     bool
+		replaced    bool // another run took the place
+		wantRequeue bool
+	}{
+		{name: "drained"},
+		{name: "failed", err: failed, wantRequeue: true},
+		{name: "stopped", err: context.Canceled, stopped: true, replaced: true},
+		{name: "failed while being stopped", err: failed, stopped: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			c, _ := h.controller()
+			r := c.newRun(context.Background(), TriggerAnnotation, "kernel update")
+			c.active = r
+			var other *maintenanceRun
+			if tt.replaced {
+				other = c.newRun(context.Background(), TriggerAnnotation, "kernel update")
+				c.active = other
+			}
+			if tt.stopped {
+				r.cancel()
+			}
+			r.finish(tt.err)
+			if c.active != other {
+				t.Errorf("active %p after finish, want %p", c.active, other)
+			}
+			if got := c.queue.NumRequeues(testNode) == 1; got != tt.wantRequeue {
+				t.Errorf("requeued %t, want %t", got, tt.wantRequeue)
+			}
+		})
+	}
+}
+
+// A whole run: it waits for nothing, drains, gives the slot back and its
+// place up.
+func TestRunDrainsAndGivesUpItsPlace(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	h.onEvict(func(eviction) error { return nil })
+	c, _ := h.controller()
+	r := c.newRun(context.Background(), TriggerAnnotation, "kernel update")
+	c.active = r
+	h.run(r.run, nil)
+	if st := h.status(); st.Phase != PhaseSucceeded || st.EvictionPods != 1 {
+		t.Errorf("status = %s, want Succeeded with one pod", st.Encode())
+	}
+	if got := h.slotHolder(); got != "" {
+		t.Errorf("slot still held by %q", got)
+	}
+	if c.active != nil || c.queue.NumRequeues(testNode) != 0 {
+		t.Errorf("active %p, requeues %d; want the place given up, nothing to retry", c.active, c.queue.NumRequeues(testNode))
+	}
+	select {
+	case <-r.done:
+	default:
+		t.Error("done not closed")
+	}
+}
