@@ -3,14 +3,12 @@ package selfdrain
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -321,8 +319,7 @@ func (r *maintenanceRun) drainInSlot() error {
 // takeSlot waits for a cluster-wide drain slot, saying on the Node why the
 // drain waits meanwhile. It fails only when the run is stopped.
 func (r *maintenanceRun) takeSlot() (release func(), err error) {
-	w := &slotWait{c: r.c, trigger: r.trigger, reason: r.reason}
-	return r.c.slots.Acquire(r.ctx, func(err error) { w.report(r.ctx, err) })
+	return r.c.slots.take(r.ctx, r.c.engine, r.trigger, r.reason)
 }
 
 // begin cordons and taints the node and records the start, or resumes the
@@ -363,76 +360,6 @@ func (r *maintenanceRun) finish(err error) {
 	if err != nil && r.ctx.Err() == nil {
 		c.queue.AddRateLimited(c.node)
 	}
-}
-
-// slotWait reports, while a drain waits for a slot, why it waits: every
-// slot is held by other nodes, or a slot cannot be taken at all because of
-// an error (a missing drain.leaseNamespace, no permission), which waiting
-// will not cure and which the status and a Warning Event then name.
-type slotWait struct {
-	c       *Controller
-	trigger Trigger
-	reason  string
-	start   *metav1.Time
-	errors  int
-	lastMsg string
-}
-
-func (w *slotWait) report(ctx context.Context, cause error) {
-	c, e := w.c, w.c.engine
-	now := e.now()
-	if w.start == nil {
-		w.start = &now
-	}
-	msg := fmt.Sprintf("waiting for one of %d drain slots (drain.maxConcurrentNodes)", c.slots.Max)
-	if cause != nil {
-		w.errors++
-		msg = fmt.Sprintf("cannot take a drain slot: %v; check drain.leaseNamespace (%q): the namespace must exist and the agent must be allowed to create and update Leases in it", cause, c.slots.Namespace)
-	} else {
-		w.errors = 0
-	}
-	if err := w.record(ctx, msg, now); err != nil {
-		e.Logger.Warn("Could not record why the drain waits", "err", err)
-	}
-	if msg == w.lastMsg {
-		return
-	}
-	w.lastMsg = msg
-	if err := setCondition(ctx, e.Client, e.NodeName, corev1.ConditionTrue, ReasonWaiting, msg, now); err != nil {
-		e.Logger.Warn("Could not set the node condition", "err", err)
-	}
-	if cause != nil {
-		e.Logger.Error("Cannot take a drain slot", "err", cause, "leaseNamespace", c.slots.Namespace)
-		e.event(corev1.EventTypeWarning, "DrainSlotError", "Maintenance requested, but %s", msg)
-		return
-	}
-	e.Logger.Info("Waiting for a drain slot", "maxConcurrentNodes", c.slots.Max)
-	e.event(corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; waiting for a drain slot (at most %d nodes drain at once)", c.slots.Max)
-}
-
-// record writes phase Waiting with msg. A drain that already began (the
-// agent restarted and its slot went to another node, or a Lease request
-// failed) keeps its record of what the agent changed, with msg as lastError;
-// a Node that cannot be read is not written at all, so that record is never
-// lost.
-func (w *slotWait) record(ctx context.Context, msg string, now metav1.Time) error {
-	e := w.c.engine
-	node, err := e.Client.CoreV1().Nodes().Get(ctx, e.NodeName, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("reading Node %s: %w", e.NodeName, err)
-	}
-	prev, perr := ParseStatus(node)
-	if perr != nil {
-		return perr
-	}
-	st := &Status{Phase: PhaseWaiting, Trigger: w.trigger, Reason: w.reason, StartTime: w.start, LastUpdate: &now,
-		LastError: msg, ErrorOnLeaseCount: w.errors}
-	if prev.Active() && prev.Phase != PhaseWaiting {
-		kept := *prev
-		kept.LastError, kept.ErrorOnLeaseCount, kept.LastUpdate = msg, w.errors, &now
-		st = &kept
-	}
-	return patchStatusAnnotation(ctx, e.Client, e.NodeName, st)
 }
 
 // ShutdownDrain drains the node for a host shutdown: it takes the engine over

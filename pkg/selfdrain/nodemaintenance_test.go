@@ -1,27 +1,14 @@
 package selfdrain
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/record"
-	clocktesting "k8s.io/utils/clock/testing"
-
-	"github.com/node-agent/node-agent/pkg/config"
-	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 )
 
 func nmObject(group, name string, created time.Time, opts ...func(*NodeMaintenance)) *NodeMaintenance {
@@ -184,150 +171,5 @@ func TestStatusPatchKeys(t *testing.T) {
 	if nm.Group() != "nodemaintenance.kubevirt.io" || nm.Spec.EvictionTimeout == nil || nm.Spec.EvictionTimeout.Duration != 30*time.Second ||
 		nm.Status.TotalPods != 7 || nm.Status.EvictionPods != 5 || nm.Status.ErrorOnLeaseCount != 2 {
 		t.Errorf("decoded %+v", nm)
-	}
-}
-
-// TestSlotErrorIsReported: a slot that cannot be taken because of an error
-// (here the namespace is missing) is reported with the error each round,
-// not as an ordinary wait; a slot held by another node is reported once
-// with no error.
-func TestSlotErrorIsReported(t *testing.T) {
-	client := fake.NewClientset()
-	client.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewNotFound(corev1.Resource("namespaces"), "node-agent")
-	})
-	clk := clocktesting.NewFakeClock(time.Now())
-	s := &Slots{Client: kubetest.Wrap(client), Namespace: "node-agent", Identity: "node-1", Max: 1, LeaseDuration: 30 * time.Second,
-		PollInterval: time.Second, Clock: clk, Logger: slog.New(slog.DiscardHandler)}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	reports := make(chan error, 10)
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.Acquire(ctx, func(err error) { reports <- err })
-		done <- err
-	}()
-	for i := range 3 {
-		err := <-reports
-		if err == nil || !strings.Contains(err.Error(), `namespaces "node-agent" not found`) {
-			t.Fatalf("report %d = %v, want the missing namespace", i, err)
-		}
-		for !clk.HasWaiters() {
-			time.Sleep(time.Millisecond)
-		}
-		clk.Step(time.Second)
-	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("Acquire = %v, want context.Canceled", err)
-	}
-
-	// Held by another node: one report, without an error.
-	held := fake.NewClientset(&coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: SlotPrefix + "0", Namespace: "node-agent"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptrTo("node-2"), LeaseDurationSeconds: ptrTo(int32(30)),
-			RenewTime: &metav1.MicroTime{Time: clk.Now()}},
-	})
-	s.Client = kubetest.Wrap(held)
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	defer cancel2()
-	go func() {
-		_, err := s.Acquire(ctx2, func(err error) { reports <- err })
-		done <- err
-	}()
-	if err := <-reports; err != nil {
-		t.Errorf("held slot reported %v, want nil", err)
-	}
-	for !clk.HasWaiters() {
-		time.Sleep(time.Millisecond)
-	}
-	clk.Step(time.Second)
-	for !clk.HasWaiters() {
-		time.Sleep(time.Millisecond)
-	}
-	select {
-	case err := <-reports:
-		t.Errorf("second report %v; a plain wait is reported once", err)
-	default:
-	}
-	cancel2()
-	<-done
-}
-
-func ptrTo[T any](v T) *T { return &v }
-
-// TestSlotWaitNamesTheCause: the status and a Warning Event name the error
-// and the key to fix, and errorOnLeaseCount counts consecutive errors.
-func TestSlotWaitNamesTheCause(t *testing.T) {
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}})
-	rec := record.NewFakeRecorder(10)
-	e := NewEngine(EngineOptions{Client: kubetest.Wrap(client), NodeName: "node-1", Config: config.Default().Drain, Logger: slog.New(slog.DiscardHandler), Clock: clocktesting.NewFakeClock(time.Now()), Recorder: rec})
-	c := NewController(ControllerOptions{Engine: e, Slots: &Slots{Namespace: "node-agent", Max: 1}})
-	w := &slotWait{c: c, trigger: TriggerNodeMaintenance, reason: "NIC replacement"}
-	ctx := context.Background()
-	cause := errors.New(`creating Lease node-agent/node-agent-drain-slot-0: namespaces "node-agent" not found`)
-	status := func() *Status {
-		n, err := client.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := ParseStatus(n)
-		if err != nil || st == nil {
-			t.Fatalf("status %v, %v", st, err)
-		}
-		return st
-	}
-
-	w.report(ctx, cause)
-	w.report(ctx, cause)
-	st := status()
-	if st.Phase != PhaseWaiting || st.Trigger != TriggerNodeMaintenance || st.ErrorOnLeaseCount != 2 ||
-		!strings.Contains(st.LastError, `namespaces "node-agent" not found`) || !strings.Contains(st.LastError, "drain.leaseNamespace") {
-		t.Errorf("status after two errors = %s", st.Encode())
-	}
-	if ev := <-rec.Events; !strings.HasPrefix(ev, "Warning DrainSlotError") || !strings.Contains(ev, "drain.leaseNamespace") {
-		t.Errorf("event = %q", ev)
-	}
-	select {
-	case ev := <-rec.Events:
-		t.Errorf("the same cause twice made a second Event: %q", ev)
-	default:
-	}
-
-	// The slots are merely held: the count starts again.
-	w.report(ctx, nil)
-	st = status()
-	if st.ErrorOnLeaseCount != 0 || !strings.Contains(st.LastError, "drain.maxConcurrentNodes") {
-		t.Errorf("status after a plain wait = %s", st.Encode())
-	}
-	if ev := <-rec.Events; !strings.HasPrefix(ev, "Normal MaintenanceWaiting") {
-		t.Errorf("event = %q", ev)
-	}
-}
-
-// TestSlotWaitKeepsABegunDrain: a drain that already cordoned the node (the
-// agent restarted mid-drain and cannot get a slot back) keeps its record of
-// what the agent changed; only lastError and the count change.
-func TestSlotWaitKeepsABegunDrain(t *testing.T) {
-	start := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	begun := &Status{Phase: PhaseRunning, Trigger: TriggerNodeMaintenance, Reason: "NIC", StartTime: &start,
-		TotalPods: 5, EvictionPods: 4, PendingPods: []string{"work/a"}, DrainProgress: 75, CordonedByAgent: true, TaintedByAgent: true}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: map[string]string{StatusAnnotation: begun.Encode()}},
-		Spec: corev1.NodeSpec{Unschedulable: true}}
-	client := fake.NewClientset(node)
-	e := NewEngine(EngineOptions{Client: kubetest.Wrap(client), NodeName: "node-1", Config: config.Default().Drain, Logger: slog.New(slog.DiscardHandler), Clock: clocktesting.NewFakeClock(time.Now()), Recorder: record.NewFakeRecorder(10)})
-	w := &slotWait{c: NewController(ControllerOptions{Engine: e, Slots: &Slots{Namespace: "node-agent", Max: 1}}), trigger: TriggerNodeMaintenance, reason: "NIC"}
-	w.report(context.Background(), errors.New("leases is forbidden"))
-	n, err := client.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := ParseStatus(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Phase != PhaseRunning || !st.CordonedByAgent || !st.TaintedByAgent || !st.StartTime.Equal(&start) || st.EvictionPods != 4 ||
-		st.ErrorOnLeaseCount != 1 || !strings.Contains(st.LastError, "leases is forbidden") {
-		t.Errorf("record after a slot error = %s", st.Encode())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -92,6 +93,81 @@ func (s *Slots) Acquire(ctx context.Context, onWait func(err error)) (release fu
 		case <-s.Clock.After(s.PollInterval):
 		}
 	}
+}
+
+// take waits for a slot for a drain of trigger and reason, and says on the
+// Node, in its log and in Events why the drain waits meanwhile (see
+// slotWait). It fails only when ctx ends.
+func (s *Slots) take(ctx context.Context, e *Engine, trigger Trigger, reason string) (release func(), err error) {
+	w := &slotWait{s: s, e: e, trigger: trigger, reason: reason}
+	return s.Acquire(ctx, func(err error) { w.report(ctx, err) })
+}
+
+// slotWait reports, while a drain waits for a slot, why it waits: every
+// slot is held by other nodes, or a slot cannot be taken at all because of
+// an error (a missing drain.leaseNamespace, no permission), which waiting
+// will not cure and which the status and a Warning Event then name.
+type slotWait struct {
+	s *Slots
+	// e writes the status, the condition and the Events.
+	e       *Engine
+	trigger Trigger
+	reason  string
+	start   *metav1.Time
+	errors  int
+	lastMsg string
+}
+
+func (w *slotWait) report(ctx context.Context, cause error) {
+	s, e := w.s, w.e
+	now := e.now()
+	if w.start == nil {
+		w.start = &now
+	}
+	msg := fmt.Sprintf("waiting for one of %d drain slots (drain.maxConcurrentNodes)", s.Max)
+	if cause != nil {
+		w.errors++
+		msg = fmt.Sprintf("cannot take a drain slot: %v; check drain.leaseNamespace (%q): the namespace must exist and the agent must be allowed to create and update Leases in it", cause, s.Namespace)
+	} else {
+		w.errors = 0
+	}
+	if err := w.record(ctx, msg, now); err != nil {
+		s.Logger.Warn("Could not record why the drain waits", "err", err)
+	}
+	if msg == w.lastMsg {
+		return
+	}
+	w.lastMsg = msg
+	if err := e.setCondition(ctx, ReasonWaiting, msg, now); err != nil {
+		s.Logger.Warn("Could not set the node condition", "err", err)
+	}
+	if cause != nil {
+		s.Logger.Error("Cannot take a drain slot", "err", cause, "leaseNamespace", s.Namespace)
+		e.event(corev1.EventTypeWarning, "DrainSlotError", "Maintenance requested, but %s", msg)
+		return
+	}
+	s.Logger.Info("Waiting for a drain slot", "maxConcurrentNodes", s.Max)
+	e.event(corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; waiting for a drain slot (at most %d nodes drain at once)", s.Max)
+}
+
+// record writes phase Waiting with msg. A drain that already began (the
+// agent restarted and its slot went to another node, or a Lease request
+// failed) keeps its record of what the agent changed, with msg as lastError;
+// a Node that cannot be read is not written at all, so that record is never
+// lost.
+func (w *slotWait) record(ctx context.Context, msg string, now metav1.Time) error {
+	prev, err := w.e.readStatus(ctx)
+	if err != nil {
+		return err
+	}
+	st := &Status{Phase: PhaseWaiting, Trigger: w.trigger, Reason: w.reason, StartTime: w.start, LastUpdate: &now,
+		LastError: msg, ErrorOnLeaseCount: w.errors}
+	if prev.Active() && prev.Phase != PhaseWaiting {
+		kept := *prev
+		kept.LastError, kept.ErrorOnLeaseCount, kept.LastUpdate = msg, w.errors, &now
+		st = &kept
+	}
+	return w.e.patchStatus(ctx, st)
 }
 
 func (s *Slots) tryAcquire(ctx context.Context, name string) (bool, error) {
