@@ -2,7 +2,6 @@ package selfdrain
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -22,7 +21,8 @@ import (
 // drain serves both, and it ends only when neither asks any longer. What the
 // drain did is recorded on the Node, so a restarted agent resumes where the
 // last one stopped. The shutdown guard borrows the engine through
-// ShutdownDrain and ShutdownCancelled.
+// DrainForShutdown and gives it back through ShutdownCancelled
+// (shutdown.go).
 type Controller struct {
 	engine *Engine
 	slots  *Slots
@@ -360,40 +360,4 @@ func (r *maintenanceRun) finish(err error) {
 	if err != nil && r.ctx.Err() == nil {
 		c.queue.AddRateLimited(c.node)
 	}
-}
-
-// ShutdownDrain drains the node for a host shutdown: it takes the engine over
-// from any annotation drain, skips the wait for a drain slot (the host goes
-// down either way, which the status records), and returns when the node is
-// drained or the deadline has passed.
-func (c *Controller) ShutdownDrain(ctx context.Context, deadline time.Time) (*Status, error) {
-	c.setShutdown(true)
-	c.takeActive().stop()
-	e := c.engine
-	st, err := e.Begin(ctx, Request{Trigger: TriggerShutdown, Reason: "host is shutting down", SkippedConcurrencyWait: true})
-	if err != nil {
-		return nil, err
-	}
-	return e.Drain(ctx, st, Request{Trigger: TriggerShutdown, Reason: "host is shutting down", Deadline: deadline})
-}
-
-// ShutdownCancelled undoes a shutdown drain after logind cancelled the
-// shutdown, and gives the engine back to the annotation trigger, which
-// starts again if maintenance is still requested.
-func (c *Controller) ShutdownCancelled(ctx context.Context) error {
-	err := c.engine.End(ctx, "shutdown cancelled")
-	c.setShutdown(false)
-	c.enqueue()
-	if err != nil {
-		return errors.Join(errors.New("undoing the shutdown drain"), err)
-	}
-	return nil
-}
-
-// setShutdown says whether the shutdown guard owns the engine; while it
-// does, reconcile starts no drain.
-func (c *Controller) setShutdown(on bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.shutdown = on
 }

@@ -2,6 +2,7 @@ package selfdrain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,24 +38,75 @@ type ShutdownResult struct {
 	Message string
 }
 
-// DrainForShutdown drains the node because the host is going down: it marks
-// the node NodeShuttingDown, drains it (see ShutdownDrain) so that the final
-// status is written before deadline, and records whether the drain was
-// complete. The wiring hands it to the shutdown guard; this package knows
-// nothing of logind.
+// DrainForShutdown is the shutdown guard's one way in; the wiring hands it
+// to the guard, and this package knows nothing of logind. It takes the
+// engine from any maintenance drain, which stops, and starts none until
+// ShutdownCancelled; marks the node NodeShuttingDown; drains it without
+// waiting for a drain slot (the host goes down either way, which the status
+// records), so that the final status is written before deadline; and
+// records whether the drain was complete.
 func (c *Controller) DrainForShutdown(ctx context.Context, deadline time.Time) (ShutdownResult, error) {
+	c.setShutdown(true)
 	e := c.engine
-	now := e.now()
-	window := deadline.Sub(now.Time).Round(time.Second)
-	if err := setShutdownCondition(ctx, e, corev1.ConditionTrue, ReasonPrepareForShutdown,
-		fmt.Sprintf("node is shutting down; node-agent drains it within %s", window), now); err != nil {
-		e.Logger.Warn("Could not mark the node as shutting down", "err", err)
-	}
-	e.event(corev1.EventTypeWarning, "NodeShuttingDown", "Host is shutting down; draining within %s (cluster-wide drain slot not awaited)", window)
-	st, err := c.ShutdownDrain(ctx, deadline.Add(-statusReserve))
+	e.announceShutdown(ctx, deadline)
+	c.takeActive().stop()
+	st, err := e.shutdownDrain(ctx, deadline.Add(-statusReserve))
 	if st == nil {
 		return ShutdownResult{}, err
 	}
+	res := e.recordShutdownDrain(ctx, st)
+	if err != nil && ctx.Err() == nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// ShutdownCancelled undoes a shutdown drain after logind cancelled the
+// shutdown, and gives the engine back to the maintenance requests, whose
+// drain starts again if maintenance is still requested.
+func (c *Controller) ShutdownCancelled(ctx context.Context) error {
+	err := c.engine.End(ctx, "shutdown cancelled")
+	c.setShutdown(false)
+	c.enqueue()
+	if err != nil {
+		return errors.Join(errors.New("undoing the shutdown drain"), err)
+	}
+	return nil
+}
+
+// setShutdown says whether the shutdown guard owns the engine; while it
+// does, reconcile starts no drain.
+func (c *Controller) setShutdown(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.shutdown = on
+}
+
+// announceShutdown marks the node NodeShuttingDown and says so in an Event.
+func (e *Engine) announceShutdown(ctx context.Context, deadline time.Time) {
+	now := e.now()
+	window := deadline.Sub(now.Time).Round(time.Second)
+	msg := fmt.Sprintf("node is shutting down; node-agent drains it within %s", window)
+	if err := e.setShutdownCondition(ctx, msg, now); err != nil {
+		e.Logger.Warn("Could not mark the node as shutting down", "err", err)
+	}
+	e.event(corev1.EventTypeWarning, "NodeShuttingDown", "Host is shutting down; draining within %s (cluster-wide drain slot not awaited)", window)
+}
+
+// shutdownDrain begins and drains until the node is drained or deadline
+// has passed. It returns no status when the drain could not begin.
+func (e *Engine) shutdownDrain(ctx context.Context, deadline time.Time) (*Status, error) {
+	req := Request{Trigger: TriggerShutdown, Reason: "host is shutting down", Deadline: deadline, SkippedConcurrencyWait: true}
+	st, err := e.Begin(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return e.Drain(ctx, st, req)
+}
+
+// recordShutdownDrain records on the Node whether the shutdown drain that
+// ended with st was complete.
+func (e *Engine) recordShutdownDrain(ctx context.Context, st *Status) ShutdownResult {
 	complete := st.Phase == PhaseSucceeded
 	st.DrainedInTime = &complete
 	// The guard's context may end any moment now; the record must still
@@ -68,17 +120,15 @@ func (c *Controller) DrainForShutdown(ctx context.Context, deadline time.Time) (
 		typ = corev1.EventTypeWarning
 		msg = fmt.Sprintf("drain incomplete: %d of %d pods still on the node: %s", len(st.PendingPods), st.EvictionPods, st.LastError)
 	}
-	if err := setShutdownCondition(wctx, e, corev1.ConditionTrue, ReasonPrepareForShutdown, "node is shutting down; "+msg, e.now()); err != nil {
+	if err := e.setShutdownCondition(wctx, "node is shutting down; "+msg, e.now()); err != nil {
 		e.Logger.Warn("Could not record the shutdown drain result", "err", err)
 	}
 	e.event(typ, "ShutdownDrainFinished", "Shutdown drain: %s; releasing the inhibitor lock", msg)
-	res := ShutdownResult{Complete: complete, Message: msg}
-	if err != nil && ctx.Err() == nil {
-		return res, err
-	}
-	return res, nil
+	return ShutdownResult{Complete: complete, Message: msg}
 }
 
-func setShutdownCondition(ctx context.Context, e *Engine, status corev1.ConditionStatus, reason, msg string, now metav1.Time) error {
-	return patchCondition(ctx, e.Client, e.NodeName, ShuttingDownCondition, status, reason, msg, now)
+// setShutdownCondition sets NodeShuttingDown True with msg; End removes it
+// with UnderMaintenance.
+func (e *Engine) setShutdownCondition(ctx context.Context, msg string, now metav1.Time) error {
+	return patchCondition(ctx, e.Client, e.NodeName, ShuttingDownCondition, corev1.ConditionTrue, ReasonPrepareForShutdown, msg, now)
 }

@@ -72,3 +72,54 @@ func TestDrainForShutdownIncomplete(t *testing.T) {
 		t.Errorf("endTime %s set: a shutdown drain stays active until the host is back", st.EndTime)
 	}
 }
+
+// The shutdown takes the engine from a maintenance drain, which stops; no
+// drain starts while the shutdown owns the engine, and the maintenance
+// drain starts again once the shutdown is cancelled.
+func TestDrainForShutdownTakesTheEngine(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	h.onEvict(func(eviction) error {
+		return refusal("The disruption budget web-pdb needs 1 healthy pods and has 1 currently")
+	})
+	c, v := h.controller()
+	runController(t, c, v)
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel update"}}}`)
+	v.touch()
+	h.waitFor("the maintenance drain to run", func() bool {
+		st := h.status()
+		return st != nil && st.Phase == PhaseRunning && st.Trigger == TriggerAnnotation
+	})
+
+	var res ShutdownResult
+	var err error
+	h.run(func() { res, err = c.DrainForShutdown(context.Background(), h.clock.Now().Add(20*time.Second)) }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Complete {
+		t.Errorf("result = %+v, want incomplete: the budget refuses", res)
+	}
+	if st := h.status(); st.Trigger != TriggerShutdown || st.Phase != PhaseFailed {
+		t.Errorf("status = %s, want the shutdown drain's, Failed", st.Encode())
+	}
+	c.mu.Lock()
+	active := c.active
+	c.mu.Unlock()
+	if active != nil {
+		t.Error("the maintenance drain still holds its place after the shutdown drain")
+	}
+	if d, run := c.decide(context.Background(), request{annotation: "kernel update"}, h.status(), nil); d != keep {
+		t.Errorf("decide = %d while the shutdown owns the engine, want keep", d)
+		if d == startDrain {
+			go run.run() // so that the controller can stop it at the end
+		}
+	}
+
+	if err := c.ShutdownCancelled(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the maintenance drain to start again", func() bool {
+		st := h.status()
+		return st != nil && st.Trigger == TriggerAnnotation && st.Phase == PhaseRunning
+	})
+}
