@@ -1,12 +1,3 @@
-// Package selfdrain owns the drain of the agent's own Node: the maintenance
-// API (annotations on the Node), the drain engine that cordons, taints and
-// evicts through the Eviction API, the status it reports on the Node, the
-// cluster-wide concurrency slots (Leases), and the undo at the end of
-// maintenance, which reverses only what the agent itself did.
-//
-// The engine is shared by three triggers: the node-agent.io/maintenance
-// annotation and NodeMaintenance objects (Controller), and the host's
-// shutdown (pkg/shutdown).
 package selfdrain
 
 import (

@@ -1,0 +1,24 @@
+// Package selfdrain owns the drain of the agent's own Node, from the request
+// to the undo:
+//
+//   - the maintenance requests: the node-agent.io/maintenance annotation and
+//     NodeMaintenance objects that name the node (Controller,
+//     NodeMaintenanceSource), and the calls behind the maintenance commands
+//     (RequestMaintenance, EndMaintenance, RequestNodeMaintenance, WatchNode,
+//     and Plan for a dry run);
+//   - the drain engine, which cordons, taints and evicts through the
+//     Eviction API, and at the end of maintenance reverses only what the
+//     agent itself did (Engine);
+//   - the record of a maintenance on the Node: the status annotation, from
+//     which a restarted agent resumes, and the UnderMaintenance and
+//     NodeShuttingDown conditions (Status);
+//   - the cluster-wide drain slots, coordination.k8s.io Leases, and what the
+//     Node shows while a drain waits for one (Slots);
+//   - the hand-off to the shutdown guard: DrainForShutdown and
+//     ShutdownCancelled, which the wiring gives to pkg/shutdown, so this
+//     package knows nothing of logind;
+//   - its metrics (NewMetrics), registered on the registry it is given.
+//
+// One engine serves three triggers: the annotation and NodeMaintenance
+// objects through the Controller, and the host's shutdown.
+package selfdrain
