@@ -42,7 +42,8 @@ type Controller struct {
 
 	mu sync.Mutex
 	// active is the drain running now, if any.
-	active   *maintenanceRun
+	active *maintenanceRun
+	// shutdown is true while the shutdown guard owns the engine.
 	shutdown bool
 }
 

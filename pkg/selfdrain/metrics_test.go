@@ -139,3 +139,17 @@ func TestSeriesExportedFromTheStart(t *testing.T) {
 		}
 	}
 }
+
+// An engine without metrics (EngineOptions.Metrics nil) records nothing
+// and must not fail for it.
+func TestNilMetricsRecordNothing(t *testing.T) {
+	var m *Metrics
+	m.observeNode(&Status{Phase: PhaseRunning}, nil)
+	m.ObserveStatus(nil)
+	m.setActive(true)
+	m.drainProgress(map[types.UID]*podState{"a": {blockedBy: &pdbRef{"shop", "web"}}})
+	m.observeDrain(TriggerAnnotation, "succeeded", time.Second)
+	m.countEviction("evicted")
+	m.setBlocked(nil)
+	m.ended()
+}
