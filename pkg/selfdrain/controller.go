@@ -208,10 +208,11 @@ type decision int
 const (
 	// keep changes nothing.
 	keep decision = iota
-	// startDrain runs the drain decide made the active one.
+	// startDrain: decide made a new run the active one; reconcile starts
+	// it.
 	startDrain
-	// stopDrain stops the drain decide took from its place, then ends the
-	// maintenance.
+	// stopDrain: decide took the running drain from its place; reconcile
+	// stops it, then ends the maintenance.
 	stopDrain
 	// endMaintenance ends a maintenance that no drain serves.
 	endMaintenance
