@@ -13,6 +13,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/metrics"
+	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/shutdown"
 )
@@ -60,6 +61,7 @@ func metricsReference(t *testing.T) string {
 	rec := &recorder{}
 	selfdrain.NewMetrics(rec)
 	labeller.NewMetrics(rec)
+	podaccess.NewMetrics(rec)
 	shutdown.NewMetrics(reg)
 	base := metrics.NewRegistry()
 	rows := map[string]string{}

@@ -17,6 +17,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/shutdown"
 )
@@ -69,6 +70,12 @@ SIGTERM or SIGINT stops it cleanly.`,
 			if err != nil {
 				return err
 			}
+			// Pods of this node are reached as the node itself
+			// (pkg/podaccess): the ServiceAccount has no grant on pods.
+			podClient, err := kube.New(podaccess.NodeConfig(restCfg, cfg.NodeName))
+			if err != nil {
+				return err
+			}
 			opts := []agent.Option{
 				agent.WithKubernetesClient(client),
 				agent.WithLogger(logger),
@@ -87,7 +94,7 @@ SIGTERM or SIGINT stops it cleanly.`,
 					return err
 				}
 			}
-			opts = append(opts, drainComponents(cfg, dyn)...)
+			opts = append(opts, drainComponents(cfg, dyn, podClient)...)
 			if configFile != "" {
 				opts = append(opts, agent.WithComponent(configWatcher(configFile, cfg, cmd.Flags(), reload)))
 			}
@@ -162,13 +169,30 @@ func configWatcher(path string, current config.Config, flags *pflag.FlagSet, app
 // drainComponents wires the maintenance requests (the annotation and, when
 // maintenance.nodeMaintenance is on, NodeMaintenance objects read through
 // dyn) and, when enabled, the shutdown guard, which share one drain engine.
-func drainComponents(cfg config.Config, dyn dynamic.Interface) []agent.Option {
+// podClient impersonates the node; the engine reaches the node's pods
+// through it, or through the ServiceAccount's own grant where the cluster
+// refuses the impersonation (pkg/podaccess).
+func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.Interface) []agent.Option {
 	var ctrl *selfdrain.Controller
 	opts := []agent.Option{agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
 		m := selfdrain.NewMetrics(d.Registry)
+		access := &podaccess.Reporter{
+			Prober:  podaccess.Prober{Node: podClient, Own: d.Client, NodeName: d.NodeName},
+			Logger:  d.Logger.With("component", "podaccess"),
+			Metrics: podaccess.NewMetrics(d.Registry),
+		}
+		// Say at start, once, how the pods will be reached; every drain
+		// asks again before it begins. An apiserver that cannot be asked
+		// now is asked then.
+		probeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := access.Check(probeCtx); err != nil {
+			d.Logger.Warn("Could not tell yet how this node's pods are reached; asking again before a drain", "component", "podaccess", "err", err)
+		}
+		cancel()
 		engine := selfdrain.NewEngine(selfdrain.EngineOptions{
 			Client: d.Client, NodeName: d.NodeName, Config: cfg.Drain,
 			Logger: d.Logger.With("component", "selfdrain"), Clock: d.Clock, Recorder: d.Recorder, Metrics: m,
+			PodAccess: access.Check,
 		})
 		slots := &selfdrain.Slots{
 			Client: d.Client, Namespace: cfg.Drain.LeaseNamespace, Identity: d.NodeName, Max: cfg.Drain.MaxConcurrentNodes,

@@ -25,6 +25,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/podaccess"
 )
 
 // Backoff of one pod's eviction retries after a 429 or an error: it starts
@@ -48,6 +49,10 @@ const (
 // shutdown triggers; one drain runs at a time.
 type Engine struct {
 	EngineOptions
+	// pods is the client for the node's pods, chosen by PodAccess when the
+	// last drain began.
+	podsMu sync.Mutex
+	pods   kube.Interface
 	// Jitter returns a factor in [0.75, 1.25) applied to every backoff; tests
 	// may fix it.
 	Jitter func() float64
@@ -67,6 +72,11 @@ type EngineOptions struct {
 	Recorder record.EventRecorder
 	// Metrics may be nil: no metrics.
 	Metrics *Metrics
+	// PodAccess, when set, is asked before each drain begins which client
+	// reaches the node's pods (pkg/podaccess: the node's own identity, or
+	// the ServiceAccount's cluster-wide grant). In ModeNone the drain is
+	// refused before the Node changes. Unset, Client is used for pods too.
+	PodAccess func(ctx context.Context) (podaccess.Access, error)
 }
 
 // NewEngine returns an engine for o.
@@ -134,9 +144,13 @@ type Request struct {
 // status of the same trigger (the agent restarted mid-drain), it resumes it
 // instead: what the agent did before stays recorded.
 func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
+	access, err := e.choosePodClient(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now := e.now()
 	var st *Status
-	_, err := updateNode(ctx, e.Client, e.NodeName, func(node *corev1.Node) (bool, error) {
+	_, err = updateNode(ctx, e.Client, e.NodeName, func(node *corev1.Node) (bool, error) {
 		prev, perr := ParseStatus(node)
 		fresh := true
 		switch {
@@ -163,6 +177,7 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 		if req.SkippedConcurrencyWait {
 			st.SkippedConcurrencyWait = true
 		}
+		st.PodAccess = string(access)
 		cordonAndTaint(node, e.Config.TaintKey, st, fresh, now)
 		return true, nil
 	})
@@ -176,6 +191,38 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 	e.Metrics.setActive(true)
 	e.Logger.Info("Maintenance started", "trigger", req.Trigger, "reason", req.Reason, "cordonedByAgent", st.CordonedByAgent, "taintedByAgent", st.TaintedByAgent)
 	return st, nil
+}
+
+// choosePodClient asks PodAccess which client reaches the node's pods. It
+// runs before Begin changes anything, so a drain without the rights to
+// finish never starts.
+func (e *Engine) choosePodClient(ctx context.Context) (podaccess.Mode, error) {
+	client, mode := e.Client, podaccess.Mode("")
+	if e.PodAccess != nil {
+		acc, err := e.PodAccess(ctx)
+		if err != nil {
+			return "", fmt.Errorf("maintenance not started, the Node is unchanged: cannot tell how to reach this node's pods: %w", err)
+		}
+		if acc.Mode == podaccess.ModeNone || acc.Client == nil {
+			return "", fmt.Errorf("maintenance not started, the Node is unchanged: %w: %s; %s", podaccess.ErrNoAccess, acc.Why, podaccess.Fix)
+		}
+		client, mode = acc.Client, acc.Mode
+	}
+	e.podsMu.Lock()
+	e.pods = client
+	e.podsMu.Unlock()
+	return mode, nil
+}
+
+// podClient is the client for the node's pods: the one Begin chose, or
+// Client before any Begin.
+func (e *Engine) podClient() kube.Interface {
+	e.podsMu.Lock()
+	defer e.podsMu.Unlock()
+	if e.pods != nil {
+		return e.pods
+	}
+	return e.Client
 }
 
 // End reverses what the agent did (uncordon, remove the taint, only where it
@@ -359,7 +406,7 @@ func (e *Engine) newDrainRun(ctx context.Context, st *Status, req Request) *drai
 // and waits for the informer.
 func (r *drainRun) watchPods(cancel context.CancelFunc) (store cache.Store, stop func(), err error) {
 	e, ctx := r.e, r.ctx
-	podInformer := kube.PodInformer(e.Client, fields.OneTermEqualSelector("spec.nodeName", e.NodeName).String())
+	podInformer := kube.PodInformer(e.podClient(), fields.OneTermEqualSelector("spec.nodeName", e.NodeName).String())
 	notify := func(obj any, deleted bool) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
@@ -690,9 +737,9 @@ func (e *Engine) evictOrDelete(ctx context.Context, ps *podState) (deleted bool,
 	uid := p.UID
 	if d := e.Config.DeleteAfter.Duration; d > 0 && !ps.firstBlocked.IsZero() && e.Clock.Since(ps.firstBlocked) >= d {
 		e.event(corev1.EventTypeWarning, "PodDeleted", "Deleting pod %s: its eviction was refused for %s (drain.deleteAfter)", ps.key, d)
-		return true, e.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		return true, e.podClient().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	}
-	return false, e.Client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
+	return false, e.podClient().PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
 	})

@@ -86,6 +86,10 @@ type Status struct {
 	// DrainedInTime, for a shutdown drain, says whether every pod left
 	// before the inhibitor lock had to be released.
 	DrainedInTime *bool `json:"drainedInTime,omitempty"`
+	// PodAccess is the identity the drain reaches the node's pods with
+	// (pkg/podaccess): "node" (the node's own, by constrained
+	// impersonation) or "cluster-wide" (the ServiceAccount's own grant).
+	PodAccess string `json:"podAccess,omitempty"`
 }
 
 // Active reports whether the status describes a maintenance that has not

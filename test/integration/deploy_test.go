@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -303,6 +305,17 @@ func (b *deployBed) tokenClient(t *testing.T, token string) kubernetes.Interface
 	return c
 }
 
+// impersonatingClient sends token and impersonates node, the user only (no
+// Impersonate-Group header), as pkg/podaccess does.
+func (b *deployBed) impersonatingClient(t *testing.T, token, node string) kubernetes.Interface {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(podaccess.NodeConfig(b.env.TokenConfig(token), node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func whoAmI(t *testing.T, c kubernetes.Interface) authenticationv1.UserInfo {
 	t.Helper()
 	r, err := c.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
@@ -365,7 +378,10 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 	ctx := t.Context()
 	const drainTaint = "kubevirt.io/drain"
 	pod := b.agentPod(t, "node-1")
-	sa := b.tokenClient(t, b.boundToken(t, pod))
+	token := b.boundToken(t, pod)
+	sa := b.tokenClient(t, token)
+	// node1 is the same token impersonating node-1, as pkg/podaccess does.
+	node1 := b.impersonatingClient(t, token, "node-1")
 	who := whoAmI(t, sa)
 	t.Logf("token bound to pod %s/%s authenticates as %s, groups %v, %s=%v", pod.Namespace, pod.Name, who.Username, who.Groups, nodeNameExtra, who.Extra[nodeNameExtra])
 	if who.Username != agentUser || !slices.Equal(who.Extra[nodeNameExtra], []string{"node-1"}) {
@@ -417,7 +433,9 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 			return err == nil && p.Status.Phase == corev1.PodRunning, err
 		})
 		err = sa.PolicyV1().Evictions("work").Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "evictee", Namespace: "work"}})
-		wantAllowed(t, "evict pod work/evictee on node-1", err)
+		wantDenied(t, "evict pod work/evictee on node-1 without impersonation", err, byRBAC+` create resource "pods/eviction"`)
+		err = node1.PolicyV1().Evictions("work").Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "evictee", Namespace: "work"}})
+		wantAllowed(t, "evict pod work/evictee on node-1 as node-1", err)
 		testenv.WaitFor(t, time.Minute, "pod evictee gone", func() (bool, error) {
 			_, err := b.c.CoreV1().Pods("work").Get(ctx, "evictee", metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
@@ -434,8 +452,13 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 		wantAllowed(t, "remove the UnderMaintenance condition", err)
 
 		// The other verbs of the ClusterRole and the two Roles.
-		_, err = sa.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-1"})
-		wantAllowed(t, "list the pods on node-1", err)
+		_, err = node1.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-1"})
+		wantAllowed(t, "list the pods on node-1 as node-1", err)
+		w, err := node1.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-1"})
+		wantAllowed(t, "watch the pods on node-1 as node-1", err)
+		if err == nil {
+			w.Stop()
+		}
 		_, err = sa.AppsV1().DaemonSets(agentNamespace).Get(ctx, "node-agent", metav1.GetOptions{})
 		wantAllowed(t, "get a DaemonSet (kubectl's drain filter)", err)
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-agent-drain-slot-test", Namespace: agentNamespace},
@@ -520,6 +543,62 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 		}
 		wantDenied(t, "an unbound token labels node-1 under an owned prefix", mergePatchNode(t, unbound, "node-1",
 			label(labeller.CPUModelLabelPrefix+"DeployTest"), false), "this token names no node")
+	})
+
+	// Pods only as its own node (issue 22): the token reaches pods only by
+	// impersonating the node its pod is bound to, and then only that node's
+	// pods; without impersonation it reaches none.
+	t.Run("pods only as its own node", func(t *testing.T) {
+		other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", Namespace: "work"},
+			Spec: corev1.PodSpec{NodeName: "node-2", Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/x:1"}},
+				Tolerations: []corev1.Toleration{testenv.KwokToleration()}}}
+		if _, err := b.c.CoreV1().Pods("work").Create(ctx, other, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = b.c.CoreV1().Pods("work").Delete(context.Background(), other.Name, metav1.DeleteOptions{}) }()
+		evict := func(c kubernetes.Interface, name string) error {
+			return c.PolicyV1().Evictions("work").Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "work"}})
+		}
+		wantDenied(t, "evict a pod of node-2 as node-1", evict(node1, other.Name), "node-1 can only evict pods with spec.nodeName set to itself")
+		wantDenied(t, "delete a pod of node-2 as node-1", node1.CoreV1().Pods("work").Delete(ctx, other.Name, metav1.DeleteOptions{}), `node "node-1" can only delete pods with spec.nodeName set to itself`)
+		_, err := node1.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-2"})
+		wantDenied(t, "list node-2's pods as node-1", err, "can only list/watch pods with spec.nodeName field selector")
+		_, err = node1.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		wantDenied(t, "list every pod as node-1", err, `User "system:node:node-1" cannot list resource "pods"`)
+
+		node2 := b.impersonatingClient(t, token, "node-2")
+		wantDenied(t, "evict a pod of node-2 as node-2", evict(node2, other.Name), byRBAC+` impersonate-on:arbitrary-node:create resource "pods/eviction"`)
+		_, err = node2.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-2"})
+		wantDenied(t, "list node-2's pods as node-2", err, byRBAC+` impersonate-on:arbitrary-node:list resource "pods"`)
+
+		wantDenied(t, "evict a pod of node-2 without impersonation", evict(sa, other.Name), byRBAC+` create resource "pods/eviction"`)
+		_, err = sa.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-1"})
+		wantDenied(t, "list node-1's pods without impersonation", err, byRBAC+` list resource "pods"`)
+
+		// A token not bound to a pod is associated with no node.
+		unbound := b.impersonatingClient(t, b.boundToken(t, nil), "node-1")
+		_, err = unbound.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-1"})
+		wantDenied(t, "an unbound token lists node-1's pods as node-1", err, byRBAC+` impersonate-on:arbitrary-node:list`)
+
+		if _, err := b.c.CoreV1().Pods("work").Get(ctx, other.Name, metav1.GetOptions{}); err != nil {
+			t.Errorf("node-2's pod is gone: %v", err)
+		}
+
+		// What an admin checks with kubectl: the ServiceAccount itself may
+		// not evict, delete or list pods anywhere.
+		for _, args := range [][]string{
+			{"create", "pods/eviction", "-n", "work"},
+			{"delete", "pods", "-n", "work"},
+			{"list", "pods", "--all-namespaces"},
+			{"create", "pods/eviction", "--all-namespaces"},
+		} {
+			out, err := b.run(t, nil, append([]string{"auth", "can-i", "--as", agentUser}, args...)...)
+			if got := strings.TrimSpace(string(out)); got != "no" || err == nil {
+				t.Errorf("kubectl auth can-i %s as the ServiceAccount: %q (%v), want no", strings.Join(args, " "), got, err)
+			} else {
+				t.Logf("kubectl auth can-i %s --as %s: no", strings.Join(args, " "), agentUser)
+			}
+		}
 	})
 
 	// The policy refuses DELETE on its own, should RBAC ever allow it: grant
@@ -769,6 +848,7 @@ func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 
 	granted := b.grantedByDeploy(t)
 	tally := map[string]map[int]int{}
+	impersonated := map[string]int{}
 	for _, e := range last {
 		res := e.ObjectRef.Resource
 		if e.ObjectRef.Subresource != "" {
@@ -797,8 +877,20 @@ func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 			}
 			t.Errorf("the apiserver refused the agent's %s with %d: %s", key, code, msg)
 		}
-		if !granted(e.Verb, e.ObjectRef.APIGroup, res, e.ObjectRef.Namespace) {
-			t.Errorf("the agent made a request deploy/rbac.yaml does not grant: %s", key)
+		verb := e.Verb
+		if e.ImpersonatedUser != nil {
+			// Pods are reached as the node (pkg/podaccess), and only as
+			// the agent's own node.
+			if e.ImpersonatedUser.Username != podaccess.NodeUser("node-1") {
+				t.Errorf("the agent's %s impersonated %s, want %s", key, e.ImpersonatedUser.Username, podaccess.NodeUser("node-1"))
+			}
+			verb = "impersonate-on:associated-node:" + verb
+			impersonated[key]++
+		} else if e.ObjectRef.Resource == "pods" {
+			t.Errorf("the agent's %s went out as the ServiceAccount itself, not as its node", key)
+		}
+		if !granted(verb, e.ObjectRef.APIGroup, res, e.ObjectRef.Namespace) {
+			t.Errorf("the agent made a request deploy/rbac.yaml does not grant: %s (as %s)", key, verb)
 		}
 	}
 	var lines []string
@@ -810,6 +902,16 @@ func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 		lines = append(lines, fmt.Sprintf("  %-52s %s", k, strings.Join(codes, " ")))
 	}
 	t.Logf("audit log: %d requests of node-agent run, by verb and resource (count×status):\n%s", len(last), strings.Join(lines, "\n"))
+	t.Logf("made as %s by the ServiceAccount: %v", podaccess.NodeUser("node-1"), impersonated)
+	evictions := 0
+	for k, n := range impersonated {
+		if strings.HasPrefix(k, "create pods/eviction") {
+			evictions += n
+		}
+	}
+	if evictions == 0 {
+		t.Errorf("no eviction in the audit log was made as %s", podaccess.NodeUser("node-1"))
+	}
 }
 
 // grantedByDeploy returns whether deploy/rbac.yaml's rules allow a request.

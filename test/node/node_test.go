@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -190,6 +191,47 @@ func (b *bed) testIdentity(t *testing.T) {
 		t.Errorf("the refusal does not come from the admission policy: %v", err)
 	}
 	t.Logf("the container's token, on %s: refused: %v", kwokNode, err)
+
+	// Pods (issue 22): the token reaches pods only as its own node, so a
+	// pod of the other node is out of its reach, with impersonation or
+	// without. Dry runs: nothing would be evicted even if one were allowed.
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "identity-", Namespace: agentNS},
+		Spec: corev1.PodSpec{NodeName: kwokNode, Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/x:1"}},
+			Tolerations: []corev1.Toleration{testenv.KwokToleration()}}}
+	other, err = b.env.Client().CoreV1().Pods(agentNS).Create(t.Context(), other, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = b.env.Client().CoreV1().Pods(agentNS).Delete(context.Background(), other.Name, metav1.DeleteOptions{})
+	}()
+	evict := func(c kubernetes.Interface) error {
+		return c.PolicyV1().Evictions(agentNS).Evict(t.Context(), &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: other.Name, Namespace: agentNS},
+			DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}})
+	}
+	asNode := func(node string) kubernetes.Interface {
+		c, err := kubernetes.NewForConfig(podaccess.NodeConfig(b.env.TokenConfig(strings.TrimSpace(string(token))), node))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		what string
+		c    kubernetes.Interface
+		want string
+	}{
+		{"without impersonation", c, `cannot create resource "pods/eviction"`},
+		{"as " + realNode, asNode(realNode), "can only evict pods with spec.nodeName set to itself"},
+		{"as " + kwokNode, asNode(kwokNode), "cannot impersonate-on:arbitrary-node:create"},
+	} {
+		err := evict(tc.c)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("the container's token evicting %s's pod %s: %v, want 403 with %q", kwokNode, tc.what, err, tc.want)
+			continue
+		}
+		t.Logf("the container's token evicting %s's pod %s: refused: %v", kwokNode, tc.what, err)
+	}
 }
 
 // testDrain: maintenance by annotation drains real pods (a Deployment with a

@@ -19,6 +19,12 @@ type AuditEvent struct {
 		Username string              `json:"username"`
 		Extra    map[string][]string `json:"extra"`
 	} `json:"user"`
+	// ImpersonatedUser is set when the request impersonated someone, such
+	// as the agent acting as its node (pkg/podaccess).
+	ImpersonatedUser *struct {
+		Username string   `json:"username"`
+		Groups   []string `json:"groups"`
+	} `json:"impersonatedUser"`
 	ObjectRef *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
