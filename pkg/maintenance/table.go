@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
 
@@ -83,6 +84,9 @@ func writeStatusTable(out io.Writer, nodes []corev1.Node, one bool) error {
 		if err == nil && st != nil && len(st.PendingPods) > 0 {
 			fmt.Fprintf(out, "\nPending pods: %s\n", strings.Join(st.PendingPods, ", "))
 		}
+		if err == nil && st != nil && st.PodAccess != "" {
+			fmt.Fprintf(out, "Pods reached as: %s\n", podAccessText(st.PodAccess))
+		}
 	}
 	return nil
 }
@@ -112,4 +116,16 @@ func writeNodeMaintenanceTable(out io.Writer, objs []*selfdrain.NodeMaintenance,
 			len(o.Status.PendingPods), o.Status.EvictionPods, o.Status.LastError, strings.Join(notes, "; "))
 	}
 	return tw.Flush()
+}
+
+// podAccessText says what a status's podAccess means (pkg/podaccess).
+func podAccessText(mode string) string {
+	switch podaccess.Mode(mode) {
+	case podaccess.ModeNode:
+		return "node (the node itself, by constrained impersonation)"
+	case podaccess.ModeClusterWide:
+		return "cluster-wide (the ServiceAccount's own grant, deploy/components/cluster-wide-eviction)"
+	default:
+		return mode
+	}
 }

@@ -19,7 +19,7 @@ func lines(want ...string) string { return strings.Join(want, "\n") + "\n" }
 func TestWriteStatusTable(t *testing.T) {
 	running := &selfdrain.Status{Phase: selfdrain.PhaseRunning, Trigger: selfdrain.TriggerAnnotation, Reason: "bios",
 		TotalPods: 5, EvictionPods: 4, PendingPods: []string{"vm/a", "vm/b"}, DrainProgress: 50,
-		LastError: "PodDisruptionBudget vm/pdb allows no disruption", StartTime: ptrTime(t0)}
+		LastError: "PodDisruptionBudget vm/pdb allows no disruption", StartTime: ptrTime(t0), PodAccess: "node"}
 	ended := &selfdrain.Status{Phase: selfdrain.PhaseSucceeded, Trigger: selfdrain.TriggerShutdown, EvictionPods: 2,
 		DrainProgress: 100, StartTime: ptrTime(t0), EndTime: ptrTime(t0.Add(time.Minute))}
 	cordoned := node("node-3", "1", "", nil)
@@ -52,6 +52,7 @@ func TestWriteStatusTable(t *testing.T) {
 				"node-1  bios       Running  annotation  50%       2/4      false     2026-01-01T10:00:00Z  PodDisruptionBudget vm/pdb allows no disruption",
 				"",
 				"Pending pods: vm/a, vm/b",
+				"Pods reached as: node (the node itself, by constrained impersonation)",
 			),
 		},
 		{
