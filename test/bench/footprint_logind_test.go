@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/node-agent/node-agent/test/e2e"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -22,7 +21,7 @@ import (
 // host-process agents of BenchmarkFootprint have no system bus, so their
 // guard only retries connecting; this one is the acceptance figure.
 type logindAgent struct {
-	c           *e2e.Container
+	c           *testenv.Container
 	node        string
 	metricsAddr string
 	healthAddr  string
@@ -36,12 +35,12 @@ const logindAgentUnit = "node-agent.service"
 // the rootfs) it returns nil and says why.
 func startLogindAgent(ctx context.Context, b *testing.B, env *testenv.Env, binary, node string) *logindAgent {
 	b.Helper()
-	if _, missing := e2e.Prerequisites(); len(missing) > 0 {
+	if _, missing := testenv.ContainerPrerequisites(); len(missing) > 0 {
 		b.Logf("no idle figure with a real logind: %s", strings.Join(missing, "; "))
 		return nil
 	}
 	a := &logindAgent{node: node, metricsAddr: testenv.FreeAddr(b), healthAddr: testenv.FreeAddr(b)}
-	a.c = e2e.New(b, e2e.Options{Binds: []e2e.Bind{
+	a.c = testenv.NewContainer(b, testenv.ContainerOptions{Binds: []testenv.Bind{
 		{Host: binary, Container: "/usr/local/bin/node-agent", ReadOnly: true},
 		{Host: testenv.HelperBinary(binary), Container: "/usr/local/bin/node-agent-discover", ReadOnly: true},
 	}})

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/node-agent/node-agent/test/testenv"
 )
 
 // journal is the container's journal, read from the host with journalctl.
@@ -40,7 +42,7 @@ type journalEntry struct {
 // readJournal reads the container's persistent journal files, which works
 // after the container has gone down. Read before the next boot, it holds the
 // boot that went down and the ones before it.
-func readJournal(t *testing.T, c *Container) journal {
+func readJournal(t *testing.T, c *testenv.Container) journal {
 	t.Helper()
 	j, err := loadJournal(c)
 	if err != nil {
@@ -49,7 +51,7 @@ func readJournal(t *testing.T, c *Container) journal {
 	return j
 }
 
-func loadJournal(c *Container) (journal, error) {
+func loadJournal(c *testenv.Container) (journal, error) {
 	cmd := exec.Command("journalctl", "--directory="+c.JournalDir(), "--output=json", "--no-pager")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -180,7 +182,7 @@ func logfmt(line string) map[string]string {
 }
 
 // agentLog is node-agent's part of the journal, for failure reports.
-func agentLog(c *Container) string {
+func agentLog(c *testenv.Container) string {
 	j, err := loadJournal(c)
 	if err != nil {
 		return err.Error()

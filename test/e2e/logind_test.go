@@ -24,7 +24,7 @@ const (
 	hangGuard = 5 * time.Minute
 )
 
-func logindProperty(ctx context.Context, t *testing.T, c *Container, name string) string {
+func logindProperty(ctx context.Context, t *testing.T, c *testenv.Container, name string) string {
 	t.Helper()
 	args := append([]string{"busctl", "get-property"}, strings.Fields(busctlLogind)...)
 	return strings.TrimSpace(c.MustExec(ctx, append(args, name)...))
@@ -39,7 +39,7 @@ func poll(ctx context.Context, t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func bootReady(ctx context.Context, t *testing.T, c *Container) time.Duration {
+func bootReady(ctx context.Context, t *testing.T, c *testenv.Container) time.Duration {
 	t.Helper()
 	start := time.Now()
 	if err := c.Boot(ctx); err != nil {
@@ -57,10 +57,10 @@ func bootReady(ctx context.Context, t *testing.T, c *Container) time.Duration {
 // built on, with systemd's own tools: the default delay, a reload that keeps
 // logind's inhibitors, a reboot held by a delay lock, and exit status 133.
 func TestLogindDelaysRebootForInhibitor(t *testing.T) {
-	rootfs := RequirePrerequisites(t)
+	rootfs := testenv.RequireContainer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
-	c := New(t, Options{Rootfs: rootfs})
+	c := testenv.NewContainer(t, testenv.ContainerOptions{Rootfs: rootfs})
 	bootReady(ctx, t, c)
 
 	if got := logindProperty(ctx, t, c, "InhibitDelayMaxUSec"); got != "t 5000000" {
@@ -103,8 +103,8 @@ func TestLogindDelaysRebootForInhibitor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("measured: inhibitor released to container exit took %s", time.Since(release).Round(time.Millisecond))
-	if code != ExitReboot {
-		t.Errorf("systemd-nspawn exited %d, want %d (reboot)", code, ExitReboot)
+	if code != testenv.ExitReboot {
+		t.Errorf("systemd-nspawn exited %d, want %d (reboot)", code, testenv.ExitReboot)
 	}
 }
 
@@ -172,16 +172,16 @@ func buildProbe(t *testing.T) string {
 }
 
 type probeRun struct {
-	c      *Container
+	c      *testenv.Container
 	shared string // host side of /e2e
 	events string
 }
 
-func startProbeContainer(ctx context.Context, t *testing.T, rootfs string, preBoot func(*Container)) *probeRun {
+func startProbeContainer(ctx context.Context, t *testing.T, rootfs string, preBoot func(*testenv.Container)) *probeRun {
 	t.Helper()
 	probe := buildProbe(t)
 	shared := t.TempDir()
-	c := New(t, Options{Rootfs: rootfs, Binds: []Bind{
+	c := testenv.NewContainer(t, testenv.ContainerOptions{Rootfs: rootfs, Binds: []testenv.Bind{
 		{Host: probe, Container: "/usr/local/bin/guard-probe", ReadOnly: true},
 		{Host: shared, Container: "/e2e"},
 	}})
@@ -206,7 +206,7 @@ func (p *probeRun) startProbe(ctx context.Context, t *testing.T, args ...string)
 // host up while the drain runs, and releases when the drain is done; only
 // then does the container reboot. A second boot keeps the drop-in.
 func TestGuardDrainsBeforeRebootOnRealLogind(t *testing.T) {
-	rootfs := RequirePrerequisites(t)
+	rootfs := testenv.RequireContainer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	p := startProbeContainer(ctx, t, rootfs, nil)
@@ -247,8 +247,8 @@ func TestGuardDrainsBeforeRebootOnRealLogind(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := time.Now()
-	if code != ExitReboot {
-		t.Errorf("systemd-nspawn exited %d, want %d (reboot)", code, ExitReboot)
+	if code != testenv.ExitReboot {
+		t.Errorf("systemd-nspawn exited %d, want %d (reboot)", code, testenv.ExitReboot)
 	}
 	events := readEvents(t, p.events)
 	_, iFinished := findEvent(events, func(e Event) bool { return e.Event == "drain-finished" })
@@ -273,10 +273,10 @@ func TestGuardDrainsBeforeRebootOnRealLogind(t *testing.T) {
 // Guard releases the lock at its deadline (budget 4s - margin 1s), long
 // before logind's own 120 s delay would run out, and the host reboots.
 func TestGuardReleasesAtDeadlineOnRealLogind(t *testing.T) {
-	rootfs := RequirePrerequisites(t)
+	rootfs := testenv.RequireContainer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
-	p := startProbeContainer(ctx, t, rootfs, func(c *Container) {
+	p := startProbeContainer(ctx, t, rootfs, func(c *testenv.Container) {
 		// Read by logind at boot; the Guard does not manage it here.
 		if err := c.WriteFile("/etc/systemd/logind.conf.d/50-e2e.conf", []byte("[Login]\nInhibitDelayMaxSec=120\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -306,8 +306,8 @@ func TestGuardReleasesAtDeadlineOnRealLogind(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := time.Now()
-	if code != ExitReboot {
-		t.Errorf("systemd-nspawn exited %d, want %d (reboot)", code, ExitReboot)
+	if code != testenv.ExitReboot {
+		t.Errorf("systemd-nspawn exited %d, want %d (reboot)", code, testenv.ExitReboot)
 	}
 	events := readEvents(t, p.events)
 	_, iStopped := findEvent(events, func(e Event) bool { return e.Event == "drain-stopped" })

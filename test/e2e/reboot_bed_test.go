@@ -49,18 +49,18 @@ type bedConfig struct {
 // container whose systemd starts node-agent for node-1 at every boot.
 type rebootBed struct {
 	client      kubernetes.Interface
-	c           *Container
+	c           *testenv.Container
 	healthAddr  string
 	metricsAddr string
 }
 
 func newRebootBed(ctx context.Context, t *testing.T, cfg bedConfig) *rebootBed {
 	t.Helper()
-	rootfs := RequirePrerequisites(t)
-	if err := testenv.CheckBinaries(testenv.DefaultOptions()); err != nil && os.Getenv(EnvRequired) == "1" {
+	rootfs := testenv.RequireContainer(t)
+	if err := testenv.CheckBinaries(testenv.DefaultOptions()); err != nil && os.Getenv(testenv.E2EEnv) == "1" {
 		// `make e2e` sets only NODE_AGENT_E2E; a missing control plane
 		// must fail it too rather than skip.
-		t.Fatalf("%v (a failure, not a skip, because %s=1)", err, EnvRequired)
+		t.Fatalf("%v (a failure, not a skip, because %s=1)", err, testenv.E2EEnv)
 	}
 	testenv.RequireBinaries(t, testenv.DefaultOptions())
 	bin := agentBinary(t)
@@ -85,7 +85,7 @@ func newRebootBed(ctx context.Context, t *testing.T, cfg bedConfig) *rebootBed {
 	}
 
 	b := &rebootBed{client: client, healthAddr: testenv.FreeAddr(t), metricsAddr: testenv.FreeAddr(t)}
-	b.c = New(t, Options{Rootfs: rootfs, Binds: []Bind{
+	b.c = testenv.NewContainer(t, testenv.ContainerOptions{Rootfs: rootfs, Binds: []testenv.Bind{
 		{Host: bin, Container: "/usr/local/bin/node-agent", ReadOnly: true},
 		{Host: testenv.HelperBinary(bin), Container: "/usr/local/bin/node-agent-discover", ReadOnly: true},
 	}})

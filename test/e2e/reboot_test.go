@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/test/testenv"
 )
 
 // The scene of issue 6: kwok node node-1 carries a Deployment of 30 pods and
@@ -99,8 +100,8 @@ func TestRebootDrainsNodeFirst(t *testing.T) {
 		t.Logf("while logind prepares for the reboot it still lists: %s", line)
 	}
 	code, tExit := b.waitExit(ctx, t, exited)
-	if code != ExitReboot {
-		t.Errorf("systemd-nspawn exited %d, want %d (reboot)", code, ExitReboot)
+	if code != testenv.ExitReboot {
+		t.Errorf("systemd-nspawn exited %d, want %d (reboot)", code, testenv.ExitReboot)
 	}
 	snap := w.settle(ctx, t, "the watch to see node-1 cordoned, emptied and Succeeded", func(s drainSnapshot) bool {
 		return s.cordoned.seen() && s.lastPodGone.seen() && s.succeeded.seen()
@@ -251,8 +252,8 @@ func TestRebootReleasesLockAtDeadline(t *testing.T) {
 	tReboot, exited := b.reboot(ctx, t, w)
 	b.waitPreparing(ctx, t)
 	code, tExit := b.waitExit(ctx, t, exited)
-	if code != ExitReboot {
-		t.Errorf("systemd-nspawn exited %d, want %d (reboot)", code, ExitReboot)
+	if code != testenv.ExitReboot {
+		t.Errorf("systemd-nspawn exited %d, want %d (reboot)", code, testenv.ExitReboot)
 	}
 	snap := w.settle(ctx, t, "the watch to see node-1 cordoned and Failed", func(s drainSnapshot) bool {
 		return s.cordoned.seen() && s.failed.seen()

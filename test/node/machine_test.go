@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/node-agent/node-agent/test/e2e"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -35,7 +34,7 @@ import (
 // start, as a real host has them.
 type machineNode struct {
 	name string
-	c    *e2e.Container
+	c    *testenv.Container
 	net  *testenv.NodeNetwork
 	dir  string
 }
@@ -47,7 +46,7 @@ var machineMounts = []string{
 
 func newMachineNode(t *testing.T, env *testenv.Env, bin, name string, images []string, kubeletExtra string) *machineNode {
 	t.Helper()
-	rootfs := e2e.RequirePrerequisites(t)
+	rootfs := testenv.RequireContainer(t)
 	dir, err := os.MkdirTemp("", "na-mach-")
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +86,7 @@ func newMachineNode(t *testing.T, env *testenv.Env, bin, name string, images []s
 	})
 	m.writeConfig(t, env, kubeletExtra)
 
-	binds := []e2e.Bind{
+	binds := []testenv.Bind{
 		{Host: filepath.Join(dir, "etc"), Container: "/etc/node-test", ReadOnly: true},
 		{Host: filepath.Join(dir, "images"), Container: "/var/lib/node-images", ReadOnly: true},
 		{Host: filepath.Join(dir, "containerd"), Container: "/var/lib/containerd"},
@@ -97,9 +96,9 @@ func newMachineNode(t *testing.T, env *testenv.Env, bin, name string, images []s
 		{Host: "/dev/kmsg", Container: "/dev/kmsg"},
 	}
 	for _, p := range machineMounts {
-		binds = append(binds, e2e.Bind{Host: p, Container: p, ReadOnly: true})
+		binds = append(binds, testenv.Bind{Host: p, Container: p, ReadOnly: true})
 	}
-	m.c = e2e.New(t, e2e.Options{Rootfs: rootfs, Binds: binds, ExtraArgs: []string{"--network-namespace-path=" + m.net.NSPath(),
+	m.c = testenv.NewContainer(t, testenv.ContainerOptions{Rootfs: rootfs, Binds: binds, ExtraArgs: []string{"--network-namespace-path=" + m.net.NSPath(),
 		// systemd-nspawn drops these by default. The kubelet reads
 		// /dev/kmsg (its OOM watcher), which needs CAP_SYSLOG; the CNI
 		// bridge plugin makes the bridge and veths in the machine's own

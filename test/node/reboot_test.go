@@ -17,7 +17,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/selfdrain"
-	"github.com/node-agent/node-agent/test/e2e"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -245,8 +244,8 @@ func (b *bed) testReboot(t *testing.T, m *machineNode, ns string, kubeletShutdow
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	wg.Wait()
-	if code != e2e.ExitReboot {
-		t.Errorf("the machine exited with %d, want %d (reboot)", code, e2e.ExitReboot)
+	if code != testenv.ExitReboot {
+		t.Errorf("the machine exited with %d, want %d (reboot)", code, testenv.ExitReboot)
 	}
 	node, err = b.c.CoreV1().Nodes().Get(ctx, machineName, metav1.GetOptions{})
 	if err != nil {

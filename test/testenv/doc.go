@@ -1,11 +1,20 @@
-// Package testenv runs a real, throw-away Kubernetes control plane for
-// node-agent's integration tests and demos: etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler and kwok, each as its own process
-// bound to 127.0.0.1 on free ports, with credentials generated for the run.
+// Package testenv is the one test harness of node-agent's integration,
+// end-to-end, real-node and benchmark tests (test/integration, test/e2e,
+// test/node, test/bench). It owns:
 //
-// It owns the lifetime of those processes and nothing else: it does not build
-// the binaries (hack/build-tools.sh does, through `make tools`) and it does not
-// know about node-agent itself.
+//   - a real, throw-away Kubernetes control plane (Env): etcd,
+//     kube-apiserver, kube-controller-manager, kube-scheduler and kwok, each
+//     as its own process bound to 127.0.0.1 on free ports, with credentials
+//     generated for the run, and its audit log (AuditLog);
+//   - the fake and real nodes it serves: kwok's Nodes (AddNode) and a real
+//     kubelet with containerd (RealNode);
+//   - a real systemd to run node-agent under: a systemd-nspawn Container;
+//   - node-agent itself as a process (AgentBinary, StartAgent);
+//   - the workloads the tests drain (NewDeployment, NewDaemonSet, PodsOn,
+//     ...) and the polling they wait with (Poll, WaitFor).
+//
+// It does not build the control-plane binaries (hack/build-tools.sh does,
+// through `make tools`) nor the rootfs (hack/rootfs.sh).
 //
 // kwok plays the kubelet of every Node created with AddNode, so pods get
 // scheduled, become Running and finish terminating without any container
@@ -20,5 +29,6 @@
 // kube-apiserver only. Tests use StartForTest, which skips when the binaries
 // are missing (or fails when NODE_AGENT_INTEGRATION=1, as `make test` sets
 // it) and stops everything in t.Cleanup. Programs such as the demo driver use
-// Start and Env.Stop.
+// Start and Env.Stop. Container tests call RequireContainer first, which
+// skips in the same way unless NODE_AGENT_E2E=1.
 package testenv

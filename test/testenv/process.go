@@ -146,7 +146,7 @@ func TailFile(path string, n int) string {
 	return Tail(string(data), n)
 }
 
-func isClosed(ch chan struct{}) bool {
+func isClosed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
 		return true

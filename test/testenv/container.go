@@ -1,14 +1,4 @@
-//go:build linux
-
-// Package e2e runs node-agent against a real systemd: a Debian rootfs (built
-// by hack/rootfs.sh) booted with systemd-nspawn, with systemd as PID 1, dbus
-// and systemd-logind inside. The container shares the host's network, so it
-// reaches a control plane on 127.0.0.1.
-//
-// Tests skip when root, systemd-nspawn, nsenter or the rootfs are missing,
-// unless NODE_AGENT_E2E=1 is set (as `make e2e` does): then they fail and
-// say what to install or build.
-package e2e
+package testenv
 
 import (
 	"bytes"
@@ -24,15 +14,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/node-agent/node-agent/test/testenv"
 )
 
-// EnvRequired makes missing prerequisites a failure instead of a skip.
-const EnvRequired = "NODE_AGENT_E2E"
+// E2EEnv, set to 1 (as `make e2e` does), makes a missing container
+// prerequisite a failure instead of a skip.
+const E2EEnv = "NODE_AGENT_E2E"
 
-// EnvRootfs overrides where hack/rootfs.sh put the rootfs.
-const EnvRootfs = "NODE_AGENT_ROOTFS"
+// RootfsEnv overrides where hack/rootfs.sh put the rootfs.
+const RootfsEnv = "NODE_AGENT_ROOTFS"
 
 // Exit statuses of systemd-nspawn -b: the container's systemd exits with the
 // kind of shutdown it performed.
@@ -44,7 +33,7 @@ const (
 // RootfsPath is $NODE_AGENT_ROOTFS, or ~/.cache/node-agent/rootfs-bookworm
 // as hack/rootfs.sh builds it.
 func RootfsPath() string {
-	if p := os.Getenv(EnvRootfs); p != "" {
+	if p := os.Getenv(RootfsEnv); p != "" {
 		return p
 	}
 	home, err := os.UserHomeDir()
@@ -54,24 +43,24 @@ func RootfsPath() string {
 	return filepath.Join(home, ".cache", "node-agent", "rootfs-bookworm")
 }
 
-// RequirePrerequisites returns the rootfs path, or skips the test (fails it
-// with NODE_AGENT_E2E=1) when something the containers need is missing.
-func RequirePrerequisites(t testing.TB) string {
+// RequireContainer returns the rootfs path, or skips the test (fails it with
+// $NODE_AGENT_E2E=1) when something a Container needs is missing.
+func RequireContainer(t testing.TB) string {
 	t.Helper()
-	rootfs, missing := Prerequisites()
+	rootfs, missing := ContainerPrerequisites()
 	if len(missing) > 0 {
 		msg := "end-to-end prerequisites missing: " + strings.Join(missing, "; ")
-		if os.Getenv(EnvRequired) == "1" {
+		if os.Getenv(E2EEnv) == "1" {
 			t.Fatal(msg)
 		}
-		t.Skip(msg + "; set " + EnvRequired + "=1 to make this a failure")
+		t.Skip(msg + "; set " + E2EEnv + "=1 to make this a failure")
 	}
 	return rootfs
 }
 
-// Prerequisites returns the rootfs path and what the containers need that
-// this machine lacks, each with how to get it.
-func Prerequisites() (rootfs string, missing []string) {
+// ContainerPrerequisites returns the rootfs path and what a Container needs
+// that this machine lacks, each with how to get it.
+func ContainerPrerequisites() (rootfs string, missing []string) {
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root (systemd-nspawn and overlay mounts need it)")
 	}
@@ -82,20 +71,20 @@ func Prerequisites() (rootfs string, missing []string) {
 	}
 	rootfs = RootfsPath()
 	if _, err := os.Stat(filepath.Join(rootfs, "usr/lib/systemd/systemd")); err != nil {
-		missing = append(missing, fmt.Sprintf("a rootfs with systemd at %s (run hack/rootfs.sh, about 3 min; %s overrides the path)", rootfs, EnvRootfs))
+		missing = append(missing, fmt.Sprintf("a rootfs with systemd at %s (run hack/rootfs.sh, about 3 min; %s overrides the path)", rootfs, RootfsEnv))
 	}
 	return rootfs, missing
 }
 
-// Bind is a bind mount from the host into the container.
+// Bind is a bind mount from the host into a Container.
 type Bind struct {
 	Host, Container string
 	// ReadOnly selects --bind-ro over --bind.
 	ReadOnly bool
 }
 
-// Options configure a Container.
-type Options struct {
+// ContainerOptions configure a Container.
+type ContainerOptions struct {
 	// Rootfs is the read-only lower layer; default RootfsPath().
 	Rootfs string
 	// Binds are added to every boot.
@@ -104,22 +93,28 @@ type Options struct {
 	ExtraArgs []string
 }
 
-// Container is a systemd-nspawn container over an overlay of the cached
-// rootfs: the rootfs is never written, while the container's own changes
-// survive its reboots (a second Boot sees what the first left), as on a real
-// host. Everything is torn down when the test ends.
+// Container is a real systemd for the end-to-end tests: a Debian rootfs
+// (built by hack/rootfs.sh) booted with systemd-nspawn, with systemd as PID
+// 1, dbus and systemd-logind inside. Unless ContainerOptions.ExtraArgs say
+// otherwise it shares the host's network, so it reaches a control plane on
+// 127.0.0.1.
+//
+// Its root is an overlay of the cached rootfs: the rootfs is never written,
+// while the container's own changes survive its reboots (a second Boot sees
+// what the first left), as on a real host. Everything is torn down when the
+// test ends.
 type Container struct {
 	t     testing.TB
-	opts  Options
+	opts  ContainerOptions
 	name  string
 	dir   string // holds upper, work, root and the console logs
 	root  string // the overlay mount, the container's /
 	boots int
 	mu    sync.Mutex
-	run   *boot // the current or last boot
+	run   *containerBoot // the current or last boot
 }
 
-type boot struct {
+type containerBoot struct {
 	cmd      *exec.Cmd
 	pid      int // the container's PID 1 (systemd) in the host's PID namespace
 	console  string
@@ -128,8 +123,9 @@ type boot struct {
 	waitErr  error
 }
 
-// New prepares a container; Boot starts it. It needs RequirePrerequisites.
-func New(t testing.TB, opts Options) *Container {
+// NewContainer prepares a container; Boot starts it. Call RequireContainer
+// first.
+func NewContainer(t testing.TB, opts ContainerOptions) *Container {
 	t.Helper()
 	if opts.Rootfs == "" {
 		opts.Rootfs = RootfsPath()
@@ -262,7 +258,7 @@ func (c *Container) Boot(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("container %s: starting systemd-nspawn: %w", c.name, err)
 	}
-	b := &boot{cmd: cmd, console: console, exited: make(chan struct{}), exitCode: -1}
+	b := &containerBoot{cmd: cmd, console: console, exited: make(chan struct{}), exitCode: -1}
 	go func() {
 		err := cmd.Wait()
 		var ee *exec.ExitError
@@ -279,7 +275,7 @@ func (c *Container) Boot(ctx context.Context) error {
 	c.run = b
 	pid, err := findContainerInit(ctx, cmd.Process.Pid, b.exited)
 	if err != nil {
-		return fmt.Errorf("container %s: %w; console: %s", c.name, err, testenv.TailFile(console, 20))
+		return fmt.Errorf("container %s: %w; console: %s", c.name, err, TailFile(console, 20))
 	}
 	b.pid = pid
 	c.t.Logf("container %s: booting (systemd-nspawn %d, PID 1 = host PID %d), console log %s", c.name, cmd.Process.Pid, pid, console)
@@ -377,7 +373,7 @@ func (c *Container) WaitReady(ctx context.Context) (string, error) {
 		// once; keep asking.
 		select {
 		case <-c.Exited():
-			return "", fmt.Errorf("container %s: exited while booting (status %d); console: %s", c.name, c.ExitCode(), testenv.TailFile(console, 30))
+			return "", fmt.Errorf("container %s: exited while booting (status %d); console: %s", c.name, c.ExitCode(), TailFile(console, 30))
 		case <-ctx.Done():
 			return "", fmt.Errorf("container %s: waiting for the boot to finish (last state %q): %w", c.name, state, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
@@ -495,22 +491,13 @@ func (c *Container) cleanup() {
 		c.t.Logf("container %s: journal before cleanup:\n%s", c.name, out)
 	}
 	if c.t.Failed() {
-		c.t.Logf("container %s: console:\n%s", c.name, testenv.TailFile(filepath.Join(c.dir, fmt.Sprintf("console-%d.log", c.boots)), 40))
+		c.t.Logf("container %s: console:\n%s", c.name, TailFile(filepath.Join(c.dir, fmt.Sprintf("console-%d.log", c.boots)), 40))
 	}
 	c.Kill()
 	// MNT_DETACH: a process that still has a file open below would make a
 	// plain unmount fail and leave the mount behind.
 	if err := syscall.Unmount(c.root, syscall.MNT_DETACH); err != nil {
 		c.t.Errorf("container %s: unmounting %s: %v", c.name, c.root, err)
-	}
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
 	}
 }
 
