@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/test/testenv"
 )
 
 // stamp is when the test saw a change, and the resourceVersion that made it.
@@ -200,7 +201,7 @@ func (w *drainWatch) pod(obj any, deleted bool) {
 func (w *drainWatch) available() int {
 	n := 0
 	for _, q := range w.pods {
-		if podReady(q) {
+		if testenv.PodReady(q) {
 			n++
 		}
 	}

@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -27,4 +29,14 @@ func agentBinary(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// waitFor polls cond every 200 ms until it holds; it fails the test when
+// ctx ends first. The test's context is the only bound, so a loaded machine
+// only makes the test slower, never failed.
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	if err := testenv.Poll(ctx, 200*time.Millisecond, what, cond); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -74,10 +74,10 @@ func newRebootBed(ctx context.Context, t *testing.T, cfg bedConfig) *rebootBed {
 	if err := env.AddNode(ctx, rebootNode); err != nil {
 		t.Fatal(err)
 	}
-	createDeployment(ctx, t, client, rebootNS, rebootApp, rebootReplicas, rebootNode)
-	createDaemonSet(ctx, t, client, rebootNS, rebootDaemon)
-	waitRunningOn(ctx, t, client, rebootNode, rebootReplicas+1)
-	createPDB(ctx, t, client, rebootNS, rebootApp, cfg.pdb, rebootReplicas, cfg.allowed)
+	testenv.CreateDeployment(ctx, t, client, rebootNS, rebootApp, rebootReplicas, rebootNode)
+	testenv.CreateDaemonSet(ctx, t, client, rebootNS, rebootDaemon)
+	testenv.WaitRunningOn(ctx, t, client, rebootNode, rebootReplicas+1)
+	testenv.CreatePDB(ctx, t, client, rebootNS, rebootApp, cfg.pdb, rebootReplicas, cfg.allowed)
 	// The targets come after the workload settled, so all of it starts on
 	// node-1.
 	if err := env.AddNodes(ctx, []string{"node-2", "node-3"}); err != nil {

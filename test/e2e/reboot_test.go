@@ -8,10 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -84,7 +81,7 @@ func TestRebootDrainsNodeFirst(t *testing.T) {
 	ctx := rebootContext(t)
 	const inhibitDelay = 120 * time.Second
 	b := newRebootBed(ctx, t, bedConfig{
-		pdb:          policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(3))},
+		pdb:          testenv.MaxUnavailable(3),
 		allowed:      3,
 		inhibitDelay: inhibitDelay,
 	})
@@ -174,14 +171,14 @@ func TestRebootDrainsNodeFirst(t *testing.T) {
 	if c := condition(node, selfdrain.ShuttingDownCondition); c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "in time") {
 		t.Errorf("condition %s = %+v, want True saying the pods drained in time", selfdrain.ShuttingDownCondition, c)
 	}
-	pods, err := podsOn(ctx, b.client, rebootNode)
+	pods, err := testenv.PodsOn(ctx, b.client, rebootNode)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(pods) != 1 || pods[0].Labels["app"] != rebootDaemon {
 		t.Errorf("pods left on node-1: %v, want only the DaemonSet's", podNames(pods))
 	}
-	waitDeploymentAvailable(ctx, t, b.client, rebootNS, rebootApp, rebootReplicas)
+	testenv.WaitDeploymentAvailable(ctx, t, b.client, rebootNS, rebootApp, rebootReplicas)
 	t.Logf("Events on node-1: %s", nodeEvents(ctx, b.client))
 
 	t.Logf("timeline (host clock): lock listed %s; systemctl reboot %s; logind waits for delay locks %s; agent starts draining %s; logind preparing seen %s; "+
@@ -239,7 +236,7 @@ func TestRebootReleasesLockAtDeadline(t *testing.T) {
 	// shutdown.safetyMargin (2s) and drain budget (5m, capped by this).
 	const inhibitDelay = 15 * time.Second
 	b := newRebootBed(ctx, t, bedConfig{
-		pdb:          policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(rebootReplicas))},
+		pdb:          testenv.MinAvailable(rebootReplicas),
 		allowed:      0,
 		inhibitDelay: inhibitDelay,
 	})

@@ -246,7 +246,7 @@ func (b *deployBed) testApply(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		return runningPods(pods.Items) == 3, nil
+		return testenv.RunningPods(pods.Items) == 3, nil
 	})
 }
 
@@ -670,15 +670,17 @@ func (b *deployBed) testAgent(t *testing.T) {
 		}
 	}
 	const replicas = 4
-	createDeployment(t, c, "work", "web", replicas, "node-1")
+	testenv.CreateDeployment(ctx, t, c, "work", "web", replicas, "node-1")
 	testenv.WaitFor(t, 2*time.Minute, "web running on node-1", func() (bool, error) {
+		pods, err := testenv.PodsOn(ctx, c, "node-1")
 		n := 0
-		for _, p := range podsOn(t, c, "node-1") {
+		for _, p := range pods {
+			// Not the agent's own DaemonSet pod.
 			if p.Labels["app"] == "web" && p.Status.Phase == corev1.PodRunning {
 				n++
 			}
 		}
-		return n == replicas, nil
+		return n == replicas, err
 	})
 	for _, n := range []string{"node-2", "node-3"} {
 		if err := patchNode(c, n, `{"spec":{"unschedulable":false}}`); err != nil {
@@ -740,12 +742,16 @@ func (b *deployBed) testAgent(t *testing.T) {
 		cond := nodeCondition(getNode(t, c, "node-1"))
 		return cond != nil && cond.Status == corev1.ConditionTrue && cond.Reason == selfdrain.ReasonDrained, nil
 	})
-	for _, p := range podsOn(t, c, "node-1") {
+	left, err := testenv.PodsOn(ctx, c, "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range left {
 		if p.Labels["app"] == "web" {
 			t.Errorf("pod %s still on node-1", p.Name)
 		}
 	}
-	waitDeploymentAvailable(t, c, "work", "web", replicas)
+	testenv.WaitDeploymentAvailable(ctx, t, c, "work", "web", replicas)
 	testenv.WaitFor(t, time.Minute, "the agent's Events on node-1", func() (bool, error) {
 		evs, err := c.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-1,source=node-agent"})
 		if err != nil {

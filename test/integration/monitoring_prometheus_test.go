@@ -75,9 +75,9 @@ func TestMonitoringStuckDrainAlert(t *testing.T) {
 	b := newDrainBed(t)
 	c := b.env.Client()
 	ctx := t.Context()
-	createDeployment(t, c, b.ns, "db", 3, "node-1")
-	waitRunningOn(t, c, "node-1", 3)
-	createPDB(t, c, b.ns, "db", 3) // allows no eviction
+	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", 3, "node-1")
+	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 3)
+	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(3), 3, 0) // allows no eviction
 	b.addTargets(t)
 
 	// The labeller runs, so its metrics have data; an unreachable libvirt

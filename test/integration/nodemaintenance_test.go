@@ -189,9 +189,9 @@ func TestNodeMaintenanceObject(t *testing.T) {
 	b := newNMBed(t, true)
 	c := b.env.Client()
 	ctx := context.Background()
-	createDeployment(t, c, b.ns, "web", 40, "node-1")
+	testenv.CreateDeployment(t.Context(), t, c, b.ns, "web", 40, "node-1")
 	for _, ds := range []string{"ds-a", "ds-b", "ds-c"} {
-		createDaemonSet(t, c, b.ns, ds)
+		testenv.CreateDaemonSet(t.Context(), t, c, b.ns, ds)
 	}
 	unmanaged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unmanaged", Namespace: b.ns},
 		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/x:1"}},
@@ -204,7 +204,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitRunningOn(t, c, "node-1", 45)
+	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 45)
 	b.addTargets(t)
 
 	// Objects of other nodes: node-2 exists (no agent runs there in this
@@ -242,8 +242,8 @@ func TestNodeMaintenanceObject(t *testing.T) {
 	if !node.Spec.Unschedulable || !hasDrainTaint(node) {
 		t.Errorf("node-1 not cordoned and tainted: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
 	}
-	if left := podsOn(t, c, "node-1"); len(left) != 3 {
-		t.Errorf("%d pods left on node-1, want the 3 DaemonSet pods", len(left))
+	if left, err := testenv.PodsOn(t.Context(), c, "node-1"); err != nil || len(left) != 3 {
+		t.Errorf("pods left on node-1: %d (%v), want the 3 DaemonSet pods", len(left), err)
 	}
 
 	// A second object for node-1, in the other group: no second drain.
@@ -383,9 +383,9 @@ func (b *nmBed) agentWrites(t *testing.T) map[string]int {
 func TestNodeMaintenancePDBBlocked(t *testing.T) {
 	b := newNMBed(t, false)
 	c := b.env.Client()
-	createDeployment(t, c, b.ns, "db", 3, "node-1")
-	waitRunningOn(t, c, "node-1", 3)
-	createPDB(t, c, b.ns, "db", 3)
+	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", 3, "node-1")
+	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 3)
+	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(3), 3, 0)
 	b.addTargets(t)
 
 	agent := startAgent(t, b.env, "node-1", nmFlag, "--drain-timeout", "15s")
@@ -434,8 +434,8 @@ func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
 	c := b.env.Client()
 	const replicas = 12
 	createSlowStartDeployment(t, c, b.ns, "db", replicas, "node-1")
-	waitRunningOn(t, c, "node-1", replicas)
-	createPDB(t, c, b.ns, "db", replicas-1)
+	testenv.WaitRunningOn(t.Context(), t, c, "node-1", replicas)
+	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(replicas-1), replicas, 1)
 	b.addTargets(t)
 
 	agent := startAgent(t, b.env, "node-1", nmFlag)
@@ -481,8 +481,8 @@ func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
 	if !rec.CordonedByAgent || !rec.TaintedByAgent || !hasFinalizer(after) {
 		t.Errorf("resume forgot what the agent did: %s, finalizers %v", rec.Encode(), after.Finalizers)
 	}
-	if n := len(podsOn(t, c, "node-1")); n != 0 {
-		t.Errorf("%d pods left on node-1", n)
+	if left, err := testenv.PodsOn(t.Context(), c, "node-1"); err != nil || len(left) != 0 {
+		t.Errorf("pods left on node-1: %d (%v)", len(left), err)
 	}
 
 	out, err := cli(t, b.env, "stop", "node-1", "--api", "nodemaintenance", "--wait")

@@ -52,9 +52,9 @@ func (b *drainBed) addTargets(t *testing.T) {
 func TestMaintenanceDrainsNode(t *testing.T) {
 	b := newDrainBed(t)
 	c := b.env.Client()
-	createDeployment(t, c, b.ns, "web", 40, "node-1")
+	testenv.CreateDeployment(t.Context(), t, c, b.ns, "web", 40, "node-1")
 	for _, ds := range []string{"ds-a", "ds-b", "ds-c"} {
-		createDaemonSet(t, c, b.ns, ds)
+		testenv.CreateDaemonSet(t.Context(), t, c, b.ns, ds)
 	}
 	unmanaged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unmanaged", Namespace: b.ns},
 		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/x:1"}},
@@ -67,7 +67,7 @@ func TestMaintenanceDrainsNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitRunningOn(t, c, "node-1", 45)
+	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 45)
 	b.addTargets(t)
 
 	agent := startAgent(t, b.env, "node-1")
@@ -83,7 +83,10 @@ func TestMaintenanceDrainsNode(t *testing.T) {
 	if !node.Spec.Unschedulable || !hasDrainTaint(node) {
 		t.Errorf("node-1 not cordoned and tainted: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
 	}
-	left := podsOn(t, c, "node-1")
+	left, err := testenv.PodsOn(t.Context(), c, "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range left {
 		if !strings.HasPrefix(p.Name, "ds-") {
 			t.Errorf("pod %s still on node-1", p.Name)
@@ -92,7 +95,7 @@ func TestMaintenanceDrainsNode(t *testing.T) {
 	if len(left) != 3 {
 		t.Errorf("%d pods left on node-1, want the 3 DaemonSet pods", len(left))
 	}
-	waitDeploymentAvailable(t, c, b.ns, "web", 40)
+	testenv.WaitDeploymentAvailable(t.Context(), t, c, b.ns, "web", 40)
 	web, err := c.CoreV1().Pods(b.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=web"})
 	if err != nil {
 		t.Fatal(err)
@@ -158,8 +161,8 @@ func TestMaintenanceDrainsNode(t *testing.T) {
 func TestMaintenanceStopLeavesAdminCordon(t *testing.T) {
 	b := newDrainBed(t)
 	c := b.env.Client()
-	createDeployment(t, c, b.ns, "web", 5, "node-1")
-	waitRunningOn(t, c, "node-1", 5)
+	testenv.CreateDeployment(t.Context(), t, c, b.ns, "web", 5, "node-1")
+	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 5)
 	b.addTargets(t)
 	// The admin cordons node-1 before maintenance.
 	if _, err := c.CoreV1().Nodes().Patch(context.Background(), "node-1", "application/merge-patch+json",
@@ -237,9 +240,9 @@ func TestDrainHonoursPDBOneAtATime(t *testing.T) {
 	b := newDrainBed(t)
 	c := b.env.Client()
 	const replicas = 10
-	createDeployment(t, c, b.ns, "db", replicas, "node-1")
-	waitRunningOn(t, c, "node-1", replicas)
-	createPDB(t, c, b.ns, "db", replicas-1)
+	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", replicas, "node-1")
+	testenv.WaitRunningOn(t.Context(), t, c, "node-1", replicas)
+	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(replicas-1), replicas, 1)
 	b.addTargets(t)
 	w := watchAvailable(t, b, "db")
 
@@ -269,9 +272,9 @@ func TestDrainHonoursPDBOneAtATime(t *testing.T) {
 func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 	b := newDrainBed(t)
 	c := b.env.Client()
-	createDeployment(t, c, b.ns, "db", 3, "node-1")
-	waitRunningOn(t, c, "node-1", 3)
-	createPDB(t, c, b.ns, "db", 3)
+	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", 3, "node-1")
+	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 3)
+	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(3), 3, 0)
 	b.addTargets(t)
 
 	const timeout = 20 * time.Second
@@ -329,8 +332,8 @@ func TestDrainResumesAfterAgentRestart(t *testing.T) {
 	c := b.env.Client()
 	const replicas = 12
 	createSlowStartDeployment(t, c, b.ns, "db", replicas, "node-1")
-	waitRunningOn(t, c, "node-1", replicas)
-	createPDB(t, c, b.ns, "db", replicas-1)
+	testenv.WaitRunningOn(t.Context(), t, c, "node-1", replicas)
+	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(replicas-1), replicas, 1)
 	b.addTargets(t)
 
 	agent := startAgent(t, b.env, "node-1")
@@ -377,10 +380,10 @@ func TestDrainResumesAfterAgentRestart(t *testing.T) {
 	if !after.CordonedByAgent || !after.TaintedByAgent {
 		t.Errorf("resume forgot that the agent cordoned and tainted: %s", after.Encode())
 	}
-	if n := len(podsOn(t, c, "node-1")); n != 0 {
-		t.Errorf("%d pods left on node-1", n)
+	if left, err := testenv.PodsOn(t.Context(), c, "node-1"); err != nil || len(left) != 0 {
+		t.Errorf("pods left on node-1: %d (%v)", len(left), err)
 	}
-	waitDeploymentAvailable(t, c, b.ns, "db", replicas)
+	testenv.WaitDeploymentAvailable(t.Context(), t, c, b.ns, "db", replicas)
 }
 
 // TestDrainSurvivesAPIServerRestart: kube-apiserver restarts while a drain
@@ -391,8 +394,8 @@ func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 	c := b.env.Client()
 	const replicas = 12
 	createSlowStartDeployment(t, c, b.ns, "db", replicas, "node-1")
-	waitRunningOn(t, c, "node-1", replicas)
-	createPDB(t, c, b.ns, "db", replicas-1)
+	testenv.WaitRunningOn(t.Context(), t, c, "node-1", replicas)
+	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(replicas-1), replicas, 1)
 	b.addTargets(t)
 
 	agent := startAgent(t, b.env, "node-1")
@@ -426,8 +429,8 @@ func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 		st, err := selfdrain.ParseStatus(getNode(t, c, "node-1"))
 		return err == nil && st != nil && st.Phase == selfdrain.PhaseSucceeded, err
 	})
-	if n := len(podsOn(t, c, "node-1")); n != 0 {
-		t.Errorf("%d pods left on node-1", n)
+	if left, err := testenv.PodsOn(t.Context(), c, "node-1"); err != nil || len(left) != 0 {
+		t.Errorf("pods left on node-1: %d (%v)", len(left), err)
 	}
 }
 
@@ -437,11 +440,11 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 	if err := b.env.AddNode(context.Background(), "node-4"); err != nil {
 		t.Fatal(err)
 	}
-	createDeployment(t, c, b.ns, "a", 6, "node-1")
-	createDeployment(t, c, b.ns, "b", 6, "node-4")
-	waitRunningOn(t, c, "node-1", 6)
-	waitRunningOn(t, c, "node-4", 6)
-	createPDB(t, c, b.ns, "a", 5) // node-1's drain takes a while
+	testenv.CreateDeployment(t.Context(), t, c, b.ns, "a", 6, "node-1")
+	testenv.CreateDeployment(t.Context(), t, c, b.ns, "b", 6, "node-4")
+	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 6)
+	testenv.WaitRunningOn(t.Context(), t, c, "node-4", 6)
+	testenv.CreatePDB(t.Context(), t, c, b.ns, "a", testenv.MinAvailable(5), 6, 1) // node-1's drain takes a while
 	b.addTargets(t)
 
 	a1 := startAgent(t, b.env, "node-1")
@@ -480,9 +483,9 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 func TestDrainDeletesBlockedPodsAfterDeleteAfter(t *testing.T) {
 	b := newDrainBed(t)
 	c := b.env.Client()
-	createDeployment(t, c, b.ns, "db", 3, "node-1")
-	waitRunningOn(t, c, "node-1", 3)
-	createPDB(t, c, b.ns, "db", 3) // allows no eviction at all
+	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", 3, "node-1")
+	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 3)
+	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(3), 3, 0) // allows no eviction at all
 	b.addTargets(t)
 
 	// drain.deleteAfter needs pods delete, which deploy/rbac.yaml leaves
@@ -504,8 +507,8 @@ func TestDrainDeletesBlockedPodsAfterDeleteAfter(t *testing.T) {
 	if blocked < 3 {
 		t.Errorf("%v refused evictions: the pods were deleted without trying eviction first", blocked)
 	}
-	if n := len(podsOn(t, c, "node-1")); n != 0 {
-		t.Errorf("%d pods left on node-1", n)
+	if left, err := testenv.PodsOn(t.Context(), c, "node-1"); err != nil || len(left) != 0 {
+		t.Errorf("pods left on node-1: %d (%v)", len(left), err)
 	}
 	testenv.WaitFor(t, 30*time.Second, "PodDeleted events", func() (bool, error) {
 		evs, err := c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=node-1,reason=PodDeleted"})

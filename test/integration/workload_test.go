@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -11,13 +10,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -30,105 +25,26 @@ func fullEnv(t *testing.T) *testenv.Env {
 	return testenv.StartForTest(t, testenv.Options{Controllers: true, Scheduler: true, Kwok: true})
 }
 
-func createDeployment(t *testing.T, c kubernetes.Interface, ns, name string, replicas int32, preferNode string) *appsv1.Deployment {
-	t.Helper()
-	d, err := c.AppsV1().Deployments(ns).Create(context.Background(), testenv.NewDeployment(ns, name, replicas, preferNode), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // slowStartDelay is how long kwok keeps each pod of a
 // createSlowStartDeployment Pending before it runs and is Ready.
 const slowStartDelay = time.Second
 
-// createSlowStartDeployment is createDeployment with pods that kwok starts
-// only slowStartDelay after they are scheduled (testenv.PodReadyDelayAnnotation),
-// the replacements of evicted pods too. Under a PodDisruptionBudget that
-// allows one disruption at a time, each eviction after the first waits until
-// the replacement of the pod before it is Ready, as a real drain waits for
-// each new pod to start: draining n such pods takes at least
-// (n-1)*slowStartDelay however fast the machine is, which leaves time to
-// stop the agent mid-drain at a known point. Every other pod keeps kwok's
-// fast lifecycle.
-func createSlowStartDeployment(t *testing.T, c kubernetes.Interface, ns, name string, replicas int32, preferNode string) *appsv1.Deployment {
+// createSlowStartDeployment is testenv.CreateDeployment with pods that kwok
+// starts only slowStartDelay after they are scheduled
+// (testenv.PodReadyDelayAnnotation), the replacements of evicted pods too.
+// Under a PodDisruptionBudget that allows one disruption at a time, each
+// eviction after the first waits until the replacement of the pod before it
+// is Ready, as a real drain waits for each new pod to start: draining n such
+// pods takes at least (n-1)*slowStartDelay however fast the machine is, which
+// leaves time to stop the agent mid-drain at a known point. Every other pod
+// keeps kwok's fast lifecycle.
+func createSlowStartDeployment(t *testing.T, c kubernetes.Interface, ns, name string, replicas int32, preferNode string) {
 	t.Helper()
 	d := testenv.NewDeployment(ns, name, replicas, preferNode)
 	d.Spec.Template.Annotations = map[string]string{testenv.PodReadyDelayAnnotation: slowStartDelay.String()}
-	d, err := c.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := c.AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return d
-}
-
-func createDaemonSet(t *testing.T, c kubernetes.Interface, ns, name string) {
-	t.Helper()
-	if _, err := c.AppsV1().DaemonSets(ns).Create(context.Background(), testenv.NewDaemonSet(ns, name), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func createPDB(t *testing.T, c kubernetes.Interface, ns, app string, minAvailable int) {
-	t.Helper()
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: ptr.To(intstr.FromInt32(int32(minAvailable))),
-			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
-		},
-	}
-	if _, err := c.PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// Wait for the disruption controller to compute the status; before that
-	// every eviction is refused.
-	testenv.WaitFor(t, time.Minute, "PDB "+app+" status", func() (bool, error) {
-		p, err := c.PolicyV1().PodDisruptionBudgets(ns).Get(context.Background(), app, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return p.Status.ObservedGeneration == p.Generation && p.Status.ExpectedPods > 0, nil
-	})
-}
-
-// podsOn lists the pods bound to node, all namespaces but the agent's own
-// (its DaemonSet pods, where deploy/ is installed, are not workload).
-func podsOn(t *testing.T, c kubernetes.Interface, node string) []corev1.Pod {
-	t.Helper()
-	pods, err := testenv.PodsOn(context.Background(), c, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := pods[:0]
-	for _, p := range pods {
-		if p.Namespace != agentNamespace {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func runningPods(pods []corev1.Pod) int { return testenv.RunningPods(pods) }
-
-// waitRunningOn waits until node has want Running pods.
-func waitRunningOn(t *testing.T, c kubernetes.Interface, node string, want int) {
-	t.Helper()
-	testenv.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d running pods on %s", want, node), func() (bool, error) {
-		return runningPods(podsOn(t, c, node)) == want, nil
-	})
-}
-
-func waitDeploymentAvailable(t *testing.T, c kubernetes.Interface, ns, name string, want int32) {
-	t.Helper()
-	testenv.WaitFor(t, 2*time.Minute, "deployment "+name+" available", func() (bool, error) {
-		d, err := c.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return d.Status.AvailableReplicas == want && d.Status.UpdatedReplicas == want, nil
-	})
 }
 
 func getNode(t *testing.T, c kubernetes.Interface, name string) *corev1.Node {

@@ -10,8 +10,9 @@
 //     kubelet with containerd (RealNode);
 //   - a real systemd to run node-agent under: a systemd-nspawn Container;
 //   - node-agent itself as a process (AgentBinary, StartAgent);
-//   - the workloads the tests drain (NewDeployment, NewDaemonSet, PodsOn,
-//     ...) and the polling they wait with (Poll, WaitFor).
+//   - the workloads the tests drain and how they wait for them
+//     (CreateDeployment, CreatePDB, WaitRunningOn, PodsOn, ...), and the
+//     polling underneath (Poll, WaitFor).
 //
 // It does not build the control-plane binaries (hack/build-tools.sh does,
 // through `make tools`) nor the rootfs (hack/rootfs.sh).
