@@ -88,7 +88,7 @@ type sample struct {
 	phases        phases
 	// events are the tool's requests and kwok's pod deletions, for
 	// -timeline.
-	events []auditEvent
+	events []testenv.AuditEvent
 	start  time.Time
 }
 
@@ -133,13 +133,13 @@ func BenchmarkDrain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	audit := &auditLog{path: auditPath}
+	audit := testenv.NewAuditReader(auditPath, testenv.AuditStageRequestReceived)
 	opts.APIServerArgs = append(opts.APIServerArgs, auditArgs...)
 	agentBin := agentBinary(b)
 
 	loadBefore := loadAverage()
 	env := testenv.StartForTest(b, opts)
-	b.Logf("control plane ready at %s (kube-apiserver audit log %s)", env.Server(), audit.path)
+	b.Logf("control plane ready at %s (kube-apiserver audit log %s)", env.Server(), auditPath)
 	bd := newBed(b, env, audit, agentBin, dir)
 
 	var samples []sample
@@ -185,7 +185,7 @@ type bed struct {
 	ctx      context.Context
 	env      *testenv.Env
 	c        kubernetes.Interface
-	audit    *auditLog
+	audit    *testenv.AuditReader
 	agentBin string
 	agent    *agentProcess
 	kubectl  string
@@ -194,7 +194,7 @@ type bed struct {
 	kubectlCache string
 }
 
-func newBed(b *testing.B, env *testenv.Env, audit *auditLog, agentBin, dir string) *bed {
+func newBed(b *testing.B, env *testenv.Env, audit *testenv.AuditReader, agentBin, dir string) *bed {
 	b.Helper()
 	bd := &bed{b: b, ctx: b.Context(), env: env, c: env.Client(), audit: audit, agentBin: agentBin,
 		kubectl: filepath.Join(binDir(b), testenv.BinKubectl), kubectlCache: filepath.Join(dir, "kubectl-cache")}
@@ -401,17 +401,17 @@ func (bd *bed) checkDrained(round int, tool string) {
 // sample reads the audit log for the window from start until now and counts
 // the requests whose user agent mine accepts.
 func (bd *bed) sample(round int, tool string, start time.Time, wall time.Duration, mine func(string) bool) sample {
-	if err := bd.audit.read(); err != nil {
+	if err := bd.audit.Read(); err != nil {
 		bd.b.Fatal(err)
 	}
-	events := bd.audit.between(start, time.Now())
+	events := bd.audit.Between(start, time.Now())
 	s := sample{round: round, tool: tool, wall: wall, kinds: map[string]int{}, start: start}
-	since := func(ev auditEvent) time.Duration { return ev.Received.Sub(start) }
+	since := func(ev testenv.AuditEvent) time.Duration { return ev.Received.Sub(start) }
 	gone := map[string]bool{}
 	for _, ev := range events {
 		// kwok may delete a pod more than once (the later calls find it
 		// gone); its first deletion is when the pod disappeared.
-		if ev.isPodGone(workNamespace) && !gone[ev.ObjectRef.Name] {
+		if isPodGone(ev, workNamespace) && !gone[ev.ObjectRef.Name] {
 			gone[ev.ObjectRef.Name] = true
 			s.phases.podsGone++
 			s.phases.lastPodGone = since(ev)
@@ -428,11 +428,11 @@ func (bd *bed) sample(round int, tool string, start time.Time, wall time.Duratio
 		case isCLI(ev.UserAgent):
 			s.cliRequests++
 		}
-		s.kinds[ev.kind()]++
+		s.kinds[requestKind(ev)]++
 		if s.requests == 1 {
 			s.phases.firstRequest = since(ev)
 		}
-		if ev.isEviction() {
+		if isEviction(ev) {
 			if s.phases.evictions == 0 {
 				s.phases.firstEviction = since(ev)
 			}
@@ -451,7 +451,7 @@ func (s sample) logTimeline(b *testing.B) {
 	}
 	var buf strings.Builder
 	fmt.Fprintf(&buf, "timeline of round %d, %s (from the command's start; exit at +%s):\n", s.round, s.tool, secs(s.wall))
-	who := func(ev auditEvent) string {
+	who := func(ev testenv.AuditEvent) string {
 		switch {
 		case isAgent(ev.UserAgent):
 			return "agent"
@@ -465,7 +465,7 @@ func (s sample) logTimeline(b *testing.B) {
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	for i := 0; i < len(s.events); {
 		j := i
-		for j+1 < len(s.events) && who(s.events[j+1]) == who(s.events[i]) && s.events[j+1].kind() == s.events[i].kind() {
+		for j+1 < len(s.events) && who(s.events[j+1]) == who(s.events[i]) && requestKind(s.events[j+1]) == requestKind(s.events[i]) {
 			j++
 		}
 		first, last := s.events[i].Received.Sub(s.start), s.events[j].Received.Sub(s.start)
@@ -473,7 +473,7 @@ func (s sample) logTimeline(b *testing.B) {
 		if j > i {
 			span += " .. +" + secs(last)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\tx%d\n", span, who(s.events[i]), s.events[i].kind(), j-i+1)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\tx%d\n", span, who(s.events[i]), requestKind(s.events[i]), j-i+1)
 		i = j + 1
 	}
 	_ = tw.Flush()

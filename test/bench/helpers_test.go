@@ -1,54 +1,68 @@
 package bench
 
 import (
-	"os"
-	"path/filepath"
+	"encoding/json"
 	"testing"
-	"time"
+
+	"github.com/node-agent/node-agent/test/testenv"
 )
 
 // These cover the benchmark's bookkeeping; they are cheap and run with
 // `go test ./...`, unlike the benchmark.
 
-func TestAuditLogReadsGrowingFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	lines := []string{
-		`{"kind":"Event","stage":"RequestReceived","verb":"create","requestURI":"/api/v1/namespaces/bench/pods/web-1/eviction","userAgent":"node-agent/node-1","user":{"username":"testenv-admin"},"objectRef":{"resource":"pods","namespace":"bench","name":"web-1","subresource":"eviction"},"requestReceivedTimestamp":"2026-01-02T03:04:05.100000Z"}`,
-		`{"kind":"Event","stage":"RequestReceived","verb":"get","requestURI":"/api?timeout=32s","userAgent":"kubectl/v1.36.3 (linux/amd64) kubernetes/abc","user":{"username":"testenv-admin"},"requestReceivedTimestamp":"2026-01-02T03:04:05.200000Z"}`,
-		`{"kind":"Event","stage":"Panic","verb":"get","userAgent":"kubectl/v1.36.3","user":{"username":"testenv-admin"},"requestReceivedTimestamp":"2026-01-02T03:04:05.200000Z"}`,
-		`{"kind":"Event","stage":"RequestReceived","verb":"delete","requestURI":"/api/v1/namespaces/bench/pods/web-1","userAgent":"kwok/v0.8.0","user":{"username":"testenv-kwok"},"objectRef":{"resource":"pods","namespace":"bench","name":"web-1"},"requestReceivedTimestamp":"2026-01-02T03:04:05.300000Z"}`,
+// testenv.AuditReader's own test covers reading the log; these are the
+// benchmark's readings of its events.
+func TestAuditReadings(t *testing.T) {
+	tests := []struct {
+		event     string
+		kind      string
+		eviction  bool
+		goneIn    string // the namespace isPodGone accepts, if any
+		nodeAgent bool
+		kubectl   bool
+	}{
+		{
+			event:     `{"verb":"create","requestURI":"/api/v1/namespaces/bench/pods/web-1/eviction","userAgent":"node-agent/node-1","objectRef":{"resource":"pods","namespace":"bench","name":"web-1","subresource":"eviction"}}`,
+			kind:      "create pods/eviction",
+			eviction:  true,
+			nodeAgent: true,
+		},
+		{
+			event:   `{"verb":"get","requestURI":"/api?timeout=32s","userAgent":"kubectl/v1.36.3 (linux/amd64) kubernetes/abc"}`,
+			kind:    "get /api",
+			kubectl: true,
+		},
+		{
+			event:  `{"verb":"delete","requestURI":"/api/v1/namespaces/bench/pods/web-1","userAgent":"kwok/v0.8.0","user":{"username":"testenv-kwok"},"objectRef":{"resource":"pods","namespace":"bench","name":"web-1"}}`,
+			kind:   "delete pods",
+			goneIn: "bench",
+		},
+		{
+			// The same deletion by anyone but kwok is not a pod gone.
+			event:   `{"verb":"delete","requestURI":"/api/v1/namespaces/bench/pods/web-1","userAgent":"kubectl/v1.36.3","user":{"username":"testenv-admin"},"objectRef":{"resource":"pods","namespace":"bench","name":"web-1"}}`,
+			kind:    "delete pods",
+			kubectl: true,
+		},
 	}
-	// The last line is still being written: no newline yet.
-	write(t, path, lines[0]+"\n"+lines[1]+"\n"+lines[2]+"\n"+lines[3][:40])
-	a := &auditLog{path: path}
-	if err := a.read(); err != nil {
-		t.Fatal(err)
-	}
-	if len(a.events) != 2 {
-		t.Fatalf("%d RequestReceived events after the first read, want 2 (the Panic stage and the partial line are not counted)", len(a.events))
-	}
-	write(t, path, lines[0]+"\n"+lines[1]+"\n"+lines[2]+"\n"+lines[3]+"\n")
-	if err := a.read(); err != nil {
-		t.Fatal(err)
-	}
-	if len(a.events) != 3 {
-		t.Fatalf("%d events after the second read, want 3", len(a.events))
-	}
-
-	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	window := a.between(base.Add(150*time.Millisecond), base.Add(300*time.Millisecond))
-	if len(window) != 2 {
-		t.Fatalf("%d events in [.150, .300], want 2 (bounds included)", len(window))
-	}
-	if got := filter(window, isKubectl); len(got) != 1 || got[0].kind() != "get /api" {
-		t.Errorf("kubectl's requests = %+v, want one get /api", got)
-	}
-	if !window[1].isPodGone("bench") || window[1].isPodGone("other") {
-		t.Errorf("kwok's pod deletion not recognised by namespace")
-	}
-	ev := a.events[0]
-	if !ev.isEviction() || ev.kind() != "create pods/eviction" || !isNodeAgent(ev.UserAgent) || !isAgent(ev.UserAgent) {
-		t.Errorf("eviction event misread: kind %q", ev.kind())
+	for _, tt := range tests {
+		var ev testenv.AuditEvent
+		if err := json.Unmarshal([]byte(tt.event), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if got := requestKind(ev); got != tt.kind {
+			t.Errorf("%s: kind %q, want %q", tt.event, got, tt.kind)
+		}
+		if got := isEviction(ev); got != tt.eviction {
+			t.Errorf("%s: eviction %t, want %t", tt.event, got, tt.eviction)
+		}
+		for _, ns := range []string{"bench", "other"} {
+			if got, want := isPodGone(ev, ns), ns == tt.goneIn; got != want {
+				t.Errorf("%s: pod gone in %s %t, want %t", tt.event, ns, got, want)
+			}
+		}
+		if isNodeAgent(ev.UserAgent) != tt.nodeAgent || isKubectl(ev.UserAgent) != tt.kubectl {
+			t.Errorf("%s: node-agent %t, kubectl %t; want %t, %t", tt.event, isNodeAgent(ev.UserAgent), isKubectl(ev.UserAgent), tt.nodeAgent, tt.kubectl)
+		}
 	}
 }
 
@@ -101,12 +115,5 @@ node_agent_drain_duration_seconds_count{result="succeeded",trigger="annotation"}
 	}
 	if got, err := drainSecondsFrom("go_goroutines 10\n"); err != nil || got != 0 {
 		t.Errorf("before any drain: %v, %v; want 0", got, err)
-	}
-}
-
-func write(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -828,26 +827,16 @@ func grepLines(s, sub string, n int) string {
 // reason).
 func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 	t.Helper()
-	f, err := os.Open(b.auditLog)
-	if err != nil {
+	audit := testenv.NewAuditReader(b.auditLog, "")
+	if err := audit.Read(); err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	last := map[string]testenv.AuditEvent{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var e testenv.AuditEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("audit log: %v", err)
-		}
+	for _, e := range audit.Events() {
 		if e.User.Username != agentUser || !strings.HasPrefix(e.UserAgent, "node-agent/node-1") || e.Received.Time.Before(began) || e.ObjectRef == nil {
 			continue
 		}
 		last[e.AuditID] = e // the latest stage of each request
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	if len(last) == 0 {
 		t.Fatal("the audit log has no request of node-agent/node-1")
@@ -857,10 +846,7 @@ func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 	tally := map[string]map[int]int{}
 	impersonated := map[string]int{}
 	for _, e := range last {
-		res := e.ObjectRef.Resource
-		if e.ObjectRef.Subresource != "" {
-			res += "/" + e.ObjectRef.Subresource
-		}
+		res := e.Resource()
 		if e.ObjectRef.APIGroup != "" {
 			res = e.ObjectRef.APIGroup + "/" + res
 		}
@@ -868,10 +854,7 @@ func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 		if e.ObjectRef.Namespace != "" {
 			key += " in " + e.ObjectRef.Namespace
 		}
-		code := 0
-		if e.ResponseStatus != nil {
-			code = e.ResponseStatus.Code
-		}
+		code := e.Code()
 		if tally[key] == nil {
 			tally[key] = map[int]int{}
 		}

@@ -1,10 +1,7 @@
 package integration
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -348,32 +345,21 @@ func TestNodeMaintenanceObject(t *testing.T) {
 // (anything but get, list, watch) per NodeMaintenance object name.
 func (b *nmBed) agentWrites(t *testing.T) map[string]int {
 	t.Helper()
-	f, err := os.Open(b.auditLog)
-	if err != nil {
+	// A write is not long-running: its one event is at ResponseComplete.
+	audit := testenv.NewAuditReader(b.auditLog, testenv.AuditStageResponseComplete)
+	if err := audit.Read(); err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	out := map[string]int{}
-	seen := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var e testenv.AuditEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("audit log: %v", err)
-		}
-		if e.User.Username != agentUser || e.ObjectRef == nil || e.ObjectRef.Resource != selfdrain.NodeMaintenanceResource || seen[e.AuditID] {
+	for _, e := range audit.Events() {
+		if e.User.Username != agentUser || e.ObjectRef == nil || e.ObjectRef.Resource != selfdrain.NodeMaintenanceResource {
 			continue
 		}
 		switch e.Verb {
 		case "get", "list", "watch":
 			continue
 		}
-		seen[e.AuditID] = true
 		out[e.ObjectRef.Name]++
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }

@@ -11,7 +11,6 @@ package node
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -301,22 +300,9 @@ func waitNoPods(ctx context.Context, c kubernetes.Interface, node string) {
 
 func (b *bed) auditEvents(t *testing.T) []testenv.AuditEvent {
 	t.Helper()
-	data, err := os.ReadFile(b.auditLog)
-	if err != nil {
+	audit := testenv.NewAuditReader(b.auditLog, testenv.AuditStageResponseComplete)
+	if err := audit.Read(); err != nil {
 		t.Fatal(err)
 	}
-	var out []testenv.AuditEvent
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		if line == "" {
-			continue
-		}
-		var e testenv.AuditEvent
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatalf("audit log: %v", err)
-		}
-		if e.Stage == "ResponseComplete" {
-			out = append(out, e)
-		}
-	}
-	return out
+	return audit.Events()
 }

@@ -1,10 +1,29 @@
 package testenv
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"sort"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The stages of a request at which kube-apiserver writes an audit event
+// (audit.k8s.io/v1 Stage) that the tests read.
+const (
+	// AuditStageRequestReceived: as soon as the request is received, once
+	// per request, long-running or not.
+	AuditStageRequestReceived = "RequestReceived"
+	// AuditStageResponseComplete: once the response is sent; a watch gets it
+	// only when it ends.
+	AuditStageResponseComplete = "ResponseComplete"
 )
 
 // AuditEvent is the part of an audit.k8s.io/v1 Event (one line of
@@ -48,6 +67,18 @@ func (e AuditEvent) Code() int {
 	return e.ResponseStatus.Code
 }
 
+// Resource is what the request was on, "pods" or "pods/eviction", without
+// the API group; "" for a path that names no object, such as /api.
+func (e AuditEvent) Resource() string {
+	if e.ObjectRef == nil || e.ObjectRef.Resource == "" {
+		return ""
+	}
+	if e.ObjectRef.Subresource != "" {
+		return e.ObjectRef.Resource + "/" + e.ObjectRef.Subresource
+	}
+	return e.ObjectRef.Resource
+}
+
 // UserAuditPolicy is an audit policy that records every request of user at
 // the Metadata level (with the user's extra info, such as the node name of a
 // pod-bound token), once complete, and nothing else.
@@ -71,4 +102,78 @@ func AuditLog(dir, policy string) (args []string, logPath string, err error) {
 	}
 	logPath = filepath.Join(dir, "audit.log")
 	return []string{"--audit-policy-file=" + policyFile, "--audit-log-path=" + logPath, "--audit-log-format=json"}, logPath, nil
+}
+
+// AuditReader reads kube-apiserver's JSON audit log (see AuditLog) as it
+// grows: each Read adds what was written since the previous one, so a
+// benchmark can read the log after every round without reading it all again.
+type AuditReader struct {
+	path   string
+	stage  string
+	offset int64
+	events []AuditEvent
+}
+
+// NewAuditReader reads the audit log at path, keeping the events of stage
+// only (AuditStageRequestReceived, say), or every event when stage is "".
+// Nothing is read before Read.
+func NewAuditReader(path, stage string) *AuditReader {
+	return &AuditReader{path: path, stage: stage}
+}
+
+// Read adds the events written since the last Read. A line still being
+// written (no newline yet) is left for the next Read; a log that does not
+// exist yet reads as empty, as kube-apiserver creates it at its first event.
+func (a *AuditReader) Read() error {
+	f, err := os.Open(a.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Seek(a.offset, io.SeekStart); err != nil {
+		return err
+	}
+	// An event's line has no length limit, so not bufio.Scanner.
+	r := bufio.NewReaderSize(f, 1<<16)
+	for {
+		line, err := r.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		at := a.offset
+		a.offset += int64(len(line))
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		var ev AuditEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return fmt.Errorf("audit log %s at byte %d: %w", a.path, at, err)
+		}
+		if a.stage == "" || ev.Stage == a.stage {
+			a.events = append(a.events, ev)
+		}
+	}
+}
+
+// Events returns the events read so far, in the log's order.
+func (a *AuditReader) Events() []AuditEvent { return a.events }
+
+// Between returns the events read so far of the requests received in
+// [from, to], oldest first.
+func (a *AuditReader) Between(from, to time.Time) []AuditEvent {
+	var out []AuditEvent
+	for _, ev := range a.events {
+		if t := ev.Received.Time; !t.Before(from) && !t.After(to) {
+			out = append(out, ev)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Received.Before(&out[j].Received) })
+	return out
 }

@@ -5,7 +5,7 @@
 //   - a real, throw-away Kubernetes control plane (Env): etcd,
 //     kube-apiserver, kube-controller-manager, kube-scheduler and kwok, each
 //     as its own process bound to 127.0.0.1 on free ports, with credentials
-//     generated for the run, and its audit log (AuditLog);
+//     generated for the run, and its audit log (AuditLog, AuditReader);
 //   - the fake and real nodes it serves: kwok's Nodes (AddNode) and a real
 //     kubelet with containerd (RealNode);
 //   - a real systemd to run node-agent under: a systemd-nspawn Container;
