@@ -284,7 +284,7 @@ func (bd *bed) reset() {
 	// kubectl drain leaves the node cordoned; uncordoning is the admin's
 	// next step. The agent uncordons by itself when maintenance ends.
 	bd.setUnschedulable(drainNode, false)
-	if hasTaintKey(bd.node(drainNode), "kubevirt.io/drain") {
+	if testenv.HasTaint(bd.node(drainNode), testenv.DrainTaint) {
 		b.Fatalf("%s still carries the drain taint after maintenance ended", drainNode)
 	}
 
@@ -319,7 +319,7 @@ func (bd *bed) reset() {
 	// after the uncordon; until then no replacement pod could land there.
 	bd.waitFor("the target nodes to lose the unschedulable taint", func() (bool, error) {
 		for _, n := range targetNodes {
-			if hasTaintKey(bd.node(n), corev1.TaintNodeUnschedulable) {
+			if testenv.HasTaint(bd.node(n), corev1.Taint{Key: corev1.TaintNodeUnschedulable}) {
 				return false, nil
 			}
 		}
@@ -530,15 +530,6 @@ func (bd *bed) waitFor(what string, cond func() (bool, error)) {
 	if err := testenv.Poll(ctx, 200*time.Millisecond, what, cond); err != nil {
 		bd.b.Fatalf("%v\nnode-agent log:\n%s", err, bd.agent.Tail(20))
 	}
-}
-
-func hasTaintKey(n *corev1.Node, key string) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
 }
 
 func lastLine(s string) string {

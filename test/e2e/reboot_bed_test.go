@@ -226,7 +226,7 @@ func (b *rebootBed) reboot(ctx context.Context, t *testing.T, w *drainWatch) (ti
 	if err != nil {
 		t.Fatal(err)
 	}
-	if node.Spec.Unschedulable || hasDrainTaint(node) {
+	if node.Spec.Unschedulable || testenv.HasTaint(node, testenv.DrainTaint) {
 		t.Fatalf("node-1 is cordoned or tainted before the reboot: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
 	}
 	w.arm()
@@ -324,15 +324,6 @@ func condition(n *corev1.Node, typ corev1.NodeConditionType) *corev1.NodeConditi
 		}
 	}
 	return nil
-}
-
-func hasDrainTaint(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == drainTaintKey && t.Effect == corev1.TaintEffectNoSchedule {
-			return true
-		}
-	}
-	return false
 }
 
 func podNames(pods []corev1.Pod) []string {

@@ -22,7 +22,6 @@ const (
 	rebootApp      = "web"
 	rebootReplicas = 30
 	rebootDaemon   = "ds"
-	drainTaintKey  = "kubevirt.io/drain" // drain.taintKey's default
 
 	agentUnit = "node-agent.service"
 	// rebootHangGuard bounds one test, so a stuck container or control plane
@@ -165,7 +164,7 @@ func TestRebootDrainsNodeFirst(t *testing.T) {
 	if st.EvictionPods != rebootReplicas || st.TotalPods != rebootReplicas+1 || len(st.PendingPods) != 0 {
 		t.Errorf("status counts: evictionPods=%d totalPods=%d pending=%v; want %d, %d, none", st.EvictionPods, st.TotalPods, st.PendingPods, rebootReplicas, rebootReplicas+1)
 	}
-	if !node.Spec.Unschedulable || !hasDrainTaint(node) {
+	if !node.Spec.Unschedulable || !testenv.HasTaint(node, testenv.DrainTaint) {
 		t.Errorf("node-1 while the host is down: unschedulable=%t taints=%v; want cordoned and tainted", node.Spec.Unschedulable, node.Spec.Taints)
 	}
 	if c := condition(node, selfdrain.ShuttingDownCondition); c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "in time") {
@@ -206,7 +205,7 @@ func TestRebootDrainsNodeFirst(t *testing.T) {
 		if err != nil || st == nil {
 			return false, err
 		}
-		return !n.Spec.Unschedulable && !hasDrainTaint(n) && st.EndTime != nil, nil
+		return !n.Spec.Unschedulable && !testenv.HasTaint(n, testenv.DrainTaint) && st.EndTime != nil, nil
 	})
 	tUncordoned := time.Now()
 	node, err = b.client.CoreV1().Nodes().Get(ctx, rebootNode, metav1.GetOptions{})

@@ -376,7 +376,7 @@ const (
 // node-2, no other part of node-1, and no Node's existence.
 func (b *deployBed) testPrivilege(t *testing.T) {
 	ctx := t.Context()
-	const drainTaint = "kubevirt.io/drain"
+	drainTaint := testenv.DrainTaint.Key
 	pod := b.agentPod(t, "node-1")
 	token := b.boundToken(t, pod)
 	sa := b.tokenClient(t, token)
@@ -634,7 +634,7 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 	}
 	n1 := getNode(t, b.c, "node-1")
 	if n1.Labels["team"] != "" || n1.Annotations[testenv.KwokNodeAnnotation] != testenv.KwokNodeValue || !slices.ContainsFunc(n1.Spec.Taints, func(tn corev1.Taint) bool { return tn.Key == testenv.KwokTaintKey }) ||
-		n1.Spec.Unschedulable || hasDrainTaint(n1) || len(testenv.OwnedLabels(n1.Labels)) != 0 {
+		n1.Spec.Unschedulable || testenv.HasTaint(n1, testenv.DrainTaint) || len(testenv.OwnedLabels(n1.Labels)) != 0 {
 		t.Errorf("node-1 not as before: labels %v annotations %v taints %v unschedulable %t", n1.Labels, n1.Annotations, n1.Spec.Taints, n1.Spec.Unschedulable)
 	}
 }
@@ -733,7 +733,7 @@ func (b *deployBed) testAgent(t *testing.T) {
 		t.Errorf("phase %s after %d evictions, want Succeeded after %d", st.Phase, st.EvictionPods, replicas)
 	}
 	node := getNode(t, c, "node-1")
-	if !node.Spec.Unschedulable || !hasDrainTaint(node) {
+	if !node.Spec.Unschedulable || !testenv.HasTaint(node, testenv.DrainTaint) {
 		t.Errorf("node-1 not cordoned and tainted: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
 	}
 	// The condition follows the status annotation.
@@ -769,7 +769,7 @@ func (b *deployBed) testAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	node = getNode(t, c, "node-1")
-	if node.Spec.Unschedulable || hasDrainTaint(node) || nodeCondition(node) != nil {
+	if node.Spec.Unschedulable || testenv.HasTaint(node, testenv.DrainTaint) || nodeCondition(node) != nil {
 		t.Errorf("after stop: unschedulable=%t taints=%v condition=%+v", node.Spec.Unschedulable, node.Spec.Taints, nodeCondition(node))
 	}
 

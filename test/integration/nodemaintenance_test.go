@@ -236,7 +236,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 		t.Errorf("node record %s does not match the object", st.Encode())
 	}
 	node := getNode(t, c, "node-1")
-	if !node.Spec.Unschedulable || !hasDrainTaint(node) {
+	if !node.Spec.Unschedulable || !testenv.HasTaint(node, testenv.DrainTaint) {
 		t.Errorf("node-1 not cordoned and tainted: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
 	}
 	if left, err := testenv.PodsOn(t.Context(), c, "node-1"); err != nil || len(left) != 3 {
@@ -314,7 +314,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 		return b.get(t, medik8sGroup, "nm-node-1") == nil, nil
 	})
 	node = getNode(t, c, "node-1")
-	if node.Spec.Unschedulable || hasDrainTaint(node) || nodeCondition(node) != nil {
+	if node.Spec.Unschedulable || testenv.HasTaint(node, testenv.DrainTaint) || nodeCondition(node) != nil {
 		t.Errorf("after deleting the object: unschedulable=%t taints=%v condition %v; want restored", node.Spec.Unschedulable, node.Spec.Taints, nodeCondition(node))
 	}
 	if st := nodeStatus(t, c, "node-1"); st.Active() || st.EndTime == nil {
@@ -479,7 +479,7 @@ func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
 	if nm := b.get(t, kubevirtGroup, "nm-node-1"); nm != nil {
 		t.Errorf("nm-node-1 still there after stop --wait: %+v", nm)
 	}
-	if node := getNode(t, c, "node-1"); node.Spec.Unschedulable || hasDrainTaint(node) {
+	if node := getNode(t, c, "node-1"); node.Spec.Unschedulable || testenv.HasTaint(node, testenv.DrainTaint) {
 		t.Errorf("after deleting the object: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
 	}
 }

@@ -80,7 +80,7 @@ func TestMaintenanceDrainsNode(t *testing.T) {
 	}
 
 	node := getNode(t, c, "node-1")
-	if !node.Spec.Unschedulable || !hasDrainTaint(node) {
+	if !node.Spec.Unschedulable || !testenv.HasTaint(node, testenv.DrainTaint) {
 		t.Errorf("node-1 not cordoned and tainted: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
 	}
 	left, err := testenv.PodsOn(t.Context(), c, "node-1")
@@ -147,7 +147,7 @@ func TestMaintenanceDrainsNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	node = getNode(t, c, "node-1")
-	if node.Spec.Unschedulable || hasDrainTaint(node) {
+	if node.Spec.Unschedulable || testenv.HasTaint(node, testenv.DrainTaint) {
 		t.Errorf("after stop: unschedulable=%t taints=%v, want schedulable and no drain taint", node.Spec.Unschedulable, node.Spec.Taints)
 	}
 	if cond := nodeCondition(node); cond != nil {
@@ -185,7 +185,7 @@ func TestMaintenanceStopLeavesAdminCordon(t *testing.T) {
 	if !node.Spec.Unschedulable {
 		t.Error("maintenance stop uncordoned a node the admin had cordoned")
 	}
-	if hasDrainTaint(node) {
+	if testenv.HasTaint(node, testenv.DrainTaint) {
 		t.Error("drain taint still present after stop")
 	}
 }

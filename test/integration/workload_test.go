@@ -74,15 +74,6 @@ func nodeCondition(n *corev1.Node) *corev1.NodeCondition {
 	return nil
 }
 
-func hasDrainTaint(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == "kubevirt.io/drain" && t.Effect == corev1.TaintEffectNoSchedule {
-			return true
-		}
-	}
-	return false
-}
-
 // cli runs `node-agent maintenance ...` against env.
 func cli(t *testing.T, env *testenv.Env, args ...string) (string, error) {
 	t.Helper()

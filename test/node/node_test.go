@@ -383,7 +383,7 @@ func (b *bed) testDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !node.Spec.Unschedulable || !hasTaint(node, "kubevirt.io/drain") {
+	if !node.Spec.Unschedulable || !testenv.HasTaint(node, testenv.DrainTaint) {
 		t.Errorf("%s drained but unschedulable=%t, taints %v", realNode, node.Spec.Unschedulable, node.Spec.Taints)
 	}
 
@@ -392,7 +392,7 @@ func (b *bed) testDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if node.Spec.Unschedulable || hasTaint(node, "kubevirt.io/drain") {
+	if node.Spec.Unschedulable || testenv.HasTaint(node, testenv.DrainTaint) {
 		t.Errorf("after maintenance stop: unschedulable=%t, taints %v", node.Spec.Unschedulable, node.Spec.Taints)
 	}
 }
@@ -454,13 +454,4 @@ func countPrefix(m map[string]string, prefix string) int {
 		}
 	}
 	return n
-}
-
-func hasTaint(n *corev1.Node, key string) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
 }

@@ -172,7 +172,7 @@ func (b *bed) testReboot(t *testing.T, m *machineNode, ns string, kubeletShutdow
 	if err != nil {
 		t.Fatal(err)
 	}
-	if node.Spec.Unschedulable || hasTaint(node, "kubevirt.io/drain") {
+	if node.Spec.Unschedulable || testenv.HasTaint(node, testenv.DrainTaint) {
 		t.Fatalf("%s is cordoned or tainted before the reboot", machineName)
 	}
 
@@ -221,7 +221,7 @@ func (b *bed) testReboot(t *testing.T, m *machineNode, ns string, kubeletShutdow
 			now := time.Now()
 			mu.Lock()
 			minRdy = min(minRdy, ready)
-			if cordoned.IsZero() && node.Spec.Unschedulable && hasTaint(node, "kubevirt.io/drain") {
+			if cordoned.IsZero() && node.Spec.Unschedulable && testenv.HasTaint(node, testenv.DrainTaint) {
 				cordoned = now
 			}
 			if succeeded.IsZero() && st != nil && st.Trigger == selfdrain.TriggerShutdown && st.Phase == selfdrain.PhaseSucceeded {
@@ -309,7 +309,7 @@ func (b *bed) testReboot(t *testing.T, m *machineNode, ns string, kubeletShutdow
 		if err != nil {
 			return false, err.Error()
 		}
-		return !node.Spec.Unschedulable && !hasTaint(node, "kubevirt.io/drain"), fmt.Sprintf("unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
+		return !node.Spec.Unschedulable && !testenv.HasTaint(node, testenv.DrainTaint), fmt.Sprintf("unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
 	})
 	uncordoned := time.Since(bootAt)
 	pod := b.agentPodOn(t, machineName, 2*time.Minute, "")

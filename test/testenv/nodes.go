@@ -154,7 +154,7 @@ func (e *Env) waitNodeSchedulable(ctx context.Context, name string) error {
 			last = err.Error()
 		case !nodeReady(node):
 			last = "kwok has not set condition Ready=True"
-		case e.opts.Controllers && hasTaint(node, corev1.TaintNodeNotReady):
+		case e.opts.Controllers && HasTaint(node, corev1.Taint{Key: corev1.TaintNodeNotReady}):
 			last = "the node lifecycle controller has not removed taint " + corev1.TaintNodeNotReady
 		default:
 			return nil
@@ -180,9 +180,15 @@ func nodeReady(node *corev1.Node) bool {
 	return false
 }
 
-func hasTaint(node *corev1.Node, key string) bool {
+// DrainTaint is the taint node-agent puts on a node it drains, by default
+// (drain.taintKey: KubeVirt's nodeDrainTaintKey).
+var DrainTaint = corev1.Taint{Key: "kubevirt.io/drain", Effect: corev1.TaintEffectNoSchedule}
+
+// HasTaint reports whether node has a taint with taint's key and, unless
+// taint.Effect is empty, its effect; the value is not compared.
+func HasTaint(node *corev1.Node, taint corev1.Taint) bool {
 	for _, t := range node.Spec.Taints {
-		if t.Key == key {
+		if t.Key == taint.Key && (taint.Effect == "" || t.Effect == taint.Effect) {
 			return true
 		}
 	}

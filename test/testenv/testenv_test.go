@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
@@ -321,6 +322,27 @@ func TestPortOf(t *testing.T) {
 	} {
 		if got := portOf(url); got != want {
 			t.Errorf("portOf(%q) = %d, want %d", url, got, want)
+		}
+	}
+}
+
+func TestHasTaint(t *testing.T) {
+	node := &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+		{Key: DrainTaint.Key, Value: "node-agent", Effect: corev1.TaintEffectNoSchedule},
+		{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute},
+	}}}
+	tests := []struct {
+		taint corev1.Taint
+		want  bool
+	}{
+		{DrainTaint, true}, // the value is not compared
+		{corev1.Taint{Key: DrainTaint.Key, Effect: corev1.TaintEffectNoExecute}, false},
+		{corev1.Taint{Key: corev1.TaintNodeNotReady}, true}, // any effect
+		{corev1.Taint{Key: corev1.TaintNodeUnschedulable}, false},
+	}
+	for _, tt := range tests {
+		if got := HasTaint(node, tt.taint); got != tt.want {
+			t.Errorf("HasTaint(%v) = %t, want %t", tt.taint, got, tt.want)
 		}
 	}
 }
