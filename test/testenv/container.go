@@ -166,25 +166,29 @@ func (c *Container) Root() string { return c.root }
 // creating parent directories. It never follows a symlink out of the
 // container's root.
 func (c *Container) WriteFile(path string, data []byte, perm os.FileMode) error {
-	r, err := os.OpenRoot(c.root)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	rel := strings.TrimPrefix(filepath.Clean(path), "/")
-	if err := r.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
-		return fmt.Errorf("container %s: creating the directory of %s: %w", c.name, path, err)
-	}
-	if err := r.WriteFile(rel, data, perm); err != nil {
-		return fmt.Errorf("container %s: writing %s: %w", c.name, path, err)
-	}
-	return nil
+	return c.create(path, func(r *os.Root, rel string) error {
+		if err := r.WriteFile(rel, data, perm); err != nil {
+			return fmt.Errorf("container %s: writing %s: %w", c.name, path, err)
+		}
+		return nil
+	})
 }
 
 // Symlink makes path inside the container a symbolic link to target (a path
 // as the container sees it, such as a unit file to enable), creating parent
 // directories. It never follows a symlink out of the container's root.
 func (c *Container) Symlink(target, path string) error {
+	return c.create(path, func(r *os.Root, rel string) error {
+		if err := r.Symlink(target, rel); err != nil {
+			return fmt.Errorf("container %s: linking %s to %s: %w", c.name, path, target, err)
+		}
+		return nil
+	})
+}
+
+// create makes the parent directories of path in the container and calls
+// do with path relative to the container's root, within it.
+func (c *Container) create(path string, do func(r *os.Root, rel string) error) error {
 	r, err := os.OpenRoot(c.root)
 	if err != nil {
 		return err
@@ -194,10 +198,7 @@ func (c *Container) Symlink(target, path string) error {
 	if err := r.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
 		return fmt.Errorf("container %s: creating the directory of %s: %w", c.name, path, err)
 	}
-	if err := r.Symlink(target, rel); err != nil {
-		return fmt.Errorf("container %s: linking %s to %s: %w", c.name, path, target, err)
-	}
-	return nil
+	return do(r, rel)
 }
 
 // JournalDir is where the container's systemd-journald keeps its persistent
