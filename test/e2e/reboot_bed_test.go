@@ -76,7 +76,7 @@ func newRebootBed(ctx context.Context, t *testing.T, cfg bedConfig) *rebootBed {
 	}
 	testenv.CreateDeployment(ctx, t, client, rebootNS, rebootApp, rebootReplicas, rebootNode)
 	testenv.CreateDaemonSet(ctx, t, client, rebootNS, rebootDaemon)
-	testenv.WaitRunningOn(ctx, t, client, rebootNode, rebootReplicas+1)
+	testenv.WaitRunningOn(ctx, t, client, rebootNS, rebootNode, rebootReplicas+1)
 	testenv.CreatePDB(ctx, t, client, rebootNS, rebootApp, cfg.pdb, rebootReplicas, cfg.allowed)
 	// The targets come after the workload settled, so all of it starts on
 	// node-1.

@@ -170,7 +170,7 @@ func TestRebootDrainsNodeFirst(t *testing.T) {
 	if c := condition(node, selfdrain.ShuttingDownCondition); c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "in time") {
 		t.Errorf("condition %s = %+v, want True saying the pods drained in time", selfdrain.ShuttingDownCondition, c)
 	}
-	pods, err := testenv.PodsOn(ctx, b.client, rebootNode)
+	pods, err := testenv.PodsOn(ctx, b.client, rebootNS, rebootNode)
 	if err != nil {
 		t.Fatal(err)
 	}

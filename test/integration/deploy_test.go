@@ -670,17 +670,7 @@ func (b *deployBed) testAgent(t *testing.T) {
 	}
 	const replicas = 4
 	testenv.CreateDeployment(ctx, t, c, "work", "web", replicas, "node-1")
-	testenv.WaitFor(t, 2*time.Minute, "web running on node-1", func() (bool, error) {
-		pods, err := testenv.PodsOn(ctx, c, "node-1")
-		n := 0
-		for _, p := range pods {
-			// Not the agent's own DaemonSet pod.
-			if p.Labels["app"] == "web" && p.Status.Phase == corev1.PodRunning {
-				n++
-			}
-		}
-		return n == replicas, err
-	})
+	testenv.WaitRunningOn(ctx, t, c, "work", "node-1", replicas)
 	for _, n := range []string{"node-2", "node-3"} {
 		if err := patchNode(c, n, `{"spec":{"unschedulable":false}}`); err != nil {
 			t.Fatal(err)
@@ -741,7 +731,7 @@ func (b *deployBed) testAgent(t *testing.T) {
 		cond := nodeCondition(getNode(t, c, "node-1"))
 		return cond != nil && cond.Status == corev1.ConditionTrue && cond.Reason == selfdrain.ReasonDrained, nil
 	})
-	left, err := testenv.PodsOn(ctx, c, "node-1")
+	left, err := testenv.PodsOn(ctx, c, "work", "node-1")
 	if err != nil {
 		t.Fatal(err)
 	}

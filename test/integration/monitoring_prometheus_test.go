@@ -76,7 +76,7 @@ func TestMonitoringStuckDrainAlert(t *testing.T) {
 	c := b.env.Client()
 	ctx := t.Context()
 	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", 3, "node-1")
-	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 3)
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", 3)
 	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(3), 3, 0) // allows no eviction
 	b.addTargets(t)
 

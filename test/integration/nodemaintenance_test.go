@@ -201,7 +201,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 45)
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", 45)
 	b.addTargets(t)
 
 	// Objects of other nodes: node-2 exists (no agent runs there in this
@@ -239,7 +239,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 	if !node.Spec.Unschedulable || !testenv.HasTaint(node, testenv.DrainTaint) {
 		t.Errorf("node-1 not cordoned and tainted: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
 	}
-	if left, err := testenv.PodsOn(t.Context(), c, "node-1"); err != nil || len(left) != 3 {
+	if left, err := testenv.PodsOn(t.Context(), c, b.ns, "node-1"); err != nil || len(left) != 3 {
 		t.Errorf("pods left on node-1: %d (%v), want the 3 DaemonSet pods", len(left), err)
 	}
 
@@ -370,7 +370,7 @@ func TestNodeMaintenancePDBBlocked(t *testing.T) {
 	b := newNMBed(t, false)
 	c := b.env.Client()
 	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", 3, "node-1")
-	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 3)
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", 3)
 	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(3), 3, 0)
 	b.addTargets(t)
 
@@ -420,7 +420,7 @@ func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
 	c := b.env.Client()
 	const replicas = 12
 	createSlowStartDeployment(t, c, b.ns, "db", replicas, "node-1")
-	testenv.WaitRunningOn(t.Context(), t, c, "node-1", replicas)
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", replicas)
 	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(replicas-1), replicas, 1)
 	b.addTargets(t)
 
@@ -467,7 +467,7 @@ func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
 	if !rec.CordonedByAgent || !rec.TaintedByAgent || !hasFinalizer(after) {
 		t.Errorf("resume forgot what the agent did: %s, finalizers %v", rec.Encode(), after.Finalizers)
 	}
-	if left, err := testenv.PodsOn(t.Context(), c, "node-1"); err != nil || len(left) != 0 {
+	if left, err := testenv.PodsOn(t.Context(), c, b.ns, "node-1"); err != nil || len(left) != 0 {
 		t.Errorf("pods left on node-1: %d (%v)", len(left), err)
 	}
 

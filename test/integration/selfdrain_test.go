@@ -67,7 +67,7 @@ func TestMaintenanceDrainsNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 45)
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", 45)
 	b.addTargets(t)
 
 	agent := startAgent(t, b.env, "node-1")
@@ -83,7 +83,7 @@ func TestMaintenanceDrainsNode(t *testing.T) {
 	if !node.Spec.Unschedulable || !testenv.HasTaint(node, testenv.DrainTaint) {
 		t.Errorf("node-1 not cordoned and tainted: unschedulable=%t taints=%v", node.Spec.Unschedulable, node.Spec.Taints)
 	}
-	left, err := testenv.PodsOn(t.Context(), c, "node-1")
+	left, err := testenv.PodsOn(t.Context(), c, b.ns, "node-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestMaintenanceStopLeavesAdminCordon(t *testing.T) {
 	b := newDrainBed(t)
 	c := b.env.Client()
 	testenv.CreateDeployment(t.Context(), t, c, b.ns, "web", 5, "node-1")
-	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 5)
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", 5)
 	b.addTargets(t)
 	// The admin cordons node-1 before maintenance.
 	if _, err := c.CoreV1().Nodes().Patch(context.Background(), "node-1", "application/merge-patch+json",
@@ -241,7 +241,7 @@ func TestDrainHonoursPDBOneAtATime(t *testing.T) {
 	c := b.env.Client()
 	const replicas = 10
 	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", replicas, "node-1")
-	testenv.WaitRunningOn(t.Context(), t, c, "node-1", replicas)
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", replicas)
 	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(replicas-1), replicas, 1)
 	b.addTargets(t)
 	w := watchAvailable(t, b, "db")
@@ -273,7 +273,7 @@ func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 	b := newDrainBed(t)
 	c := b.env.Client()
 	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", 3, "node-1")
-	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 3)
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", 3)
 	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(3), 3, 0)
 	b.addTargets(t)
 
@@ -332,7 +332,7 @@ func TestDrainResumesAfterAgentRestart(t *testing.T) {
 	c := b.env.Client()
 	const replicas = 12
 	createSlowStartDeployment(t, c, b.ns, "db", replicas, "node-1")
-	testenv.WaitRunningOn(t.Context(), t, c, "node-1", replicas)
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", replicas)
 	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(replicas-1), replicas, 1)
 	b.addTargets(t)
 
@@ -380,7 +380,7 @@ func TestDrainResumesAfterAgentRestart(t *testing.T) {
 	if !after.CordonedByAgent || !after.TaintedByAgent {
 		t.Errorf("resume forgot that the agent cordoned and tainted: %s", after.Encode())
 	}
-	if left, err := testenv.PodsOn(t.Context(), c, "node-1"); err != nil || len(left) != 0 {
+	if left, err := testenv.PodsOn(t.Context(), c, b.ns, "node-1"); err != nil || len(left) != 0 {
 		t.Errorf("pods left on node-1: %d (%v)", len(left), err)
 	}
 	testenv.WaitDeploymentAvailable(t.Context(), t, c, b.ns, "db", replicas)
@@ -394,7 +394,7 @@ func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 	c := b.env.Client()
 	const replicas = 12
 	createSlowStartDeployment(t, c, b.ns, "db", replicas, "node-1")
-	testenv.WaitRunningOn(t.Context(), t, c, "node-1", replicas)
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", replicas)
 	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(replicas-1), replicas, 1)
 	b.addTargets(t)
 
@@ -429,7 +429,7 @@ func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 		st, err := selfdrain.ParseStatus(getNode(t, c, "node-1"))
 		return err == nil && st != nil && st.Phase == selfdrain.PhaseSucceeded, err
 	})
-	if left, err := testenv.PodsOn(t.Context(), c, "node-1"); err != nil || len(left) != 0 {
+	if left, err := testenv.PodsOn(t.Context(), c, b.ns, "node-1"); err != nil || len(left) != 0 {
 		t.Errorf("pods left on node-1: %d (%v)", len(left), err)
 	}
 }
@@ -442,8 +442,8 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 	}
 	testenv.CreateDeployment(t.Context(), t, c, b.ns, "a", 6, "node-1")
 	testenv.CreateDeployment(t.Context(), t, c, b.ns, "b", 6, "node-4")
-	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 6)
-	testenv.WaitRunningOn(t.Context(), t, c, "node-4", 6)
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", 6)
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-4", 6)
 	testenv.CreatePDB(t.Context(), t, c, b.ns, "a", testenv.MinAvailable(5), 6, 1) // node-1's drain takes a while
 	b.addTargets(t)
 
@@ -484,7 +484,7 @@ func TestDrainDeletesBlockedPodsAfterDeleteAfter(t *testing.T) {
 	b := newDrainBed(t)
 	c := b.env.Client()
 	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", 3, "node-1")
-	testenv.WaitRunningOn(t.Context(), t, c, "node-1", 3)
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", 3)
 	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(3), 3, 0) // allows no eviction at all
 	b.addTargets(t)
 
@@ -507,7 +507,7 @@ func TestDrainDeletesBlockedPodsAfterDeleteAfter(t *testing.T) {
 	if blocked < 3 {
 		t.Errorf("%v refused evictions: the pods were deleted without trying eviction first", blocked)
 	}
-	if left, err := testenv.PodsOn(t.Context(), c, "node-1"); err != nil || len(left) != 0 {
+	if left, err := testenv.PodsOn(t.Context(), c, b.ns, "node-1"); err != nil || len(left) != 0 {
 		t.Errorf("pods left on node-1: %d (%v)", len(left), err)
 	}
 	testenv.WaitFor(t, 30*time.Second, "PodDeleted events", func() (bool, error) {

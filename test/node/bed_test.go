@@ -290,7 +290,7 @@ func containerStates(p *corev1.Pod) string {
 
 func waitNoPods(ctx context.Context, c kubernetes.Interface, node string) {
 	for ctx.Err() == nil {
-		pods, err := testenv.PodsOn(ctx, c, node)
+		pods, err := testenv.PodsOn(ctx, c, "", node)
 		if err == nil && len(pods) == 0 {
 			return
 		}

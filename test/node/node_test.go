@@ -271,7 +271,7 @@ func (b *bed) testDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 3*time.Minute, "the Deployment's pods Ready on "+realNode, func() (bool, string) {
-		pods, err := testenv.PodsOn(ctx, b.c, realNode)
+		pods, err := testenv.PodsOn(ctx, b.c, "", realNode)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -344,7 +344,7 @@ func (b *bed) testDrain(t *testing.T) {
 	}
 	// Succeeded means every evicted pod is gone or finished; the kubelet
 	// deletes a finished pod's object a moment later.
-	pods, err := testenv.PodsOn(ctx, b.c, realNode)
+	pods, err := testenv.PodsOn(ctx, b.c, "", realNode)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +354,7 @@ func (b *bed) testDrain(t *testing.T) {
 		}
 	}
 	waitFor(t, time.Minute, "the evicted pods' objects to go", func() (bool, string) {
-		pods, err := testenv.PodsOn(ctx, b.c, realNode)
+		pods, err := testenv.PodsOn(ctx, b.c, "", realNode)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -367,7 +367,7 @@ func (b *bed) testDrain(t *testing.T) {
 		return n == 0, fmt.Sprintf("%d left", n)
 	})
 	waitFor(t, time.Minute, fmt.Sprintf("%d web pods Ready on %s", replicas, kwokNode), func() (bool, string) {
-		pods, err := testenv.PodsOn(ctx, b.c, kwokNode)
+		pods, err := testenv.PodsOn(ctx, b.c, "", kwokNode)
 		if err != nil {
 			return false, err.Error()
 		}

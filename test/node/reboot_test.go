@@ -322,7 +322,7 @@ func (b *bed) testReboot(t *testing.T, m *machineNode, ns string, kubeletShutdow
 }
 
 func (b *bed) readyOn(t *testing.T, ns, node string) int {
-	pods, err := testenv.PodsOn(t.Context(), b.c, node)
+	pods, err := testenv.PodsOn(t.Context(), b.c, "", node)
 	if err != nil {
 		return 0
 	}

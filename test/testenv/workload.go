@@ -65,9 +65,11 @@ func NewDaemonSet(ns, name string) *appsv1.DaemonSet {
 	}
 }
 
-// PodsOn lists the pods bound to node, in all namespaces.
-func PodsOn(ctx context.Context, c kubernetes.Interface, node string) ([]corev1.Pod, error) {
-	l, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+// PodsOn lists the pods of namespace ns bound to node, in all namespaces when
+// ns is "". A test that counts its workload names its namespace: where
+// deploy/ is installed, the agent's own DaemonSet pod is on every node too.
+func PodsOn(ctx context.Context, c kubernetes.Interface, ns, node string) ([]corev1.Pod, error) {
+	l, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		return nil, err
 	}
@@ -150,11 +152,12 @@ func CreatePDB(ctx context.Context, tb testing.TB, c kubernetes.Interface, ns, a
 	})
 }
 
-// WaitRunningOn waits until node has want RunningPods, in all namespaces.
-func WaitRunningOn(ctx context.Context, tb testing.TB, c kubernetes.Interface, node string, want int) {
+// WaitRunningOn waits until node has want RunningPods of namespace ns (see
+// PodsOn).
+func WaitRunningOn(ctx context.Context, tb testing.TB, c kubernetes.Interface, ns, node string, want int) {
 	tb.Helper()
-	waitWorkload(ctx, tb, fmt.Sprintf("%d running pods on %s", want, node), func() (bool, error) {
-		pods, err := PodsOn(ctx, c, node)
+	waitWorkload(ctx, tb, fmt.Sprintf("%d running pods of namespace %s on %s", want, ns, node), func() (bool, error) {
+		pods, err := PodsOn(ctx, c, ns, node)
 		if err != nil {
 			return false, err
 		}
