@@ -329,10 +329,10 @@ func TestGuardReleasesAtDeadlineOnRealLogind(t *testing.T) {
 // like `systemctl reboot` does: the drain starts, the host stays up until it
 // ends, then the container exits as a reboot.
 func TestRebootThroughLogindWaitsForGuard(t *testing.T) {
-	rootfs := RequirePrerequisites(t)
+	rootfs := testenv.RequireContainer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
-	p := startProbeContainer(ctx, t, rootfs, func(c *Container) {
+	p := startProbeContainer(ctx, t, rootfs, func(c *testenv.Container) {
 		if err := c.WriteFile("/etc/systemd/logind.conf.d/50-e2e.conf", []byte("[Login]\nInhibitDelayMaxSec=120\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -358,7 +358,7 @@ func TestRebootThroughLogindWaitsForGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code != ExitReboot {
-		t.Errorf("systemd-nspawn exited %d, want %d (reboot, not poweroff)", code, ExitReboot)
+	if code != testenv.ExitReboot {
+		t.Errorf("systemd-nspawn exited %d, want %d (reboot, not poweroff)", code, testenv.ExitReboot)
 	}
 }

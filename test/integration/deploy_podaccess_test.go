@@ -91,7 +91,7 @@ func (b *deployBed) testWithoutImpersonation(t *testing.T) {
 		return false, nil
 	})
 	n := getNode(t, c, node)
-	if n.Spec.Unschedulable || hasDrainTaint(n) || n.Annotations[selfdrain.StatusAnnotation] != "" {
+	if n.Spec.Unschedulable || testenv.HasTaint(n, testenv.DrainTaint) || n.Annotations[selfdrain.StatusAnnotation] != "" {
 		t.Fatalf("%s changed although the drain was refused: unschedulable %v, taints %v, status %q", node, n.Spec.Unschedulable, n.Spec.Taints, n.Annotations[selfdrain.StatusAnnotation])
 	}
 
@@ -144,7 +144,7 @@ func (b *deployBed) testWithoutImpersonation(t *testing.T) {
 	}
 	testenv.WaitFor(t, time.Minute, node+" uncordoned", func() (bool, error) {
 		n := getNode(t, c, node)
-		return !n.Spec.Unschedulable && !hasDrainTaint(n), nil
+		return !n.Spec.Unschedulable && !testenv.HasTaint(n, testenv.DrainTaint), nil
 	})
 	if err := agent.Stop(t); err != nil {
 		t.Errorf("node-agent exited with %v", err)
