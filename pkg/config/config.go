@@ -10,7 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -20,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/node-agent/node-agent/pkg/reboot"
 )
 
 // LibvirtURIAuto asks discovery to find libvirt itself: qemu:///system first,
@@ -54,6 +59,7 @@ type Config struct {
 	Drain       DrainConfig       `json:"drain"`
 	Maintenance MaintenanceConfig `json:"maintenance"`
 	Shutdown    ShutdownConfig    `json:"shutdown"`
+	Reboot      RebootConfig      `json:"reboot"`
 }
 
 // MaintenanceConfig chooses the maintenance APIs the agent serves besides
@@ -133,6 +139,63 @@ type ShutdownConfig struct {
 	LogindDropInDir string `json:"logindDropInDir"`
 }
 
+// RebootConfig configures the reboot coordinator (pkg/reboot): it reboots
+// this node when the host asks for it, inside a window, never past a
+// blocker.
+type RebootConfig struct {
+	// Enabled turns the reboot coordinator on. Off by default: a node-agent
+	// upgrade must not start rebooting nodes.
+	Enabled bool `json:"enabled"`
+	// SentinelFile is the path, as the agent sees it, of the file whose
+	// existence means the host needs a reboot (Debian's and Ubuntu's
+	// unattended-upgrades create /run/reboot-required). Empty: no file.
+	SentinelFile string `json:"sentinelFile"`
+	// SentinelCommand is run on the host, as a transient systemd unit; exit
+	// status 0 means the host needs a reboot. Empty: no command.
+	SentinelCommand []string `json:"sentinelCommand,omitempty"`
+	// Window is when a reboot may start.
+	Window RebootWindowConfig `json:"window"`
+	// BlockingPodSelector: while a pod on this node matches it, no reboot
+	// starts. Empty: no pod blocks.
+	BlockingPodSelector string `json:"blockingPodSelector,omitempty"`
+	// PrometheusURL is queried for firing alerts; a firing alert whose
+	// name matches BlockingAlertRegexp blocks the reboot. Empty: alerts
+	// are not checked.
+	PrometheusURL string `json:"prometheusURL,omitempty"`
+	// BlockingAlertRegexp selects, by alertname, the firing alerts that
+	// block a reboot. It is anchored at both ends, as Prometheus's own
+	// =~ matchers. Empty: every firing alert blocks.
+	//
+	// kured's --alert-filter-regexp names the alerts to ignore (unless
+	// --alert-filter-match-only); this key names the alerts that block, so
+	// it carries another name rather than kured's with the opposite meaning.
+	BlockingAlertRegexp string `json:"blockingAlertRegexp,omitempty"`
+	// RebootWithoutDrain reboots even when the drain did not finish within
+	// drain.timeout. Off: the node stays cordoned and the reboot is reported
+	// Failed, because rebooting then drops the pods the drain could not
+	// move.
+	RebootWithoutDrain bool `json:"rebootWithoutDrain"`
+	// LoopBound is how long after a reboot a sentinel that is still there
+	// does not cause another reboot (reported as RebootLoop); 0 turns the
+	// guard off.
+	LoopBound metav1.Duration `json:"loopBound"`
+}
+
+// RebootWindowConfig is when a reboot may start. A reboot already under way
+// when the window closes finishes.
+type RebootWindowConfig struct {
+	// Days are the days of the week a reboot may start on (sun, mon, tue,
+	// wed, thu, fri, sat). Empty: every day.
+	Days []string `json:"days,omitempty"`
+	// Start and End are the times of day ("HH:MM", 24-hour) between which
+	// a reboot may start, in TimeZone. End before Start crosses midnight
+	// (22:00 to 04:00); End equal to Start is the whole day.
+	Start string `json:"start"`
+	End   string `json:"end"`
+	// TimeZone is an IANA time zone name, such as Europe/Berlin or UTC.
+	TimeZone string `json:"timeZone"`
+}
+
 // Default returns the configuration used when neither a flag nor the config
 // file sets a key.
 func Default() Config {
@@ -164,6 +227,18 @@ func Default() Config {
 			DrainBudget:      metav1.Duration{Duration: 5 * time.Minute},
 			SafetyMargin:     metav1.Duration{Duration: 2 * time.Second},
 			LogindDropInDir:  "/etc/systemd/logind.conf.d",
+		},
+		Reboot: RebootConfig{
+			SentinelFile: "/run/reboot-required",
+			Window:       RebootWindowConfig{Start: "00:00", End: "00:00", TimeZone: "UTC"},
+			// A day. A sentinel that survives a reboot was not cleared by
+			// it, and another reboot rarely clears it either (kured#1269);
+			// each attempt drains the node and moves its VMs. With a day,
+			// such a node reboots at most once a day, once per daily
+			// window, and the RebootLoop reason stays up long enough to be
+			// alerted on. A shorter bound, such as kured's one-hour
+			// --period, repeats the futile reboot 24 times a day.
+			LoopBound: metav1.Duration{Duration: 24 * time.Hour},
 		},
 	}
 }
@@ -212,6 +287,18 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(durationValue{&c.Shutdown.SafetyMargin}, "shutdown-safety-margin", "Release the inhibitor this long before logind's delay expires, drained or not.")
 	fs.BoolVar(&c.Shutdown.ManageLogindConfig, "shutdown-manage-logind-config", c.Shutdown.ManageLogindConfig, "Write a logind drop-in raising InhibitDelayMaxSec to the drain budget.")
 	fs.StringVar(&c.Shutdown.LogindDropInDir, "shutdown-logind-drop-in-dir", c.Shutdown.LogindDropInDir, "Directory for that drop-in (the host's /etc/systemd/logind.conf.d).")
+	fs.BoolVar(&c.Reboot.Enabled, "reboot-enabled", c.Reboot.Enabled, "Reboot this node when the host needs it (sentinel file or command), inside the window, one drain slot at a time, never past a blocker.")
+	fs.StringVar(&c.Reboot.SentinelFile, "reboot-sentinel-file", c.Reboot.SentinelFile, "File, as the agent sees it, whose existence means the host needs a reboot. Empty: no file.")
+	fs.StringArrayVar(&c.Reboot.SentinelCommand, "reboot-sentinel-command", c.Reboot.SentinelCommand, "Command run on the host as a transient systemd unit; exit status 0 means the host needs a reboot. One flag per argument. Empty: no command.")
+	fs.StringSliceVar(&c.Reboot.Window.Days, "reboot-window-days", c.Reboot.Window.Days, "Days of the week a reboot may start: sun, mon, tue, wed, thu, fri, sat. Empty: every day.")
+	fs.StringVar(&c.Reboot.Window.Start, "reboot-window-start", c.Reboot.Window.Start, "Time of day (HH:MM) from which a reboot may start, in --reboot-window-time-zone.")
+	fs.StringVar(&c.Reboot.Window.End, "reboot-window-end", c.Reboot.Window.End, "Time of day (HH:MM) from which no reboot starts. Before the start: the window crosses midnight. Equal to the start: the whole day.")
+	fs.StringVar(&c.Reboot.Window.TimeZone, "reboot-window-time-zone", c.Reboot.Window.TimeZone, "IANA time zone of the window, such as Europe/Berlin.")
+	fs.StringVar(&c.Reboot.BlockingPodSelector, "reboot-blocking-pod-selector", c.Reboot.BlockingPodSelector, "Label selector: while a pod on this node matches it, no reboot starts. Empty: no pod blocks.")
+	fs.StringVar(&c.Reboot.PrometheusURL, "reboot-prometheus-url", c.Reboot.PrometheusURL, "Prometheus queried for firing alerts (/api/v1/alerts); a matching alert blocks the reboot, and so does a failed query. Empty: alerts are not checked.")
+	fs.StringVar(&c.Reboot.BlockingAlertRegexp, "reboot-blocking-alert-regexp", c.Reboot.BlockingAlertRegexp, "Regular expression, anchored, for the names of the firing alerts that block a reboot. Empty: every firing alert. The opposite of kured's --alert-filter-regexp, which names the alerts to ignore.")
+	fs.BoolVar(&c.Reboot.RebootWithoutDrain, "reboot-reboot-without-drain", c.Reboot.RebootWithoutDrain, "Reboot even when the drain did not finish within --drain-timeout. Off: the node stays cordoned and the reboot is reported Failed.")
+	fs.Var(durationValue{&c.Reboot.LoopBound}, "reboot-loop-bound", "No second reboot within this time when the sentinel is still there after a reboot (reported as RebootLoop). 0s: no such guard.")
 }
 
 // AddLabellerFlags binds only the labelling keys, for `node-agent labels`.
@@ -308,6 +395,7 @@ var durationKeys = [][2]string{
 	{"drain", "deleteAfter"},
 	{"shutdown", "drainBudget"},
 	{"shutdown", "safetyMargin"},
+	{"reboot", "loopBound"},
 }
 
 // badDurationKey finds the first duration key in js whose value does not
@@ -398,7 +486,53 @@ func (c *Config) Validate() error {
 	if c.Shutdown.SafetyMargin.Duration < 0 {
 		errs = append(errs, fmt.Errorf("shutdown.safetyMargin %s: must not be negative", c.Shutdown.SafetyMargin.Duration))
 	}
+	errs = append(errs, c.Reboot.validate()...)
 	return joinErrors(errs)
+}
+
+// validate checks the reboot keys. They are checked even when the
+// coordinator is off, so that turning it on later does not reveal a
+// mistake made earlier.
+func (r *RebootConfig) validate() []error {
+	var errs []error
+	if len(r.SentinelCommand) > 0 && !filepath.IsAbs(r.SentinelCommand[0]) {
+		// systemd's ExecStart= wants an absolute path in the D-Bus API.
+		errs = append(errs, fmt.Errorf("reboot.sentinelCommand %q: the program must be an absolute path, such as /usr/bin/test", r.SentinelCommand[0]))
+	}
+	if r.SentinelFile != "" && !filepath.IsAbs(r.SentinelFile) {
+		errs = append(errs, fmt.Errorf("reboot.sentinelFile %q: must be an absolute path, such as /run/reboot-required, or empty", r.SentinelFile))
+	}
+	if r.Enabled && r.SentinelFile == "" && len(r.SentinelCommand) == 0 {
+		errs = append(errs, errors.New("reboot: enabled with neither sentinelFile nor sentinelCommand; set one, or turn reboot.enabled off"))
+	}
+	if _, err := reboot.ParseWindow(r.Window.Days, r.Window.Start, r.Window.End, r.Window.TimeZone); err != nil {
+		for _, e := range unwrapAll(err) {
+			errs = append(errs, fmt.Errorf("reboot.window.%w", e))
+		}
+	}
+	if _, err := labels.Parse(r.BlockingPodSelector); err != nil {
+		errs = append(errs, fmt.Errorf("reboot.blockingPodSelector %q: %w", r.BlockingPodSelector, err))
+	}
+	if r.PrometheusURL != "" {
+		if u, err := url.Parse(r.PrometheusURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("reboot.prometheusURL %q: want an http or https URL such as http://prometheus.monitoring.svc:9090, or empty", r.PrometheusURL))
+		}
+	}
+	if _, err := regexp.Compile(r.BlockingAlertRegexp); err != nil {
+		errs = append(errs, fmt.Errorf("reboot.blockingAlertRegexp %q: %w", r.BlockingAlertRegexp, err))
+	}
+	if r.LoopBound.Duration < 0 {
+		errs = append(errs, fmt.Errorf("reboot.loopBound %s: must not be negative", r.LoopBound.Duration))
+	}
+	return errs
+}
+
+// unwrapAll returns the errors joined in err (errors.Join), or err alone.
+func unwrapAll(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // Validate checks the labelling keys; `node-agent labels` uses it alone.

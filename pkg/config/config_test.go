@@ -38,6 +38,17 @@ func TestParse(t *testing.T) {
 		{name: "keys are case-sensitive", yaml: "labeller:\n  minCpuModel: x\n", wantErr: `unknown field "labeller.minCpuModel"`},
 		{name: "bad duration names the key", yaml: "shutdown:\n  drainBudget: 5 minutes\n", wantErr: "shutdown.drainBudget"},
 		{name: "bad duration beside top-level keys", yaml: "nodeName: node-1\nlogLevel: info\ndrain:\n  timeout: soon\n", wantErr: "drain.timeout"},
+		{name: "reboot section", yaml: "reboot:\n  enabled: true\n  sentinelCommand: [/usr/bin/test, -e, /var/run/reboot-required]\n  window:\n    days: [sat, sun]\n    start: \"22:00\"\n    end: \"04:00\"\n    timeZone: Europe/Berlin\n  loopBound: 12h\n", check: func(t *testing.T, c Config) {
+			r := c.Reboot
+			if !r.Enabled || len(r.SentinelCommand) != 3 || strings.Join(r.Window.Days, ",") != "sat,sun" || r.Window.End != "04:00" || r.LoopBound.Duration != 12*time.Hour {
+				t.Errorf("not applied: %+v", r)
+			}
+			if r.SentinelFile != "/run/reboot-required" {
+				t.Errorf("sibling default lost: %q", r.SentinelFile)
+			}
+		}},
+		{name: "bad reboot duration names the key", yaml: "reboot:\n  loopBound: a day\n", wantErr: "reboot.loopBound"},
+		{name: "unknown reboot key", yaml: "reboot:\n  window:\n    timezone: UTC\n", wantErr: `unknown field "reboot.window.timezone"`},
 		{name: "wrong type", yaml: "drain:\n  maxConcurrentNodes: many\n", wantErr: "maxConcurrentNodes"},
 		{name: "not yaml", yaml: "a: [1\n", wantErr: "not valid YAML"},
 	}
@@ -78,6 +89,30 @@ func TestValidate(t *testing.T) {
 		{name: "min model with spaces", mutate: func(c *Config) { c.Labeller.MinCPUModel = " Penryn" }, wantErr: "labeller.minCPUModel"},
 		{name: "empty obsolete entry", mutate: func(c *Config) { c.Labeller.ObsoleteCPUModels = []string{""} }, wantErr: "obsoleteCPUModels"},
 		{name: "no budget", mutate: func(c *Config) { c.Shutdown.DrainBudget.Duration = 0 }, wantErr: "shutdown.drainBudget"},
+		{name: "reboot enabled with defaults is valid", mutate: func(c *Config) { c.Reboot.Enabled = true }},
+		{name: "reboot window across midnight is valid", mutate: func(c *Config) {
+			c.Reboot.Window = RebootWindowConfig{Days: []string{"sat", "Sun"}, Start: "22:00", End: "04:00", TimeZone: "Europe/Berlin"}
+		}},
+		{name: "reboot full setup is valid", mutate: func(c *Config) {
+			c.Reboot.SentinelCommand = []string{"/usr/bin/needs-restarting", "-r"}
+			c.Reboot.BlockingPodSelector = "app in (db, cache)"
+			c.Reboot.PrometheusURL = "http://prometheus.monitoring.svc:9090"
+			c.Reboot.BlockingAlertRegexp = "Kube.*|Etcd.*"
+		}},
+		{name: "reboot unknown time zone", mutate: func(c *Config) { c.Reboot.Window.TimeZone = "Europe/Atlantis" }, wantErr: `reboot.window.timeZone "Europe/Atlantis"`},
+		{name: "reboot time zone names the fix", mutate: func(c *Config) { c.Reboot.Window.TimeZone = "CEST+2" }, wantErr: "use an IANA name"},
+		{name: "reboot local time zone", mutate: func(c *Config) { c.Reboot.Window.TimeZone = "Local" }, wantErr: "reboot.window.timeZone"},
+		{name: "reboot empty time zone", mutate: func(c *Config) { c.Reboot.Window.TimeZone = "" }, wantErr: "reboot.window.timeZone"},
+		{name: "reboot bad day", mutate: func(c *Config) { c.Reboot.Window.Days = []string{"mon", "monday"} }, wantErr: `reboot.window.days "monday"`},
+		{name: "reboot bad start", mutate: func(c *Config) { c.Reboot.Window.Start = "24:00" }, wantErr: `reboot.window.start "24:00"`},
+		{name: "reboot end without leading zero", mutate: func(c *Config) { c.Reboot.Window.End = "4:00" }, wantErr: `reboot.window.end "4:00"`},
+		{name: "reboot bad pod selector", mutate: func(c *Config) { c.Reboot.BlockingPodSelector = "a in (" }, wantErr: "reboot.blockingPodSelector"},
+		{name: "reboot bad alert regexp", mutate: func(c *Config) { c.Reboot.BlockingAlertRegexp = "Kube(" }, wantErr: "reboot.blockingAlertRegexp"},
+		{name: "reboot prometheus URL without scheme", mutate: func(c *Config) { c.Reboot.PrometheusURL = "prometheus:9090" }, wantErr: "reboot.prometheusURL"},
+		{name: "reboot relative sentinel command", mutate: func(c *Config) { c.Reboot.SentinelCommand = []string{"needs-restarting", "-r"} }, wantErr: "reboot.sentinelCommand"},
+		{name: "reboot relative sentinel file", mutate: func(c *Config) { c.Reboot.SentinelFile = "reboot-required" }, wantErr: "reboot.sentinelFile"},
+		{name: "reboot enabled without any sentinel", mutate: func(c *Config) { c.Reboot.Enabled = true; c.Reboot.SentinelFile = "" }, wantErr: "neither sentinelFile nor sentinelCommand"},
+		{name: "reboot negative loop bound", mutate: func(c *Config) { c.Reboot.LoopBound.Duration = -time.Hour }, wantErr: "reboot.loopBound"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,6 +158,34 @@ func TestLoadFlagsWinOverFile(t *testing.T) {
 	}
 	if strings.Join(got.Labeller.ObsoleteCPUModels, ",") != "b,c" {
 		t.Errorf("obsoleteCPUModels = %v, want [b c]", got.Labeller.ObsoleteCPUModels)
+	}
+}
+
+// The sentinel command is a list of arguments, one flag each: an argument
+// with a comma must reach the command whole, and flags must win over the file.
+func TestLoadRebootFlags(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("nodeName: node-1\nreboot:\n  sentinelCommand: [/bin/false]\n  window:\n    days: [mon]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Default()
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{"--reboot-sentinel-command=/usr/bin/grep", "--reboot-sentinel-command=a,b", "--reboot-window-days=sat,sun", "--reboot-loop-bound=2h"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(path, Default(), fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/usr/bin/grep", "a,b"}; !reflect.DeepEqual(got.Reboot.SentinelCommand, want) {
+		t.Errorf("sentinelCommand = %q, want %q", got.Reboot.SentinelCommand, want)
+	}
+	if want := []string{"sat", "sun"}; !reflect.DeepEqual(got.Reboot.Window.Days, want) {
+		t.Errorf("window.days = %q, want %q", got.Reboot.Window.Days, want)
+	}
+	if got.Reboot.LoopBound.Duration != 2*time.Hour {
+		t.Errorf("loopBound = %s, want 2h", got.Reboot.LoopBound.Duration)
 	}
 }
 

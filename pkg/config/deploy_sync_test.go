@@ -44,6 +44,12 @@ func TestDeployConfigMapIsDefault(t *testing.T) {
 	if len(got.Labeller.ObsoleteCPUModels) == 0 {
 		got.Labeller.ObsoleteCPUModels = nil
 	}
+	if len(got.Reboot.SentinelCommand) == 0 {
+		got.Reboot.SentinelCommand = nil
+	}
+	if len(got.Reboot.Window.Days) == 0 {
+		got.Reboot.Window.Days = nil
+	}
 	if want := Default(); !reflect.DeepEqual(got, want) {
 		gotKeys, wantKeys := deployFlatten(t, got), deployFlatten(t, want)
 		for _, k := range deployKeyPaths(reflect.TypeOf(Config{}), "") {

@@ -36,7 +36,7 @@ func Keys() []Key {
 		def := f.DefValue
 		if def == "" || def == "[]" {
 			def = `""`
-			if f.Value.Type() == "stringSlice" {
+			if t := f.Value.Type(); t == "stringSlice" || t == "stringArray" {
 				def = "[]"
 			}
 		}
