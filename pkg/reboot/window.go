@@ -67,13 +67,7 @@ func ParseWindow(days []string, start, end, timeZone string) (Window, error) {
 	}
 	dayText := "every day"
 	if len(days) > 0 {
-		var ds []string
-		for i, on := range w.days {
-			if on {
-				ds = append(ds, dayNames[i])
-			}
-		}
-		dayText = strings.Join(ds, ",")
+		dayText = strings.ToLower(strings.Join(days, ","))
 	}
 	w.text = fmt.Sprintf("%s %s-%s %s", dayText, start, end, timeZone)
 	return w, nil
