@@ -1,0 +1,221 @@
+package reboot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/node-agent/node-agent/pkg/kube"
+)
+
+// Every check below fails closed: when it cannot be made, it reports a
+// blocker that says why, and the reboot waits. A node that reboots because
+// Prometheus was down, or the apiserver did not answer, is the outage the
+// check was configured to prevent (kured fails closed the same way).
+
+// PodLister lists the pods on this node that match a selector.
+type PodLister interface {
+	ListPods(ctx context.Context, selector labels.Selector) ([]*corev1.Pod, error)
+}
+
+// NodePods lists a node's pods through the apiserver with a spec.nodeName
+// field selector: the Node authorizer lets the node's own identity
+// (podaccess's client in ModeNode) list only that way.
+type NodePods struct {
+	Client kube.Interface
+	Node   string
+}
+
+// ListPods implements PodLister; the label selector is applied by the
+// apiserver.
+func (n NodePods) ListPods(ctx context.Context, selector labels.Selector) ([]*corev1.Pod, error) {
+	list, err := n.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Node).String(),
+		LabelSelector: selector.String(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// PodBlockers finds the pods that block a reboot: those on this node that
+// match reboot.blockingPodSelector and have not finished.
+type PodBlockers struct {
+	Lister PodLister
+	// Selector is the parsed reboot.blockingPodSelector; nil or empty
+	// means no pod blocks (labels.Parse("") would select every pod).
+	Selector labels.Selector
+}
+
+// Blockers returns one Blocker per blocking pod, namespace/name, sorted; a
+// failed list is itself a blocker.
+func (p PodBlockers) Blockers(ctx context.Context) []Blocker {
+	if p.Selector == nil || p.Selector.Empty() {
+		return nil
+	}
+	pods, err := p.Lister.ListPods(ctx, p.Selector)
+	if err != nil {
+		return []Blocker{{Kind: BlockerPod, Name: "pods not listed: " + err.Error()}}
+	}
+	var out []Blocker
+	for _, pod := range pods {
+		// A pod that finished holds nothing a reboot could break; kured
+		// leaves out the same phases.
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if !p.Selector.Matches(labels.Set(pod.Labels)) {
+			continue // the lister may be a store that does not filter
+		}
+		out = append(out, Blocker{Kind: BlockerPod, Name: pod.Namespace + "/" + pod.Name})
+	}
+	slices.SortFunc(out, func(a, b Blocker) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// AlertBlockers finds the firing Prometheus alerts that block a reboot.
+type AlertBlockers struct {
+	// URL is reboot.prometheusURL; the API path is appended to it, so a
+	// Prometheus served under a path prefix works.
+	URL string
+	// Match selects alert names; nil means every alert. See
+	// CompileAlertRegexp.
+	Match *regexp.Regexp
+	// Client makes the request; nil means one with a 10s timeout.
+	Client *http.Client
+}
+
+// CompileAlertRegexp compiles reboot.blockingAlertRegexp anchored at both
+// ends, as Prometheus anchors its own =~ matchers, so that "Etcd" does not
+// also match "EtcdHighFsyncDurations". "" gives nil: every alert.
+func CompileAlertRegexp(expr string) (*regexp.Regexp, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	return regexp.Compile("^(?:" + expr + ")$")
+}
+
+// maxAlertsBody bounds the answer read from Prometheus; a cluster in
+// trouble can have many alerts, but not this many bytes of them.
+const maxAlertsBody = 16 << 20
+
+// Blockers asks Prometheus for its alerts (GET /api/v1/alerts) and returns
+// one Blocker per name of a firing alert that matches, sorted. Pending
+// alerts do not block: they have not fired yet. When the query fails the
+// one Blocker says why ("prometheus unreachable: ...").
+func (a AlertBlockers) Blockers(ctx context.Context) []Blocker {
+	if a.URL == "" {
+		return nil
+	}
+	names, err := a.firing(ctx)
+	if err != nil {
+		return []Blocker{{Kind: BlockerAlert, Name: "prometheus unreachable: " + err.Error()}}
+	}
+	var out []Blocker
+	for _, n := range names {
+		if a.Match == nil || a.Match.MatchString(n) {
+			out = append(out, Blocker{Kind: BlockerAlert, Name: n})
+		}
+	}
+	return out
+}
+
+func (a AlertBlockers) firing(ctx context.Context) ([]string, error) {
+	u, err := url.Parse(a.URL)
+	if err != nil {
+		return nil, err
+	}
+	u = u.JoinPath("api", "v1", "alerts")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	client := a.Client
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAlertsBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer of %s: %w", u.Redacted(), err)
+	}
+	if len(body) > maxAlertsBody {
+		return nil, fmt.Errorf("answer of %s is larger than %d bytes", u.Redacted(), maxAlertsBody)
+	}
+	names, err := parseFiringAlerts(body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: HTTP %d: %w", u.Redacted(), resp.StatusCode, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: HTTP %d", u.Redacted(), resp.StatusCode)
+	}
+	return names, nil
+}
+
+// alertsResponse is the part of Prometheus's /api/v1/alerts answer read
+// here (https://prometheus.io/docs/prometheus/latest/querying/api/#alerts).
+type alertsResponse struct {
+	Status string `json:"status"`
+	Error  string `json:"error"`
+	Data   struct {
+		Alerts []struct {
+			Labels map[string]string `json:"labels"`
+			State  string            `json:"state"`
+		} `json:"alerts"`
+	} `json:"data"`
+}
+
+// parseFiringAlerts returns the distinct alertnames of the firing alerts in
+// an /api/v1/alerts answer, sorted.
+func parseFiringAlerts(body []byte) ([]string, error) {
+	var r alertsResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("not a Prometheus API answer: %w", err)
+	}
+	if r.Status != "success" {
+		if r.Error != "" {
+			return nil, fmt.Errorf("status %q: %s", r.Status, r.Error)
+		}
+		return nil, fmt.Errorf("status %q, want \"success\"", r.Status)
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, al := range r.Data.Alerts {
+		if al.State != "firing" {
+			continue
+		}
+		n := al.Labels["alertname"]
+		if n == "" {
+			return nil, errors.New("a firing alert has no alertname label")
+		}
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}

@@ -1,0 +1,198 @@
+package reboot
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+)
+
+// alertsJSON is an /api/v1/alerts answer in the shape Prometheus 3 gives:
+// two series of one firing alert, a pending alert, an always-firing
+// Watchdog.
+const alertsJSON = `{"status":"success","data":{"alerts":[
+ {"labels":{"alertname":"KubePodCrashLooping","namespace":"db","pod":"pg-0","severity":"warning"},"annotations":{"summary":"Pod is crash looping."},"state":"firing","activeAt":"2026-11-24T02:10:00.123Z","value":"1e+00"},
+ {"labels":{"alertname":"KubePodCrashLooping","namespace":"db","pod":"pg-1","severity":"warning"},"annotations":{},"state":"firing","activeAt":"2026-11-24T02:11:00Z","value":"1e+00"},
+ {"labels":{"alertname":"EtcdMembersDown","severity":"critical"},"annotations":{},"state":"pending","activeAt":"2026-11-24T02:59:30Z","value":"1e+00"},
+ {"labels":{"alertname":"EtcdHighFsyncDurations","severity":"warning"},"annotations":{},"state":"firing","activeAt":"2026-11-24T01:00:00Z","value":"6.4e-01"},
+ {"labels":{"alertname":"Watchdog","severity":"none"},"annotations":{},"state":"firing","activeAt":"2026-11-20T00:00:00Z","value":"1e+00"}
+]}}`
+
+func prometheus(t *testing.T, status int, body string) *httptest.Server {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/api/v1/alerts") {
+			http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func alertNames(bs []Blocker) []string {
+	var out []string
+	for _, b := range bs {
+		if b.Kind != BlockerAlert {
+			out = append(out, "not an alert: "+b.Name)
+			continue
+		}
+		out = append(out, b.Name)
+	}
+	return out
+}
+
+func TestAlertBlockers(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		expr   string
+		path   string // a path prefix on the URL
+		want   []string
+		prefix string // the one blocker begins with it
+	}{
+		{name: "every firing alert, once each, sorted", status: 200, body: alertsJSON, want: []string{"EtcdHighFsyncDurations", "KubePodCrashLooping", "Watchdog"}},
+		{name: "matching: anchored", status: 200, body: alertsJSON, expr: "Etcd.*|KubePod", want: []string{"EtcdHighFsyncDurations"}},
+		{name: "pending alerts do not block", status: 200, body: alertsJSON, expr: "EtcdMembersDown", want: nil},
+		{name: "nothing firing", status: 200, body: `{"status":"success","data":{"alerts":[]}}`, want: nil},
+		{name: "path prefix kept", status: 200, body: alertsJSON, expr: "Watchdog", path: "/prometheus", want: []string{"Watchdog"}},
+		{name: "HTTP error", status: 503, body: "Service Unavailable", prefix: "prometheus unreachable: GET "},
+		{name: "API error", status: 422, body: `{"status":"error","errorType":"execution","error":"query timed out"}`, prefix: "prometheus unreachable: GET "},
+		{name: "not JSON", status: 200, body: "<html>login</html>", prefix: "prometheus unreachable: GET "},
+		{name: "firing alert without a name", status: 200, body: `{"status":"success","data":{"alerts":[{"labels":{},"state":"firing"}]}}`, prefix: "prometheus unreachable: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := prometheus(t, tt.status, tt.body)
+			re, err := CompileAlertRegexp(tt.expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := AlertBlockers{URL: s.URL + tt.path, Match: re, Client: s.Client()}.Blockers(context.Background())
+			if tt.prefix != "" {
+				if len(got) != 1 || got[0].Kind != BlockerAlert || !strings.HasPrefix(got[0].Name, tt.prefix) {
+					t.Fatalf("blockers = %+v, want one alert blocker beginning %q (fail closed)", got, tt.prefix)
+				}
+				return
+			}
+			if names := alertNames(got); !reflect.DeepEqual(names, tt.want) {
+				t.Errorf("blockers = %q, want %q", names, tt.want)
+			}
+		})
+	}
+}
+
+func TestAlertBlockersUnreachable(t *testing.T) {
+	s := prometheus(t, 200, alertsJSON)
+	url := s.URL
+	s.Close()
+	got := AlertBlockers{URL: url}.Blockers(context.Background())
+	if len(got) != 1 || !strings.HasPrefix(got[0].Name, "prometheus unreachable: ") {
+		t.Fatalf("blockers = %+v, want prometheus unreachable (fail closed)", got)
+	}
+	if (AlertBlockers{}).Blockers(context.Background()) != nil {
+		t.Error("no URL: want no check")
+	}
+}
+
+func TestCompileAlertRegexp(t *testing.T) {
+	re, err := CompileAlertRegexp("a|b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Anchoring must wrap the whole alternation, not its ends only.
+	for name, want := range map[string]bool{"a": true, "b": true, "ab": false, "xa": false, "bx": false} {
+		if re.MatchString(name) != want {
+			t.Errorf("%q matches %q = %v, want %v", re, name, !want, want)
+		}
+	}
+	if re, err := CompileAlertRegexp(""); re != nil || err != nil {
+		t.Errorf(`"" = %v, %v; want nil, nil (every alert)`, re, err)
+	}
+}
+
+type listerFunc func(ctx context.Context, sel labels.Selector) ([]*corev1.Pod, error)
+
+func (f listerFunc) ListPods(ctx context.Context, sel labels.Selector) ([]*corev1.Pod, error) {
+	return f(ctx, sel)
+}
+
+func pod(ns, name string, lbls map[string]string, phase corev1.PodPhase) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbls}, Status: corev1.PodStatus{Phase: phase}}
+}
+
+func TestPodBlockers(t *testing.T) {
+	pods := []*corev1.Pod{
+		pod("db", "pg-1", map[string]string{"reboot-blocker": "yes"}, corev1.PodRunning),
+		pod("db", "pg-0", map[string]string{"reboot-blocker": "yes"}, corev1.PodPending),
+		pod("batch", "done", map[string]string{"reboot-blocker": "yes"}, corev1.PodSucceeded),
+		pod("batch", "crashed", map[string]string{"reboot-blocker": "yes"}, corev1.PodFailed),
+		pod("web", "nginx", map[string]string{"app": "web"}, corev1.PodRunning),
+	}
+	store := listerFunc(func(context.Context, labels.Selector) ([]*corev1.Pod, error) { return pods, nil })
+	sel, err := labels.Parse("reboot-blocker=yes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := PodBlockers{Lister: store, Selector: sel}.Blockers(context.Background())
+	want := []Blocker{{BlockerPod, "db/pg-0"}, {BlockerPod, "db/pg-1"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("blockers = %+v, want %+v", got, want)
+	}
+
+	everything, _ := labels.Parse("")
+	if got := (PodBlockers{Lister: store, Selector: everything}).Blockers(context.Background()); got != nil {
+		t.Errorf("empty selector: blockers = %+v, want none (no pod blocks)", got)
+	}
+
+	failing := listerFunc(func(context.Context, labels.Selector) ([]*corev1.Pod, error) {
+		return nil, errors.New("apiserver timeout")
+	})
+	got = PodBlockers{Lister: failing, Selector: sel}.Blockers(context.Background())
+	if len(got) != 1 || got[0].Kind != BlockerPod || !strings.Contains(got[0].Name, "apiserver timeout") {
+		t.Errorf("failed list: blockers = %+v, want one that says why (fail closed)", got)
+	}
+}
+
+// NodePods asks the apiserver for this node's pods only, in the one form the
+// Node authorizer allows the node's identity, and with the label selector.
+func TestNodePodsSelectors(t *testing.T) {
+	cs := fake.NewClientset(
+		pod("db", "pg-0", map[string]string{"reboot-blocker": "yes"}, corev1.PodRunning),
+		pod("web", "nginx", map[string]string{"app": "web"}, corev1.PodRunning),
+	)
+	var asked metav1.ListOptions
+	cs.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		l := a.(k8stesting.ListActionImpl)
+		asked.FieldSelector = l.GetListRestrictions().Fields.String()
+		asked.LabelSelector = l.GetListRestrictions().Labels.String()
+		return false, nil, nil
+	})
+	sel, _ := labels.Parse("reboot-blocker=yes")
+	got, err := NodePods{Client: kubetest.Wrap(cs), Node: "node-1"}.ListPods(context.Background(), sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked.FieldSelector != "spec.nodeName=node-1" || asked.LabelSelector != "reboot-blocker=yes" {
+		t.Errorf("asked with fields %q, labels %q; want spec.nodeName=node-1 and reboot-blocker=yes", asked.FieldSelector, asked.LabelSelector)
+	}
+	if len(got) != 1 || got[0].Name != "pg-0" {
+		t.Errorf("pods = %v, want pg-0", got)
+	}
+}
