@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
@@ -96,7 +97,7 @@ func (r *Runner) Run(ctx context.Context, argv []string) (int, error) {
 		// go-systemd calls the flag UncleanIsFailure; systemd reads it as
 		// ExecStart's "-" prefix (ignore a failure), which would turn
 		// every exit status into Result "success". So false.
-		sddbus.PropExecStart(argv, false),
+		sddbus.PropExecStart(escapeDollars(argv), false),
 		{Name: "TimeoutStartUSec", Value: dbus.MakeVariant(uint64(timeout / time.Microsecond))},
 	}
 	// Buffered: go-systemd sends the job's result once, and must not block
@@ -131,6 +132,13 @@ func (r *Runner) Run(ctx context.Context, argv []string) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		if status >= 200 && status <= 243 {
+			// systemd's own codes for a service it could not set up:
+			// 203 is a program that does not exist or cannot be run.
+			// Read as the command's answer, a misspelt path would say
+			// "no reboot needed" for ever.
+			return 0, fmt.Errorf("transient unit %s: systemd could not run the command (exit status %d, see \"Process Exit Codes\" in systemd.exec(5)); see journalctl -u %s on the host", name, status, name)
+		}
 		return int(status), nil
 	case "timeout":
 		return 0, fmt.Errorf("transient unit %s: killed after %s", name, timeout)
@@ -161,6 +169,20 @@ func (r *Runner) cleanUp(ctx context.Context, conn Conn, name string) {
 	if err := conn.ResetFailedUnitContext(ctx, name); err != nil && !noSuchUnit(err) {
 		r.logger().Warn("could not reset the transient unit of the sentinel command", "unit", name, "err", err)
 	}
+}
+
+// escapeDollars doubles every "$": systemd expands $VAR and ${VAR} in
+// ExecStart's arguments, also those set over D-Bus, and turns "$$" into "$".
+// The command must reach the host as configured: sh -c 'kill -9 $$' would
+// otherwise become kill -9 $ (seen on systemd 252). ExecStartEx's
+// no-env-expand flag would do the same, but needs systemd 243, which RHEL 8
+// (239) lacks.
+func escapeDollars(argv []string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = strings.ReplaceAll(a, "$", "$$")
+	}
+	return out
 }
 
 func noSuchUnit(err error) bool {

@@ -101,7 +101,9 @@ func TestRunnerReadsTheExitStatus(t *testing.T) {
 		{name: "exit 7", conn: &fakeConn{job: "failed", props: map[string]any{"Result": "exit-code", "ExecMainStatus": int32(7)}}, want: 7},
 		{name: "timed out", conn: &fakeConn{job: "failed", props: map[string]any{"Result": "timeout", "ExecMainStatus": int32(9)}}, wantErr: "killed after 30s"},
 		{name: "killed by a signal", conn: &fakeConn{job: "failed", props: map[string]any{"Result": "signal", "ExecMainStatus": int32(9)}}, wantErr: "job failed, result signal; see journalctl -u node-agent-sentinel-test.service"},
-		{name: "program missing", conn: &fakeConn{job: "failed", props: map[string]any{"Result": "exit-code", "ExecMainStatus": int32(203)}}, want: 203},
+		{name: "program missing: systemd's code is not the command's", conn: &fakeConn{job: "failed", props: map[string]any{"Result": "exit-code", "ExecMainStatus": int32(203)}}, wantErr: "systemd could not run the command (exit status 203"},
+		{name: "exit 199 is the command's", conn: &fakeConn{job: "failed", props: map[string]any{"Result": "exit-code", "ExecMainStatus": int32(199)}}, want: 199},
+		{name: "exit 244 is the command's", conn: &fakeConn{job: "failed", props: map[string]any{"Result": "exit-code", "ExecMainStatus": int32(244)}}, want: 244},
 		{name: "status of the wrong type", conn: &fakeConn{job: "failed", props: map[string]any{"Result": "exit-code", "ExecMainStatus": "1"}}, wantErr: "want an int32"},
 		{name: "property unreadable", conn: &fakeConn{job: "done", props: map[string]any{}}, wantErr: "reading Result of transient unit node-agent-sentinel-test.service"},
 		{name: "start refused", conn: &fakeConn{startErr: errors.New("Access denied")}, wantErr: "starting transient unit node-agent-sentinel-test.service: Access denied", wantNoStop: true},
@@ -138,6 +140,8 @@ func TestRunnerReadsTheExitStatus(t *testing.T) {
 
 func TestRunnerUnitProperties(t *testing.T) {
 	f := &fakeConn{job: "done", props: map[string]any{"Result": "success"}}
+	argv := []string{"/bin/sh", "-c", "test -e $F", "sh", "${HOME}", "$$"}
+	sent := []string{"/bin/sh", "-c", "test -e $$F", "sh", "$${HOME}", "$$$$"}
 	if _, err := runner(f, &bytes.Buffer{}).Run(context.Background(), argv); err != nil {
 		t.Fatal(err)
 	}
@@ -152,13 +156,14 @@ func TestRunnerUnitProperties(t *testing.T) {
 		t.Errorf("TimeoutStartUSec = %v, want 30000000", got["TimeoutStartUSec"])
 	}
 	// ExecStart is a(sasb): path, argv (with argv[0]), ignore-failure.
+	// The arguments' "$" are doubled, as systemd expands them.
 	exec := reflect.ValueOf(got["ExecStart"])
 	if exec.Kind() != reflect.Slice || exec.Len() != 1 {
 		t.Fatalf("ExecStart = %#v", got["ExecStart"])
 	}
 	e := exec.Index(0)
-	if e.Field(0).String() != argv[0] || !reflect.DeepEqual(e.Field(1).Interface(), argv) || e.Field(2).Bool() {
-		t.Errorf("ExecStart = %#v, want path %s, argv %q, failures not ignored", e.Interface(), argv[0], argv)
+	if e.Field(0).String() != argv[0] || !reflect.DeepEqual(e.Field(1).Interface(), sent) || e.Field(2).Bool() {
+		t.Errorf("ExecStart = %#v, want path %s, argv %q, failures not ignored", e.Interface(), argv[0], sent)
 	}
 }
 
