@@ -84,7 +84,11 @@ func restartOnly(a, b Config) []string {
 	if !reflect.DeepEqual(a.Shutdown, b.Shutdown) {
 		out = append(out, "shutdown")
 	}
+	if !reflect.DeepEqual(a.Reboot, b.Reboot) {
+		out = append(out, "reboot")
+	}
 	a.Drain, b.Drain, a.Shutdown, b.Shutdown = DrainConfig{}, DrainConfig{}, ShutdownConfig{}, ShutdownConfig{}
+	a.Reboot, b.Reboot = RebootConfig{}, RebootConfig{}
 	if !reflect.DeepEqual(a, b) {
 		out = append(out, "top-level keys")
 	}
