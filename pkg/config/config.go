@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -496,7 +495,8 @@ func (c *Config) Validate() error {
 func (r *RebootConfig) validate() []error {
 	var errs []error
 	if len(r.SentinelCommand) > 0 && !filepath.IsAbs(r.SentinelCommand[0]) {
-		// systemd's ExecStart= wants an absolute path in the D-Bus API.
+		// Over D-Bus systemd does not search PATH: a bare name fails to
+		// run (status 203 on systemd 252).
 		errs = append(errs, fmt.Errorf("reboot.sentinelCommand %q: the program must be an absolute path, such as /usr/bin/test", r.SentinelCommand[0]))
 	}
 	if r.SentinelFile != "" && !filepath.IsAbs(r.SentinelFile) {
@@ -514,11 +514,15 @@ func (r *RebootConfig) validate() []error {
 		errs = append(errs, fmt.Errorf("reboot.blockingPodSelector %q: %w", r.BlockingPodSelector, err))
 	}
 	if r.PrometheusURL != "" {
-		if u, err := url.Parse(r.PrometheusURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("reboot.prometheusURL %q: want an http or https URL such as http://prometheus.monitoring.svc:9090, or empty", r.PrometheusURL))
+		u, err := url.Parse(r.PrometheusURL)
+		if err != nil {
+			// url.Parse's error quotes the URL, password and all.
+			errs = append(errs, errors.New("reboot.prometheusURL: not a URL; want one such as http://prometheus.monitoring.svc:9090, or empty"))
+		} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("reboot.prometheusURL %q: want an http or https URL such as http://prometheus.monitoring.svc:9090, or empty", u.Redacted()))
 		}
 	}
-	if _, err := regexp.Compile(r.BlockingAlertRegexp); err != nil {
+	if _, err := reboot.CompileAlertRegexp(r.BlockingAlertRegexp); err != nil {
 		errs = append(errs, fmt.Errorf("reboot.blockingAlertRegexp %q: %w", r.BlockingAlertRegexp, err))
 	}
 	if r.LoopBound.Duration < 0 {

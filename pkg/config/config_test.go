@@ -109,6 +109,8 @@ func TestValidate(t *testing.T) {
 		{name: "reboot bad pod selector", mutate: func(c *Config) { c.Reboot.BlockingPodSelector = "a in (" }, wantErr: "reboot.blockingPodSelector"},
 		{name: "reboot bad alert regexp", mutate: func(c *Config) { c.Reboot.BlockingAlertRegexp = "Kube(" }, wantErr: "reboot.blockingAlertRegexp"},
 		{name: "reboot prometheus URL without scheme", mutate: func(c *Config) { c.Reboot.PrometheusURL = "prometheus:9090" }, wantErr: "reboot.prometheusURL"},
+		{name: "reboot prometheus URL password not shown", mutate: func(c *Config) { c.Reboot.PrometheusURL = "ftp://u:s3cret@prometheus" }, wantErr: `reboot.prometheusURL "ftp://u:xxxxx@prometheus"`},
+		{name: "reboot prometheus URL unparsable", mutate: func(c *Config) { c.Reboot.PrometheusURL = "http://u:s3cret@[::1" }, wantErr: "reboot.prometheusURL: not a URL"},
 		{name: "reboot relative sentinel command", mutate: func(c *Config) { c.Reboot.SentinelCommand = []string{"needs-restarting", "-r"} }, wantErr: "reboot.sentinelCommand"},
 		{name: "reboot relative sentinel file", mutate: func(c *Config) { c.Reboot.SentinelFile = "reboot-required" }, wantErr: "reboot.sentinelFile"},
 		{name: "reboot enabled without any sentinel", mutate: func(c *Config) { c.Reboot.Enabled = true; c.Reboot.SentinelFile = "" }, wantErr: "neither sentinelFile nor sentinelCommand"},
@@ -130,6 +132,9 @@ func TestValidate(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "\n") {
 				t.Errorf("error spans lines: %q", err)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error shows a password: %q", err)
 			}
 		})
 	}
