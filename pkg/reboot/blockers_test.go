@@ -106,6 +106,15 @@ func TestAlertBlockersUnreachable(t *testing.T) {
 	if len(got) != 1 || !strings.HasPrefix(got[0].Name, "prometheus unreachable: ") {
 		t.Fatalf("blockers = %+v, want prometheus unreachable (fail closed)", got)
 	}
+	got = AlertBlockers{URL: "http://u:s3cret@[::1"}.Blockers(context.Background())
+	if len(got) != 1 || strings.Contains(got[0].Name, "s3cret") {
+		t.Errorf("blockers = %+v, want one, without the password (it goes onto the Node)", got)
+	}
+	// The HTTP client strips the password from its own errors.
+	got = AlertBlockers{URL: "http://u:s3cret@" + strings.TrimPrefix(url, "http://")}.Blockers(context.Background())
+	if len(got) != 1 || strings.Contains(got[0].Name, "s3cret") {
+		t.Errorf("blockers = %+v, want one, without the password", got)
+	}
 	if (AlertBlockers{}).Blockers(context.Background()) != nil {
 		t.Error("no URL: want no check")
 	}
