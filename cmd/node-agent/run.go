@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"time"
 
@@ -55,6 +56,12 @@ SIGTERM or SIGINT stops it cleanly.`,
 			}
 			if err := cfg.Validate(); err != nil {
 				return err
+			}
+			if cfg.Reboot.Enabled {
+				// pkg/reboot decides; nothing acts on the decision yet
+				// (issue 23). Refused rather than ignored, so that no admin
+				// believes the nodes reboot themselves.
+				return errors.New("reboot.enabled: this version of node-agent validates the reboot keys but does not act on them yet (coordinated reboots are being built, issue 23); set reboot.enabled to false")
 			}
 			logger, err := agent.NewLogger(cmd.ErrOrStderr(), cfg.LogFormat, cfg.LogLevel)
 			if err != nil {
