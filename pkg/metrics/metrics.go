@@ -30,3 +30,17 @@ func NewRegistry() *prometheus.Registry {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
+
+// SetOneOf sets g's series for each value in all: 1 for current, 0 for the
+// others, so that exactly one series (or none, when current is not among
+// them) reads 1. It serves the gauges that report one state out of a fixed
+// set, such as a phase or a mode.
+func SetOneOf[T ~string](g *prometheus.GaugeVec, all []T, current T) {
+	for _, v := range all {
+		x := 0.0
+		if v == current {
+			x = 1
+		}
+		g.WithLabelValues(string(v)).Set(x)
+	}
+}

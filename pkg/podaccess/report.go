@@ -34,13 +34,7 @@ func (m *Metrics) set(mode Mode) {
 	if m == nil {
 		return
 	}
-	for _, x := range Modes {
-		v := 0.0
-		if x == mode {
-			v = 1
-		}
-		m.Mode.WithLabelValues(string(x)).Set(v)
-	}
+	metrics.SetOneOf(m.Mode, Modes, mode)
 }
 
 // Reporter probes on demand and says so when the answer changes: one log

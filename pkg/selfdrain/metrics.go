@@ -128,13 +128,11 @@ func (m *Metrics) ObserveStatus(st *Status) {
 		return
 	}
 	active := st.Active()
-	for _, p := range phases {
-		v := 0.0
-		if active && st.Phase == p {
-			v = 1
-		}
-		m.Phase.WithLabelValues(string(p)).Set(v)
+	var phase Phase
+	if active {
+		phase = st.Phase
 	}
+	metrics.SetOneOf(m.Phase, phases, phase)
 	start, progress := 0.0, 0.0
 	if active {
 		if st.StartTime != nil {

@@ -57,15 +57,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // setState sets the series of s to 1 and every other state's to 0.
-func (m *Metrics) setState(s State) {
-	for _, o := range states {
-		v := 0.0
-		if o == s {
-			v = 1
-		}
-		m.GuardState.WithLabelValues(string(o)).Set(v)
-	}
-}
+func (m *Metrics) setState(s State) { metrics.SetOneOf(m.GuardState, states, s) }
 
 func (m *Metrics) setHeld(held bool) {
 	v := 0.0
