@@ -10,7 +10,6 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -100,30 +99,15 @@ func (b *deployBed) testWithoutImpersonation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range testenv.DecodeObjects(t, data) {
-		switch o.GetKind() {
-		case "ClusterRole":
-			var r rbacv1.ClusterRole
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := c.RbacV1().ClusterRoles().Create(ctx, &r, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.RbacV1().ClusterRoles().Delete(context.Background(), r.Name, metav1.DeleteOptions{}) })
-		case "ClusterRoleBinding":
-			var r rbacv1.ClusterRoleBinding
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &r, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_ = c.RbacV1().ClusterRoleBindings().Delete(context.Background(), r.Name, metav1.DeleteOptions{})
-			})
-		}
+	if out, err := b.run(t, data, "apply", "-f", "-"); err != nil {
+		t.Fatalf("applying components/cluster-wide-eviction: %v\n%s", err, out)
 	}
+	t.Cleanup(func() {
+		// t.Context() is done by now, so not kubectl through b.run.
+		const name = "node-agent-cluster-wide-eviction"
+		_ = c.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = c.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	var st *selfdrain.Status
 	testenv.WaitFor(t, 2*time.Minute, "the drain, retried, to succeed with the cluster-wide grant", func() (bool, error) {
 		s, err := selfdrain.ParseStatus(getNode(t, c, node))
