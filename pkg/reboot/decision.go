@@ -25,7 +25,9 @@ const (
 	// Done: the node came back from the reboot and needs no other.
 	Done State = "Done"
 	// Failed: the drain did not finish within drain.timeout and
-	// reboot.rebootWithoutDrain is off, so the host was not rebooted.
+	// reboot.rebootWithoutDrain is off, so the host was not rebooted; the
+	// drain was undone. No other attempt starts before reboot.loopBound has
+	// passed, unless an admin asks again (RequestAnnotation).
 	Failed State = "Failed"
 	// RebootLoop: the sentinel was still there after a reboot, and that
 	// reboot is less than reboot.loopBound ago; no reboot starts until the
@@ -50,6 +52,10 @@ const (
 	// WaitingForSlot: every drain slot (drain.maxConcurrentNodes) is held
 	// by another node.
 	WaitingForSlot Detail = "WaitingForSlot"
+	// InMaintenance: the node is under a maintenance someone else asked
+	// for (the annotation, a NodeMaintenance object); the reboot waits
+	// until it ends, so that the two never share a drain or a slot.
+	InMaintenance Detail = "InMaintenance"
 )
 
 // Phase is how far this node's reboot has gone, as the coordinator recorded
@@ -60,6 +66,10 @@ type Phase string
 const (
 	// PhaseIdle: no reboot under way.
 	PhaseIdle Phase = ""
+	// PhaseWaitingForSlot: a reboot may start, and the coordinator waits
+	// for a drain slot. Decide treats it as PhaseIdle: everything that may
+	// keep a reboot from starting is checked again while it waits.
+	PhaseWaitingForSlot Phase = "WaitingForSlot"
 	// PhaseDraining: the drain started.
 	PhaseDraining Phase = "Draining"
 	// PhaseDrained: the drain finished.
@@ -139,6 +149,13 @@ type Input struct {
 	Last     LastReboot
 	// LoopBound is reboot.loopBound; 0 turns the loop guard off.
 	LoopBound time.Duration
+	// FailedAt is when the last attempt failed; zero when it did not.
+	FailedAt time.Time
+	// InMaintenance says the node is under a maintenance that is not this
+	// reboot's.
+	InMaintenance bool
+	// NodeReady says the kubelet reports the Node Ready.
+	NodeReady bool
 	// RebootWithoutDrain is reboot.rebootWithoutDrain.
 	RebootWithoutDrain bool
 }
@@ -172,6 +189,7 @@ type Decision struct {
 // they fire.
 func Decide(in Input) Decision {
 	switch in.Phase {
+	case PhaseIdle, PhaseWaitingForSlot:
 	case PhaseDraining:
 		return lateBlockers(Decision{State: Draining, Message: "draining the node before the reboot"}, in.Blockers)
 	case PhaseDrained:
@@ -182,10 +200,14 @@ func Decide(in Input) Decision {
 				Message: "the drain did not finish within drain.timeout; rebooting anyway, as reboot.rebootWithoutDrain allows"}, in.Blockers)
 		}
 		return Decision{State: Failed, Action: ActReleaseSlot,
-			Message: "the drain did not finish within drain.timeout, so the host was not rebooted; the node stays cordoned. See the drain's Events, or set reboot.rebootWithoutDrain to reboot anyway"}
+			Message: fmt.Sprintf("the drain did not finish within drain.timeout, so the host was not rebooted; the drain is undone and the slot released. See the drain's Events; no new attempt before %s (reboot.loopBound) unless one is asked for (node-agent reboot request), or set reboot.rebootWithoutDrain to reboot anyway",
+				in.Now.Add(in.LoopBound).UTC().Format(time.RFC3339))}
 	case PhaseRebootRequested:
 		return Decision{State: Rebooting, Message: "waiting for the host to reboot"}
 	case PhaseBack:
+		if !in.NodeReady {
+			return Decision{State: Rebooting, Message: "the host rebooted; waiting for the Node to turn Ready before uncordoning it"}
+		}
 		if in.Need.Needed {
 			back := in.Last.At
 			if back.IsZero() {
@@ -211,6 +233,11 @@ func Decide(in Input) Decision {
 			Message: fmt.Sprintf("the host still needs a reboot (%s) after the reboot at %s; no other reboot before %s (reboot.loopBound). Find what keeps the sentinel",
 				in.Need.Why, in.Last.At.UTC().Format(time.RFC3339), in.Last.At.Add(in.LoopBound).UTC().Format(time.RFC3339))}
 	}
+	if !in.FailedAt.IsZero() && in.Now.Before(in.FailedAt.Add(in.LoopBound)) {
+		return Decision{State: Failed, Action: release,
+			Message: fmt.Sprintf("%s; the last attempt at %s failed (its drain did not finish within drain.timeout); no new attempt before %s (reboot.loopBound) unless one is asked for (node-agent reboot request)",
+				in.Need.Why, in.FailedAt.UTC().Format(time.RFC3339), in.FailedAt.Add(in.LoopBound).UTC().Format(time.RFC3339))}
+	}
 	if !in.Window.Contains(in.Now) {
 		return Decision{State: Pending, Detail: OutsideWindow, Action: release,
 			Message: fmt.Sprintf("%s; outside the reboot window (%s)", in.Need.Why, in.Window)}
@@ -223,6 +250,10 @@ func Decide(in Input) Decision {
 		}
 		d.Message = in.Need.Why + "; " + blockedBy(pods, alerts)
 		return d
+	}
+	if in.InMaintenance {
+		return Decision{State: Pending, Detail: InMaintenance, Action: release,
+			Message: fmt.Sprintf("%s; the node is under a maintenance asked for otherwise (annotation or NodeMaintenance); the reboot waits until it ends", in.Need.Why)}
 	}
 	if !in.SlotHeld {
 		return Decision{State: Pending, Detail: WaitingForSlot, Action: ActTakeSlot,

@@ -17,7 +17,7 @@ func TestDecide(t *testing.T) {
 	alert := Blocker{Kind: BlockerAlert, Name: "EtcdMembersDown"}
 	down := Blocker{Kind: BlockerAlert, Name: "prometheus unreachable: connection refused"}
 
-	base := Input{Now: now, Need: need, Window: night, LoopBound: 24 * time.Hour}
+	base := Input{Now: now, Need: need, Window: night, LoopBound: 24 * time.Hour, NodeReady: true}
 	with := func(f func(*Input)) Input { in := base; f(&in); return in }
 
 	tests := []struct {
@@ -52,8 +52,19 @@ func TestDecide(t *testing.T) {
 		{name: "drain timed out: failed, no reboot", in: with(func(in *Input) { in.Phase = PhaseDrainTimedOut }), state: Failed, action: ActReleaseSlot, msgContains: []string{"drain.timeout", "rebootWithoutDrain"}},
 		{name: "drain timed out, admin opted in: reboot", in: with(func(in *Input) { in.Phase = PhaseDrainTimedOut; in.RebootWithoutDrain = true }), state: Rebooting, action: ActReboot, msgContains: []string{"anyway"}},
 		{name: "reboot requested", in: with(func(in *Input) { in.Phase = PhaseRebootRequested }), state: Rebooting},
+		{name: "back, not Ready yet: wait", in: with(func(in *Input) { in.Phase = PhaseBack; in.Need = Need{}; in.NodeReady = false }), state: Rebooting, msgContains: []string{"Ready"}},
 		{name: "back, sentinel gone: done", in: with(func(in *Input) { in.Phase = PhaseBack; in.Need = Need{} }), state: Done, action: ActFinish},
 		{name: "back, sentinel survived: loop, but finish", in: with(func(in *Input) { in.Phase = PhaseBack; in.Last = LastReboot{At: now} }), state: RebootLoop, action: ActFinish, msgContains: []string{"2026-11-25T03:00:00Z"}},
+
+		// Waiting for a slot is checked like idle.
+		{name: "waiting for a slot, window closes: stop waiting", in: with(func(in *Input) { in.Phase = PhaseWaitingForSlot; in.Window = weekend }), state: Pending, detail: OutsideWindow},
+		{name: "waiting for a slot, got it: drain", in: with(func(in *Input) { in.Phase = PhaseWaitingForSlot; in.SlotHeld = true }), state: Draining, action: ActStartDrain},
+		{name: "other maintenance: wait for its end", in: with(func(in *Input) { in.InMaintenance = true }), state: Pending, detail: InMaintenance, msgContains: []string{"maintenance"}},
+		{name: "other maintenance before the slot, after the blockers", in: with(func(in *Input) { in.InMaintenance = true; in.Blockers = []Blocker{pod} }), state: Pending, detail: BlockedByPods},
+
+		// A failed attempt is not retried within the bound.
+		{name: "failed an hour ago: no retry", in: with(func(in *Input) { in.FailedAt = now.Add(-time.Hour) }), state: Failed, msgContains: []string{"2026-11-25T02:00:00Z"}},
+		{name: "failed a day ago: retry", in: with(func(in *Input) { in.FailedAt = now.Add(-24 * time.Hour) }), state: Pending, detail: WaitingForSlot, action: ActTakeSlot},
 
 		// The loop guard.
 		{name: "sentinel survived a reboot within the bound", in: with(func(in *Input) {
@@ -117,10 +128,10 @@ func TestEveryStateIsReachable(t *testing.T) {
 	now := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
 	w := mustWindow(t, nil, "00:00", "00:00", "UTC")
 	seen := map[State]bool{}
-	for _, phase := range []Phase{PhaseIdle, PhaseDraining, PhaseDrained, PhaseDrainTimedOut, PhaseRebootRequested, PhaseBack} {
+	for _, phase := range []Phase{PhaseIdle, PhaseWaitingForSlot, PhaseDraining, PhaseDrained, PhaseDrainTimedOut, PhaseRebootRequested, PhaseBack} {
 		for _, needed := range []bool{false, true} {
 			for _, survived := range []bool{false, true} {
-				d := Decide(Input{Now: now, Need: Need{Needed: needed}, Window: w, Phase: phase, LoopBound: time.Hour,
+				d := Decide(Input{Now: now, Need: Need{Needed: needed}, Window: w, Phase: phase, LoopBound: time.Hour, NodeReady: true,
 					Last: LastReboot{At: now, SentinelSurvived: survived}})
 				seen[d.State] = true
 			}

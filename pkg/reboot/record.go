@@ -1,0 +1,129 @@
+package reboot
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	// RecordAnnotation holds the coordinator's Record as JSON on its Node.
+	// It is how a reboot survives the reboot: the agent that starts after
+	// it reads where the last one stopped.
+	RecordAnnotation = "node-agent.io/reboot-status"
+	// RequestAnnotation asks for this node's reboot without a sentinel
+	// (node-agent reboot request NODE); its value is the reason. The
+	// coordinator removes it once the node is back from the reboot it
+	// asked for, or when the reboot failed.
+	RequestAnnotation = "node-agent.io/reboot"
+
+	// ConditionType is the Node condition the coordinator keeps. Its status
+	// is True while a reboot is needed or under way, False when none is
+	// needed (NotNeeded, Done), and Unknown when the need cannot be found
+	// out (the sentinel command failed, the sentinel file cannot be read).
+	ConditionType corev1.NodeConditionType = "RebootRequired"
+	// ReasonUnknown is the condition's reason while the need is unknown.
+	ReasonUnknown = "NeedUnknown"
+)
+
+// Record is what the coordinator keeps on its Node (RecordAnnotation): the
+// state it reports, how far a reboot has gone, and the last reboot, for the
+// loop guard.
+type Record struct {
+	// State and Reason are those of the condition; Reason is the State, or
+	// for Pending the Detail (OutsideWindow, BlockedByPods, ...).
+	State  State  `json:"state"`
+	Reason string `json:"reason"`
+	// Message is the condition's message.
+	Message string `json:"message,omitempty"`
+	// Since is when the node first needed this reboot (the need seen, or
+	// the request made); nil while none is needed.
+	Since *metav1.Time `json:"since,omitempty"`
+	// Phase is how far the reboot under way has gone.
+	Phase Phase `json:"phase,omitempty"`
+	// Slot is the drain slot Lease the reboot holds, when it holds one.
+	Slot string `json:"slot,omitempty"`
+	// BootID is the Node's status.nodeInfo.bootID when logind was asked
+	// to reboot; another boot ID means the host rebooted.
+	BootID string `json:"bootID,omitempty"`
+	// RequestedAt is when logind was asked to reboot.
+	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
+	// LastReboot is when the host last came back from a reboot the
+	// coordinator asked for, and SentinelSurvived whether the need was
+	// still there afterwards (the loop guard).
+	LastReboot       *metav1.Time `json:"lastReboot,omitempty"`
+	SentinelSurvived bool         `json:"sentinelSurvived,omitempty"`
+	// FailedAt is when the last attempt failed (the drain did not finish
+	// within drain.timeout); no other attempt starts before FailedAt +
+	// reboot.loopBound, or before an admin asks again.
+	FailedAt *metav1.Time `json:"failedAt,omitempty"`
+}
+
+// Needed says whether the record reports a reboot needed or under way.
+func (r *Record) Needed() bool {
+	if r == nil {
+		return false
+	}
+	switch r.State {
+	case NotNeeded, Done, "":
+		return false
+	}
+	return true
+}
+
+// ParseRecord reads the record on node; nil without one.
+func ParseRecord(node *corev1.Node) (*Record, error) {
+	raw, ok := node.Annotations[RecordAnnotation]
+	if !ok || strings.TrimSpace(raw) == "" {
+		return nil, nil
+	}
+	return DecodeRecord(raw)
+}
+
+// DecodeRecord decodes a RecordAnnotation value.
+func DecodeRecord(raw string) (*Record, error) {
+	var r Record
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("annotation %s is not valid reboot record JSON (%w); the coordinator will not act on it: fix it, or delete it to let the coordinator start afresh", RecordAnnotation, err)
+	}
+	known := false
+	for _, s := range States {
+		known = known || r.State == s
+	}
+	if !known {
+		return nil, fmt.Errorf("annotation %s has unknown state %q; the coordinator will not act on it: fix it, or delete it to let the coordinator start afresh", RecordAnnotation, r.State)
+	}
+	switch r.Phase {
+	case PhaseIdle, PhaseWaitingForSlot, PhaseDraining, PhaseDrained, PhaseDrainTimedOut, PhaseRebootRequested, PhaseBack:
+	default:
+		return nil, fmt.Errorf("annotation %s has unknown phase %q; the coordinator will not act on it: fix it, or delete it to let the coordinator start afresh", RecordAnnotation, r.Phase)
+	}
+	return &r, nil
+}
+
+// Encode renders r as the annotation's value.
+func (r *Record) Encode() string {
+	b, _ := json.Marshal(r) // a struct of strings, times and bools
+	return string(b)
+}
+
+// Reason is the condition reason for d: the State, or for Pending the
+// Detail.
+func (d Decision) Reason() string {
+	if d.State == Pending && d.Detail != "" {
+		return string(d.Detail)
+	}
+	return string(d.State)
+}
+
+// Reasons lists every condition reason, for metric labels and docs.
+var Reasons = []string{
+	string(NotNeeded), string(OutsideWindow), string(BlockedByPods), string(BlockedByAlerts),
+	string(WaitingForSlot), string(InMaintenance), string(Draining), string(Rebooting), string(Done),
+	string(Failed), string(RebootLoop), ReasonUnknown,
+}
