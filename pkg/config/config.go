@@ -170,10 +170,20 @@ type RebootConfig struct {
 	// it carries another name rather than kured's with the opposite meaning.
 	BlockingAlertRegexp string `json:"blockingAlertRegexp,omitempty"`
 	// RebootWithoutDrain reboots even when the drain did not finish within
-	// drain.timeout. Off: the node stays cordoned and the reboot is reported
-	// Failed, because rebooting then drops the pods the drain could not
-	// move.
+	// drain.timeout. Off: the reboot is reported Failed and not made,
+	// because rebooting then drops the pods the drain could not move; the
+	// drain is undone (uncordon), and no new attempt starts before
+	// LoopBound has passed, unless an admin asks again.
 	RebootWithoutDrain bool `json:"rebootWithoutDrain"`
+	// CheckInterval is how often the sentinel (and, while a reboot is
+	// needed, the blockers) are looked at. Changes of the Node and of the
+	// drain slots wake the coordinator at once.
+	CheckInterval metav1.Duration `json:"checkInterval"`
+	// SlotHoldBound is how long the drain slot stays held while the host
+	// reboots. The rebooted agent takes it back and gives it up once the
+	// node is Ready and uncordoned; a node that is not back within the
+	// bound loses the slot, so that the rest of the cluster can go on.
+	SlotHoldBound metav1.Duration `json:"slotHoldBound"`
 	// LoopBound is how long after a reboot a sentinel that is still there
 	// does not cause another reboot (reported as RebootLoop); 0 turns the
 	// guard off.
@@ -238,6 +248,13 @@ func Default() Config {
 			// alerted on. A shorter bound, such as kured's one-hour
 			// --period, repeats the futile reboot 24 times a day.
 			LoopBound: metav1.Duration{Duration: 24 * time.Hour},
+			// A file check is a stat; a sentinel command is one transient
+			// unit on the host. Neither makes an API request.
+			CheckInterval: metav1.Duration{Duration: time.Minute},
+			// A server's firmware and boot take 5 to 15 minutes; twice
+			// that, so a slow node keeps its slot, yet a dead one frees
+			// it within the hour.
+			SlotHoldBound: metav1.Duration{Duration: 30 * time.Minute},
 		},
 	}
 }
@@ -286,7 +303,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(durationValue{&c.Shutdown.SafetyMargin}, "shutdown-safety-margin", "Release the inhibitor this long before logind's delay expires, drained or not.")
 	fs.BoolVar(&c.Shutdown.ManageLogindConfig, "shutdown-manage-logind-config", c.Shutdown.ManageLogindConfig, "Write a logind drop-in raising InhibitDelayMaxSec to the drain budget.")
 	fs.StringVar(&c.Shutdown.LogindDropInDir, "shutdown-logind-drop-in-dir", c.Shutdown.LogindDropInDir, "Directory for that drop-in (the host's /etc/systemd/logind.conf.d).")
-	fs.BoolVar(&c.Reboot.Enabled, "reboot-enabled", c.Reboot.Enabled, "Reboot this node when the host needs it (sentinel file or command), inside the window, one drain slot at a time, never past a blocker. Not acted on yet: node-agent run refuses to start with it on.")
+	fs.BoolVar(&c.Reboot.Enabled, "reboot-enabled", c.Reboot.Enabled, "Reboot this node when the host needs it (sentinel file or command), inside the window, one drain slot at a time, never past a blocker.")
 	fs.StringVar(&c.Reboot.SentinelFile, "reboot-sentinel-file", c.Reboot.SentinelFile, "File, as the agent sees it, whose existence means the host needs a reboot. Empty: no file.")
 	fs.StringArrayVar(&c.Reboot.SentinelCommand, "reboot-sentinel-command", c.Reboot.SentinelCommand, "Command run on the host as a transient systemd unit; exit status 0 means the host needs a reboot. One flag per argument. Empty: no command.")
 	fs.StringSliceVar(&c.Reboot.Window.Days, "reboot-window-days", c.Reboot.Window.Days, "Days of the week a reboot may start: sun, mon, tue, wed, thu, fri, sat. Empty: every day.")
@@ -297,6 +314,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Reboot.PrometheusURL, "reboot-prometheus-url", c.Reboot.PrometheusURL, "Prometheus queried for firing alerts (/api/v1/alerts); a matching alert blocks the reboot, and so does a failed query. Empty: alerts are not checked.")
 	fs.StringVar(&c.Reboot.BlockingAlertRegexp, "reboot-blocking-alert-regexp", c.Reboot.BlockingAlertRegexp, "Regular expression, anchored, for the names of the firing alerts that block a reboot. Empty: every firing alert. The opposite of kured's --alert-filter-regexp, which names the alerts to ignore.")
 	fs.BoolVar(&c.Reboot.RebootWithoutDrain, "reboot-reboot-without-drain", c.Reboot.RebootWithoutDrain, "Reboot even when the drain did not finish within --drain-timeout. Off: the node stays cordoned and the reboot is reported Failed.")
+	fs.Var(durationValue{&c.Reboot.CheckInterval}, "reboot-check-interval", "How often the sentinel (and, while a reboot is needed, the blockers) are looked at.")
+	fs.Var(durationValue{&c.Reboot.SlotHoldBound}, "reboot-slot-hold-bound", "How long the drain slot stays held while the host reboots; a node not back by then loses it.")
 	fs.Var(durationValue{&c.Reboot.LoopBound}, "reboot-loop-bound", "No second reboot within this time when the sentinel is still there after a reboot (reported as RebootLoop). 0s: no such guard.")
 }
 
@@ -395,6 +414,8 @@ var durationKeys = [][2]string{
 	{"shutdown", "drainBudget"},
 	{"shutdown", "safetyMargin"},
 	{"reboot", "loopBound"},
+	{"reboot", "checkInterval"},
+	{"reboot", "slotHoldBound"},
 }
 
 // badDurationKey finds the first duration key in js whose value does not
@@ -527,6 +548,12 @@ func (r *RebootConfig) validate() []error {
 	}
 	if r.LoopBound.Duration < 0 {
 		errs = append(errs, fmt.Errorf("reboot.loopBound %s: must not be negative", r.LoopBound.Duration))
+	}
+	if r.CheckInterval.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("reboot.checkInterval %s: must be at least 1s", r.CheckInterval.Duration))
+	}
+	if r.SlotHoldBound.Duration < time.Minute {
+		errs = append(errs, fmt.Errorf("reboot.slotHoldBound %s: must be at least 1m, longer than the host takes to reboot", r.SlotHoldBound.Duration))
 	}
 	return errs
 }

@@ -46,6 +46,10 @@ type Record struct {
 	Phase Phase `json:"phase,omitempty"`
 	// Slot is the drain slot Lease the reboot holds, when it holds one.
 	Slot string `json:"slot,omitempty"`
+	// Drain says the coordinator asks for the node's drain: pkg/selfdrain
+	// reads it as a maintenance request (trigger "reboot"), from the drain
+	// until the node is back from the reboot, or the attempt failed.
+	Drain bool `json:"drain,omitempty"`
 	// BootID is the Node's status.nodeInfo.bootID when logind was asked
 	// to reboot; another boot ID means the host rebooted.
 	BootID string `json:"bootID,omitempty"`
@@ -60,6 +64,10 @@ type Record struct {
 	// within drain.timeout); no other attempt starts before FailedAt +
 	// reboot.loopBound, or before an admin asks again.
 	FailedAt *metav1.Time `json:"failedAt,omitempty"`
+	// FailedRequest is the value of the RequestAnnotation that the failed
+	// attempt answered (and removed); the same value seen again is that
+	// request, not a new one.
+	FailedRequest string `json:"failedRequest,omitempty"`
 }
 
 // Needed says whether the record reports a reboot needed or under way.

@@ -28,6 +28,8 @@ type Controller struct {
 	slots  *Slots
 	// nodeMaintenance, when not nil, serves NodeMaintenance objects.
 	nodeMaintenance *NodeMaintenanceSource
+	// rebootDrain, when not nil, reads the reboot coordinator's request.
+	rebootDrain func(*corev1.Node) string
 	metrics         *Metrics
 	node            string
 	log             *slog.Logger
@@ -61,13 +63,19 @@ type ControllerOptions struct {
 	Slots  *Slots
 	// NodeMaintenance, when not nil, serves NodeMaintenance objects.
 	NodeMaintenance *NodeMaintenanceSource
+	// RebootDrain, when not nil, says whether the reboot coordinator asks
+	// for a drain of node, with the reason ("" when it does not). The
+	// coordinator keeps that request on the Node, so it survives the
+	// reboot; the wiring reads it there, and neither package imports the
+	// other.
+	RebootDrain func(node *corev1.Node) string
 }
 
 // NewController returns a controller for o.
 func NewController(o ControllerOptions) *Controller {
 	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryAfterFailure, retryAfterFailureCap)
 	e := o.Engine
-	return &Controller{engine: e, slots: o.Slots, nodeMaintenance: o.NodeMaintenance,
+	return &Controller{engine: e, slots: o.Slots, nodeMaintenance: o.NodeMaintenance, rebootDrain: o.RebootDrain,
 		metrics: e.Metrics, node: e.NodeName, log: e.Logger,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{
 			Name: "selfdrain", Clock: e.Clock,
@@ -127,18 +135,22 @@ func (c *Controller) processNext(ctx context.Context, view agent.NodeView) bool 
 type request struct {
 	annotation string           // the annotation's reason, or ""
 	object     *NodeMaintenance // the NodeMaintenance object served, or nil
+	reboot     string           // the reboot coordinator's reason, or ""
 }
 
-func (r request) wanted() bool { return r.annotation != "" || r.object != nil }
+func (r request) wanted() bool { return r.annotation != "" || r.object != nil || r.reboot != "" }
 
 // trigger and reason of a drain started for r: the annotation wins when
 // both ask, only because it was the agent's first API; either way one drain
 // serves both.
 func (r request) trigger() (Trigger, string) {
-	if r.annotation != "" {
+	switch {
+	case r.annotation != "":
 		return TriggerAnnotation, r.annotation
+	case r.object != nil:
+		return TriggerNodeMaintenance, r.object.requestReason()
 	}
-	return TriggerNodeMaintenance, r.object.requestReason()
+	return TriggerReboot, r.reboot
 }
 
 // endReason says why a maintenance started by trigger ends.
@@ -148,6 +160,8 @@ func endReason(t Trigger) string {
 		return "NodeMaintenance object deleted"
 	case TriggerShutdown:
 		return "node is back after the shutdown drain"
+	case TriggerReboot:
+		return "the reboot coordinator is done with the node"
 	}
 	return "maintenance annotation removed"
 }
@@ -160,6 +174,9 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 		return nil // the Node's arrival in the cache adds the key again
 	}
 	req := request{annotation: strings.TrimSpace(node.Annotations[MaintenanceAnnotation])}
+	if c.rebootDrain != nil {
+		req.reboot = c.rebootDrain(node)
+	}
 	var objs []*NodeMaintenance
 	if c.nodeMaintenance != nil {
 		if !c.nodeMaintenance.Synced() {
@@ -319,8 +336,13 @@ func (r *maintenanceRun) drainInSlot() error {
 }
 
 // takeSlot waits for a cluster-wide drain slot, saying on the Node why the
-// drain waits meanwhile. It fails only when the run is stopped.
+// drain waits meanwhile. It fails only when the run is stopped. A reboot's
+// drain takes none: the reboot coordinator took the slot before it asked
+// for the drain, and holds it until the node is back from the reboot.
 func (r *maintenanceRun) takeSlot() (release func(), err error) {
+	if r.trigger == TriggerReboot {
+		return func() {}, nil
+	}
 	return r.c.slots.take(r.ctx, r.c.engine, r.trigger, r.reason)
 }
 

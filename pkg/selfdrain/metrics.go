@@ -92,7 +92,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range evictionResults {
 		m.Evictions.WithLabelValues(r)
 	}
-	for _, tr := range []Trigger{TriggerAnnotation, TriggerShutdown} {
+	for _, tr := range []Trigger{TriggerAnnotation, TriggerShutdown, TriggerReboot} {
 		for _, r := range drainResults {
 			m.DrainDuration.WithLabelValues(string(tr), r)
 		}

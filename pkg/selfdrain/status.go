@@ -49,6 +49,10 @@ const (
 	TriggerAnnotation      Trigger = "annotation"
 	TriggerNodeMaintenance Trigger = "nodemaintenance"
 	TriggerShutdown        Trigger = "shutdown"
+	// TriggerReboot: the reboot coordinator (pkg/reboot) drains the node
+	// before it reboots the host. The coordinator holds the drain slot,
+	// across the reboot, so this drain takes none of its own.
+	TriggerReboot Trigger = "reboot"
 )
 
 // Status is the maintenance status the agent writes to StatusAnnotation.
@@ -120,7 +124,7 @@ func DecodeStatus(raw string) (*Status, error) {
 		return nil, fmt.Errorf("annotation %s has unknown phase %q; the agent will not act on it: fix it, or delete it to let the agent start afresh", StatusAnnotation, s.Phase)
 	}
 	switch s.Trigger {
-	case TriggerAnnotation, TriggerNodeMaintenance, TriggerShutdown:
+	case TriggerAnnotation, TriggerNodeMaintenance, TriggerShutdown, TriggerReboot:
 	default:
 		return nil, fmt.Errorf("annotation %s has unknown trigger %q; the agent will not act on it: fix it, or delete it to let the agent start afresh", StatusAnnotation, s.Trigger)
 	}

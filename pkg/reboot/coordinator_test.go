@@ -1,0 +1,416 @@
+package reboot
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+)
+
+// fakeSlot records what the coordinator does with its slot.
+type fakeSlot struct {
+	released bool
+	keptFor  time.Duration
+	keepErr  error
+}
+
+func (s *fakeSlot) Name() string { return "node-agent-drain-slot-0" }
+func (s *fakeSlot) Release()     { s.released = true }
+func (s *fakeSlot) KeepAcrossReboot(_ context.Context, d time.Duration) error {
+	if s.keepErr != nil {
+		return s.keepErr
+	}
+	s.keptFor = d
+	return nil
+}
+
+// fakeSlots hands out one slot at once, or blocks until free is closed.
+type fakeSlots struct {
+	slot     *fakeSlot
+	free     chan struct{}
+	acquires int
+}
+
+func (f *fakeSlots) Acquire(ctx context.Context, onWait func(error)) (Slot, error) {
+	f.acquires++
+	if f.free != nil {
+		onWait(nil)
+		select {
+		case <-f.free:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	f.slot = &fakeSlot{}
+	return f.slot, nil
+}
+
+type fakeRebooter struct {
+	calls int
+	err   error
+}
+
+func (r *fakeRebooter) Reboot(context.Context) error { r.calls++; return r.err }
+
+type fakeMetrics struct{ rebooted, failed, loops int }
+
+func (m *fakeMetrics) Observe(*Record) {}
+func (m *fakeMetrics) Rebooted()       { m.rebooted++ }
+func (m *fakeMetrics) Failed()         { m.failed++ }
+func (m *fakeMetrics) Loop()           { m.loops++ }
+
+// bed is one node with a coordinator; the test plays selfdrain (m), the
+// host (the sentinel file, the boot ID) and the kubelet (Ready).
+type bed struct {
+	t        *testing.T
+	cs       *fake.Clientset
+	clock    *clocktesting.FakeClock
+	sentinel string
+	slots    *fakeSlots
+	reboots  *fakeRebooter
+	metrics  *fakeMetrics
+	events   *record.FakeRecorder
+	m        Maintenance
+	c        *Coordinator
+	opts     Options
+}
+
+const nodeName = "node-1"
+
+func newBed(t *testing.T, window Window) *bed {
+	t.Helper()
+	b := &bed{t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)),
+		sentinel: filepath.Join(t.TempDir(), "reboot-required"), slots: &fakeSlots{}, reboots: &fakeRebooter{},
+		metrics: &fakeMetrics{}, events: record.NewFakeRecorder(100)}
+	b.cs = fake.NewClientset(&corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: nodeName},
+		Status: corev1.NodeStatus{
+			NodeInfo:   corev1.NodeSystemInfo{BootID: "boot-1"},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		},
+	})
+	b.opts = Options{
+		Client: kubetest.Wrap(b.cs), NodeName: nodeName, Need: NeedChecker{SentinelFile: b.sentinel},
+		Window: window, LoopBound: 24 * time.Hour, SlotHoldBound: 30 * time.Minute,
+		Slots: b.slots, Rebooter: b.reboots,
+		Maintenance: func(*corev1.Node) (Maintenance, error) { return b.m, nil },
+		Clock:       b.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Recorder: b.events, Metrics: b.metrics,
+	}
+	b.c = NewCoordinator(b.opts)
+	return b
+}
+
+// restart replaces the coordinator, as a new agent after a reboot.
+func (b *bed) restart() { b.c = NewCoordinator(b.opts) }
+
+func (b *bed) node() *corev1.Node {
+	n, err := b.cs.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return n
+}
+
+func (b *bed) update(f func(*corev1.Node)) {
+	n := b.node()
+	f(n)
+	if _, err := b.cs.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// step runs one step, then hands the coordinator a slot its Acquire
+// returned, as Run does.
+func (b *bed) step() *Record {
+	b.t.Helper()
+	if err := b.c.step(context.Background(), b.node()); err != nil {
+		b.t.Fatalf("step: %v", err)
+	}
+	if b.c.acquiring != nil && b.slots.free == nil {
+		a := <-b.c.got
+		b.c.acquiring, b.c.slot = nil, a.slot
+	}
+	rec, err := ParseRecord(b.node())
+	if err != nil || rec == nil {
+		b.t.Fatalf("record: %v %v", rec, err)
+	}
+	return rec
+}
+
+func (b *bed) expect(rec *Record, state State, reason string, phase Phase) {
+	b.t.Helper()
+	if rec.State != state || rec.Reason != reason || rec.Phase != phase {
+		b.t.Fatalf("record %s/%s phase %q, want %s/%s phase %q (%s)", rec.State, rec.Reason, rec.Phase, state, reason, phase, rec.Message)
+	}
+	cond := condition(b.node())
+	if cond == nil || cond.Reason != reason || cond.Message != rec.Message {
+		b.t.Fatalf("condition %+v does not match the record %s: %s", cond, reason, rec.Message)
+	}
+}
+
+func (b *bed) setSentinel(on bool) {
+	if on {
+		if err := os.WriteFile(b.sentinel, nil, 0o644); err != nil {
+			b.t.Fatal(err)
+		}
+		return
+	}
+	if err := os.Remove(b.sentinel); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+func alwaysWindow(t *testing.T) Window { return mustWindow(t, nil, "00:00", "00:00", "UTC") }
+
+func TestCoordinatorRebootsThroughEveryPhase(t *testing.T) {
+	b := newBed(t, alwaysWindow(t))
+	rec := b.step()
+	b.expect(rec, NotNeeded, "NotNeeded", PhaseIdle)
+	if cond := condition(b.node()); cond.Status != corev1.ConditionFalse {
+		t.Fatalf("condition status %s, want False", cond.Status)
+	}
+	if b.slots.acquires != 0 {
+		t.Fatal("took a slot with no need")
+	}
+
+	b.setSentinel(true)
+	rec = b.step()
+	b.expect(rec, Pending, "WaitingForSlot", PhaseWaitingForSlot)
+	if rec.Since == nil || rec.Drain {
+		t.Fatalf("since %v drain %v: want since set and no drain yet", rec.Since, rec.Drain)
+	}
+	rec = b.step()
+	b.expect(rec, Draining, "Draining", PhaseDraining)
+	if !rec.Drain || rec.Slot != "node-agent-drain-slot-0" {
+		t.Fatalf("drain %v slot %q: the drain must be asked for in the slot", rec.Drain, rec.Slot)
+	}
+
+	// selfdrain drains.
+	b.m = Maintenance{Active: true}
+	b.expect(b.step(), Draining, "Draining", PhaseDraining)
+	b.m.Drained = true
+	rec = b.step()
+	b.expect(rec, Rebooting, "Rebooting", PhaseRebootRequested)
+	if b.reboots.calls != 1 || b.slots.slot.keptFor != 30*time.Minute || rec.BootID != "boot-1" || rec.RequestedAt == nil {
+		t.Fatalf("reboots %d, slot kept for %s, boot %q, requested %v", b.reboots.calls, b.slots.slot.keptFor, rec.BootID, rec.RequestedAt)
+	}
+	b.expect(b.step(), Rebooting, "Rebooting", PhaseRebootRequested)
+	if b.reboots.calls != 1 {
+		t.Fatalf("asked logind %d times before RetryReboot", b.reboots.calls)
+	}
+
+	// The host reboots: the sentinel (in /run) is gone, a new boot ID,
+	// a new agent, the kubelet not Ready yet.
+	b.setSentinel(false)
+	b.update(func(n *corev1.Node) {
+		n.Status.NodeInfo.BootID = "boot-2"
+		setReady(n, corev1.ConditionFalse)
+	})
+	b.restart()
+	rec = b.step()
+	b.expect(rec, Rebooting, "Rebooting", PhaseBack)
+	if !rec.Drain || rec.LastReboot == nil || !strings.Contains(rec.Message, "Ready") {
+		t.Fatalf("drain %v lastReboot %v (%s): the drain stays asked for until Ready", rec.Drain, rec.LastReboot, rec.Message)
+	}
+	if b.slots.acquires != 2 {
+		t.Fatalf("the rebooted agent took its slot back %d times, want once", b.slots.acquires-1)
+	}
+	b.update(func(n *corev1.Node) { setReady(n, corev1.ConditionTrue) })
+	rec = b.step()
+	b.expect(rec, Rebooting, "Rebooting", PhaseBack)
+	if rec.Drain || b.slots.slot.released {
+		t.Fatalf("drain %v released %v: the drain must be undone before the slot goes", rec.Drain, b.slots.slot.released)
+	}
+	b.m = Maintenance{} // selfdrain uncordoned
+	rec = b.step()
+	b.expect(rec, Done, "Done", PhaseIdle)
+	if !b.slots.slot.released || rec.Slot != "" || rec.SentinelSurvived || rec.Since != nil {
+		t.Fatalf("released %v slot %q survived %v since %v", b.slots.slot.released, rec.Slot, rec.SentinelSurvived, rec.Since)
+	}
+	b.expect(b.step(), Done, "Done", PhaseIdle)
+	if b.metrics.rebooted != 1 || b.metrics.loops != 0 || b.metrics.failed != 0 {
+		t.Fatalf("metrics %+v", b.metrics)
+	}
+}
+
+func TestCoordinatorLoopGuard(t *testing.T) {
+	b := newBed(t, alwaysWindow(t))
+	b.setSentinel(true)
+	b.step()
+	b.step()
+	b.m = Maintenance{Active: true, Drained: true}
+	b.expect(b.step(), Rebooting, "Rebooting", PhaseRebootRequested)
+	// The sentinel survives the reboot.
+	b.update(func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	b.restart()
+	b.step()
+	b.m = Maintenance{}
+	rec := b.step()
+	b.expect(rec, RebootLoop, "RebootLoop", PhaseIdle)
+	if !rec.SentinelSurvived || b.metrics.loops != 1 {
+		t.Fatalf("survived %v loops %d", rec.SentinelSurvived, b.metrics.loops)
+	}
+	acquires := b.slots.acquires
+	for range 3 {
+		b.clock.Step(time.Hour)
+		b.expect(b.step(), RebootLoop, "RebootLoop", PhaseIdle)
+	}
+	if b.slots.acquires != acquires || b.reboots.calls != 1 {
+		t.Fatalf("a second reboot started within the bound: acquires %d→%d, reboots %d", acquires, b.slots.acquires, b.reboots.calls)
+	}
+	b.clock.Step(22 * time.Hour)
+	b.expect(b.step(), Pending, "WaitingForSlot", PhaseWaitingForSlot)
+}
+
+func TestCoordinatorFailedDrainIsUndoneNotRebooted(t *testing.T) {
+	b := newBed(t, alwaysWindow(t))
+	b.update(func(n *corev1.Node) { n.Annotations = map[string]string{RequestAnnotation: "kernel update"} })
+	rec := b.step()
+	if !strings.Contains(rec.Message, "kernel update") {
+		t.Fatalf("message %q does not name the request", rec.Message)
+	}
+	b.step()
+	b.m = Maintenance{Active: true, TimedOut: true}
+	rec = b.step()
+	b.expect(rec, Failed, "Failed", PhaseIdle)
+	if rec.Drain || rec.FailedAt == nil || b.reboots.calls != 0 || b.slots.slot.released {
+		t.Fatalf("drain %v failedAt %v reboots %d released %v", rec.Drain, rec.FailedAt, b.reboots.calls, b.slots.slot.released)
+	}
+	if _, ok := b.node().Annotations[RequestAnnotation]; ok {
+		t.Fatal("the failed attempt's request is still there")
+	}
+	b.m = Maintenance{}
+	rec = b.step()
+	b.expect(rec, Failed, "Failed", PhaseIdle)
+	if !b.slots.slot.released || b.metrics.failed != 1 {
+		t.Fatalf("released %v failed %d", b.slots.slot.released, b.metrics.failed)
+	}
+	if cond := condition(b.node()); cond.Status != corev1.ConditionFalse {
+		t.Fatalf("condition status %s: nothing is needed any longer", cond.Status)
+	}
+	// A cache that still shows the old request does not start again.
+	stale := b.node()
+	stale.Annotations[RequestAnnotation] = "kernel update"
+	if err := b.c.step(context.Background(), stale); err != nil || b.slots.acquires != 1 {
+		t.Fatalf("step on a stale cache: %v, acquires %d", err, b.slots.acquires)
+	}
+	// Asked again: a new attempt at once.
+	b.update(func(n *corev1.Node) { n.Annotations[RequestAnnotation] = "try again" })
+	b.expect(b.step(), Pending, "WaitingForSlot", PhaseWaitingForSlot)
+}
+
+func TestCoordinatorWaitsAndSaysWhy(t *testing.T) {
+	t.Run("outside the window", func(t *testing.T) {
+		b := newBed(t, mustWindow(t, []string{"sat"}, "02:00", "04:00", "Europe/Berlin"))
+		b.setSentinel(true)
+		rec := b.step()
+		b.expect(rec, Pending, "OutsideWindow", PhaseIdle)
+		if b.slots.acquires != 0 {
+			t.Fatal("took a slot outside the window")
+		}
+	})
+	t.Run("other maintenance", func(t *testing.T) {
+		b := newBed(t, alwaysWindow(t))
+		b.setSentinel(true)
+		b.m = Maintenance{Other: true}
+		b.expect(b.step(), Pending, "InMaintenance", PhaseIdle)
+	})
+	t.Run("blocked, then free, then slot", func(t *testing.T) {
+		b := newBed(t, alwaysWindow(t))
+		blocked := &staticBlockers{[]Blocker{{Kind: BlockerAlert, Name: "EtcdDown"}}}
+		b.opts.Blockers = []BlockerSource{blocked}
+		b.slots.free = make(chan struct{})
+		b.restart()
+		b.setSentinel(true)
+		rec := b.step()
+		b.expect(rec, Pending, "BlockedByAlerts", PhaseIdle)
+		if !strings.Contains(rec.Message, "EtcdDown") {
+			t.Fatalf("message %q", rec.Message)
+		}
+		blocked.bs = nil
+		b.expect(b.step(), Pending, "WaitingForSlot", PhaseWaitingForSlot)
+		close(b.slots.free)
+		a := <-b.c.got
+		b.c.acquiring, b.c.slot = nil, a.slot
+		b.expect(b.step(), Draining, "Draining", PhaseDraining)
+	})
+	t.Run("need unknown", func(t *testing.T) {
+		b := newBed(t, alwaysWindow(t))
+		b.opts.Need = NeedChecker{SentinelCommand: []string{"/usr/bin/needs-restarting", "-r"}, Runner: failingRunner{}}
+		b.restart()
+		rec := b.step()
+		cond := condition(b.node())
+		if cond.Status != corev1.ConditionUnknown || cond.Reason != ReasonUnknown || !strings.Contains(cond.Message, "no bus") || rec.Phase != PhaseIdle {
+			t.Fatalf("condition %+v record %+v", cond, rec)
+		}
+	})
+}
+
+func TestCoordinatorMalformedRecordChangesNothing(t *testing.T) {
+	b := newBed(t, alwaysWindow(t))
+	b.setSentinel(true)
+	b.update(func(n *corev1.Node) { n.Annotations = map[string]string{RecordAnnotation: `{"state":"Rebooting","phase":"Sideways"}`} })
+	before := b.node()
+	if err := b.c.step(context.Background(), before); err != nil {
+		t.Fatal(err)
+	}
+	after := b.node()
+	if after.ResourceVersion != before.ResourceVersion || b.slots.acquires != 0 || b.reboots.calls != 0 {
+		t.Fatalf("changed the node (rv %s→%s), acquires %d, reboots %d", before.ResourceVersion, after.ResourceVersion, b.slots.acquires, b.reboots.calls)
+	}
+	select {
+	case e := <-b.events.Events:
+		if !strings.Contains(e, "MalformedRebootRecord") || !strings.Contains(e, "Sideways") {
+			t.Fatalf("event %q", e)
+		}
+	default:
+		t.Fatal("no Event says the record is malformed")
+	}
+}
+
+func TestCoordinatorDoesNotRebootWithoutKeepingTheSlot(t *testing.T) {
+	b := newBed(t, alwaysWindow(t))
+	b.setSentinel(true)
+	b.step()
+	b.step()
+	b.slots.slot.keepErr = errors.New("lease update refused")
+	b.m = Maintenance{Active: true, Drained: true}
+	rec := b.step()
+	if b.reboots.calls != 0 || rec.Phase != PhaseDrained || !strings.Contains(rec.Message, "lease update refused") {
+		t.Fatalf("reboots %d phase %s message %q", b.reboots.calls, rec.Phase, rec.Message)
+	}
+	b.slots.slot.keepErr = nil
+	b.expect(b.step(), Rebooting, "Rebooting", PhaseRebootRequested)
+	if b.reboots.calls != 1 {
+		t.Fatalf("reboots %d", b.reboots.calls)
+	}
+}
+
+type staticBlockers struct{ bs []Blocker }
+
+func (s *staticBlockers) Blockers(context.Context) []Blocker { return s.bs }
+
+type failingRunner struct{}
+
+func (failingRunner) Run(context.Context, []string) (int, error) { return 0, errors.New("no bus") }
+
+func setReady(n *corev1.Node, s corev1.ConditionStatus) {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			n.Status.Conditions[i].Status = s
+		}
+	}
+}
