@@ -14,6 +14,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/metrics"
 	"github.com/node-agent/node-agent/pkg/podaccess"
+	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/shutdown"
 )
@@ -62,6 +63,7 @@ func metricsReference(t *testing.T) string {
 	selfdrain.NewMetrics(rec)
 	labeller.NewMetrics(rec)
 	podaccess.NewMetrics(rec)
+	reboot.NewMetrics(rec) // registered only with reboot.enabled; listed always
 	shutdown.NewMetrics(reg)
 	base := metrics.NewRegistry()
 	rows := map[string]string{}

@@ -139,7 +139,9 @@ func newMaintenanceStatusCommand(client clientFunc) *cobra.Command {
 		Long: `status shows, for NODE or for every node in maintenance, the status the agent
 keeps on the Node (the annotation API) and the NodeMaintenance objects with
 their status. A NodeMaintenance object whose node does not exist is listed
-with a note: no agent serves it, so it stays without status until deleted.`,
+with a note: no agent serves it, so it stays without status until deleted.
+With one NODE, it also shows the node's reboot (the RebootRequired condition;
+see node-agent reboot status) when a reboot coordinator reports on it.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := maintenance.ParseAPI(api, true)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -116,13 +119,17 @@ func TestDeployManifestsAgreeWithCode(t *testing.T) {
 	if got, want := celStrings(policyVariable(t, &policy, "ownedLabelKeys")), slices.Sorted(slices.Values(labeller.OwnedKeys())); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
 		t.Errorf("policy ownedLabelKeys = %v, labeller.OwnedKeys() = %v", got, want)
 	}
-	if got := celStrings(policyVariable(t, &policy, "ownedAnnotation")); !slices.Equal(got, []string{selfdrain.StatusAnnotation}) {
-		t.Errorf("policy ownedAnnotation = %v, want %s", got, selfdrain.StatusAnnotation)
+	wantAnnotations := slices.Sorted(slices.Values([]string{selfdrain.StatusAnnotation, reboot.RecordAnnotation}))
+	if got := celStrings(policyVariable(t, &policy, "ownedAnnotations")); !slices.Equal(got, wantAnnotations) {
+		t.Errorf("policy ownedAnnotations = %v, want %v", got, wantAnnotations)
+	}
+	if got := celStrings(policyVariable(t, &policy, "removableAnnotation")); !slices.Equal(got, []string{reboot.RequestAnnotation}) {
+		t.Errorf("policy removableAnnotation = %v, want %s", got, reboot.RequestAnnotation)
 	}
 	if got := celStrings(policyVariable(t, &policy, "drainTaintKey")); !slices.Equal(got, []string{def.Drain.TaintKey}) {
 		t.Errorf("policy drainTaintKey = %v, want drain.taintKey's default %s", got, def.Drain.TaintKey)
 	}
-	wantConds := []string{string(selfdrain.ShuttingDownCondition), string(selfdrain.ConditionType)}
+	wantConds := []string{string(selfdrain.ShuttingDownCondition), string(selfdrain.ConditionType), string(reboot.ConditionType)}
 	sort.Strings(wantConds)
 	if got := celStrings(policyVariable(t, &policy, "agentConditions")); !slices.Equal(got, wantConds) {
 		t.Errorf("policy agentConditions = %v, want %v", got, wantConds)
@@ -222,5 +229,105 @@ func TestDeployManifestsAgreeWithCode(t *testing.T) {
 	}
 	if spec.PriorityClassName != "system-node-critical" || len(spec.Tolerations) != 1 || spec.Tolerations[0].Operator != corev1.TolerationOpExists || spec.Tolerations[0].Key != "" {
 		t.Errorf("priorityClassName %q tolerations %+v: want system-node-critical and one operator Exists", spec.PriorityClassName, spec.Tolerations)
+	}
+}
+
+// TestRebootComponentAgreesWithCode checks deploy/components/reboot against
+// the code without rendering it (test/integration renders it with kubectl
+// and dry-runs it): its arguments are flags of `node-agent run` that turn the
+// coordinator on and validate, and its sentinel file is the default one of
+// the host (/run/reboot-required) as seen through the component's read-only
+// mount of the host's /run.
+func TestRebootComponentAgreesWithCode(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testenv.DeployDir(t), "components", "reboot", "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var comp struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Patches    []struct {
+			Target struct {
+				Kind string `json:"kind"`
+				Name string `json:"name"`
+			} `json:"target"`
+			Patch string `json:"patch"`
+		} `json:"patches"`
+	}
+	if err := yaml.UnmarshalStrict(data, &comp); err != nil {
+		t.Fatal(err)
+	}
+	if comp.Kind != "Component" || len(comp.Patches) != 1 || comp.Patches[0].Target.Kind != "DaemonSet" || comp.Patches[0].Target.Name != "node-agent" {
+		t.Fatalf("want a Component with one patch of DaemonSet node-agent, got %+v", comp)
+	}
+	var ops []struct {
+		Op    string          `json:"op"`
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(comp.Patches[0].Patch), &ops); err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	var mounts []corev1.VolumeMount
+	var volumes []corev1.Volume
+	for _, op := range ops {
+		if op.Op != "add" {
+			t.Errorf("op %s %s: the component only adds", op.Op, op.Path)
+			continue
+		}
+		var into any
+		switch op.Path {
+		case "/spec/template/spec/containers/0/args/-":
+			args = append(args, "")
+			into = &args[len(args)-1]
+		case "/spec/template/spec/containers/0/volumeMounts/-":
+			mounts = append(mounts, corev1.VolumeMount{})
+			into = &mounts[len(mounts)-1]
+		case "/spec/template/spec/volumes/-":
+			volumes = append(volumes, corev1.Volume{})
+			into = &volumes[len(volumes)-1]
+		default:
+			t.Errorf("op add %s: not a path this test knows", op.Path)
+			continue
+		}
+		if err := yaml.UnmarshalStrict(op.Value, into); err != nil {
+			t.Errorf("op add %s: %v", op.Path, err)
+		}
+	}
+
+	cfg := config.Default()
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	cfg.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("the component's args %q are not flags of node-agent run: %v", args, err)
+	}
+	if fs.NArg() != 0 {
+		t.Errorf("the component's args leave %q unparsed", fs.Args())
+	}
+	if !cfg.Reboot.Enabled {
+		t.Errorf("the component's args %q do not turn reboot.enabled on", args)
+	}
+	cfg.NodeName = "node-1"
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("the configuration with the component's args does not validate: %v", err)
+	}
+
+	if len(mounts) != 1 || len(volumes) != 1 || mounts[0].Name != volumes[0].Name {
+		t.Fatalf("want one mount of one new volume, got mounts %+v volumes %+v", mounts, volumes)
+	}
+	m, v := mounts[0], volumes[0]
+	if v.HostPath == nil || v.HostPath.Path != "/run" {
+		t.Fatalf("volume %+v is not the host's /run", v)
+	}
+	if !m.ReadOnly || m.MountPropagation != nil || m.SubPath != "" {
+		t.Errorf("mount %+v: want read-only, no propagation, no subPath", m)
+	}
+	onHost, err := filepath.Rel(m.MountPath, cfg.Reboot.SentinelFile)
+	if err != nil || strings.HasPrefix(onHost, "..") {
+		t.Fatalf("reboot.sentinelFile %s is not under the mount %s", cfg.Reboot.SentinelFile, m.MountPath)
+	}
+	if got, want := filepath.Join(v.HostPath.Path, onHost), config.Default().Reboot.SentinelFile; got != want {
+		t.Errorf("the component watches the host's %s, want %s (reboot.sentinelFile's default, the host's path)", got, want)
 	}
 }

@@ -21,11 +21,13 @@ changes only the Node it runs on:
   - it drains the Node on request (the node-agent.io/maintenance annotation),
     respecting PodDisruptionBudgets and letting VMs live-migrate;
   - it holds a systemd-logind delay lock and drains the Node before the host
-    powers off or reboots, then uncordons it after the reboot.`,
+    powers off or reboots, then uncordons it after the reboot;
+  - with reboot.enabled, it reboots the Node when the host needs it, inside a
+    window, one drain slot at a time across the cluster, drained first.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newLabelsCommand(), newCPUBaselineCommand(), newMaintenanceCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(), newLabelsCommand(), newCPUBaselineCommand(), newMaintenanceCommand(), newRebootCommand(), newVersionCommand())
 	return root
 }
 

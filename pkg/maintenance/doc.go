@@ -5,6 +5,10 @@
 // on that node reports until it ends, and prints for a person the status of
 // nodes and NodeMaintenance objects and the plan of a dry run.
 //
-// It reads the types and helpers pkg/selfdrain exports and nothing of its
-// internals: the agent's side of maintenance stays there.
+// It is also the client side of the reboot coordinator (pkg/reboot), as
+// `node-agent reboot` uses it: the reboot state of nodes, and requests for
+// a node's reboot (reboot.go).
+//
+// It reads the types and helpers pkg/selfdrain and pkg/reboot export and
+// nothing of their internals: the agent's side stays there.
 package maintenance

@@ -79,16 +79,26 @@ func writeStatusTable(out io.Writer, nodes []corev1.Node, one bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if one {
-		st, err := selfdrain.ParseStatus(&nodes[0])
-		if err == nil && st != nil && len(st.PendingPods) > 0 {
-			fmt.Fprintf(out, "\nPending pods: %s\n", strings.Join(st.PendingPods, ", "))
-		}
-		if err == nil && st != nil && st.PodAccess != "" {
-			fmt.Fprintf(out, "Pods reached as: %s\n", podAccessText(st.PodAccess))
-		}
+	if !one {
+		return nil
 	}
-	return nil
+	var more []string
+	st, perr := selfdrain.ParseStatus(&nodes[0])
+	if perr == nil && st != nil && len(st.PendingPods) > 0 {
+		more = append(more, "Pending pods: "+strings.Join(st.PendingPods, ", "))
+	}
+	if perr == nil && st != nil && st.PodAccess != "" {
+		more = append(more, "Pods reached as: "+podAccessText(st.PodAccess))
+	}
+	// A reboot drains the node too, or waits for this maintenance to end.
+	if line := rebootLine(&nodes[0]); line != "" {
+		more = append(more, line)
+	}
+	if len(more) == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(out, "\n%s\n", strings.Join(more, "\n"))
+	return err
 }
 
 // writeNodeMaintenanceTable prints NodeMaintenance objects; exist tells

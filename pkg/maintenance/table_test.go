@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
 
@@ -26,6 +27,9 @@ func TestWriteStatusTable(t *testing.T) {
 	cordoned.Spec.Unschedulable = true
 	broken := node("node-4", "1", "disk", nil)
 	broken.Annotations[selfdrain.StatusAnnotation] = "{"
+	rebooting := rebootNode("node-5", &reboot.Record{State: reboot.Pending, Reason: string(reboot.InMaintenance), Since: ptrTime(t0.Add(-time.Hour)),
+		Message: "sentinel file /run/reboot-required exists; the node is under a maintenance asked for otherwise"}, corev1.ConditionTrue)
+	rebooting.Annotations[selfdrain.StatusAnnotation] = running.Encode()
 	tests := []struct {
 		name  string
 		nodes []corev1.Node
@@ -53,6 +57,30 @@ func TestWriteStatusTable(t *testing.T) {
 				"",
 				"Pending pods: vm/a, vm/b",
 				"Pods reached as: node (the node itself, by constrained impersonation)",
+			),
+		},
+		{
+			name:  "one node shows its reboot when a coordinator reports on it",
+			nodes: []corev1.Node{*rebooting},
+			one:   true,
+			want: lines(
+				"NODE    REQUESTED  PHASE    TRIGGER     PROGRESS  PENDING  CORDONED  STARTED               LAST ERROR",
+				"node-5  -          Running  annotation  50%       2/4      false     2026-01-01T10:00:00Z  PodDisruptionBudget vm/pdb allows no disruption",
+				"",
+				"Pending pods: vm/a, vm/b",
+				"Pods reached as: node (the node itself, by constrained impersonation)",
+				"Reboot required: yes (InMaintenance since 2026-01-01T09:00:00Z): sentinel file /run/reboot-required exists; the node is under a maintenance asked for otherwise",
+			),
+		},
+		{
+			name:  "one node without a maintenance status still shows its reboot",
+			nodes: []corev1.Node{*rebootNode("node-6", &reboot.Record{State: reboot.NotNeeded, Reason: string(reboot.NotNeeded), Message: "the host needs no reboot"}, corev1.ConditionFalse)},
+			one:   true,
+			want: lines(
+				"NODE    REQUESTED  PHASE  TRIGGER  PROGRESS  PENDING  CORDONED  STARTED  LAST ERROR",
+				"node-6  -          -                                  false              ",
+				"",
+				"Reboot required: no (NotNeeded): the host needs no reboot",
 			),
 		},
 		{

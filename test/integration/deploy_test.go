@@ -120,6 +120,7 @@ func TestDeploy(t *testing.T) {
 	if !t.Run("privilege", b.testPrivilege) {
 		t.FailNow()
 	}
+	t.Run("reboot privilege", b.testRebootPrivilege)
 	t.Run("nodemaintenance privilege", b.testNodeMaintenancePrivilege)
 	t.Run("agent", b.testAgent)
 	t.Run("without impersonation", b.testWithoutImpersonation)
@@ -205,6 +206,9 @@ func (b *deployBed) testApply(t *testing.T) {
 	// and then goes in for real: its CRDs are what `kubectl get nm` and the
 	// NodeMaintenance privilege test need.
 	b.applyNodeMaintenanceComponent(t, overlay, base)
+
+	// The reboot component renders and applies (dry run).
+	b.applyRebootComponent(t, overlay, base)
 
 	// The apiserver type-checks the policy's CEL against the Node schema;
 	// a warning means an expression that would fail at admission time.
@@ -504,16 +508,16 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 		wantDenied(t, "a NoExecute drain taint on node-1", mergePatchNode(t, sa, "node-1", obj{"spec": obj{"taints": withNoExecute}}, false), "other taints must stay")
 
 		wantDenied(t, "request maintenance on node-1 (the admins' annotation)", mergePatchNode(t, sa, "node-1",
-			obj{"metadata": obj{"annotations": obj{selfdrain.MaintenanceAnnotation: "self-inflicted"}}}, false), "only the annotation "+selfdrain.StatusAnnotation)
+			obj{"metadata": obj{"annotations": obj{selfdrain.MaintenanceAnnotation: "self-inflicted"}}}, false), "only the annotations "+selfdrain.StatusAnnotation)
 		wantDenied(t, "change node-1's foreign annotation "+testenv.KwokNodeAnnotation, mergePatchNode(t, sa, "node-1",
-			obj{"metadata": obj{"annotations": obj{testenv.KwokNodeAnnotation: nil}}}, false), "only the annotation "+selfdrain.StatusAnnotation)
+			obj{"metadata": obj{"annotations": obj{testenv.KwokNodeAnnotation: nil}}}, false), "only the annotations "+selfdrain.StatusAnnotation)
 		wantDenied(t, "add a finalizer to node-1", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"finalizers": []string{"example.com/hold"}}}, false), "finalizers")
 		if n.Spec.ProviderID == "" {
 			wantDenied(t, "set node-1's providerID", mergePatchNode(t, sa, "node-1", obj{"spec": obj{"providerID": "kwok://elsewhere"}}, false), "only spec.unschedulable")
 		}
 
 		_, err = sa.CoreV1().Nodes().PatchStatus(ctx, "node-1", []byte(`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"NodeAgentSaysSo"}]}}`))
-		wantDenied(t, "mark node-1 not Ready", err, "only the UnderMaintenance and NodeShuttingDown conditions")
+		wantDenied(t, "mark node-1 not Ready", err, "only the UnderMaintenance, NodeShuttingDown and RebootRequired conditions")
 		_, err = sa.CoreV1().Nodes().PatchStatus(ctx, "node-1", []byte(`{"status":{"allocatable":{"pods":"0"}}}`))
 		wantDenied(t, "change node-1's allocatable", err, "only its own conditions")
 		_, err = sa.CoreV1().Nodes().PatchStatus(ctx, "node-1", []byte(`{"metadata":{"labels":{"team":"virt"}}}`))

@@ -1,0 +1,140 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/node-agent/node-agent/pkg/reboot"
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+// The reboot coordinator's part of deploy/: its component, and what the
+// admission policy lets the agent change on its Node for it.
+
+// rebootMountPath is where deploy/components/reboot mounts the host's /run.
+const rebootMountPath = "/host/run"
+
+// applyRebootComponent renders deploy/ with components/reboot, checks the
+// DaemonSet it makes, and dry-runs it server-side (not for real: the new
+// flags would restart the agents' pods that the next subtests use). overlay
+// is a scratch directory and base the path of deploy/ relative to it.
+func (b *deployBed) applyRebootComponent(t *testing.T, overlay, base string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(fmt.Sprintf(
+		"resources: [%q]\ncomponents: [%q]\n", base, filepath.Join(base, "components", "reboot"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := b.run(t, nil, "kustomize", "--load-restrictor=LoadRestrictionsNone", overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds appsv1.DaemonSet
+	testenv.DeployObject(t, testenv.DecodeObjects(t, rendered), "DaemonSet", agentNamespace, "node-agent", &ds)
+	ctr := ds.Spec.Template.Spec.Containers[0]
+	for _, arg := range []string{"--reboot-enabled=true", "--reboot-sentinel-file=" + rebootMountPath + "/reboot-required"} {
+		if !slices.Contains(ctr.Args, arg) {
+			t.Errorf("the reboot component's DaemonSet args %q lack %s", ctr.Args, arg)
+		}
+	}
+	i := slices.IndexFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == rebootMountPath })
+	if i < 0 {
+		t.Fatalf("the reboot component's DaemonSet mounts nothing at %s: %+v", rebootMountPath, ctr.VolumeMounts)
+	}
+	m := ctr.VolumeMounts[i]
+	j := slices.IndexFunc(ds.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
+	if j < 0 {
+		t.Fatalf("volume %s of the mount at %s is missing", m.Name, rebootMountPath)
+	}
+	if v := ds.Spec.Template.Spec.Volumes[j]; v.HostPath == nil || v.HostPath.Path != "/run" || !m.ReadOnly {
+		t.Errorf("the mount at %s is not the host's /run read-only: %+v, %+v", rebootMountPath, m, v)
+	}
+	out, err := b.run(t, rendered, "apply", "--server-side", "--dry-run=server", "--field-manager=node-agent-install", "-f", "-")
+	if err != nil {
+		t.Fatalf("the reboot component, server-side dry run: %v", err)
+	}
+	t.Logf("reboot component, server-side dry run:\n%s", grepLines(string(out), "daemonset", 5))
+}
+
+// testRebootPrivilege: with a token bound to the agent's pod on node-1, the
+// agent may write the coordinator's record and condition on node-1 and
+// remove a reboot request there, and may neither ask for a reboot itself
+// (set or change the request) nor touch node-2.
+func (b *deployBed) testRebootPrivilege(t *testing.T) {
+	ctx := t.Context()
+	sa := b.tokenClient(t, b.boundToken(t, b.agentPod(t, "node-1")))
+	annotate := func(key string, value any) any { return obj{"metadata": obj{"annotations": obj{key: value}}} }
+	now := time.Now().UTC().Format(time.RFC3339)
+	condition := func(status corev1.ConditionStatus, reason string) []byte {
+		return fmt.Appendf(nil, `{"status":{"conditions":[{"type":%q,"status":%q,"reason":%q,"message":"deploy test","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`,
+			reboot.ConditionType, status, reason, now, now)
+	}
+	record := (&reboot.Record{State: reboot.Pending, Reason: string(reboot.WaitingForSlot), Message: "deploy test"}).Encode()
+	const denied = "may only remove " + reboot.RequestAnnotation
+
+	t.Run("allowed on its own node", func(t *testing.T) {
+		wantAllowed(t, "write the reboot record on node-1", mergePatchNode(t, sa, "node-1", annotate(reboot.RecordAnnotation, record), false))
+		_, err := sa.CoreV1().Nodes().PatchStatus(ctx, "node-1", condition(corev1.ConditionTrue, string(reboot.WaitingForSlot)))
+		wantAllowed(t, "set the RebootRequired condition on node-1", err)
+
+		// An admin asks for the reboot; the agent answers the request by
+		// removing it.
+		if err := mergePatchNode(t, b.c, "node-1", annotate(reboot.RequestAnnotation, "deploy test"), false); err != nil {
+			t.Fatal(err)
+		}
+		wantAllowed(t, "remove the reboot request from node-1", mergePatchNode(t, sa, "node-1", annotate(reboot.RequestAnnotation, nil), false))
+		if v, ok := getNode(t, b.c, "node-1").Annotations[reboot.RequestAnnotation]; ok {
+			t.Errorf("the reboot request is still on node-1: %q", v)
+		}
+
+		wantAllowed(t, "remove the reboot record from node-1", mergePatchNode(t, sa, "node-1", annotate(reboot.RecordAnnotation, nil), false))
+		_, err = sa.CoreV1().Nodes().PatchStatus(ctx, "node-1", fmt.Appendf(nil, `{"status":{"conditions":[{"type":%q,"$patch":"delete"}]}}`, reboot.ConditionType))
+		wantAllowed(t, "remove the RebootRequired condition from node-1", err)
+	})
+
+	t.Run("denied", func(t *testing.T) {
+		wantDenied(t, "ask for node-1's reboot (the admins' annotation)",
+			mergePatchNode(t, sa, "node-1", annotate(reboot.RequestAnnotation, "self-inflicted"), false), denied)
+
+		if err := mergePatchNode(t, b.c, "node-1", annotate(reboot.RequestAnnotation, "by an admin"), false); err != nil {
+			t.Fatal(err)
+		}
+		wantDenied(t, "change an admin's reboot request on node-1",
+			mergePatchNode(t, sa, "node-1", annotate(reboot.RequestAnnotation, "by the agent"), false), denied)
+		if v := getNode(t, b.c, "node-1").Annotations[reboot.RequestAnnotation]; v != "by an admin" {
+			t.Errorf("node-1's reboot request is %q, want the admin's", v)
+		}
+		if err := mergePatchNode(t, b.c, "node-1", annotate(reboot.RequestAnnotation, nil), false); err != nil {
+			t.Fatal(err)
+		}
+
+		wantDenied(t, "write the reboot record on node-2",
+			mergePatchNode(t, sa, "node-2", annotate(reboot.RecordAnnotation, record), false), "may change only that Node, not node-2")
+		_, err := sa.CoreV1().Nodes().PatchStatus(ctx, "node-2", condition(corev1.ConditionTrue, string(reboot.Rebooting)))
+		wantDenied(t, "set RebootRequired on node-2", err, "may change only that Node, not node-2")
+		if err := mergePatchNode(t, b.c, "node-2", annotate(reboot.RequestAnnotation, "by an admin"), false); err != nil {
+			t.Fatal(err)
+		}
+		wantDenied(t, "remove node-2's reboot request",
+			mergePatchNode(t, sa, "node-2", annotate(reboot.RequestAnnotation, nil), false), "may change only that Node, not node-2")
+		if err := mergePatchNode(t, b.c, "node-2", annotate(reboot.RequestAnnotation, nil), false); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	n1 := getNode(t, b.c, "node-1")
+	for _, k := range []string{reboot.RecordAnnotation, reboot.RequestAnnotation} {
+		if v, ok := n1.Annotations[k]; ok {
+			t.Errorf("node-1 keeps %s=%q after the test", k, v)
+		}
+	}
+	if slices.ContainsFunc(n1.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == reboot.ConditionType }) {
+		t.Errorf("node-1 keeps the %s condition after the test", reboot.ConditionType)
+	}
+}
