@@ -362,7 +362,9 @@ func TestCoordinatorWaitsAndSaysWhy(t *testing.T) {
 func TestCoordinatorMalformedRecordChangesNothing(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	b.setSentinel(true)
-	b.update(func(n *corev1.Node) { n.Annotations = map[string]string{RecordAnnotation: `{"state":"Rebooting","phase":"Sideways"}`} })
+	b.update(func(n *corev1.Node) {
+		n.Annotations = map[string]string{RecordAnnotation: `{"state":"Rebooting","phase":"Sideways"}`}
+	})
 	before := b.node()
 	if err := b.c.step(context.Background(), before); err != nil {
 		t.Fatal(err)

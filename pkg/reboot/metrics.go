@@ -113,3 +113,4 @@ func (m *Metrics) count(result string) {
 	}
 	m.Reboots.WithLabelValues(result).Inc()
 }
+var _ Observer = (*Metrics)(nil)

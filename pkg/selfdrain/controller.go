@@ -30,9 +30,9 @@ type Controller struct {
 	nodeMaintenance *NodeMaintenanceSource
 	// rebootDrain, when not nil, reads the reboot coordinator's request.
 	rebootDrain func(*corev1.Node) string
-	metrics         *Metrics
-	node            string
-	log             *slog.Logger
+	metrics     *Metrics
+	node        string
+	log         *slog.Logger
 
 	// queue holds one key, the node's name: every change of the Node or of
 	// its NodeMaintenance objects adds it, and a failed step adds it again
