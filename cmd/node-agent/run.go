@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -56,12 +56,6 @@ SIGTERM or SIGINT stops it cleanly.`,
 			}
 			if err := cfg.Validate(); err != nil {
 				return err
-			}
-			if cfg.Reboot.Enabled {
-				// pkg/reboot decides; nothing acts on the decision yet
-				// (issue 23). Refused rather than ignored, so that no admin
-				// believes the nodes reboot themselves.
-				return errors.New("reboot.enabled: this version of node-agent validates the reboot keys but does not act on them yet (coordinated reboots are being built, issue 23); set reboot.enabled to false")
 			}
 			logger, err := agent.NewLogger(cmd.ErrOrStderr(), cfg.LogFormat, cfg.LogLevel)
 			if err != nil {
@@ -181,6 +175,12 @@ func configWatcher(path string, current config.Config, flags *pflag.FlagSet, app
 // refuses the impersonation (pkg/podaccess).
 func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.Interface) []agent.Option {
 	var ctrl *selfdrain.Controller
+	// ownReboot is set by the reboot coordinator just before it asks
+	// logind to reboot: the shutdown guard then lets the host go at once,
+	// since the coordinator drained the node already (its own delay lock
+	// must not stall its own reboot).
+	ownReboot := new(atomic.Bool)
+	var slots *selfdrain.Slots
 	opts := []agent.Option{agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
 		m := selfdrain.NewMetrics(d.Registry)
 		access := &podaccess.Reporter{
@@ -201,7 +201,7 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.In
 			Logger: d.Logger.With("component", "selfdrain"), Clock: d.Clock, Recorder: d.Recorder, Metrics: m,
 			PodAccess: access.Check,
 		})
-		slots := &selfdrain.Slots{
+		slots = &selfdrain.Slots{
 			Client: d.Client, Namespace: cfg.Drain.LeaseNamespace, Identity: d.NodeName, Max: cfg.Drain.MaxConcurrentNodes,
 			LeaseDuration: 30 * time.Second, PollInterval: 2 * time.Second, Clock: d.Clock, Logger: engine.Logger,
 		}
@@ -212,9 +212,16 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.In
 				Logger: engine.Logger, Clock: d.Clock, RecheckInterval: time.Minute,
 			}
 		}
-		ctrl = selfdrain.NewController(selfdrain.ControllerOptions{Engine: engine, Slots: slots, NodeMaintenance: nm})
+		co := selfdrain.ControllerOptions{Engine: engine, Slots: slots, NodeMaintenance: nm}
+		if cfg.Reboot.Enabled {
+			co.RebootDrain = rebootDrainRequest
+		}
+		ctrl = selfdrain.NewController(co)
 		return ctrl, nil
 	})}
+	if cfg.Reboot.Enabled {
+		opts = append(opts, rebootComponent(cfg, podClient, func() *selfdrain.Slots { return slots }, ownReboot))
+	}
 	if !cfg.Shutdown.Enabled {
 		return opts
 	}
@@ -225,7 +232,7 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.In
 			Connect: func(ctx context.Context) (shutdown.Logind, error) {
 				return shutdown.Connect(ctx, cfg.Shutdown.SystemBusAddress)
 			},
-			Drainer:            shutdownDrainer(ctrl),
+			Drainer:            shutdownDrainer(ctrl, ownReboot),
 			DrainBudget:        cfg.Shutdown.DrainBudget.Duration,
 			SafetyMargin:       cfg.Shutdown.SafetyMargin.Duration,
 			ManageLogindConfig: cfg.Shutdown.ManageLogindConfig,
@@ -252,9 +259,12 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.In
 // shutdownDrainer adapts the maintenance controller to the shutdown guard:
 // the guard hands it the shutdown, and gives the node back after a
 // cancelled one.
-func shutdownDrainer(ctrl *selfdrain.Controller) shutdown.Drainer {
+func shutdownDrainer(ctrl *selfdrain.Controller, ownReboot *atomic.Bool) shutdown.Drainer {
 	return shutdown.DrainerFuncs{
 		DrainFunc: func(ctx context.Context, deadline time.Time) (shutdown.Result, error) {
+			if ownReboot.Load() {
+				return shutdown.Result{Complete: true, Message: "the reboot coordinator drained the node before it asked for this reboot"}, nil
+			}
 			r, err := ctrl.DrainForShutdown(ctx, deadline)
 			return shutdown.Result{Complete: r.Complete, Message: r.Message}, err
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -42,6 +43,16 @@ const SlotPrefix = "node-agent-drain-slot-"
 // because drain.leaseNamespace does not exist), so the caller can say why the
 // node waits. The returned release gives the slot back and stops renewing it.
 func (s *Slots) Acquire(ctx context.Context, onWait func(err error)) (release func(), err error) {
+	h, err := s.AcquireHeld(ctx, onWait)
+	if err != nil {
+		return nil, err
+	}
+	return h.Release, nil
+}
+
+// AcquireHeld is Acquire, returning the slot as a Held, which can also be
+// kept across a reboot.
+func (s *Slots) AcquireHeld(ctx context.Context, onWait func(err error)) (*Held, error) {
 	waited := false
 	// A restarted agent first looks for the slot it already holds, so it
 	// never holds two.
@@ -49,7 +60,7 @@ func (s *Slots) Acquire(ctx context.Context, onWait func(err error)) (release fu
 		name := fmt.Sprintf("%s%d", SlotPrefix, i)
 		lease, err := s.Client.CoordinationV1().Leases(s.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err == nil && ptr.Deref(lease.Spec.HolderIdentity, "") == s.Identity {
-			if ok, err := s.tryAcquire(ctx, name); ok && err == nil {
+			if ok, err := s.tryAcquire(ctx, name, s.LeaseDuration); ok && err == nil {
 				s.Logger.Info("Holding drain slot again", "lease", s.Namespace+"/"+name)
 				return s.hold(ctx, name), nil
 			}
@@ -59,7 +70,7 @@ func (s *Slots) Acquire(ctx context.Context, onWait func(err error)) (release fu
 		var roundErr error
 		for i := range s.Max {
 			name := fmt.Sprintf("%s%d", SlotPrefix, i)
-			ok, err := s.tryAcquire(ctx, name)
+			ok, err := s.tryAcquire(ctx, name, s.LeaseDuration)
 			if err != nil {
 				// Fail closed: a slot we cannot check is not ours.
 				s.Logger.Warn("Cannot check drain slot", "lease", s.Namespace+"/"+name, "err", err)
@@ -170,7 +181,7 @@ func (w *slotWait) record(ctx context.Context, msg string, now metav1.Time) erro
 	return w.e.patchStatus(ctx, st)
 }
 
-func (s *Slots) tryAcquire(ctx context.Context, name string) (bool, error) {
+func (s *Slots) tryAcquire(ctx context.Context, name string, duration time.Duration) (bool, error) {
 	leases := s.Client.CoordinationV1().Leases(s.Namespace)
 	now := metav1.NewMicroTime(s.Clock.Now())
 	lease, err := leases.Get(ctx, name, metav1.GetOptions{})
@@ -178,7 +189,7 @@ func (s *Slots) tryAcquire(ctx context.Context, name string) (bool, error) {
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace},
 			Spec: coordinationv1.LeaseSpec{
-				HolderIdentity: ptr.To(s.Identity), LeaseDurationSeconds: ptr.To(int32(s.LeaseDuration / time.Second)),
+				HolderIdentity: ptr.To(s.Identity), LeaseDurationSeconds: ptr.To(int32(duration / time.Second)),
 				AcquireTime: &now, RenewTime: &now,
 			},
 		}, metav1.CreateOptions{FieldManager: FieldManager})
@@ -202,7 +213,7 @@ func (s *Slots) tryAcquire(ctx context.Context, name string) (bool, error) {
 		lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
 	}
 	lease.Spec.HolderIdentity = ptr.To(s.Identity)
-	lease.Spec.LeaseDurationSeconds = ptr.To(int32(s.LeaseDuration / time.Second))
+	lease.Spec.LeaseDurationSeconds = ptr.To(int32(duration / time.Second))
 	lease.Spec.RenewTime = &now
 	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{FieldManager: FieldManager})
 	if apierrors.IsConflict(err) {
@@ -222,12 +233,76 @@ func (s *Slots) expired(l *coordinationv1.Lease) bool {
 	return s.Clock.Now().After(end)
 }
 
-// hold renews the slot until release is called or ctx ends.
-func (s *Slots) hold(ctx context.Context, name string) func() {
+// Held is a slot this node holds; it renews it until Release or the end of
+// the context it was taken with.
+type Held struct {
+	s      *Slots
+	name   string
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+
+	mu sync.Mutex
+	// keep, when set, is the Lease's duration while the host reboots:
+	// the slot is then never given back by this process.
+	keep time.Duration
+}
+
+// Name is the slot Lease's name.
+func (h *Held) Name() string { return h.name }
+
+func (h *Held) duration() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.keep > 0 {
+		return h.keep
+	}
+	return h.s.LeaseDuration
+}
+
+// KeepAcrossReboot writes the Lease with duration d, renews it at that
+// duration for as long as this process lives, and makes Release (and the
+// end of the context) stop renewing without giving the slot back: the agent
+// that starts after the reboot takes the slot back (Acquire finds its own
+// slot first), or it expires d after the last renewal when the node never
+// comes back.
+func (h *Held) KeepAcrossReboot(ctx context.Context, d time.Duration) error {
+	h.mu.Lock()
+	h.keep = d
+	h.mu.Unlock()
+	ok, err := h.s.tryAcquire(ctx, h.name, d)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("drain slot %s/%s is held by another node now", h.s.Namespace, h.name)
+	}
+	return nil
+}
+
+// Release stops renewing the slot and gives it back, unless it is kept
+// across a reboot. It may be called more than once.
+func (h *Held) Release() {
+	h.once.Do(func() {
+		h.cancel()
+		<-h.done
+		h.mu.Lock()
+		kept := h.keep > 0
+		h.mu.Unlock()
+		if kept {
+			h.s.Logger.Info("Drain slot stays held across the reboot", "lease", h.s.Namespace+"/"+h.name, "for", h.keep)
+			return
+		}
+		h.s.releaseSlot(h.name)
+	})
+}
+
+// hold renews the slot until Release is called or ctx ends.
+func (s *Slots) hold(ctx context.Context, name string) *Held {
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
+	h := &Held{s: s, name: name, cancel: cancel, done: make(chan struct{})}
 	go func() {
-		defer close(done)
+		defer close(h.done)
 		t := s.Clock.NewTicker(s.LeaseDuration / 3)
 		defer t.Stop()
 		for {
@@ -235,17 +310,13 @@ func (s *Slots) hold(ctx context.Context, name string) func() {
 			case <-ctx.Done():
 				return
 			case <-t.C():
-				if ok, err := s.tryAcquire(ctx, name); !ok && ctx.Err() == nil {
+				if ok, err := s.tryAcquire(ctx, name, h.duration()); !ok && ctx.Err() == nil {
 					s.Logger.Warn("Lost drain slot; still draining", "lease", s.Namespace+"/"+name, "err", err)
 				}
 			}
 		}
 	}()
-	return func() {
-		cancel()
-		<-done
-		s.releaseSlot(name)
-	}
+	return h
 }
 
 func (s *Slots) releaseSlot(name string) {
