@@ -329,3 +329,41 @@ func TestRunDrainsAndGivesUpItsPlace(t *testing.T) {
 		t.Error("done not closed")
 	}
 }
+
+// A reboot's drain takes no slot of its own: the reboot coordinator holds
+// one, as the same node, and a second hold would give it back at the end of
+// the drain while the host still has to reboot.
+func TestRunRebootTakesNoSlot(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.client.CoordinationV1().Leases("node-agent").Create(context.Background(), heldSlot(h), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := h.controller()
+	release, err := c.newRun(context.Background(), TriggerReboot, "reboot coordinator").takeSlot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if got := h.slotHolder(); got != "node-2" {
+		t.Errorf("slot held by %q, want node-2 untouched", got)
+	}
+}
+
+// The reboot coordinator's request starts a drain with trigger reboot, and
+// its withdrawal ends the maintenance.
+func TestRebootDrainRequest(t *testing.T) {
+	r := request{reboot: "reboot coordinator: kernel"}
+	if !r.wanted() {
+		t.Fatal("a reboot request is not wanted")
+	}
+	if tr, reason := r.trigger(); tr != TriggerReboot || reason != "reboot coordinator: kernel" {
+		t.Errorf("trigger = %s %q", tr, reason)
+	}
+	r.annotation = "NIC"
+	if tr, _ := r.trigger(); tr != TriggerAnnotation {
+		t.Errorf("with the annotation too, trigger = %s, want annotation", tr)
+	}
+	if endReason(TriggerReboot) == endReason(TriggerAnnotation) {
+		t.Error("a reboot's end reason is the annotation's")
+	}
+}

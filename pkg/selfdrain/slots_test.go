@@ -165,3 +165,61 @@ func TestSlotWaitKeepsABegunDrain(t *testing.T) {
 		t.Errorf("record after a slot error = %s", st.Encode())
 	}
 }
+
+// TestHeldKeptAcrossReboot: a slot kept across a reboot is written with the
+// longer duration and is not given back when the agent stops; the agent
+// after the reboot takes its own slot back at once and, at its end, gives it
+// back. A slot not kept is given back.
+func TestHeldKeptAcrossReboot(t *testing.T) {
+	client := fake.NewClientset()
+	clk := clocktesting.NewFakeClock(time.Now())
+	newSlots := func() *Slots {
+		return &Slots{Client: kubetest.Wrap(client), Namespace: "node-agent", Identity: "node-1", Max: 2, LeaseDuration: 30 * time.Second,
+			PollInterval: time.Second, Clock: clk, Logger: slog.New(slog.DiscardHandler)}
+	}
+	lease := func(name string) *coordinationv1.Lease {
+		l, err := client.CoordinationV1().Leases("node-agent").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	h, err := newSlots().AcquireHeld(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.KeepAcrossReboot(context.Background(), 30*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	l := lease(h.Name())
+	if holder := ptrDeref(l.Spec.HolderIdentity); holder != "node-1" || *l.Spec.LeaseDurationSeconds != 1800 {
+		t.Fatalf("after the agent stopped: holder %q for %ds, want node-1 for 1800s", holder, *l.Spec.LeaseDurationSeconds)
+	}
+
+	// The agent after the reboot: its own slot, at once, at the usual
+	// duration; released at the end.
+	clk.Step(10 * time.Minute)
+	h2, err := newSlots().AcquireHeld(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2.Name() != h.Name() {
+		t.Fatalf("took %s, want its own %s back", h2.Name(), h.Name())
+	}
+	if l := lease(h2.Name()); *l.Spec.LeaseDurationSeconds != 30 {
+		t.Fatalf("duration %ds after taking it back, want 30", *l.Spec.LeaseDurationSeconds)
+	}
+	h2.Release()
+	h2.Release() // twice is fine
+	if holder := ptrDeref(lease(h2.Name()).Spec.HolderIdentity); holder != "" {
+		t.Fatalf("holder %q after Release, want none", holder)
+	}
+}
+
+func ptrDeref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -206,7 +206,12 @@ func buildTestImages(t *testing.T, dir string) (pause, testpod string) {
 
 // applyDeploy renders deploy/ with kustomize, changed only by the image
 // name (kustomize's images:), and applies it.
-func (b *bed) applyDeploy(t *testing.T) {
+func (b *bed) applyDeploy(t *testing.T) { b.applyDeployWith(t, nil, nil) }
+
+// applyDeployWith is applyDeploy with deploy/'s components (paths relative
+// to deploy/, such as components/reboot) and extra arguments of the agent's
+// container, as an admin's overlay adds them.
+func (b *bed) applyDeployWith(t *testing.T, components, args []string) {
 	overlay := filepath.Join(t.TempDir(), "overlay")
 	if err := os.MkdirAll(overlay, 0o755); err != nil {
 		t.Fatal(err)
@@ -220,6 +225,18 @@ func (b *bed) applyDeploy(t *testing.T) {
 		newName, newTag = b.image.name[:i], b.image.name[i+1:]
 	}
 	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\nimages:\n  - name: node-agent\n    newName: %s\n    newTag: %q\n", rel, newName, newTag)
+	if len(components) > 0 {
+		k += "components:\n"
+		for _, c := range components {
+			k += fmt.Sprintf("  - %s/%s\n", rel, c)
+		}
+	}
+	if len(args) > 0 {
+		k += "patches:\n  - target:\n      kind: DaemonSet\n      name: node-agent\n    patch: |-\n"
+		for _, a := range args {
+			k += fmt.Sprintf("      - op: add\n        path: /spec/template/spec/containers/0/args/-\n        value: %q\n", a)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
