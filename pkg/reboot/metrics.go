@@ -113,4 +113,5 @@ func (m *Metrics) count(result string) {
 	}
 	m.Reboots.WithLabelValues(result).Inc()
 }
+
 var _ Observer = (*Metrics)(nil)
