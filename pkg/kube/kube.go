@@ -94,9 +94,12 @@ type CoordinationV1Interface interface {
 	Leases(namespace string) LeaseInterface
 }
 
-// LeaseInterface is what the drain slots do with Leases.
+// LeaseInterface is what the drain slots do with Leases: a node waiting for
+// a slot lists and watches them.
 type LeaseInterface interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
 	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
 }
@@ -210,7 +213,9 @@ func (c *client) PodDisruptionBudgets(namespace string) PodDisruptionBudgetInter
 }
 
 func (c *client) Leases(namespace string) LeaseInterface {
-	return gentype.NewClient("leases", c.coordination, parameterCodec, namespace, func() *coordinationv1.Lease { return &coordinationv1.Lease{} })
+	return gentype.NewClientWithList("leases", c.coordination, parameterCodec, namespace,
+		func() *coordinationv1.Lease { return &coordinationv1.Lease{} },
+		func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} })
 }
 
 func (c *client) DaemonSets(namespace string) DaemonSetInterface {

@@ -28,7 +28,8 @@ type Slots struct {
 	Identity      string
 	Max           int
 	LeaseDuration time.Duration
-	// PollInterval is how often a waiting node tries again.
+	// PollInterval is how long a node waits before it tries again after an
+	// error; otherwise a waiting node watches the Leases (waitForChange).
 	PollInterval time.Duration
 	Clock        clock.WithTicker
 	Logger       *slog.Logger
@@ -98,11 +99,94 @@ func (s *Slots) AcquireHeld(ctx context.Context, onWait func(err error)) (*Held,
 				onWait(nil)
 			}
 		}
+		if roundErr != nil {
+			// An error is not cured by a change of a Lease; try again
+			// after a pause.
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-s.Clock.After(s.PollInterval):
+			}
+			continue
+		}
+		if err := s.waitForChange(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// waitForChange returns when a slot may have come free: a slot Lease was
+// changed or deleted (a holder released it, or another waiter took it), or
+// the earliest expiry among the held slots has passed (a holder that
+// stopped renewing sends no event). It lists the namespace's Leases once
+// and watches them from there, so a waiting node makes two requests per
+// change of a slot, not one per PollInterval. A watch that cannot be opened
+// falls back to one PollInterval pause.
+func (s *Slots) waitForChange(ctx context.Context) error {
+	leases := s.Client.CoordinationV1().Leases(s.Namespace)
+	list, err := leases.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return s.pause(ctx)
+	}
+	var expiry time.Time
+	for i := range list.Items {
+		l := &list.Items[i]
+		if !s.isSlot(l.Name) {
+			continue
+		}
+		if ptr.Deref(l.Spec.HolderIdentity, "") == "" || s.expired(l) {
+			return nil // free now: taken by nobody yet, try again
+		}
+		end := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+		if expiry.IsZero() || end.Before(expiry) {
+			expiry = end
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := leases.Watch(wctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return s.pause(ctx)
+	}
+	defer w.Stop()
+	var timeout <-chan time.Time
+	if !expiry.IsZero() {
+		// A second past the expiry, so that it has passed on the clock
+		// that expired compares with.
+		timeout = s.Clock.After(expiry.Sub(s.Clock.Now()) + time.Second)
+	}
+	for {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-s.Clock.After(s.PollInterval):
+			return ctx.Err()
+		case <-timeout:
+			return nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil // closed: list and watch again
+			}
+			if l, isLease := ev.Object.(*coordinationv1.Lease); !isLease || s.isSlot(l.Name) {
+				return nil
+			}
 		}
+	}
+}
+
+func (s *Slots) isSlot(name string) bool {
+	for i := range s.Max {
+		if name == fmt.Sprintf("%s%d", SlotPrefix, i) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Slots) pause(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.Clock.After(s.PollInterval):
+		return nil
 	}
 }
 

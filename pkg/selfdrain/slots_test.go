@@ -223,3 +223,75 @@ func ptrDeref(s *string) string {
 	}
 	return *s
 }
+
+// TestSlotWaitIsAWatch: a node that waits for a slot makes no Lease request
+// while nothing changes, however long it waits before the holder's expiry,
+// and takes the slot as soon as the holder releases it.
+func TestSlotWaitIsAWatch(t *testing.T) {
+	client := fake.NewClientset()
+	clk := clocktesting.NewFakeClock(time.Now())
+	now := metav1.NewMicroTime(clk.Now())
+	if _, err := client.CoordinationV1().Leases("node-agent").Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: SlotPrefix + "0", Namespace: "node-agent"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptrTo("node-2"), LeaseDurationSeconds: ptrTo(int32(3600)), RenewTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := &Slots{Client: kubetest.Wrap(client), Namespace: "node-agent", Identity: "node-1", Max: 1, LeaseDuration: 30 * time.Second,
+		PollInterval: time.Second, Clock: clk, Logger: slog.New(slog.DiscardHandler)}
+	waiting := make(chan struct{}, 1)
+	got := make(chan *Held, 1)
+	go func() {
+		h, err := s.AcquireHeld(context.Background(), func(err error) {
+			if err == nil {
+				waiting <- struct{}{}
+			}
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	<-waiting
+	leaseActions := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetResource().Resource == "leases" {
+				n++
+			}
+		}
+		return n
+	}
+	// Let the waiter reach its watch (list, then watch).
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	before := leaseActions()
+	for range 10 {
+		clk.Step(time.Minute) // 10 minutes, the holder's Lease runs an hour
+		time.Sleep(5 * time.Millisecond)
+	}
+	if after := leaseActions(); after != before {
+		t.Fatalf("%d Lease requests while waiting and nothing changed, want 0 (a poll, not a watch)", after-before)
+	}
+	l, err := client.CoordinationV1().Leases("node-agent").Get(context.Background(), SlotPrefix+"0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.HolderIdentity = nil
+	if _, err := client.CoordinationV1().Leases("node-agent").Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h := <-got:
+		if h == nil || ptrDeref(func() *coordinationv1.Lease {
+			l, _ := client.CoordinationV1().Leases("node-agent").Get(context.Background(), SlotPrefix+"0", metav1.GetOptions{})
+			return l
+		}().Spec.HolderIdentity) != "node-1" {
+			t.Fatal("the slot was not taken after its release")
+		}
+		h.Release()
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter did not take the released slot; it did not see the watch event")
+	}
+}

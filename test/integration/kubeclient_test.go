@@ -146,6 +146,28 @@ func TestKubeClient(t *testing.T) {
 		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
 			t.Errorf("Update with a stale resourceVersion = %v, want Conflict", err)
 		}
+		// A node waiting for a slot lists, then watches from the list.
+		list, err := leases.List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 1 || list.ResourceVersion == "" {
+			t.Fatalf("List = %v, %v; want the one Lease and a resourceVersion", list, err)
+		}
+		w, err := leases.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		got.Spec.HolderIdentity = nil
+		if _, err := leases.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-w.ResultChan():
+			if l, ok := ev.Object.(*coordinationv1.Lease); !ok || ev.Type != "MODIFIED" || l.Spec.HolderIdentity != nil {
+				t.Errorf("watch event %s %T, want the Lease MODIFIED with no holder", ev.Type, ev.Object)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("no watch event for the Lease's update")
+		}
 	})
 
 	t.Run("daemonsets", func(t *testing.T) {
