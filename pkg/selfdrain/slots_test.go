@@ -233,7 +233,7 @@ func TestSlotWaitIsAWatch(t *testing.T) {
 	now := metav1.NewMicroTime(clk.Now())
 	if _, err := client.CoordinationV1().Leases("node-agent").Create(context.Background(), &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: SlotPrefix + "0", Namespace: "node-agent"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptrTo("node-2"), LeaseDurationSeconds: ptrTo(int32(3600)), RenewTime: &now},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptrTo("node-2"), LeaseDurationSeconds: ptrTo(int32(3600)), RenewTime: &now},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
