@@ -63,7 +63,7 @@ func (c *Client) RebootStatus(ctx context.Context, names []string) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("Node %s does not exist", strings.Join(missing, ", "))
+		return fmt.Errorf("no Node %s", strings.Join(missing, ", "))
 	}
 	return nil
 }
@@ -199,7 +199,7 @@ func (c *Client) RequestReboot(ctx context.Context, node, reason string) error {
 	}
 	n, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("Node %s does not exist; nothing was changed", node)
+		return fmt.Errorf("no Node %s; nothing was changed", node)
 	}
 	if err != nil {
 		return fmt.Errorf("reading Node %s: %w", node, err)
@@ -226,7 +226,7 @@ func (c *Client) RequestReboot(ctx context.Context, node, reason string) error {
 func (c *Client) CancelRebootRequest(ctx context.Context, node string) error {
 	n, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("Node %s does not exist; nothing was changed", node)
+		return fmt.Errorf("no Node %s; nothing was changed", node)
 	}
 	if err != nil {
 		return fmt.Errorf("reading Node %s: %w", node, err)

@@ -79,8 +79,8 @@ func TestRebootStatus(t *testing.T) {
 				"node-2  no        Done            -      -          the host rebooted and needs no other reboot",
 				"node-1  yes       WaitingForSlot  3h     -          sentinel file /run/reboot-required exists; waiting for a ...",
 			),
-			wantErr: "Node node-9 does not exist"},
-		{name: "only a missing node", nodes: []string{"node-9"}, objs: rebootNodes(), wantErr: "Node node-9 does not exist"},
+			wantErr: "no Node node-9"},
+		{name: "only a missing node", nodes: []string{"node-9"}, objs: rebootNodes(), wantErr: "no Node node-9"},
 		{name: "no node at all", want: "No Node in the cluster.\n"},
 	}
 	for _, tt := range tests {
@@ -135,7 +135,7 @@ func TestRequestReboot(t *testing.T) {
 			wantPatches: []string{`node-5 {"metadata":{"annotations":{"node-agent.io/reboot":"x"}}}`},
 			wantStderr: lines("reboot of node-5 requested (node-agent.io/reboot=x)",
 				`warning: the coordinator on node-5 will not act while its record is unreadable: annotation node-agent.io/reboot-status has unknown state "Sleeping"; the coordinator will not act on it: fix it, or delete it to let the coordinator start afresh`)},
-		{name: "a node that does not exist is refused", node: "node-9", reason: "x", wantErr: "Node node-9 does not exist; nothing was changed"},
+		{name: "a node that does not exist is refused", node: "node-9", reason: "x", wantErr: "no Node node-9; nothing was changed"},
 		{name: "a blank reason is refused", node: "node-1", reason: " ", wantErr: "--reason must not be blank"},
 	}
 	for _, tt := range tests {
@@ -179,7 +179,7 @@ func TestCancelRebootRequest(t *testing.T) {
 			wantPatches: []string{`node-2 {"metadata":{"annotations":{"node-agent.io/reboot":null}}}`},
 			wantStderr:  lines("reboot request of node-2 removed", "warning: the reboot of node-2 is under way (phase Draining) and goes on")},
 		{name: "no request: nothing to patch", node: "node-3", wantStderr: lines("no reboot of node-3 was requested; nothing was changed")},
-		{name: "a node that does not exist", node: "node-9", wantErr: "Node node-9 does not exist; nothing was changed"},
+		{name: "a node that does not exist", node: "node-9", wantErr: "no Node node-9; nothing was changed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
