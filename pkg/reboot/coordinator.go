@@ -273,6 +273,11 @@ func (c *Coordinator) step(ctx context.Context, node *corev1.Node) error {
 		next.Phase = PhaseIdle
 		return c.write(ctx, node, rec, &next, Decision{State: rec.State, Message: "cannot tell whether the host needs a reboot: " + needErr.Error()}, corev1.ConditionUnknown, ReasonUnknown)
 	}
+	if needErr != nil {
+		// Past the start, an unknown need is no reason to call the
+		// reboot off: only a need seen gone is.
+		need = Need{Needed: true, Why: "the need cannot be checked now (" + needErr.Error() + ")"}
+	}
 	var blockers []Blocker
 	if need.Needed && (idle || next.Phase == PhaseDraining) {
 		for _, b := range c.o.Blockers {
@@ -319,6 +324,10 @@ func (c *Coordinator) step(ctx context.Context, node *corev1.Node) error {
 			if c.o.Metrics != nil {
 				c.o.Metrics.Failed()
 			}
+		}
+		if next.Phase == PhaseDraining {
+			next.Phase, next.Drain = PhaseIdle, false
+			c.event(corev1.EventTypeNormal, "RebootCancelled", "%s", d.Message)
 		}
 		if next.Drain || m.Active {
 			// The slot is given back once the drain is undone.

@@ -416,3 +416,24 @@ func setReady(n *corev1.Node, s corev1.ConditionStatus) {
 		}
 	}
 }
+
+// Removing the sentinel while the node drains calls the reboot off: the
+// drain is undone, then the slot given back; the host is not rebooted.
+func TestCoordinatorCancelledWhileDraining(t *testing.T) {
+	b := newBed(t, alwaysWindow(t))
+	b.setSentinel(true)
+	b.step()
+	b.expect(b.step(), Draining, "Draining", PhaseDraining)
+	b.m = Maintenance{Active: true}
+	b.setSentinel(false)
+	rec := b.step()
+	b.expect(rec, NotNeeded, "NotNeeded", PhaseIdle)
+	if rec.Drain || b.slots.slot.released {
+		t.Fatalf("drain %v released %v: the drain is withdrawn first, the slot kept until it is undone", rec.Drain, b.slots.slot.released)
+	}
+	b.m = Maintenance{}
+	b.expect(b.step(), NotNeeded, "NotNeeded", PhaseIdle)
+	if !b.slots.slot.released || b.reboots.calls != 0 {
+		t.Fatalf("released %v reboots %d", b.slots.slot.released, b.reboots.calls)
+	}
+}

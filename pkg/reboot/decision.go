@@ -191,6 +191,12 @@ func Decide(in Input) Decision {
 	switch in.Phase {
 	case PhaseIdle, PhaseWaitingForSlot:
 	case PhaseDraining:
+		if !in.Need.Needed {
+			// The sentinel was removed, or the request cancelled: the
+			// admin's way to call a reboot off before the host goes down.
+			return Decision{State: NotNeeded, Action: ActReleaseSlot,
+				Message: "the host no longer needs a reboot (the sentinel went away, or the request was cancelled) while the node drained; the drain is undone and the slot given back"}
+		}
 		return lateBlockers(Decision{State: Draining, Message: "draining the node before the reboot"}, in.Blockers)
 	case PhaseDrained:
 		return lateBlockers(Decision{State: Rebooting, Action: ActReboot, Message: "drained; rebooting the host"}, in.Blockers)

@@ -44,6 +44,7 @@ func TestDecide(t *testing.T) {
 
 		// Once the drain started, it finishes.
 		{name: "draining", in: with(func(in *Input) { in.Phase = PhaseDraining; in.SlotHeld = true }), state: Draining},
+		{name: "need gone while draining: call it off", in: with(func(in *Input) { in.Phase = PhaseDraining; in.Need = Need{} }), state: NotNeeded, action: ActReleaseSlot, msgContains: []string{"undone"}},
 		{name: "draining outside the window goes on", in: with(func(in *Input) { in.Phase = PhaseDraining; in.Window = weekend }), state: Draining},
 		{name: "draining with a late blocker goes on and says so", in: with(func(in *Input) { in.Phase = PhaseDraining; in.Blockers = []Blocker{alert} }), state: Draining, msgContains: []string{"alerts EtcdMembersDown since the drain started"}},
 		{name: "drained: reboot", in: with(func(in *Input) { in.Phase = PhaseDrained }), state: Rebooting, action: ActReboot},
