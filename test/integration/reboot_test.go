@@ -1,0 +1,179 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/node-agent/node-agent/pkg/reboot"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+// TestRebootCoordinatorWaitsAndSaysWhy: agents with the reboot coordinator
+// on, running as the shipped ServiceAccount, on kwok nodes whose sentinel
+// file exists: a node outside its window, one with a matching pod, and one
+// with a matching alert firing on a real Prometheus never drain or take a
+// slot, and their RebootRequired condition names the reason;
+// `node-agent reboot status` shows them. Once a blocker goes, the node moves
+// on to waiting for the slot (held by another node here, so that nothing
+// reboots).
+func TestRebootCoordinatorWaitsAndSaysWhy(t *testing.T) {
+	promBin := toolBinary(t, testenv.DefaultOptions(), testenv.BinPrometheus)
+	b := newDrainBed(t)
+	c := b.env.Client()
+	ctx := t.Context()
+	if err := b.env.AddNodes(ctx, []string{"node-2", "node-3"}); err != nil {
+		t.Fatal(err)
+	}
+	// The only slot is another node's, for an hour: whatever the test
+	// unblocks waits there.
+	now := metav1.NewMicroTime(time.Now())
+	if _, err := c.CoordinationV1().Leases("node-agent").Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: selfdrain.SlotPrefix + "0", Namespace: "node-agent"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-9"), LeaseDurationSeconds: ptr.To(int32(3600)), RenewTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := func(t *testing.T, node string, args ...string) {
+		sentinel := filepath.Join(t.TempDir(), "reboot-required")
+		if err := os.WriteFile(sentinel, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a := startAgent(t, b.env, node, append([]string{"--reboot-enabled=true", "--reboot-sentinel-file=" + sentinel,
+			"--reboot-check-interval=1s", "--shutdown-enabled=false"}, args...)...)
+		a.WaitReady(t)
+	}
+
+	t.Run("outside the window", func(t *testing.T) {
+		tomorrow := strings.ToLower(time.Now().UTC().Add(24 * time.Hour).Weekday().String()[:3])
+		start(t, "node-1", "--reboot-window-days="+tomorrow, "--reboot-window-start=02:00", "--reboot-window-end=04:00")
+		cond := waitRebootReason(t, c, "node-1", string(reboot.OutsideWindow))
+		if cond.Status != corev1.ConditionTrue || !strings.Contains(cond.Message, tomorrow+" 02:00-04:00 UTC") {
+			t.Errorf("condition %s: %s", cond.Status, cond.Message)
+		}
+		holdsNothing(t, c, "node-1")
+		t.Logf("node-1: %s", cond.Message)
+	})
+
+	t.Run("blocked by a pod", func(t *testing.T) {
+		testenv.CreateDeployment(ctx, t, c, b.ns, "db", 1, "node-2")
+		testenv.WaitRunningOn(ctx, t, c, b.ns, "node-2", 1)
+		start(t, "node-2", "--reboot-blocking-pod-selector=app=db")
+		cond := waitRebootReason(t, c, "node-2", string(reboot.BlockedByPods))
+		if !strings.Contains(cond.Message, "blocked by pods "+b.ns+"/db-") {
+			t.Errorf("message %q does not name the pod", cond.Message)
+		}
+		holdsNothing(t, c, "node-2")
+		t.Logf("node-2: %s", cond.Message)
+		if err := c.AppsV1().Deployments(b.ns).Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cond = waitRebootReason(t, c, "node-2", string(reboot.WaitingForSlot))
+		holdsNothing(t, c, "node-2")
+		t.Logf("node-2 after the pod went: %s", cond.Message)
+	})
+
+	t.Run("blocked by a firing alert", func(t *testing.T) {
+		startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		prom, err := testenv.StartPrometheus(startCtx, filepath.Dir(promBin), t.TempDir(), map[string][]byte{
+			"prometheus.yml": []byte("global:\n  evaluation_interval: 1s\nrule_files:\n  - rules.yaml\n"),
+			"rules.yaml": []byte("groups:\n  - name: freeze\n    rules:\n      - alert: MaintenanceFreeze\n        expr: vector(1)\n" +
+				"      - alert: SomethingElse\n        expr: vector(1)\n"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopped := false
+		t.Cleanup(func() {
+			if !stopped {
+				_ = prom.Stop()
+			}
+		})
+		start(t, "node-3", "--reboot-prometheus-url="+prom.URL, "--reboot-blocking-alert-regexp=MaintenanceFreeze")
+		cond := waitRebootReason(t, c, "node-3", string(reboot.BlockedByAlerts))
+		if !strings.Contains(cond.Message, "alerts MaintenanceFreeze") || strings.Contains(cond.Message, "SomethingElse") {
+			t.Errorf("message %q: want MaintenanceFreeze named, and only it", cond.Message)
+		}
+		holdsNothing(t, c, "node-3")
+		t.Logf("node-3: %s", cond.Message)
+		// Prometheus gone: still blocked (fail closed), and it says so.
+		if err := prom.Stop(); err != nil {
+			t.Logf("stopping prometheus: %v", err)
+		}
+		stopped = true
+		testenv.WaitFor(t, time.Minute, "node-3 blocked because Prometheus cannot be asked", func() (bool, error) {
+			cond := rebootCondition(t, c, "node-3")
+			return cond != nil && cond.Reason == string(reboot.BlockedByAlerts) && !strings.Contains(cond.Message, "MaintenanceFreeze"), nil
+		})
+		cond = rebootCondition(t, c, "node-3")
+		holdsNothing(t, c, "node-3")
+		t.Logf("node-3 with Prometheus stopped: %s", cond.Message)
+	})
+
+	out, err := exec.Command(agentBinary, "reboot", "status", "--kubeconfig", b.env.KubeconfigPath()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node-agent reboot status: %v\n%s", err, out)
+	}
+	for _, want := range []string{"node-1", "OutsideWindow", "node-2", "WaitingForSlot", "node-3", "BlockedByAlerts"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("node-agent reboot status lacks %q:\n%s", want, out)
+		}
+	}
+	t.Logf("node-agent reboot status:\n%s", out)
+}
+
+func rebootCondition(t *testing.T, c kubernetes.Interface, node string) *corev1.NodeCondition {
+	n, err := c.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == reboot.ConditionType {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func waitRebootReason(t *testing.T, c kubernetes.Interface, node, reason string) *corev1.NodeCondition {
+	t.Helper()
+	var cond *corev1.NodeCondition
+	testenv.WaitFor(t, 2*time.Minute, fmt.Sprintf("%s: condition %s reason %s", node, reboot.ConditionType, reason), func() (bool, error) {
+		cond = rebootCondition(t, c, node)
+		return cond != nil && cond.Reason == reason, nil
+	})
+	return cond
+}
+
+// holdsNothing: the node is neither cordoned nor draining, and holds no slot.
+func holdsNothing(t *testing.T, c kubernetes.Interface, node string) {
+	t.Helper()
+	n, err := c.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := reboot.ParseRecord(n)
+	if err != nil || rec == nil {
+		t.Fatalf("record: %v %v", rec, err)
+	}
+	if n.Spec.Unschedulable || rec.Drain || rec.Slot != "" || n.Annotations[selfdrain.StatusAnnotation] != "" {
+		t.Errorf("%s: unschedulable %v, drain %v, slot %q, maintenance %q", node, n.Spec.Unschedulable, rec.Drain, rec.Slot, n.Annotations[selfdrain.StatusAnnotation])
+	}
+	l, err := c.CoordinationV1().Leases("node-agent").Get(t.Context(), selfdrain.SlotPrefix+"0", metav1.GetOptions{})
+	if err != nil || ptr.Deref(l.Spec.HolderIdentity, "") != "node-9" {
+		t.Errorf("slot: %v %v, want still node-9's", l, err)
+	}
+}
