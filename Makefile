@@ -109,6 +109,17 @@ docs: ## Regenerate docs/configuration.md and docs/metrics.md from the code
 demo: deps tools build ## Start a local control plane with three kwok nodes and run node-agent for node-1
 	$(GO) run -tags $(GOTAGS) ./hack/demo
 
+# Where `make install` puts the CLI: $(DESTDIR)$(PREFIX)/bin.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+
+.PHONY: install
+install: build ## Install node-agent into $(PREFIX)/bin, and kubectl-node_agent beside it so that `kubectl node-agent ...` runs it as a kubectl plugin
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN)/node-agent $(DESTDIR)$(PREFIX)/bin/node-agent
+	ln -sf node-agent $(DESTDIR)$(PREFIX)/bin/kubectl-node_agent
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/node-agent and the kubectl plugin $(DESTDIR)$(PREFIX)/bin/kubectl-node_agent (kubectl node-agent --help)"
+
 .PHONY: clean
 clean: ## Remove bin/ (the tool cache in ~/.cache/node-agent stays)
 	rm -rf $(BIN)

@@ -11,7 +11,8 @@ import (
 )
 
 func newCPUBaselineCommand() *cobra.Command {
-	var kubeconfig, selector, output string
+	var selector, output string
+	var flags clientFlags
 	cmd := &cobra.Command{
 		Use:   "cpu-baseline [--selector LABELSELECTOR]",
 		Short: "Print the newest CPU model every selected node can run, and what holds newer ones back",
@@ -46,7 +47,7 @@ It only reads Nodes (get/list); it changes nothing.`,
 			if _, err := metav1.ParseToLabelSelector(selector); selector != "" && err != nil {
 				return fmt.Errorf("--selector %q: %w", selector, err)
 			}
-			cfg, err := kube.RESTConfig(kubeconfig)
+			cfg, err := flags.restConfig()
 			if err != nil {
 				return err
 			}
@@ -63,7 +64,7 @@ It only reads Nodes (get/list); it changes nothing.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path of a kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the pod's service account).")
+	flags.add(fs)
 	fs.StringVarP(&selector, "selector", "l", "", "Label `selector` of the Nodes to consider, as kubectl's (default: every Node).")
 	fs.StringVarP(&output, "output", "o", "table", "Output `format`: table, json or yaml.")
 	return cmd

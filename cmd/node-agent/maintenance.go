@@ -9,7 +9,7 @@ import (
 )
 
 func newMaintenanceCommand() *cobra.Command {
-	var kubeconfig string
+	var flags clientFlags
 	cmd := &cobra.Command{
 		Use:   "maintenance",
 		Short: "Start, stop or show the maintenance (self-drain) of a node",
@@ -36,9 +36,9 @@ both. At most drain.maxConcurrentNodes nodes (default 1) drain at once; the
 others show phase Waiting (Running with the reason in lastError on a
 NodeMaintenance object).`,
 	}
-	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "Path of a kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the pod's service account).")
+	flags.add(cmd.PersistentFlags())
 	client := func(cmd *cobra.Command) (*maintenance.Client, error) {
-		cfg, err := kube.RESTConfig(kubeconfig)
+		cfg, err := flags.restConfig()
 		if err != nil {
 			return nil, err
 		}

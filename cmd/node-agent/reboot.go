@@ -8,7 +8,7 @@ import (
 )
 
 func newRebootCommand() *cobra.Command {
-	var kubeconfig string
+	var flags clientFlags
 	cmd := &cobra.Command{
 		Use:   "reboot",
 		Short: "Show or ask for the coordinated reboots of nodes",
@@ -32,9 +32,9 @@ node-agent.io/reboot-status annotation, Events and metrics.
   request NODE --cancel         removes the request; a reboot whose drain has
                                 started goes on.`,
 	}
-	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "Path of a kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the pod's service account).")
+	flags.add(cmd.PersistentFlags())
 	client := func(cmd *cobra.Command) (*maintenance.Client, error) {
-		cfg, err := kube.RESTConfig(kubeconfig)
+		cfg, err := flags.restConfig()
 		if err != nil {
 			return nil, err
 		}

@@ -81,3 +81,29 @@ func TestRESTConfigErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestRESTConfigContext: --context picks another context of the kubeconfig,
+// as kubectl's does; an unknown one is an error that names it.
+func TestRESTConfigContext(t *testing.T) {
+	notInCluster(t)
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["prod"] = &clientcmdapi.Cluster{Server: "https://prod.example:6443"}
+	kc.Clusters["lab"] = &clientcmdapi.Cluster{Server: "https://lab.example:6443"}
+	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
+	kc.Contexts["prod"] = &clientcmdapi.Context{Cluster: "prod", AuthInfo: "u"}
+	kc.Contexts["lab"] = &clientcmdapi.Context{Cluster: "lab", AuthInfo: "u"}
+	kc.CurrentContext = "prod"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	for ctx, want := range map[string]string{"": "https://prod.example:6443", "lab": "https://lab.example:6443"} {
+		c, err := RESTConfigFor(path, ctx)
+		if err != nil || c.Host != want {
+			t.Errorf("context %q: host %v, %v; want %s", ctx, c, err, want)
+		}
+	}
+	if _, err := RESTConfigFor(path, "staging"); err == nil || !strings.Contains(err.Error(), "staging") {
+		t.Errorf("unknown context: %v, want an error naming it", err)
+	}
+}
