@@ -200,19 +200,7 @@ func (c *Coordinator) Run(ctx context.Context, view agent.NodeView) error {
 
 // stop ends a wait for a slot and stops renewing the one held; a slot kept
 // across the reboot stays held (Slot.Release).
-func (c *Coordinator) stop() {
-	if c.acquiring != nil {
-		c.acquiring()
-		if a := <-c.got; a.slot != nil {
-			a.slot.Release()
-		}
-		c.acquiring = nil
-	}
-	if c.slot != nil {
-		c.slot.Release()
-		c.slot = nil
-	}
-}
+func (c *Coordinator) stop() { c.dropSlot() }
 
 // step looks at the node once and moves the reboot on.
 func (c *Coordinator) step(ctx context.Context, node *corev1.Node) error {
@@ -416,6 +404,13 @@ func (c *Coordinator) lastSlotErr() error {
 
 // releaseSlot stops waiting for a slot and gives back the one held.
 func (c *Coordinator) releaseSlot(rec *Record) {
+	c.dropSlot()
+	rec.Slot = ""
+}
+
+// dropSlot ends a wait for a slot, and releases the slot held (which, once
+// kept across the reboot, only stops renewing it).
+func (c *Coordinator) dropSlot() {
 	if c.acquiring != nil {
 		c.acquiring()
 		if a := <-c.got; a.slot != nil {
@@ -428,7 +423,6 @@ func (c *Coordinator) releaseSlot(rec *Record) {
 		c.log.Info("Released the drain slot", "lease", c.slot.Name())
 		c.slot = nil
 	}
-	rec.Slot = ""
 }
 
 // reboot keeps the slot across the reboot, records the request, and asks

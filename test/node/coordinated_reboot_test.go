@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -32,23 +31,7 @@ const slotLease = selfdrain.SlotPrefix + "0"
 // node and gives the slot back. Then a sentinel that every boot creates
 // again (a tmpfiles.d entry) causes one reboot, not a second.
 func TestRealNodeCoordinatedReboot(t *testing.T) {
-	b := setupBed(t)
-	pause, testpod := buildTestImages(t, t.TempDir())
-	m := newMachineNode(t, b.env, b.bin, machineName, []string{pause, testpod, filepath.Join(b.bin, "node-agent-image.tar")}, "")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
-		defer cancel()
-		if t.Failed() && m.c.Running() {
-			t.Logf("--- errors in the machine's kubelet and containerd journal ---\n%s", m.journalErrors(ctx))
-		}
-		_ = b.c.AppsV1().DaemonSets(agentNS).Delete(ctx, "node-agent", metav1.DeleteOptions{})
-		if m.c.Running() {
-			m.c.Kill()
-		}
-		if err := testenv.RemoveKubepodsCgroups(); err != nil {
-			t.Errorf("removing the kubelet's cgroups: %v", err)
-		}
-	})
+	b, m := setupMachineBed(t)
 	ctx := t.Context()
 	t.Logf("machine %s booted, Node Ready after %s", machineName, m.boot(t, b.env).Round(time.Millisecond))
 	if err := b.env.AddNode(ctx, kwokNode); err != nil {
@@ -61,7 +44,7 @@ func TestRealNodeCoordinatedReboot(t *testing.T) {
 		locks, err := m.inhibitors(ctx)
 		return err == nil && len(locks) == 1, fmt.Sprintf("%v %v", locks, err)
 	})
-	b.rebootWorkload(t, "coord", 6)
+	b.rebootWorkload(t, "coord", 6, 1)
 
 	if !t.Run("waits for the slot, drains, reboots, comes back", func(t *testing.T) { b.testCoordinatedReboot(t, m, "coord", 6) }) {
 		t.FailNow()
@@ -69,9 +52,9 @@ func TestRealNodeCoordinatedReboot(t *testing.T) {
 	t.Run("a sentinel that survives the reboot causes no second reboot", func(t *testing.T) { b.testRebootLoop(t, m) })
 }
 
-// rebootWorkload runs n pods on the machine with a PDB that allows one
-// disruption.
-func (b *bed) rebootWorkload(t *testing.T, ns string, n int) {
+// rebootWorkload runs n pods of a Deployment web on the machine, Ready by
+// an HTTP probe, with a PDB that allows `allowed` disruptions.
+func (b *bed) rebootWorkload(t *testing.T, ns string, n, allowed int) {
 	ctx := t.Context()
 	if _, err := b.env.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
@@ -92,7 +75,7 @@ func (b *bed) rebootWorkload(t *testing.T, ns string, n int) {
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			MaxUnavailable: ptr.To(intstr.FromInt32(int32(allowed))),
 			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 		},
 	}

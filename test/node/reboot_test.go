@@ -11,10 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -27,23 +24,7 @@ const machineName = "node-machine"
 // drains it through the agent's DaemonSet pod, and the pod uncordons the
 // node after the reboot.
 func TestRealNodeReboot(t *testing.T) {
-	b := setupBed(t)
-	pause, testpod := buildTestImages(t, t.TempDir())
-	m := newMachineNode(t, b.env, b.bin, machineName, []string{pause, testpod, filepath.Join(b.bin, "node-agent-image.tar")}, "")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
-		defer cancel()
-		if t.Failed() && m.c.Running() {
-			t.Logf("--- errors in the machine's kubelet and containerd journal ---\n%s", m.journalErrors(ctx))
-		}
-		_ = b.c.AppsV1().DaemonSets(agentNS).Delete(ctx, "node-agent", metav1.DeleteOptions{})
-		if m.c.Running() {
-			m.c.Kill()
-		}
-		if err := testenv.RemoveKubepodsCgroups(); err != nil {
-			t.Errorf("removing the kubelet's cgroups: %v", err)
-		}
-	})
+	b, m := setupMachineBed(t)
 	t.Logf("machine %s booted, Node Ready after %s", machineName, m.boot(t, b.env).Round(time.Millisecond))
 	if err := b.env.AddNode(t.Context(), kwokNode); err != nil {
 		t.Fatal(err)
@@ -63,6 +44,29 @@ func TestRealNodeReboot(t *testing.T) {
 		t.FailNow()
 	}
 	t.Run("reboot-with-kubelet-shutdown", func(t *testing.T) { b.testReboot(t, m, "reboot-b", true) })
+}
+
+// setupMachineBed starts the control plane and the machine (not booted
+// yet), and removes the agent and the machine when the test ends.
+func setupMachineBed(t *testing.T) (*bed, *machineNode) {
+	b := setupBed(t)
+	pause, testpod := buildTestImages(t, t.TempDir())
+	m := newMachineNode(t, b.env, b.bin, machineName, []string{pause, testpod, filepath.Join(b.bin, "node-agent-image.tar")}, "")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
+		defer cancel()
+		if t.Failed() && m.c.Running() {
+			t.Logf("--- errors in the machine's kubelet and containerd journal ---\n%s", m.journalErrors(ctx))
+		}
+		_ = b.c.AppsV1().DaemonSets(agentNS).Delete(ctx, "node-agent", metav1.DeleteOptions{})
+		if m.c.Running() {
+			m.c.Kill()
+		}
+		if err := testenv.RemoveKubepodsCgroups(); err != nil {
+			t.Errorf("removing the kubelet's cgroups: %v", err)
+		}
+	})
+	return b, m
 }
 
 // testRelock is case 3: the agent's pod is deleted while the host is up; the
@@ -137,37 +141,7 @@ func (b *bed) testReboot(t *testing.T, m *machineNode, ns string, kubeletShutdow
 		})
 		t.Log("logind lists both delay locks: the kubelet's and node-agent's")
 	}
-	if _, err := b.env.CreateNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	dep := testenv.NewDeployment(ns, "web", replicas, machineName)
-	spec := &dep.Spec.Template.Spec
-	spec.Containers[0].Image = testpodImage
-	spec.Containers[0].ImagePullPolicy = corev1.PullNever
-	spec.Containers[0].ReadinessProbe = &corev1.Probe{
-		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}},
-		PeriodSeconds: 1,
-	}
-	spec.DNSPolicy = corev1.DNSDefault
-	b.cordon(t, kwokNode, true)
-	if _, err := b.c.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: ptr.To(intstr.FromInt32(allowed)),
-			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-		},
-	}
-	if _, err := b.c.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 4*time.Minute, "20 web pods Ready on "+machineName, func() (bool, string) {
-		n := b.readyOn(t, ns, machineName)
-		return n == replicas, fmt.Sprintf("%d Ready", n)
-	})
-	b.cordon(t, kwokNode, false)
+	b.rebootWorkload(t, ns, replicas, allowed)
 	node, err := b.c.CoreV1().Nodes().Get(ctx, machineName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
