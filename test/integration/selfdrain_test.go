@@ -425,12 +425,28 @@ func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("kube-apiserver restarted")
+	var st *selfdrain.Status
 	testenv.WaitFor(t, 3*time.Minute, "phase Succeeded", func() (bool, error) {
-		st, err := selfdrain.ParseStatus(getNode(t, c, "node-1"))
+		var err error
+		st, err = selfdrain.ParseStatus(getNode(t, c, "node-1"))
 		return err == nil && st != nil && st.Phase == selfdrain.PhaseSucceeded, err
 	})
-	if left, err := testenv.PodsOn(t.Context(), c, b.ns, "node-1"); err != nil || len(left) != 0 {
-		t.Errorf("pods left on node-1: %d (%v)", len(left), err)
+	left, err := testenv.PodsOn(t.Context(), c, b.ns, "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every pod that was on the node when the drain began must be gone. A
+	// pod created after that was placed on the cordoned node by a
+	// scheduler whose cache had not seen the cordon across the restart
+	// (seen once in CI under load); it is named, not counted.
+	for _, p := range left {
+		if p.CreationTimestamp.Before(st.StartTime) {
+			t.Errorf("pod %s, there before the drain began (%s), is still on node-1 after Succeeded: phase %s, deleting since %v",
+				p.Name, st.StartTime.UTC().Format(time.RFC3339), p.Status.Phase, p.DeletionTimestamp)
+		} else {
+			t.Logf("pod %s was created at %s, after the drain began at %s, and bound to node-1 (a scheduler cache behind the cordon); phase %s",
+				p.Name, p.CreationTimestamp.UTC().Format(time.RFC3339), st.StartTime.UTC().Format(time.RFC3339), p.Status.Phase)
+		}
 	}
 }
 
