@@ -86,6 +86,20 @@ bench: deps tools build rootfs ## Drain 110 pods with node-agent and with kubect
 	NODE_AGENT_BINARY=$(BIN)/node-agent $(GO) test -tags $(GOTAGS) -count=1 -run '^$$' -bench '^BenchmarkFootprint$$' \
 	  -benchtime 1x -timeout $(TEST_TIMEOUT) -v ./test/bench/
 
+# The fleet benchmark's size and phases (see test/scale); SCALE_OUT is where
+# its table (results.md) and pictures go.
+SCALE_NODES  ?= 1000
+SCALE_POOL   ?= 100
+SCALE_LIMITS ?= 1,5,20
+SCALE_IDLE   ?= 2m
+SCALE_OUT    ?= $(CURDIR)/docs/scale
+
+.PHONY: scale
+scale: deps tools build ## Run SCALE_NODES agents against as many kwok nodes on one control plane: joint start, idle, kured's lock pattern, rolling maintenances at SCALE_LIMITS, kube-apiserver restart; writes SCALE_OUT/results.md and two PNGs
+	NODE_AGENT_INTEGRATION=1 NODE_AGENT_BINARY=$(BIN)/node-agent SCALE_NODES=$(SCALE_NODES) SCALE_POOL=$(SCALE_POOL) \
+	  SCALE_LIMITS=$(SCALE_LIMITS) SCALE_IDLE=$(SCALE_IDLE) SCALE_OUT=$(SCALE_OUT) \
+	  $(GO) test -tags $(GOTAGS) -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 120m -v ./test/scale/
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each
 	@for pkg in $$($(GO) list -tags $(GOTAGS) ./...); do \

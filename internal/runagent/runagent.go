@@ -196,7 +196,7 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.In
 		})
 		slots = &selfdrain.Slots{
 			Client: d.Client, Namespace: cfg.Drain.LeaseNamespace, Identity: d.NodeName, Max: cfg.Drain.MaxConcurrentNodes,
-			LeaseDuration: 30 * time.Second, PollInterval: 2 * time.Second, Clock: d.Clock, Logger: engine.Logger,
+			LeaseDuration: 30 * time.Second, PollInterval: 2 * time.Second, TakeJitter: time.Second, Clock: d.Clock, Logger: engine.Logger,
 		}
 		var nm *selfdrain.NodeMaintenanceSource
 		if dyn != nil {

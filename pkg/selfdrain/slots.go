@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -29,10 +31,13 @@ type Slots struct {
 	Max           int
 	LeaseDuration time.Duration
 	// PollInterval is how long a node waits before it tries again after an
-	// error; otherwise a waiting node watches the Leases (waitForChange).
+	// error; otherwise a waiting node watches the Leases (AcquireHeld).
 	PollInterval time.Duration
-	Clock        clock.WithTicker
-	Logger       *slog.Logger
+	// TakeJitter spreads the tries of the nodes that wait when a slot
+	// comes free (see AcquireHeld); zero tries at once.
+	TakeJitter time.Duration
+	Clock      clock.WithTicker
+	Logger     *slog.Logger
 }
 
 // SlotPrefix names the slot Leases.
@@ -53,123 +58,196 @@ func (s *Slots) Acquire(ctx context.Context, onWait func(err error)) (release fu
 
 // AcquireHeld is Acquire, returning the slot as a Held, which can also be
 // kept across a reboot.
+//
+// A waiting node keeps one view of the slot Leases: it lists them once and
+// follows them with one watch, and writes only when its view shows a slot
+// free (no holder, or an expired one). A renewal of a held slot costs the
+// waiters no request. When a slot comes free while several nodes wait, each
+// waits a random part of TakeJitter before it tries, and drops its try when
+// the watch shows the slot taken meanwhile: one node takes it and the rest
+// stay quiet, instead of all of them writing at once and all but one
+// failing.
 func (s *Slots) AcquireHeld(ctx context.Context, onWait func(err error)) (*Held, error) {
-	waited := false
-	// A restarted agent first looks for the slot it already holds, so it
-	// never holds two.
-	for i := range s.Max {
-		name := fmt.Sprintf("%s%d", SlotPrefix, i)
-		lease, err := s.Client.CoordinationV1().Leases(s.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if err == nil && ptr.Deref(lease.Spec.HolderIdentity, "") == s.Identity {
-			if ok, err := s.tryAcquire(ctx, name, s.LeaseDuration); ok && err == nil {
+	w := &slotWatch{s: s, onWait: onWait}
+	for {
+		h, err := w.round(ctx)
+		if h != nil || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return h, nil
+		}
+		if err != nil {
+			// Fail closed: a slot we cannot check is not ours. An error
+			// is not cured by a change of a Lease; try again after a
+			// pause.
+			s.Logger.Warn("Cannot check drain slots", "namespace", s.Namespace, "err", err)
+			if onWait != nil {
+				onWait(err)
+			}
+			if err := s.pause(ctx); err != nil {
+				return nil, err
+			}
+		}
+		// Otherwise the watch ended: list and watch again.
+	}
+}
+
+// slotWatch is one node's wait for a slot.
+type slotWatch struct {
+	s      *Slots
+	onWait func(error)
+	waited bool
+	// view holds the slot Leases as last seen, by name.
+	view map[string]*coordinationv1.Lease
+}
+
+// round lists the slot Leases, takes a free one (its own first: a restarted
+// agent gets its own slot back and never holds two), and otherwise watches
+// until it can take one. It returns the slot, or the error that stopped
+// it, or neither when the watch ended.
+func (w *slotWatch) round(ctx context.Context) (*Held, error) {
+	s := w.s
+	leases := s.Client.CoordinationV1().Leases(s.Namespace)
+	list, err := leases.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing Leases in %s: %w", s.Namespace, err)
+	}
+	w.view = map[string]*coordinationv1.Lease{}
+	for i := range list.Items {
+		if l := &list.Items[i]; s.isSlot(l.Name) {
+			w.view[l.Name] = l
+		}
+	}
+	for name, l := range w.view {
+		if ptr.Deref(l.Spec.HolderIdentity, "") == s.Identity {
+			if ok, err := s.takeFrom(ctx, name, l); ok && err == nil {
 				s.Logger.Info("Holding drain slot again", "lease", s.Namespace+"/"+name)
 				return s.hold(ctx, name), nil
 			}
 		}
 	}
+	if h, err := w.tryFree(ctx); h != nil || err != nil {
+		return h, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watch, err := leases.Watch(wctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return nil, fmt.Errorf("watching Leases in %s: %w", s.Namespace, err)
+	}
+	defer watch.Stop()
 	for {
-		var roundErr error
-		for i := range s.Max {
-			name := fmt.Sprintf("%s%d", SlotPrefix, i)
-			ok, err := s.tryAcquire(ctx, name, s.LeaseDuration)
-			if err != nil {
-				// Fail closed: a slot we cannot check is not ours.
-				s.Logger.Warn("Cannot check drain slot", "lease", s.Namespace+"/"+name, "err", err)
-				if roundErr == nil {
-					roundErr = err
-				}
-				continue
-			}
-			if ok {
-				s.Logger.Info("Holding drain slot", "lease", s.Namespace+"/"+name)
-				return s.hold(ctx, name), nil
+		if !w.waited {
+			w.waited = true
+			if w.onWait != nil {
+				w.onWait(nil)
 			}
 		}
-		if ctx.Err() != nil {
+		var expiry <-chan time.Time
+		if at, ok := w.earliestExpiry(); ok {
+			// A second past the expiry, so that it has passed on the
+			// clock that expired compares with.
+			expiry = s.Clock.After(at.Sub(s.Clock.Now()) + time.Second)
+		}
+		select {
+		case <-ctx.Done():
 			return nil, ctx.Err()
-		}
-		switch {
-		case roundErr != nil:
-			if onWait != nil {
-				onWait(roundErr)
-			}
-		case !waited:
-			waited = true
-			if onWait != nil {
-				onWait(nil)
+		case <-expiry:
+		case ev, ok := <-watch.ResultChan():
+			if !ok || !w.apply(ev) {
+				return nil, nil
 			}
 		}
-		if roundErr != nil {
-			// An error is not cured by a change of a Lease; try again
-			// after a pause.
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-s.Clock.After(s.PollInterval):
-			}
+		if len(w.free()) == 0 {
 			continue
 		}
-		if err := s.waitForChange(ctx); err != nil {
-			return nil, err
+		// A slot came free while others may wait too: wait a random
+		// part of TakeJitter, following the watch, before trying.
+		if s.TakeJitter > 0 {
+			delay := s.Clock.After(time.Duration(rand.Int64N(int64(s.TakeJitter))))
+		jitter:
+			for {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-delay:
+					break jitter
+				case ev, ok := <-watch.ResultChan():
+					if !ok || !w.apply(ev) {
+						return nil, nil
+					}
+				}
+			}
+		}
+		if h, err := w.tryFree(ctx); h != nil || err != nil {
+			return h, err
 		}
 	}
 }
 
-// waitForChange returns when a slot may have come free: a slot Lease was
-// changed or deleted (a holder released it, or another waiter took it), or
-// the earliest expiry among the held slots has passed (a holder that
-// stopped renewing sends no event). It lists the namespace's Leases once
-// and watches them from there, so a waiting node makes two requests per
-// change of a slot, not one per PollInterval. A watch that cannot be opened
-// falls back to one PollInterval pause.
-func (s *Slots) waitForChange(ctx context.Context) error {
-	leases := s.Client.CoordinationV1().Leases(s.Namespace)
-	list, err := leases.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return s.pause(ctx)
+// apply updates the view with a watch event; false when the watch failed.
+func (w *slotWatch) apply(ev watch.Event) bool {
+	switch ev.Type {
+	case watch.Error:
+		return false
+	case watch.Deleted:
+		if l, ok := ev.Object.(*coordinationv1.Lease); ok {
+			delete(w.view, l.Name)
+		}
+	default:
+		if l, ok := ev.Object.(*coordinationv1.Lease); ok && w.s.isSlot(l.Name) {
+			w.view[l.Name] = l
+		}
 	}
-	var expiry time.Time
-	for i := range list.Items {
-		l := &list.Items[i]
-		if !s.isSlot(l.Name) {
+	return true
+}
+
+// free lists the slots the view shows free: never created, without a
+// holder, or expired.
+func (w *slotWatch) free() []string {
+	var out []string
+	for i := range w.s.Max {
+		name := fmt.Sprintf("%s%d", SlotPrefix, i)
+		l := w.view[name]
+		if l == nil || ptr.Deref(l.Spec.HolderIdentity, "") == "" || w.s.expired(l) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// tryFree tries the free slots of the view in turn. A try that loses a race
+// (the Lease changed or was created meanwhile) is no error: the watch
+// brings the new state.
+func (w *slotWatch) tryFree(ctx context.Context) (*Held, error) {
+	for _, name := range w.free() {
+		ok, err := w.s.takeFrom(ctx, name, w.view[name])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			w.s.Logger.Info("Holding drain slot", "lease", w.s.Namespace+"/"+name)
+			return w.s.hold(ctx, name), nil
+		}
+	}
+	return nil, nil
+}
+
+// earliestExpiry is when the first held slot of the view expires, so that a
+// holder that stopped renewing (and so sends no event) frees its slot.
+func (w *slotWatch) earliestExpiry() (time.Time, bool) {
+	var at time.Time
+	for _, l := range w.view {
+		if ptr.Deref(l.Spec.HolderIdentity, "") == "" || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
 			continue
 		}
-		if ptr.Deref(l.Spec.HolderIdentity, "") == "" || s.expired(l) {
-			return nil // free now: taken by nobody yet, try again
-		}
 		end := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
-		if expiry.IsZero() || end.Before(expiry) {
-			expiry = end
+		if at.IsZero() || end.Before(at) {
+			at = end
 		}
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := leases.Watch(wctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		return s.pause(ctx)
-	}
-	defer w.Stop()
-	var timeout <-chan time.Time
-	if !expiry.IsZero() {
-		// A second past the expiry, so that it has passed on the clock
-		// that expired compares with.
-		timeout = s.Clock.After(expiry.Sub(s.Clock.Now()) + time.Second)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timeout:
-			return nil
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return nil // closed: list and watch again
-			}
-			if l, isLease := ev.Object.(*coordinationv1.Lease); !isLease || s.isSlot(l.Name) {
-				return nil
-			}
-		}
-	}
+	return at, !at.IsZero()
 }
 
 func (s *Slots) isSlot(name string) bool {
@@ -265,12 +343,31 @@ func (w *slotWait) record(ctx context.Context, msg string, now metav1.Time) erro
 	return w.e.patchStatus(ctx, st)
 }
 
+// tryAcquire takes or renews the slot name for duration, reading it first:
+// false when another node holds it.
 func (s *Slots) tryAcquire(ctx context.Context, name string, duration time.Duration) (bool, error) {
+	lease, err := s.Client.CoordinationV1().Leases(s.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		lease, err = nil, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading Lease %s/%s: %w", s.Namespace, name, err)
+	}
+	return s.write(ctx, name, lease, duration)
+}
+
+// takeFrom takes the slot name as cur (nil: not created yet) shows it, for
+// LeaseDuration, without reading it again: a stale cur fails on the
+// Lease's resourceVersion, and the slot is then not taken.
+func (s *Slots) takeFrom(ctx context.Context, name string, cur *coordinationv1.Lease) (bool, error) {
+	return s.write(ctx, name, cur, s.LeaseDuration)
+}
+
+func (s *Slots) write(ctx context.Context, name string, lease *coordinationv1.Lease, duration time.Duration) (bool, error) {
 	leases := s.Client.CoordinationV1().Leases(s.Namespace)
 	now := metav1.NewMicroTime(s.Clock.Now())
-	lease, err := leases.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = leases.Create(ctx, &coordinationv1.Lease{
+	if lease == nil {
+		_, err := leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity: ptr.To(s.Identity), LeaseDurationSeconds: ptr.To(int32(duration / time.Second)),
@@ -285,13 +382,11 @@ func (s *Slots) tryAcquire(ctx context.Context, name string, duration time.Durat
 		}
 		return true, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("reading Lease %s/%s: %w", s.Namespace, name, err)
-	}
 	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
 	if holder != "" && holder != s.Identity && !s.expired(lease) {
 		return false, nil
 	}
+	lease = lease.DeepCopy()
 	if holder != s.Identity {
 		lease.Spec.AcquireTime = &now
 		lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
@@ -299,8 +394,8 @@ func (s *Slots) tryAcquire(ctx context.Context, name string, duration time.Durat
 	lease.Spec.HolderIdentity = ptr.To(s.Identity)
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(duration / time.Second))
 	lease.Spec.RenewTime = &now
-	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{FieldManager: FieldManager})
-	if apierrors.IsConflict(err) {
+	_, err := leases.Update(ctx, lease, metav1.UpdateOptions{FieldManager: FieldManager})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {

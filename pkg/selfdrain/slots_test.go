@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/node-agent/node-agent/pkg/config"
@@ -295,3 +296,110 @@ func TestSlotWaitIsAWatch(t *testing.T) {
 		t.Fatal("the waiter did not take the released slot; it did not see the watch event")
 	}
 }
+
+// TestSlotWaitersStayQuiet: many nodes wait for the one slot. A renewal of
+// the held slot costs them no request; when the slot comes free, a waiter
+// takes it and, thanks to TakeJitter, only a few try at all, where without
+// it every waiter writes (and on a real apiserver all but one fail).
+func TestSlotWaitersStayQuiet(t *testing.T) {
+	for _, tc := range []struct {
+		jitter time.Duration
+		// writes to the Lease after its release, the winner's included
+		minTries, maxTries int
+	}{
+		{jitter: 500 * time.Millisecond, minTries: 1, maxTries: 5},
+		// The contrast: without jitter every waiter writes at once.
+		{jitter: 0, minTries: 10, maxTries: 20},
+	} {
+		t.Run("jitter "+tc.jitter.String(), func(t *testing.T) {
+			const waiters = 20
+			client := fake.NewClientset()
+			ctx := t.Context()
+			now := metav1.NewMicroTime(time.Now())
+			leases := client.CoordinationV1().Leases("node-agent")
+			if _, err := leases.Create(ctx, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: SlotPrefix + "0", Namespace: "node-agent"},
+				Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptrTo("holder"), LeaseDurationSeconds: ptrTo(int32(3600)), RenewTime: &now},
+			}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan *Held, waiters)
+			waiting := make(chan struct{}, waiters)
+			for i := range waiters {
+				s := &Slots{Client: kubetest.Wrap(client), Namespace: "node-agent", Identity: "node-" + string(rune('a'+i)), Max: 1,
+					LeaseDuration: 30 * time.Second, PollInterval: time.Second, TakeJitter: tc.jitter, Clock: clockReal{}, Logger: slog.New(slog.DiscardHandler)}
+				go func() {
+					h, err := s.AcquireHeld(ctx, func(err error) {
+						if err == nil {
+							waiting <- struct{}{}
+						}
+					})
+					if err == nil {
+						got <- h
+					}
+				}()
+			}
+			for range waiters {
+				<-waiting
+			}
+			writes := func() int {
+				n := 0
+				for _, a := range client.Actions() {
+					if a.GetResource().Resource == "leases" && (a.GetVerb() == "update" || a.GetVerb() == "create" || a.GetVerb() == "get") {
+						n++
+					}
+				}
+				return n
+			}
+			time.Sleep(50 * time.Millisecond) // every waiter on its watch
+			// The holder renews: nobody tries.
+			l, _ := leases.Get(ctx, SlotPrefix+"0", metav1.GetOptions{})
+			renewed := metav1.NewMicroTime(time.Now())
+			l.Spec.RenewTime = &renewed
+			if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			before := writes()
+			time.Sleep(100 * time.Millisecond)
+			if n := writes() - before; n != 0 {
+				t.Fatalf("a renewal of the held slot made the waiters send %d requests, want 0", n)
+			}
+			// The holder releases: one waiter takes the slot.
+			l, _ = leases.Get(ctx, SlotPrefix+"0", metav1.GetOptions{})
+			l.Spec.HolderIdentity = nil
+			if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			before = writes()
+			var h *Held
+			select {
+			case h = <-got:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no waiter took the released slot")
+			}
+			time.Sleep(tc.jitter + 100*time.Millisecond) // the other waiters' delays run out
+			tries := writes() - before
+			t.Logf("%d waiters, jitter %s: %d writes to the slot after its release", waiters, tc.jitter, tries)
+			if tries < tc.minTries || tries > tc.maxTries {
+				t.Errorf("%d writes after the release, want %d to %d", tries, tc.minTries, tc.maxTries)
+			}
+			// Which waiters' writes won is not checked here: the fake
+			// clientset has no optimistic concurrency (every Update
+			// succeeds). That only one node holds a slot is checked on the
+			// real apiserver (test/integration, make scale).
+			h.Release()
+			for {
+				select {
+				case other := <-got:
+					other.Release()
+					continue
+				default:
+				}
+				break
+			}
+		})
+	}
+}
+
+// clockReal is the real clock as a clock.WithTicker.
+type clockReal = clock.RealClock

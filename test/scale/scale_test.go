@@ -1,0 +1,623 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+// The benchmark's knobs, from the environment (`make scale` passes them).
+var (
+	// SCALE_NODES: agents and kwok nodes.
+	fleetSize = envInt("SCALE_NODES", 1000)
+	// SCALE_POOL: nodes in the rolling maintenance.
+	poolSize = envInt("SCALE_POOL", 100)
+	// SCALE_LIMITS: drain.maxConcurrentNodes of the rolling maintenances.
+	limits = envInts("SCALE_LIMITS", []int{1, 5, 20})
+	// SCALE_IDLE: how long the fleet sits idle.
+	idleFor = envDuration("SCALE_IDLE", 2*time.Minute)
+	// SCALE_KURED_PERIOD: the kured-pattern pollers' period (kured's own
+	// default --period is one hour; a shorter one gives a count in minutes
+	// that scales linearly).
+	kuredPeriod = envDuration("SCALE_KURED_PERIOD", 10*time.Second)
+	// SCALE_CHECK: agents per kind in the process-versus-in-process check.
+	checkSize = envInt("SCALE_CHECK", 5)
+	// SCALE_OUT: where the table and pictures go.
+	outDir = os.Getenv("SCALE_OUT")
+)
+
+// podsPerPoolNode is the pool's workload per node.
+const podsPerPoolNode = 3
+
+func BenchmarkScale(b *testing.B) {
+	if os.Getenv(testenv.IntegrationEnv) == "" {
+		b.Skipf("needs the test bed's control plane; set %s=1 (make scale does)", testenv.IntegrationEnv)
+	}
+	for b.Loop() {
+		runScale(b)
+	}
+}
+
+type phaseResult struct {
+	name      string
+	from, to  time.Time
+	requests  int
+	byKind    []kindCount
+	peakRPS   float64
+	apiCores  float64
+	apiRSS    int64
+	etcdCores float64
+	etcdRSS   int64
+	throttled float64 // 429s, every client
+	extra     []string
+}
+
+type rollResult struct {
+	limit        int
+	total, ideal time.Duration
+	most         int
+	leaseReqs    int
+	requests     int
+	points       []point
+	from         time.Time
+	byKind       []kindCount
+}
+
+func runScale(b *testing.B) {
+	n := fleetSize
+	pool := min(poolSize, n)
+	ctx := b.Context()
+	dir := b.TempDir()
+	if outDir == "" {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		outDir = filepath.Join(root, "bin", "scale")
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+
+	opts := testenv.DefaultOptions()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	auditArgs, auditPath, err := testenv.AuditLog(dir, auditPolicy)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts.APIServerArgs = append(opts.APIServerArgs, auditArgs...)
+	opts.StartTimeout = 3 * time.Minute
+	env := testenv.StartForTest(b, opts)
+	admin := adminClient(b, env)
+	audit := testenv.NewAuditReader(auditPath, testenv.AuditStageRequestReceived)
+	b.Logf("control plane ready (audit log %s); %d nodes, %d agents, pool %d, limits %v", auditPath, n+2*checkSize, n, pool, limits)
+
+	samplerCtx, stopSampler := context.WithCancel(ctx)
+	defer stopSampler()
+	procs := newProcSampler(env)
+	go procs.run(samplerCtx)
+
+	// Nodes: the fleet's, then the check's (process and in-process).
+	fleetNodes := names("scale", n)
+	checkProc := names("check-proc", checkSize)
+	checkInProc := names("check-inproc", checkSize)
+	began := time.Now()
+	all := append(append(append([]string{}, fleetNodes...), checkProc...), checkInProc...)
+	for i := 0; i < len(all); i += 100 {
+		if err := env.AddNodes(ctx, all[i:min(i+100, len(all))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("%d kwok nodes Ready in %s", len(all), time.Since(began).Round(time.Second))
+	installDeploy(b, env)
+	began = time.Now()
+	tokens := agentTokens(ctx, b, admin, all)
+	b.Logf("DaemonSet pods Running and %d bound tokens in %s", len(tokens), time.Since(began).Round(time.Second))
+
+	tracker, err := newNodeTracker(ctx, admin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "fleet.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logFile.Close()
+	f := &fleet{b: b, env: env, tokens: tokens, discover: sharedDiscovery(b, dir, slog.New(slog.DiscardHandler)),
+		log: fleetLogger(logFile), agents: map[string]*inProcessAgent{}}
+	defer func() { f.stop(f.all()) }()
+
+	// 0. The same agents as processes and in this process cost the same.
+	checkTable := checkSameCost(b, env, f, audit, tracker, checkProc, checkInProc, dir)
+
+	// 1. Start together.
+	base, err := scrapeAPIServer(ctx, admin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var memBefore runtime.MemStats
+	runtime.ReadMemStats(&memBefore)
+	startAt := time.Now()
+	f.start(fleetNodes, 1)
+	testenv.WaitFor(b, 20*time.Minute, fmt.Sprintf("all %d nodes labelled", n), func() (bool, error) {
+		got, _ := tracker.labelledAmong(fleetNodes)
+		return got == n, nil
+	})
+	_, lastLabel := tracker.labelledAmong(fleetNodes)
+	settle(b, audit, 5*time.Second)
+	startEnd := time.Now()
+	after, _ := scrapeAPIServer(ctx, admin)
+	var memAfter runtime.MemStats
+	runtime.ReadMemStats(&memAfter)
+	start := phase(b, "start together", startAt, startEnd, audit, procs, base, after)
+	times := tracker.labelTimes(fleetNodes)
+	start.extra = append(start.extra,
+		fmt.Sprintf("every Node labelled %.1f s after the start (half of them by %.1f s, 99%% by %.1f s)",
+			lastLabel.Sub(startAt).Seconds(), times[len(times)/2].Sub(startAt).Seconds(), times[len(times)*99/100].Sub(startAt).Seconds()),
+		fmt.Sprintf("benchmark process heap grew by %.0f MiB for %d agents (%.2f MiB each)",
+			mib(int64(memAfter.HeapAlloc)-int64(memBefore.HeapAlloc)), n, mib(int64(memAfter.HeapAlloc)-int64(memBefore.HeapAlloc))/float64(n)))
+	nodeBytes := nodeSize(b, admin, fleetNodes[0])
+
+	// 2. Idle.
+	idleAt := time.Now()
+	time.Sleep(idleFor)
+	idleEnd := time.Now()
+	idleMetrics, _ := scrapeAPIServer(ctx, admin)
+	idle := phase(b, "idle", idleAt, idleEnd, audit, procs, after, idleMetrics)
+	agentWatches := idleMetrics.watches - base.watches
+	idle.extra = append(idle.extra,
+		fmt.Sprintf("%d requests in %s: %.2f per minute for the fleet", idle.requests, idleFor, float64(idle.requests)/idleFor.Minutes()),
+		fmt.Sprintf("open watches: %.0f for the whole control plane, %.0f more than before the fleet started (%.2f per agent)", idleMetrics.watches, agentWatches, agentWatches/float64(n)))
+
+	// 3. The kured lock pattern at the same N.
+	kured := kuredPattern(b, env, audit, procs, fleetNodes, idleFor)
+
+	// 4. Rolling maintenances.
+	rolls, one := rollingMaintenances(b, env, admin, f, audit, tracker, fleetNodes[:pool])
+
+	// 5. kube-apiserver restart with every agent connected.
+	restart := restartAPIServer(b, env, audit, procs, f, admin)
+
+	stopSampler()
+	if err := audit.Read(); err != nil {
+		b.Fatal(err)
+	}
+	res := results{
+		machine: machine(), n: n, pool: pool, nodeBytes: nodeBytes, objects: idleMetrics.objects,
+		check: checkTable, phases: []phaseResult{start, idle, kured, restart}, rolls: rolls, oneDrain: one,
+		origin: startAt, events: audit.Events(),
+	}
+	res.write(b)
+}
+
+func names(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%04d", prefix, i+1)
+	}
+	return out
+}
+
+func adminClient(b *testing.B, env *testenv.Env) kubernetes.Interface {
+	cfg := env.RESTConfig()
+	cfg.QPS, cfg.Burst = 500, 1000
+	cfg.UserAgent = "scale-benchmark"
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// installDeploy applies `kubectl kustomize deploy/`, as an admin installs
+// node-agent: the ServiceAccount, RBAC, admission policy, ConfigMap and the
+// DaemonSet, whose pods kwok then runs on every node.
+func installDeploy(b *testing.B, env *testenv.Env) {
+	b.Helper()
+	kubectl := filepath.Join(testenv.DefaultOptions().BinDir, testenv.BinKubectl)
+	if bin := os.Getenv(testenv.BinDirEnv); bin != "" {
+		kubectl = filepath.Join(bin, testenv.BinKubectl)
+	}
+	out, err := exec.Command(kubectl, "kustomize", testenv.DeployDir(b)).Output()
+	if err != nil {
+		b.Fatalf("kubectl kustomize deploy/: %v", err)
+	}
+	for range 2 { // the Namespace first, then everything in it
+		cmd := exec.Command(kubectl, "--kubeconfig", env.KubeconfigPath(), "apply", "--server-side", "--field-manager=node-agent-install", "-f", "-")
+		cmd.Stdin = strings.NewReader(string(out))
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			if strings.Contains(string(msg), "not found") {
+				continue
+			}
+			b.Fatalf("kubectl apply deploy/: %v\n%s", err, msg)
+		}
+	}
+}
+
+// settle waits until the agents made no request for quiet (a watch opened
+// counts as a request), so a phase ends when its burst is over.
+func settle(b *testing.B, audit *testenv.AuditReader, quiet time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		if err := audit.Read(); err != nil {
+			b.Fatal(err)
+		}
+		ev := audit.Events()
+		last := time.Time{}
+		for i := len(ev) - 1; i >= 0; i-- {
+			if ev[i].User.Username == agentUser {
+				last = ev[i].Received.Time
+				break
+			}
+		}
+		if time.Since(last) >= quiet {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// phase gathers one phase's figures.
+func phase(b *testing.B, name string, from, to time.Time, audit *testenv.AuditReader, procs *procSampler, before, after apiserverMetrics) phaseResult {
+	b.Helper()
+	if err := audit.Read(); err != nil {
+		b.Fatal(err)
+	}
+	ev := window(audit.Events(), agentUser, from, to)
+	p := phaseResult{name: name, from: from, to: to, requests: len(ev), byKind: byKind(ev),
+		peakRPS: peak(perSecond(ev, agentUser, from, int(to.Sub(from)/time.Second)+1)), throttled: after.code429 - before.code429}
+	p.apiCores, p.apiRSS = procs.usage(testenv.BinKubeAPIServer, from, to)
+	p.etcdCores, p.etcdRSS = procs.usage(testenv.BinEtcd, from, to)
+	b.Logf("phase %q: %s, %d agent requests (peak %.0f/s), kube-apiserver %.2f cores / %.0f MiB, etcd %.2f cores / %.0f MiB, 429s %.0f",
+		name, to.Sub(from).Round(100*time.Millisecond), p.requests, p.peakRPS, p.apiCores, mib(p.apiRSS), p.etcdCores, mib(p.etcdRSS), p.throttled)
+	return p
+}
+
+// nodeSize is the JSON size of a labelled Node, and what the agent added to
+// it (labels and annotations of node-agent and KubeVirt's families).
+func nodeSize(b *testing.B, c kubernetes.Interface, name string) [2]int {
+	b.Helper()
+	n, err := c.CoreV1().Nodes().Get(b.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n.ManagedFields = nil
+	whole, _ := jsonSize(n)
+	added := 0
+	for k, v := range n.Labels {
+		if strings.Contains(k, "kubevirt.io") || strings.Contains(k, "node-agent.io") {
+			added += len(k) + len(v) + 6
+		}
+	}
+	for k, v := range n.Annotations {
+		if strings.Contains(k, "kubevirt.io") || strings.Contains(k, "node-agent.io") {
+			added += len(k) + len(v) + 6
+		}
+	}
+	return [2]int{whole, added}
+}
+
+// kuredPattern runs, for the same N and as long as the idle phase, the lock
+// pattern of kured: every node reads one shared object (kured keeps its
+// lock in an annotation of its DaemonSet) every period, whether or not a
+// reboot is needed. The pollers start spread over one period, as kured's
+// pods do.
+func kuredPattern(b *testing.B, env *testenv.Env, audit *testenv.AuditReader, procs *procSampler, nodes []string, d time.Duration) phaseResult {
+	b.Helper()
+	cfg, err := env.UserConfig(kuredUser, "system:masters")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = -1, 0 // one client stands for N kured pods, each far under any limit
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(b.Context(), d)
+	defer cancel()
+	from := time.Now()
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			offset := time.Duration(int64(kuredPeriod) * int64(i) / int64(len(nodes)))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(offset):
+			}
+			t := time.NewTicker(kuredPeriod)
+			defer t.Stop()
+			for {
+				_, _ = c.AppsV1().DaemonSets(agentNamespace).Get(ctx, "node-agent", metav1.GetOptions{})
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	to := time.Now()
+	if err := audit.Read(); err != nil {
+		b.Fatal(err)
+	}
+	ev := window(audit.Events(), kuredUser, from, to)
+	p := phaseResult{name: "kured lock pattern", from: from, to: to, requests: len(ev), byKind: byKind(ev),
+		peakRPS: peak(perSecond(ev, kuredUser, from, int(to.Sub(from)/time.Second)+1))}
+	p.apiCores, p.apiRSS = procs.usage(testenv.BinKubeAPIServer, from, to)
+	p.etcdCores, p.etcdRSS = procs.usage(testenv.BinEtcd, from, to)
+	p.extra = append(p.extra,
+		fmt.Sprintf("%d nodes each reading the lock object every %s: %d requests in %s (%.1f per second)",
+			len(nodes), kuredPeriod, len(ev), d, float64(len(ev))/d.Seconds()),
+		fmt.Sprintf("at kured's default period of 1h the same pattern makes %d requests per hour at this N, whether or not a node needs a reboot", len(nodes)))
+	b.Logf("phase %q: %d requests in %s", p.name, len(ev), d)
+	return p
+}
+
+// rollingMaintenances drains the pool node by node under each limit:
+// every pool node is asked at once (the maintenance annotation), the agents
+// take drain slots, and each node's maintenance is ended as soon as it is
+// drained, as an admin's automation would after its work. The pool runs a
+// Deployment of podsPerPoolNode pods per node that only pool nodes take, so
+// each drain's pods land on the pool's other nodes.
+func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface, f *fleet, audit *testenv.AuditReader, tracker *nodeTracker, pool []string) ([]rollResult, time.Duration) {
+	b.Helper()
+	ctx := b.Context()
+	const poolLabel = "scale.node-agent.io/pool"
+	for _, n := range pool {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, poolLabel)
+		if _, err := c.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := env.CreateNamespace(ctx, "pool"); err != nil {
+		b.Fatal(err)
+	}
+	d := testenv.NewDeployment("pool", "work", int32(len(pool)*podsPerPoolNode), "")
+	d.Spec.Template.Spec.NodeSelector = map[string]string{poolLabel: "true"}
+	if _, err := c.AppsV1().Deployments("pool").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	waitAvailable(b, c, d)
+
+	// One node's drain alone: the unit of the ideal.
+	one := drainNodes(b, c, tracker, pool[:1])
+	b.Logf("one pool node's drain alone: %s", one.Round(time.Millisecond))
+	waitAvailable(b, c, d)
+
+	var out []rollResult
+	for _, limit := range limits {
+		// drain.maxConcurrentNodes takes effect at start: the pool's
+		// agents restart with it, as a DaemonSet rollout would.
+		f.stop(pool)
+		f.start(pool, limit)
+		time.Sleep(5 * time.Second)
+		settle(b, audit, 3*time.Second)
+		from := time.Now()
+		total := drainNodes(b, c, tracker, pool)
+		to := from.Add(total)
+		if err := audit.Read(); err != nil {
+			b.Fatal(err)
+		}
+		ev := window(audit.Events(), agentUser, from, to)
+		leases := 0
+		for _, e := range ev {
+			if e.Resource() == "leases" {
+				leases++
+			}
+		}
+		pts, most := tracker.drainingSeries(from, to)
+		ideal := time.Duration(math.Ceil(float64(len(pool))/float64(limit))) * one
+		r := rollResult{limit: limit, total: total, ideal: ideal, most: most, leaseReqs: leases, requests: len(ev), points: pts, from: from, byKind: byKind(ev)}
+		b.Logf("rolling maintenance of %d nodes, limit %d: %s (ideal %s, %.2fx), at most %d draining at once, %d agent requests of which %d on Leases",
+			len(pool), limit, total.Round(100*time.Millisecond), ideal.Round(100*time.Millisecond), total.Seconds()/ideal.Seconds(), most, len(ev), leases)
+		if most > limit {
+			b.Errorf("limit %d: %d nodes drained at once", limit, most)
+		}
+		out = append(out, r)
+		waitAvailable(b, c, d)
+	}
+	return out, one
+}
+
+// drainNodes asks for maintenance of every node at once, ends each node's
+// maintenance once it is drained, and returns the time from the first
+// request to the last node drained. It then waits for every node to be
+// given back (uncordoned).
+func drainNodes(b *testing.B, c kubernetes.Interface, tracker *nodeTracker, nodes []string) time.Duration {
+	b.Helper()
+	ctx := b.Context()
+	want := map[string]bool{}
+	for _, n := range nodes {
+		want[n] = true
+	}
+	tracker.resetSucceeded()
+	ended := make(chan string, len(nodes))
+	var mu sync.Mutex
+	endedSet := map[string]bool{}
+	tracker.mu.Lock()
+	tracker.onUpdate = func(n *corev1.Node) {
+		if !want[n.Name] {
+			return
+		}
+		st, _ := selfdrain.ParseStatus(n)
+		if !st.Active() || st.Phase != selfdrain.PhaseSucceeded {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if endedSet[n.Name] {
+			return
+		}
+		endedSet[n.Name] = true
+		ended <- n.Name
+	}
+	tracker.mu.Unlock()
+	defer func() {
+		tracker.mu.Lock()
+		tracker.onUpdate = nil
+		tracker.mu.Unlock()
+	}()
+	from := time.Now()
+	err := forEach(nodes, 32, func(n string) error {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"scale benchmark"}}}`, selfdrain.MaintenanceAnnotation)
+		_, err := c.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var last time.Time
+	deadline := time.After(30 * time.Minute)
+	var endWG sync.WaitGroup
+	for range nodes {
+		select {
+		case n := <-ended:
+			last = time.Now()
+			endWG.Add(1)
+			go func() {
+				defer endWG.Done()
+				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, selfdrain.MaintenanceAnnotation)
+				if _, err := c.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+					b.Errorf("ending the maintenance of %s: %v", n, err)
+				}
+			}()
+		case <-deadline:
+			b.Fatalf("only %d of %d nodes drained in 30 minutes", tracker.succeededCount(nodes), len(nodes))
+		}
+	}
+	endWG.Wait()
+	testenv.WaitFor(b, 10*time.Minute, "every drained node given back", func() (bool, error) {
+		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for i := range list.Items {
+			n := &list.Items[i]
+			if want[n.Name] && n.Spec.Unschedulable {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return last.Sub(from)
+}
+
+func waitAvailable(b *testing.B, c kubernetes.Interface, d *appsv1.Deployment) {
+	b.Helper()
+	testenv.WaitFor(b, 10*time.Minute, "the pool's Deployment available", func() (bool, error) {
+		got, err := c.AppsV1().Deployments(d.Namespace).Get(b.Context(), d.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return got.Status.AvailableReplicas == *d.Spec.Replicas && got.Status.UpdatedReplicas == *d.Spec.Replicas, nil
+	})
+}
+
+// restartAPIServer restarts kube-apiserver under the connected fleet and
+// measures how long until every agent has its Node watch back, and the
+// burst of requests that brings.
+func restartAPIServer(b *testing.B, env *testenv.Env, audit *testenv.AuditReader, procs *procSampler, f *fleet, c kubernetes.Interface) phaseResult {
+	b.Helper()
+	agents := f.all()
+	from := time.Now()
+	if err := env.RestartAPIServer(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	ready := time.Now()
+	before, _ := scrapeAPIServer(b.Context(), c)
+	want := map[string]bool{}
+	for _, n := range agents {
+		want["node-agent/"+n] = true
+	}
+	back := map[string]time.Time{}
+	deadline := time.Now().Add(10 * time.Minute)
+	for len(back) < len(want) && time.Now().Before(deadline) {
+		time.Sleep(time.Second)
+		if err := audit.Read(); err != nil {
+			b.Fatal(err)
+		}
+		for _, e := range window(audit.Events(), agentUser, ready, time.Now().Add(time.Hour)) {
+			if e.Verb == "watch" && e.Resource() == "nodes" && want[e.UserAgent] {
+				if _, ok := back[e.UserAgent]; !ok {
+					back[e.UserAgent] = e.Received.Time
+				}
+			}
+		}
+	}
+	var last time.Time
+	for _, at := range back {
+		if at.After(last) {
+			last = at
+		}
+	}
+	settle(b, audit, 5*time.Second)
+	to := time.Now()
+	after, _ := scrapeAPIServer(b.Context(), c)
+	p := phase(b, "kube-apiserver restart", from, to, audit, procs, before, after)
+	p.extra = append(p.extra, fmt.Sprintf("kube-apiserver down and up again in %.1f s; %d of %d agents watching their Node again %.1f s after it was ready",
+		ready.Sub(from).Seconds(), len(back), len(want), last.Sub(ready).Seconds()))
+	if len(back) < len(want) {
+		b.Errorf("%d agents never watched their Node again after the restart", len(want)-len(back))
+	}
+	return p
+}
+
+func mib(v int64) float64 { return float64(v) / (1 << 20) }
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func envInts(name string, def []int) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for _, s := range strings.Split(v, ",") {
+		if i, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && i > 0 {
+			out = append(out, i)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
