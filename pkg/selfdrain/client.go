@@ -68,6 +68,11 @@ func WatchNode(ctx context.Context, client kube.Interface, node string, fn func(
 			return ctx.Err()
 		case ev, ok := <-rw.ResultChan():
 			if !ok {
+				// The retry watcher closes its channel when ctx ends
+				// too; the select may pick either.
+				if err := ctx.Err(); err != nil {
+					return err
+				}
 				return fmt.Errorf("watch on Node %s closed", node)
 			}
 			switch ev.Type {

@@ -90,6 +90,7 @@ func (c *Controller) enqueue() { c.queue.Add(c.node) }
 
 // Run implements agent.Component.
 func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
+	c.engine.UseNodeCache(view.Get)
 	if err := view.AddHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.enqueue() },
 		UpdateFunc: func(_, _ any) { c.enqueue() },

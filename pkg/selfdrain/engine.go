@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,6 +50,9 @@ const (
 // shutdown triggers; one drain runs at a time.
 type Engine struct {
 	EngineOptions
+	// nodeCache returns the agent's informer copy of the Node (see
+	// UseNodeCache); nil until then.
+	nodeCache atomic.Pointer[func() (*corev1.Node, error)]
 	// pods is the client for the node's pods, chosen by PodAccess when the
 	// last drain began.
 	podsMu sync.Mutex
@@ -120,9 +124,31 @@ func (e *Engine) patchStatus(ctx context.Context, st *Status) error {
 	return patchStatusAnnotation(ctx, e.Client, e.NodeName, st)
 }
 
+// UseNodeCache hands the engine the agent's informer copy of its Node. Its
+// writes that start from the Node's state then start from that copy instead
+// of a GET; each is conditional on the copy's resourceVersion (or touches
+// only the agent's own condition), so a stale copy costs one conflict and a
+// GET, never a lost change.
+func (e *Engine) UseNodeCache(get func() (*corev1.Node, error)) {
+	e.nodeCache.Store(&get)
+}
+
+// cached is the informer's copy of the Node, or nil.
+func (e *Engine) cached() *corev1.Node {
+	get := e.nodeCache.Load()
+	if get == nil {
+		return nil
+	}
+	n, err := (*get)()
+	if err != nil {
+		return nil
+	}
+	return n
+}
+
 // setCondition sets the UnderMaintenance condition True with reason and msg.
 func (e *Engine) setCondition(ctx context.Context, reason, msg string, now metav1.Time) error {
-	return setCondition(ctx, e.Client, e.NodeName, corev1.ConditionTrue, reason, msg, now)
+	return setCondition(ctx, e.Client, e.NodeName, e.cached(), corev1.ConditionTrue, reason, msg, now)
 }
 
 // Request describes one drain.
@@ -150,7 +176,7 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 	}
 	now := e.now()
 	var st *Status
-	_, err = updateNode(ctx, e.Client, e.NodeName, func(node *corev1.Node) (bool, error) {
+	_, err = updateNode(ctx, e.Client, e.NodeName, e.cached(), func(node *corev1.Node) (bool, error) {
 		prev, perr := ParseStatus(node)
 		fresh := true
 		switch {
@@ -237,12 +263,14 @@ func (e *Engine) End(ctx context.Context, why string) error {
 	if prev, perr := ParseStatus(node); perr == nil && prev.Active() {
 		// The condition goes first: once the status is final, everything
 		// is undone, and a reader that waits for it sees the whole result.
-		if err := removeCondition(ctx, e.Client, e.NodeName); err != nil {
+		written, err := removeCondition(ctx, e.Client, e.NodeName)
+		if err != nil {
 			e.Logger.Warn("Could not remove the node condition", "err", err)
 		}
+		node = written // nil after an error: the update reads the Node
 	}
 	var st *Status
-	_, err = updateNode(ctx, e.Client, e.NodeName, func(node *corev1.Node) (bool, error) {
+	_, err = updateNode(ctx, e.Client, e.NodeName, node, func(node *corev1.Node) (bool, error) {
 		prev, perr := ParseStatus(node)
 		if perr != nil {
 			// Fail closed: without a readable record we cannot know what

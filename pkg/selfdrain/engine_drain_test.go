@@ -3,6 +3,7 @@ package selfdrain
 import (
 	"context"
 	"errors"
+	v1 "k8s.io/api/core/v1"
 	"strings"
 	"testing"
 	"time"
@@ -303,5 +304,52 @@ func TestBeginResumes(t *testing.T) {
 	}
 	if h.condition(ConditionType) != nil {
 		t.Error("after End the condition is still there")
+	}
+}
+
+// TestNodeCacheSavesReads: with the agent's informer copy of the Node, a
+// maintenance's Begin, conditions and End read the Node once (End's check
+// of what is active) instead of before every write. Each write stays
+// conditional on the copy's resourceVersion, which the real apiserver
+// enforces (test/integration runs every drain that way).
+func TestNodeCacheSavesReads(t *testing.T) {
+	reads := func(h *harness) int {
+		n := 0
+		for _, a := range h.client.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" {
+				n++
+			}
+		}
+		return n
+	}
+	run := func(cache bool) int {
+		h := newHarness(t)
+		if cache {
+			h.engine.UseNodeCache(func() (*v1.Node, error) {
+				o, err := h.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", testNode)
+				if err != nil {
+					return nil, err
+				}
+				return o.(*v1.Node), nil
+			})
+		}
+		h.client.ClearActions()
+		ctx := context.Background()
+		if _, err := h.engine.Begin(ctx, Request{Trigger: TriggerAnnotation, Reason: "kernel"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.engine.End(ctx, "test"); err != nil {
+			t.Fatal(err)
+		}
+		got := reads(h)
+		if n := h.node(); n.Spec.Unschedulable || hasTaint(n, h.engine.Config.TaintKey) || h.condition(ConditionType) != nil {
+			t.Errorf("cache %v: after End the node is still cordoned, tainted or conditioned: %+v", cache, n)
+		}
+		return got
+	}
+	without, with := run(false), run(true)
+	t.Logf("GETs of the Node for Begin and End: %d without the cache, %d with it", without, with)
+	if with != 1 || without <= with {
+		t.Errorf("GETs: %d with the cache (want 1), %d without", with, without)
 	}
 }

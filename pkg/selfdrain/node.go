@@ -75,12 +75,20 @@ func setStatusAnnotation(node *corev1.Node, st *Status) {
 // a merge patch conditional on the resourceVersion it read, retrying on
 // conflict, so a concurrent writer's change is never overwritten and the
 // agent needs only the patch verb. mutate returns false to skip the write.
-func updateNode(ctx context.Context, client kube.Interface, name string, mutate func(*corev1.Node) (bool, error)) (*corev1.Node, error) {
+//
+// first, when not nil, is a recent copy of the Node (the agent's informer
+// cache, or a write's response) that the first attempt starts from instead
+// of a GET: a stale copy costs one conflict, and the retry reads the Node.
+func updateNode(ctx context.Context, client kube.Interface, name string, first *corev1.Node, mutate func(*corev1.Node) (bool, error)) (*corev1.Node, error) {
 	var out *corev1.Node
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		node := first
+		first = nil
+		if node == nil {
+			var err error
+			if node, err = client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return err
+			}
 		}
 		node = node.DeepCopy()
 		write, err := mutate(node)
@@ -137,17 +145,23 @@ func patchStatusAnnotation(ctx context.Context, client kube.Interface, name stri
 
 // setCondition writes the UnderMaintenance condition with a strategic merge
 // patch on the status subresource (conditions merge on type).
-func setCondition(ctx context.Context, client kube.Interface, name string, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
-	return patchCondition(ctx, client, name, ConditionType, status, reason, message, now)
+func setCondition(ctx context.Context, client kube.Interface, name string, known *corev1.Node, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
+	return patchCondition(ctx, client, name, known, ConditionType, status, reason, message, now)
 }
 
 // patchCondition sets the condition typ. lastTransitionTime is the time the
 // status last changed, as the API conventions define it: a write that keeps
-// the status (Draining, then Drained, both True) keeps it too.
-func patchCondition(ctx context.Context, client kube.Interface, name string, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
-	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("setting condition %s on Node %s: %w", typ, name, err)
+// the status (Draining, then Drained, both True) keeps it too. known, when
+// not nil, is a recent copy of the Node (the informer's) to read the
+// condition's last transition from instead of a GET; the condition is the
+// agent's own, so only the agent changes it.
+func patchCondition(ctx context.Context, client kube.Interface, name string, known *corev1.Node, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
+	node := known
+	if node == nil {
+		var err error
+		if node, err = client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("setting condition %s on Node %s: %w", typ, name, err)
+		}
 	}
 	transition := now
 	for _, c := range node.Status.Conditions {
@@ -171,10 +185,12 @@ func patchCondition(ctx context.Context, client kube.Interface, name string, typ
 
 // removeCondition deletes the agent's conditions: UnderMaintenance and, after
 // a shutdown drain, NodeShuttingDown.
-func removeCondition(ctx context.Context, client kube.Interface, name string) error {
+// It returns the Node as written.
+func removeCondition(ctx context.Context, client kube.Interface, name string) (*corev1.Node, error) {
 	b := []byte(fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"$patch":"delete"},{"type":%q,"$patch":"delete"}]}}`, ConditionType, ShuttingDownCondition))
-	if _, err := client.CoreV1().Nodes().PatchStatus(ctx, name, b); err != nil {
-		return fmt.Errorf("removing conditions %s and %s from Node %s: %w", ConditionType, ShuttingDownCondition, name, err)
+	n, err := client.CoreV1().Nodes().PatchStatus(ctx, name, b)
+	if err != nil {
+		return nil, fmt.Errorf("removing conditions %s and %s from Node %s: %w", ConditionType, ShuttingDownCondition, name, err)
 	}
-	return nil
+	return n, nil
 }
