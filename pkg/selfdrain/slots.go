@@ -3,6 +3,7 @@ package selfdrain
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -204,11 +205,16 @@ func (w *slotWatch) apply(ev watch.Event) bool {
 }
 
 // free lists the slots the view shows free: never created, without a
-// holder, or expired.
+// holder, or expired. Each node starts at a slot of its own (a hash of its
+// name), so nodes that look for a free slot at the same moment mostly try
+// different ones instead of all racing for the first.
 func (w *slotWatch) free() []string {
 	var out []string
-	for i := range w.s.Max {
-		name := fmt.Sprintf("%s%d", SlotPrefix, i)
+	h := fnv.New32a()
+	h.Write([]byte(w.s.Identity))
+	first := int(h.Sum32() % uint32(max(w.s.Max, 1)))
+	for j := range w.s.Max {
+		name := fmt.Sprintf("%s%d", SlotPrefix, (first+j)%w.s.Max)
 		l := w.view[name]
 		if l == nil || ptr.Deref(l.Spec.HolderIdentity, "") == "" || w.s.expired(l) {
 			out = append(out, name)

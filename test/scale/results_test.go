@@ -34,7 +34,7 @@ func (r results) write(b *testing.B) {
 	w("# make scale: %d agents on one control plane", r.n)
 	w("")
 	w("Measured %s on %s (%s, Go %s).", time.Now().UTC().Format("2006-01-02 15:04 UTC"), r.machine, runtime.GOOS+"/"+runtime.GOARCH, runtime.Version())
-	w("kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kwok from bin/; %d kwok nodes; %d agents run in one process by internal/runagent, each with its own token bound to its DaemonSet pod, clients, TCP connections and informers.", r.n+2*checkSize, r.n)
+	w("kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kwok from bin/; %d kwok nodes; %d agents run in one process by internal/runagent, each with its own token bound to its DaemonSet pod, clients, TCP connections and informers. deploy/components/flowcontrol installed: %v.", r.n+2*checkSize, r.n, withAPF)
 	w("")
 	w("## Process and in-process agents cost the same")
 	w("")
@@ -64,8 +64,8 @@ func (r results) write(b *testing.B) {
 	}
 	if len(r.phases) > 2 {
 		idle, kured := r.phases[1], r.phases[2]
-		w("**Against kured's lock pattern** at N = %d, for the same %.0f s: node-agent's idle fleet made %d requests; the pattern, polling every %s, made %d.",
-			r.n, idle.to.Sub(idle.from).Seconds(), idle.requests, kuredPeriod, kured.requests)
+		w("**Against kured's lock pattern** at N = %d: node-agent's idle fleet made %.1f requests per minute (its watches reopening); the pattern, every node polling every %s, made %.1f per minute (%d in %.0f s), and at kured's default period of one hour it would make %d per hour.",
+			r.n, float64(idle.requests)/idle.to.Sub(idle.from).Minutes(), kuredPeriod, float64(kured.requests)/kured.to.Sub(kured.from).Minutes(), kured.requests, kured.to.Sub(kured.from).Seconds(), r.n)
 		w("")
 	}
 	w("## Rolling maintenance of %d nodes", r.pool)

@@ -35,8 +35,14 @@ var (
 	poolSize = envInt("SCALE_POOL", 100)
 	// SCALE_LIMITS: drain.maxConcurrentNodes of the rolling maintenances.
 	limits = envInts("SCALE_LIMITS", []int{1, 5, 20})
-	// SCALE_IDLE: how long the fleet sits idle.
-	idleFor = envDuration("SCALE_IDLE", 2*time.Minute)
+	// SCALE_IDLE: how long the fleet sits idle. client-go's informers end
+	// and reopen each watch after 5 to 10 minutes (the reflector's random
+	// timeoutSeconds), so a window of 10 minutes sees a whole cycle.
+	idleFor = envDuration("SCALE_IDLE", 10*time.Minute)
+	// SCALE_KURED_FOR: how long the kured-pattern pollers run.
+	kuredFor = envDuration("SCALE_KURED_FOR", 2*time.Minute)
+	// SCALE_APF: 0 installs deploy/ without components/flowcontrol.
+	withAPF = os.Getenv("SCALE_APF") != "0"
 	// SCALE_KURED_PERIOD: the kured-pattern pollers' period (kured's own
 	// default --period is one hour; a shorter one gives a count in minutes
 	// that scales linearly).
@@ -111,7 +117,7 @@ func runScale(b *testing.B) {
 	env := testenv.StartForTest(b, opts)
 	admin := adminClient(b, env)
 	audit := testenv.NewAuditReader(auditPath, testenv.AuditStageRequestReceived)
-	b.Logf("control plane ready (audit log %s); %d nodes, %d agents, pool %d, limits %v", auditPath, n+2*checkSize, n, pool, limits)
+	b.Logf("control plane ready (audit log %s); %d nodes, %d agents, pool %d, limits %v, deploy/components/flowcontrol %v", auditPath, n+2*checkSize, n, pool, limits, withAPF)
 
 	samplerCtx, stopSampler := context.WithCancel(ctx)
 	defer stopSampler()
@@ -130,7 +136,7 @@ func runScale(b *testing.B) {
 		}
 	}
 	b.Logf("%d kwok nodes Ready in %s", len(all), time.Since(began).Round(time.Second))
-	installDeploy(b, env)
+	installDeploy(b, env, withAPF)
 	began = time.Now()
 	tokens := agentTokens(ctx, b, admin, all)
 	b.Logf("DaemonSet pods Running and %d bound tokens in %s", len(tokens), time.Since(began).Round(time.Second))
@@ -186,12 +192,19 @@ func runScale(b *testing.B) {
 	idleMetrics, _ := scrapeAPIServer(ctx, admin)
 	idle := phase(b, "idle", idleAt, idleEnd, audit, procs, after, idleMetrics)
 	agentWatches := idleMetrics.watches - base.watches
+	watches := 0
+	for _, k := range idle.byKind {
+		if strings.HasPrefix(k.kind, "watch ") {
+			watches += k.n
+		}
+	}
 	idle.extra = append(idle.extra,
-		fmt.Sprintf("%d requests in %s: %.2f per minute for the fleet", idle.requests, idleFor, float64(idle.requests)/idleFor.Minutes()),
+		fmt.Sprintf("%d requests in %s: %.1f per minute for the fleet, %.3f per agent; %d of them reopened watches (client-go ends each after 5 to 10 minutes), %d something else",
+			idle.requests, idleFor, float64(idle.requests)/idleFor.Minutes(), float64(idle.requests)/idleFor.Minutes()/float64(n), watches, idle.requests-watches),
 		fmt.Sprintf("open watches: %.0f for the whole control plane, %.0f more than before the fleet started (%.2f per agent)", idleMetrics.watches, agentWatches, agentWatches/float64(n)))
 
 	// 3. The kured lock pattern at the same N.
-	kured := kuredPattern(b, env, audit, procs, fleetNodes, idleFor)
+	kured := kuredPattern(b, env, audit, procs, fleetNodes, kuredFor)
 
 	// 4. Rolling maintenances.
 	rolls, one := rollingMaintenances(b, env, admin, f, audit, tracker, fleetNodes[:pool])
@@ -233,13 +246,29 @@ func adminClient(b *testing.B, env *testenv.Env) kubernetes.Interface {
 // installDeploy applies `kubectl kustomize deploy/`, as an admin installs
 // node-agent: the ServiceAccount, RBAC, admission policy, ConfigMap and the
 // DaemonSet, whose pods kwok then runs on every node.
-func installDeploy(b *testing.B, env *testenv.Env) {
+//
+// With apf, deploy/components/flowcontrol is added: the agents get a
+// priority level of their own.
+func installDeploy(b *testing.B, env *testenv.Env, apf bool) {
 	b.Helper()
 	kubectl := filepath.Join(testenv.DefaultOptions().BinDir, testenv.BinKubectl)
 	if bin := os.Getenv(testenv.BinDirEnv); bin != "" {
 		kubectl = filepath.Join(bin, testenv.BinKubectl)
 	}
-	out, err := exec.Command(kubectl, "kustomize", testenv.DeployDir(b)).Output()
+	dir := testenv.DeployDir(b)
+	if apf {
+		overlay := b.TempDir()
+		base, err := filepath.Rel(overlay, dir) // kustomize takes relative paths only
+		if err != nil {
+			b.Fatal(err)
+		}
+		kust := fmt.Sprintf("resources: [%q]\ncomponents: [%q]\n", base, filepath.Join(base, "components", "flowcontrol"))
+		if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		dir = overlay
+	}
+	out, err := exec.Command(kubectl, "kustomize", "--load-restrictor=LoadRestrictionsNone", dir).Output()
 	if err != nil {
 		b.Fatalf("kubectl kustomize deploy/: %v", err)
 	}
@@ -255,8 +284,10 @@ func installDeploy(b *testing.B, env *testenv.Env) {
 	}
 }
 
-// settle waits until the agents made no request for quiet (a watch opened
-// counts as a request), so a phase ends when its burst is over.
+// settle waits until the agents made no request but watches for quiet, so
+// a phase ends when its burst is over. Watches are left out: every
+// informer reopens its watch every 5 to 10 minutes, which at a thousand
+// agents is a few requests every second.
 func settle(b *testing.B, audit *testenv.AuditReader, quiet time.Duration) {
 	b.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
@@ -267,7 +298,7 @@ func settle(b *testing.B, audit *testenv.AuditReader, quiet time.Duration) {
 		ev := audit.Events()
 		last := time.Time{}
 		for i := len(ev) - 1; i >= 0; i-- {
-			if ev[i].User.Username == agentUser {
+			if ev[i].User.Username == agentUser && ev[i].Verb != "watch" {
 				last = ev[i].Received.Time
 				break
 			}
