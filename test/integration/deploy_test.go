@@ -124,6 +124,7 @@ func TestDeploy(t *testing.T) {
 	t.Run("nodemaintenance privilege", b.testNodeMaintenancePrivilege)
 	t.Run("agent", b.testAgent)
 	t.Run("without impersonation", b.testWithoutImpersonation)
+	t.Run("flow control", b.testFlowControl)
 }
 
 // testApply is acceptance 1: `kubectl kustomize deploy/` applies with a
