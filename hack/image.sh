@@ -5,7 +5,14 @@
 #   bin/node-agent-image.tar   OCI image layout + docker save manifest.json;
 #                              loads with `ctr images import`, `podman load`,
 #                              `docker load` and `kind load image-archive`
-#   bin/node-agent-image.txt   name, digest, sizes (KEY=VALUE)
+#   bin/node-agent-image.txt   name, digest, sizes, the SBOM's digests (KEY=VALUE)
+#   bin/node-agent-image.spdx.json
+#                              the SBOM: every Debian package (from the
+#                              image's dpkg status) and Go module (from the
+#                              binaries' build info), SPDX 2.3 JSON; also in
+#                              the archive, as an OCI artifact whose subject
+#                              is the image manifest (index.json lists it,
+#                              unnamed, with artifactType application/spdx+json)
 #
 # Two layers:
 #   1. the base: Debian bookworm (debootstrap minbase) with the packages of
@@ -124,10 +131,15 @@ mkdir -p "$layer/usr/local/bin"
 	--env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 	--label "org.opencontainers.image.title=node-agent" \
 	--label "org.opencontainers.image.version=${version}" \
-	--label "org.opencontainers.image.revision=${commit}") >/dev/null
+	--label "org.opencontainers.image.revision=${commit}" \
+	--sbom-dpkg-status "$base/var/lib/dpkg/status" --sbom-distro "$suite" \
+	--sbom-go-binary /usr/local/bin/node-agent="$layer/usr/local/bin/node-agent" \
+	--sbom-go-binary /usr/local/bin/node-agent-discover="$layer/usr/local/bin/node-agent-discover" \
+	--sbom-out "${bin}/node-agent-image.spdx.json") >/dev/null
 
 # shellcheck disable=SC1091
 source "${bin}/node-agent-image.txt"
 echo "image: ${name} ${digest}" >&2
 echo "image: archive $((archive_bytes / 1024 / 1024)) MiB compressed, $((unpacked_bytes / 1024 / 1024)) MiB unpacked, binary $(($(stat -c %s "$layer/usr/local/bin/node-agent") / 1024 / 1024)) MiB, discovery helper $(($(stat -c %s "$layer/usr/local/bin/node-agent-discover") / 1024 / 1024)) MiB; built in $((SECONDS - start))s" >&2
+echo "image: SBOM (SPDX 2.3) ${sbom_path} ${sbom_digest}, attached to the image as artifact ${sbom_manifest}" >&2
 echo "image: ${bin}/node-agent-image.tar; load it with: ctr -n k8s.io images import FILE | podman load -i FILE | docker load -i FILE | kind load image-archive FILE" >&2

@@ -14,7 +14,35 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/node-agent/node-agent/internal/ociimage"
+	"github.com/node-agent/node-agent/internal/sbom"
 )
+
+// sbomInputs reads what the SBOM lists: the packages of the dpkg status file
+// and the modules of each PATH_IN_IMAGE=FILE Go binary.
+func sbomInputs(statusFile, distro string, binaries []string) (sbom.Image, error) {
+	f, err := os.Open(statusFile)
+	if err != nil {
+		return sbom.Image{}, fmt.Errorf("--sbom-dpkg-status: %w", err)
+	}
+	defer f.Close()
+	pkgs, err := sbom.ReadDpkgStatus(f)
+	if err != nil {
+		return sbom.Image{}, fmt.Errorf("--sbom-dpkg-status %s: %w", statusFile, err)
+	}
+	img := sbom.Image{Distro: distro, Packages: pkgs}
+	for _, b := range binaries {
+		path, file, ok := strings.Cut(b, "=")
+		if !ok {
+			return sbom.Image{}, fmt.Errorf("--sbom-go-binary %q is not PATH_IN_IMAGE=FILE", b)
+		}
+		gb, err := sbom.ReadGoBinary(file, path)
+		if err != nil {
+			return sbom.Image{}, err
+		}
+		img.Binaries = append(img.Binaries, gb)
+	}
+	return img, nil
+}
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -54,6 +82,12 @@ usage: ociimage --name localhost/NAME:TAG --out FILE --layer DIR|FILE.tar.gz [--
 	fs.StringVar(&spec.User, "user", "", "user[:group] the container runs as")
 	fs.StringVar(&spec.WorkingDir, "workdir", "", "working directory")
 	fs.StringVar(&epoch, "epoch", os.Getenv("SOURCE_DATE_EPOCH"), "seconds since 1970 for every mtime and the creation time (default $SOURCE_DATE_EPOCH)")
+	var sbomStatus, sbomOut, sbomDistro string
+	var sbomBinaries []string
+	fs.StringVar(&sbomStatus, "sbom-dpkg-status", "", "the image's dpkg status file: with it, an SPDX SBOM of the image's Debian packages and Go modules is attached to the image as an OCI artifact and written to --sbom-out")
+	fs.StringArrayVar(&sbomBinaries, "sbom-go-binary", nil, "PATH_IN_IMAGE=FILE of a Go binary of the image whose modules the SBOM lists (repeatable)")
+	fs.StringVar(&sbomDistro, "sbom-distro", "", "Debian release of the image's packages, for their purls (such as bookworm)")
+	fs.StringVar(&sbomOut, "sbom-out", "", "file to write the SBOM to as well")
 	layerOnly := fs.Bool("layer-only", false, "write only the gzipped tar of the one --layer DIR, for use as a --layer FILE later")
 	fs.StringVar(&summary, "summary", "", "also write the digests and sizes to this file as KEY=VALUE lines")
 	if err := fs.Parse(args); err != nil {
@@ -93,6 +127,23 @@ usage: ociimage --name localhost/NAME:TAG --out FILE --layer DIR|FILE.tar.gz [--
 		// decompressing the layer for its diff ID.
 		return ociimage.WriteLayerFile(out, spec.Layers[0], spec.Exclude, spec.Epoch)
 	}
+	var sbomDoc []byte
+	if sbomStatus != "" {
+		img, err := sbomInputs(sbomStatus, sbomDistro, sbomBinaries)
+		if err != nil {
+			return err
+		}
+		img.Name, img.Created = spec.Name, spec.Epoch
+		spec.Referrers = func(image ociimage.Descriptor) ([]ociimage.Artifact, error) {
+			img.Digest = image.Digest
+			doc, err := sbom.SPDX(img)
+			if err != nil {
+				return nil, err
+			}
+			sbomDoc = doc
+			return []ociimage.Artifact{{ArtifactType: sbom.MediaType, MediaType: sbom.MediaType, Title: filepath.Base(sbomOut), Data: doc}}, nil
+		}
+	}
 	// A temporary file renamed into place: bad input leaves no archive.
 	tmp, err := os.CreateTemp(filepath.Dir(out), ".ociimage-*")
 	if err != nil {
@@ -114,6 +165,14 @@ usage: ociimage --name localhost/NAME:TAG --out FILE --layer DIR|FILE.tar.gz [--
 	}
 	lines := fmt.Sprintf("name=%s\ndigest=%s\nid=%s\narchive_bytes=%d\nunpacked_bytes=%d\n",
 		spec.Name, res.ManifestDigest, res.ConfigDigest, res.ArchiveSize, res.UnpackedSize)
+	if sbomDoc != nil {
+		if sbomOut != "" {
+			if err := os.WriteFile(sbomOut, sbomDoc, 0o644); err != nil {
+				return err
+			}
+		}
+		lines += fmt.Sprintf("sbom_path=%s\nsbom_digest=%s\nsbom_manifest=%s\n", sbomOut, res.Referrers[0].BlobDigest, res.Referrers[0].ManifestDigest)
+	}
 	fmt.Print(lines)
 	if summary != "" {
 		return os.WriteFile(summary, []byte(lines), 0o644)

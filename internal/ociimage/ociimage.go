@@ -78,6 +78,30 @@ type Spec struct {
 	// Arch is the GOARCH-style architecture of the image (default: this
 	// machine's).
 	Arch string
+	// Referrers, when set, is called with the image manifest's descriptor
+	// once it is known and returns artifacts about the image (its SBOM).
+	// Each is written as an OCI 1.1 artifact manifest whose subject is the
+	// image manifest, listed in index.json with its artifactType and no
+	// name, so that tools that load images by name pass it by.
+	Referrers func(image Descriptor) ([]Artifact, error)
+}
+
+// Descriptor names a blob of the archive.
+type Descriptor struct {
+	MediaType string
+	Digest    string
+	Size      int64
+}
+
+// Artifact is one document attached to the image (Spec.Referrers).
+type Artifact struct {
+	// ArtifactType is the artifact manifest's artifactType, such as
+	// application/spdx+json; MediaType is its one layer's.
+	ArtifactType, MediaType string
+	// Title is the layer's org.opencontainers.image.title annotation, a
+	// file name.
+	Title string
+	Data  []byte
 }
 
 // Result describes a written archive.
@@ -87,13 +111,23 @@ type Result struct {
 	ArchiveSize    int64
 	LayerSizes     []int64 // compressed
 	UnpackedSize   int64   // sum of the layers' uncompressed tar streams
+	// Referrers are the artifact manifests written for Spec.Referrers, in
+	// order: each manifest's digest and its document's.
+	Referrers []Referrer
+}
+
+// Referrer is one artifact written beside the image.
+type Referrer struct {
+	ManifestDigest, BlobDigest string
 }
 
 type descriptor struct {
-	MediaType   string            `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int64             `json:"size"`
-	Annotations map[string]string `json:"annotations,omitempty"`
+	MediaType    string            `json:"mediaType"`
+	Digest       string            `json:"digest"`
+	Size         int64             `json:"size"`
+	ArtifactType string            `json:"artifactType,omitempty"`
+	Data         []byte            `json:"data,omitempty"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
 }
 
 type imageConfig struct {
@@ -127,9 +161,15 @@ type history struct {
 type manifest struct {
 	SchemaVersion int          `json:"schemaVersion"`
 	MediaType     string       `json:"mediaType"`
+	ArtifactType  string       `json:"artifactType,omitempty"`
 	Config        descriptor   `json:"config"`
 	Layers        []descriptor `json:"layers"`
+	Subject       *descriptor  `json:"subject,omitempty"`
 }
+
+// The empty config of an artifact manifest (image-spec 1.1, "Guidelines
+// for artifact usage"): the two bytes {}.
+const mediaTypeEmpty = "application/vnd.oci.empty.v1+json"
 
 type index struct {
 	SchemaVersion int          `json:"schemaVersion"`
@@ -250,14 +290,36 @@ func Write(w io.Writer, spec Spec) (Result, error) {
 		return Result{}, err
 	}
 
-	idx, err := json.Marshal(index{
-		SchemaVersion: 2,
-		MediaType:     mediaTypeIndex,
-		Manifests: []descriptor{{
-			MediaType: mediaTypeManifest, Digest: manBlob.digest, Size: int64(len(manBlob.data)),
-			Annotations: map[string]string{annotationImageName: spec.Name, annotationRefName: tagOf(spec.Name)},
-		}},
-	})
+	manifests := []descriptor{{
+		MediaType: mediaTypeManifest, Digest: manBlob.digest, Size: int64(len(manBlob.data)),
+		Annotations: map[string]string{annotationImageName: spec.Name, annotationRefName: tagOf(spec.Name)},
+	}}
+	var extra []blob
+	if spec.Referrers != nil {
+		arts, err := spec.Referrers(Descriptor{MediaType: mediaTypeManifest, Digest: manBlob.digest, Size: int64(len(manBlob.data))})
+		if err != nil {
+			return Result{}, err
+		}
+		empty := newBlob([]byte("{}"))
+		for _, a := range arts {
+			doc := newBlob(a.Data)
+			art := manifest{
+				SchemaVersion: 2, MediaType: mediaTypeManifest, ArtifactType: a.ArtifactType,
+				Config: descriptor{MediaType: mediaTypeEmpty, Digest: empty.digest, Size: 2, Data: empty.data},
+				Layers: []descriptor{{MediaType: a.MediaType, Digest: doc.digest, Size: int64(len(doc.data)),
+					Annotations: map[string]string{"org.opencontainers.image.title": a.Title}}},
+				Subject: &descriptor{MediaType: mediaTypeManifest, Digest: manBlob.digest, Size: int64(len(manBlob.data))},
+			}
+			artBlob, err := jsonBlob(art)
+			if err != nil {
+				return Result{}, err
+			}
+			manifests = append(manifests, descriptor{MediaType: mediaTypeManifest, Digest: artBlob.digest, Size: int64(len(artBlob.data)), ArtifactType: a.ArtifactType})
+			extra = append(extra, empty, doc, artBlob)
+			res.Referrers = append(res.Referrers, Referrer{ManifestDigest: artBlob.digest, BlobDigest: doc.digest})
+		}
+	}
+	idx, err := json.Marshal(index{SchemaVersion: 2, MediaType: mediaTypeIndex, Manifests: manifests})
 	if err != nil {
 		return Result{}, err
 	}
@@ -281,7 +343,7 @@ func Write(w io.Writer, spec Spec) (Result, error) {
 			files[blobPath(l.Digest)] = archiveFile{layer: l}
 		}
 	}
-	for _, b := range []blob{cfgBlob, manBlob} {
+	for _, b := range append([]blob{cfgBlob, manBlob}, extra...) {
 		files[b.path()] = archiveFile{data: b.data}
 	}
 	cw := &countingWriter{w: w}

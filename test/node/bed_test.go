@@ -56,6 +56,8 @@ type bed struct {
 type imageSummary struct {
 	name, digest string
 	archiveBytes int64
+	// The SBOM: its file, its digest and its artifact manifest's.
+	sbomPath, sbomDigest, sbomManifest string
 }
 
 func requireOrSkip(t *testing.T, err error) {
@@ -169,6 +171,12 @@ func readImageSummary(path string) (imageSummary, error) {
 			s.digest = v
 		case "archive_bytes":
 			fmt.Sscan(v, &s.archiveBytes)
+		case "sbom_path":
+			s.sbomPath = v
+		case "sbom_digest":
+			s.sbomDigest = v
+		case "sbom_manifest":
+			s.sbomManifest = v
 		}
 	}
 	if s.name == "" {

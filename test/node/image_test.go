@@ -38,7 +38,8 @@ func TestImageArchive(t *testing.T) {
 	requireOrSkip(t, err)
 	archive := filepath.Join(bin, "node-agent-image.tar")
 
-	raw, err := exec.Command("skopeo", "inspect", "--raw", "oci-archive:"+archive).Output()
+	// index.json lists the image and its SBOM artifact: name the image.
+	raw, err := exec.Command("skopeo", "inspect", "--raw", "oci-archive:"+archive+":"+tagOf(summary.name)).Output()
 	if err != nil {
 		t.Fatalf("skopeo inspect --raw oci-archive: %v", err)
 	}
@@ -89,6 +90,11 @@ func TestImageArchive(t *testing.T) {
 	if second.digest != summary.digest || second.name != summary.name {
 		t.Errorf("two builds of the same tree differ: %s %s, then %s %s", summary.name, summary.digest, second.name, second.digest)
 	}
+	if second.sbomDigest != summary.sbomDigest || second.sbomManifest != summary.sbomManifest {
+		t.Errorf("two builds of the same tree give two SBOMs: %s (artifact %s), then %s (artifact %s)",
+			summary.sbomDigest, summary.sbomManifest, second.sbomDigest, second.sbomManifest)
+	}
+	checkSBOM(t, archive, summary)
 	t.Logf("%s: %s twice (warm rebuild %s); archive %.1f MiB", summary.name, summary.digest, time.Since(began).Round(time.Second), float64(summary.archiveBytes)/(1<<20))
 }
 
