@@ -91,7 +91,7 @@ bench: deps tools build rootfs ## Drain 110 pods with node-agent and with kubect
 SCALE_NODES  ?= 1000
 SCALE_POOL   ?= 100
 SCALE_LIMITS ?= 1,5,20
-SCALE_IDLE   ?= 2m
+SCALE_IDLE   ?= 10m
 SCALE_OUT    ?= $(CURDIR)/docs/scale
 
 .PHONY: scale
