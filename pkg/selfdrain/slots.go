@@ -101,6 +101,17 @@ type slotWatch struct {
 	waited bool
 	// view holds the slot Leases as last seen, by name.
 	view map[string]*coordinationv1.Lease
+	// lost holds, by name, the resourceVersion ("" for none yet) of each
+	// slot this node tried to take and lost: it is not tried again while
+	// the view still shows that version.
+	lost map[string]string
+}
+
+func versionOf(l *coordinationv1.Lease) string {
+	if l == nil {
+		return ""
+	}
+	return l.ResourceVersion
 }
 
 // round lists the slot Leases, takes a free one (its own first: a restarted
@@ -120,11 +131,12 @@ func (w *slotWatch) round(ctx context.Context) (*Held, error) {
 			w.view[l.Name] = l
 		}
 	}
+	w.lost = map[string]string{}
 	for name, l := range w.view {
 		if ptr.Deref(l.Spec.HolderIdentity, "") == s.Identity {
-			if ok, err := s.takeFrom(ctx, name, l); ok && err == nil {
+			if written, ok, err := s.takeFrom(ctx, name, l); ok && err == nil {
 				s.Logger.Info("Holding drain slot again", "lease", s.Namespace+"/"+name)
-				return s.hold(ctx, name), nil
+				return s.hold(ctx, name, written), nil
 			}
 		}
 	}
@@ -216,6 +228,9 @@ func (w *slotWatch) free() []string {
 	for j := range w.s.Max {
 		name := fmt.Sprintf("%s%d", SlotPrefix, (first+j)%w.s.Max)
 		l := w.view[name]
+		if v, tried := w.lost[name]; tried && v == versionOf(l) {
+			continue
+		}
 		if l == nil || ptr.Deref(l.Spec.HolderIdentity, "") == "" || w.s.expired(l) {
 			out = append(out, name)
 		}
@@ -228,14 +243,18 @@ func (w *slotWatch) free() []string {
 // brings the new state.
 func (w *slotWatch) tryFree(ctx context.Context) (*Held, error) {
 	for _, name := range w.free() {
-		ok, err := w.s.takeFrom(ctx, name, w.view[name])
+		cur := w.view[name]
+		written, ok, err := w.s.takeFrom(ctx, name, cur)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
 			w.s.Logger.Info("Holding drain slot", "lease", w.s.Namespace+"/"+name)
-			return w.s.hold(ctx, name), nil
+			return w.s.hold(ctx, name, written), nil
 		}
+		// Lost the race: another node wrote the slot. Not again until
+		// the watch shows what it wrote.
+		w.lost[name] = versionOf(cur)
 	}
 	return nil, nil
 }
@@ -350,30 +369,42 @@ func (w *slotWait) record(ctx context.Context, msg string, now metav1.Time) erro
 }
 
 // tryAcquire takes or renews the slot name for duration, reading it first:
-// false when another node holds it.
-func (s *Slots) tryAcquire(ctx context.Context, name string, duration time.Duration) (bool, error) {
+// false when another node holds it. It returns the Lease as written.
+func (s *Slots) tryAcquire(ctx context.Context, name string, duration time.Duration) (*coordinationv1.Lease, bool, error) {
 	lease, err := s.Client.CoordinationV1().Leases(s.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		lease, err = nil, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("reading Lease %s/%s: %w", s.Namespace, name, err)
+		return nil, false, fmt.Errorf("reading Lease %s/%s: %w", s.Namespace, name, err)
 	}
 	return s.write(ctx, name, lease, duration)
+}
+
+// renew writes the slot name for duration starting from last, the Lease as
+// this node last wrote it, without reading it first; when the Lease changed
+// since (a conflict), it reads it and tries once more.
+func (s *Slots) renew(ctx context.Context, name string, last *coordinationv1.Lease, duration time.Duration) (*coordinationv1.Lease, bool, error) {
+	if last != nil {
+		if l, ok, err := s.write(ctx, name, last, duration); ok || err != nil {
+			return l, ok, err
+		}
+	}
+	return s.tryAcquire(ctx, name, duration)
 }
 
 // takeFrom takes the slot name as cur (nil: not created yet) shows it, for
 // LeaseDuration, without reading it again: a stale cur fails on the
 // Lease's resourceVersion, and the slot is then not taken.
-func (s *Slots) takeFrom(ctx context.Context, name string, cur *coordinationv1.Lease) (bool, error) {
+func (s *Slots) takeFrom(ctx context.Context, name string, cur *coordinationv1.Lease) (*coordinationv1.Lease, bool, error) {
 	return s.write(ctx, name, cur, s.LeaseDuration)
 }
 
-func (s *Slots) write(ctx context.Context, name string, lease *coordinationv1.Lease, duration time.Duration) (bool, error) {
+func (s *Slots) write(ctx context.Context, name string, lease *coordinationv1.Lease, duration time.Duration) (*coordinationv1.Lease, bool, error) {
 	leases := s.Client.CoordinationV1().Leases(s.Namespace)
 	now := metav1.NewMicroTime(s.Clock.Now())
 	if lease == nil {
-		_, err := leases.Create(ctx, &coordinationv1.Lease{
+		created, err := leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity: ptr.To(s.Identity), LeaseDurationSeconds: ptr.To(int32(duration / time.Second)),
@@ -381,16 +412,16 @@ func (s *Slots) write(ctx context.Context, name string, lease *coordinationv1.Le
 			},
 		}, metav1.CreateOptions{FieldManager: FieldManager})
 		if apierrors.IsAlreadyExists(err) {
-			return false, nil
+			return nil, false, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("creating Lease %s/%s: %w (does the namespace exist?)", s.Namespace, name, err)
+			return nil, false, fmt.Errorf("creating Lease %s/%s: %w (does the namespace exist?)", s.Namespace, name, err)
 		}
-		return true, nil
+		return created, true, nil
 	}
 	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
 	if holder != "" && holder != s.Identity && !s.expired(lease) {
-		return false, nil
+		return nil, false, nil
 	}
 	lease = lease.DeepCopy()
 	if holder != s.Identity {
@@ -400,14 +431,14 @@ func (s *Slots) write(ctx context.Context, name string, lease *coordinationv1.Le
 	lease.Spec.HolderIdentity = ptr.To(s.Identity)
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(duration / time.Second))
 	lease.Spec.RenewTime = &now
-	_, err := leases.Update(ctx, lease, metav1.UpdateOptions{FieldManager: FieldManager})
+	written, err := leases.Update(ctx, lease, metav1.UpdateOptions{FieldManager: FieldManager})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("taking Lease %s/%s: %w", s.Namespace, name, err)
+		return nil, false, fmt.Errorf("taking Lease %s/%s: %w", s.Namespace, name, err)
 	}
-	return true, nil
+	return written, true, nil
 }
 
 func (s *Slots) expired(l *coordinationv1.Lease) bool {
@@ -431,6 +462,21 @@ type Held struct {
 	// keep, when set, is the Lease's duration while the host reboots:
 	// the slot is then never given back by this process.
 	keep time.Duration
+	// last is the Lease as this node last wrote it, the start of the next
+	// renewal and of the release.
+	last *coordinationv1.Lease
+}
+
+func (h *Held) lastLease() *coordinationv1.Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last
+}
+
+func (h *Held) setLast(l *coordinationv1.Lease) {
+	h.mu.Lock()
+	h.last = l
+	h.mu.Unlock()
 }
 
 // Name is the slot Lease's name.
@@ -455,13 +501,14 @@ func (h *Held) KeepAcrossReboot(ctx context.Context, d time.Duration) error {
 	h.mu.Lock()
 	h.keep = d
 	h.mu.Unlock()
-	ok, err := h.s.tryAcquire(ctx, h.name, d)
+	written, ok, err := h.s.renew(ctx, h.name, h.lastLease(), d)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return fmt.Errorf("drain slot %s/%s is held by another node now", h.s.Namespace, h.name)
 	}
+	h.setLast(written)
 	return nil
 }
 
@@ -478,14 +525,15 @@ func (h *Held) Release() {
 			h.s.Logger.Info("Drain slot stays held across the reboot", "lease", h.s.Namespace+"/"+h.name, "for", h.keep)
 			return
 		}
-		h.s.releaseSlot(h.name)
+		h.s.releaseSlot(h.name, h.lastLease())
 	})
 }
 
 // hold renews the slot until Release is called or ctx ends.
-func (s *Slots) hold(ctx context.Context, name string) *Held {
+// written is the Lease as this node wrote it when it took the slot.
+func (s *Slots) hold(ctx context.Context, name string, written *coordinationv1.Lease) *Held {
 	ctx, cancel := context.WithCancel(ctx)
-	h := &Held{s: s, name: name, cancel: cancel, done: make(chan struct{})}
+	h := &Held{s: s, name: name, cancel: cancel, done: make(chan struct{}), last: written}
 	go func() {
 		defer close(h.done)
 		t := s.Clock.NewTicker(s.LeaseDuration / 3)
@@ -495,7 +543,10 @@ func (s *Slots) hold(ctx context.Context, name string) *Held {
 			case <-ctx.Done():
 				return
 			case <-t.C():
-				if ok, err := s.tryAcquire(ctx, name, h.duration()); !ok && ctx.Err() == nil {
+				written, ok, err := s.renew(ctx, name, h.lastLease(), h.duration())
+				if ok {
+					h.setLast(written)
+				} else if ctx.Err() == nil {
 					s.Logger.Warn("Lost drain slot; still draining", "lease", s.Namespace+"/"+name, "err", err)
 				}
 			}
@@ -504,17 +555,31 @@ func (s *Slots) hold(ctx context.Context, name string) *Held {
 	return h
 }
 
-func (s *Slots) releaseSlot(name string) {
+// releaseSlot gives the slot name back, starting from last (the Lease as
+// this node last wrote it) and reading the Lease only when it changed since.
+func (s *Slots) releaseSlot(name string, last *coordinationv1.Lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	leases := s.Client.CoordinationV1().Leases(s.Namespace)
-	lease, err := leases.Get(ctx, name, metav1.GetOptions{})
-	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != s.Identity {
-		return
+	release := func(lease *coordinationv1.Lease) error {
+		lease = lease.DeepCopy()
+		lease.Spec.HolderIdentity = nil
+		lease.Spec.RenewTime = nil
+		_, err := leases.Update(ctx, lease, metav1.UpdateOptions{FieldManager: FieldManager})
+		return err
 	}
-	lease.Spec.HolderIdentity = nil
-	lease.Spec.RenewTime = nil
-	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+	var err error = apierrors.NewConflict(coordinationv1.Resource("leases"), name, nil)
+	if last != nil {
+		err = release(last)
+	}
+	if apierrors.IsConflict(err) {
+		lease, gerr := leases.Get(ctx, name, metav1.GetOptions{})
+		if gerr != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != s.Identity {
+			return
+		}
+		err = release(lease)
+	}
+	if err != nil {
 		s.Logger.Warn("Could not release drain slot; it expires by itself", "lease", s.Namespace+"/"+name, "err", err)
 		return
 	}

@@ -403,3 +403,49 @@ func TestSlotWaitersStayQuiet(t *testing.T) {
 
 // clockReal is the real clock as a clock.WithTicker.
 type clockReal = clock.RealClock
+
+// TestHeldRenewsWithoutReading: taking a free slot is one list and one
+// write; the holder renews and releases from the Lease as it last wrote it,
+// one write each and no read.
+func TestHeldRenewsWithoutReading(t *testing.T) {
+	client := fake.NewClientset()
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := &Slots{Client: kubetest.Wrap(client), Namespace: "node-agent", Identity: "node-1", Max: 1, LeaseDuration: 30 * time.Second,
+		PollInterval: time.Second, Clock: clk, Logger: slog.New(slog.DiscardHandler)}
+	h, err := s.AcquireHeld(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verbs := func() []string {
+		var out []string
+		for _, a := range client.Actions() {
+			if a.GetResource().Resource == "leases" {
+				out = append(out, a.GetVerb())
+			}
+		}
+		client.ClearActions()
+		return out
+	}
+	if got := strings.Join(verbs(), " "); got != "list create" {
+		t.Errorf("taking a free slot: %s, want list create", got)
+	}
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(10 * time.Second) // a third of the Lease: the renewal
+	for i := 0; i < 1000 && len(client.Actions()) == 0; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if got := strings.Join(verbs(), " "); got != "update" {
+		t.Errorf("renewing: %s, want update", got)
+	}
+	h.Release()
+	if got := strings.Join(verbs(), " "); got != "update" {
+		t.Errorf("releasing: %s, want update", got)
+	}
+	l, err := client.CoordinationV1().Leases("node-agent").Get(t.Context(), SlotPrefix+"0", metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity != nil {
+		t.Errorf("after Release the slot is %+v (%v), want no holder", l, err)
+	}
+}

@@ -15,10 +15,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -36,6 +38,9 @@ rules:
   users: [%q, %q]
 - level: None
 `, agentUser, kuredUser)
+
+// fleetProcess names this process, the fleet's agents, among the sampled.
+const fleetProcess = "fleet"
 
 // procSample is one reading of a control-plane process.
 type procSample struct {
@@ -62,8 +67,9 @@ func (s *procSampler) run(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
-		for _, c := range s.env.Components() {
-			if c.Name != testenv.BinKubeAPIServer && c.Name != testenv.BinEtcd || c.PID == 0 {
+		comps := append(s.env.Components(), testenv.Component{Name: fleetProcess, PID: os.Getpid()})
+		for _, c := range comps {
+			if c.Name != testenv.BinKubeAPIServer && c.Name != testenv.BinEtcd && c.Name != fleetProcess || c.PID == 0 {
 				continue
 			}
 			cpu, rss, err := readProc(c.PID)
@@ -221,6 +227,12 @@ type nodeTracker struct {
 	succeeded map[string]time.Time
 	series    []point // nodes draining at once, at each change
 	onUpdate  func(*corev1.Node)
+	// holders are the slot Leases' holders, by Lease name.
+	holders map[string]string
+	// overLimit, when set, receives a description of each moment more
+	// nodes drain than limit.
+	limit     int
+	overLimit []string
 }
 
 type point struct {
@@ -229,8 +241,17 @@ type point struct {
 }
 
 func newNodeTracker(ctx context.Context, c kubernetes.Interface) (*nodeTracker, error) {
-	t := &nodeTracker{labelled: map[string]time.Time{}, draining: map[string]bool{}, succeeded: map[string]time.Time{}}
+	t := &nodeTracker{labelled: map[string]time.Time{}, draining: map[string]bool{}, succeeded: map[string]time.Time{}, holders: map[string]string{}}
 	f := informers.NewSharedInformerFactory(c, 0)
+	lf := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(agentNamespace))
+	if _, err := lf.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { t.observeLease(o.(*coordinationv1.Lease)) },
+		UpdateFunc: func(_, o any) { t.observeLease(o.(*coordinationv1.Lease)) },
+	}); err != nil {
+		return nil, err
+	}
+	lf.Start(ctx.Done())
+	lf.WaitForCacheSync(ctx.Done())
 	inf := f.Core().V1().Nodes().Informer()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { t.observe(o.(*corev1.Node)) },
@@ -255,6 +276,16 @@ func hasCPULabels(n *corev1.Node) bool {
 	return false
 }
 
+func (t *nodeTracker) observeLease(l *coordinationv1.Lease) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" {
+		t.holders[l.Name] = h
+	} else {
+		delete(t.holders, l.Name)
+	}
+}
+
 func (t *nodeTracker) observe(n *corev1.Node) {
 	now := time.Now()
 	st, _ := selfdrain.ParseStatus(n)
@@ -270,6 +301,15 @@ func (t *nodeTracker) observe(n *corev1.Node) {
 			delete(t.draining, n.Name)
 		}
 		t.series = append(t.series, point{now, float64(len(t.draining))})
+		if t.limit > 0 && len(t.draining) > t.limit {
+			var names []string
+			for name := range t.draining {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			t.overLimit = append(t.overLimit, fmt.Sprintf("%s: %d nodes Running (%s); slot holders %v",
+				now.Format("15:04:05.000"), len(names), strings.Join(names, ","), t.holders))
+		}
 	}
 	if st.Active() && st.Phase == selfdrain.PhaseSucceeded {
 		if _, ok := t.succeeded[n.Name]; !ok {

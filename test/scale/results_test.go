@@ -48,11 +48,11 @@ func (r results) write(b *testing.B) {
 	w("")
 	w("## Phases")
 	w("")
-	w("| phase | took | requests | per agent | peak req/s | kube-apiserver cores, max RSS | etcd cores, max RSS | 429s (all clients) |")
-	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	w("| phase | took | requests | per agent | peak req/s | kube-apiserver cores, max RSS | etcd cores, max RSS | the %d agents' cores | 429s (all clients) |", r.n)
+	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, p := range r.phases {
-		w("| %s | %.1f s | %d | %.2f | %.0f | %.2f, %.0f MiB | %.2f, %.0f MiB | %.0f |", p.name, p.to.Sub(p.from).Seconds(), p.requests,
-			float64(p.requests)/float64(r.n), p.peakRPS, p.apiCores, mib(p.apiRSS), p.etcdCores, mib(p.etcdRSS), p.throttled)
+		w("| %s | %.1f s | %d | %.2f | %.0f | %.2f, %.0f MiB | %.2f, %.0f MiB | %.2f | %.0f |", p.name, p.to.Sub(p.from).Seconds(), p.requests,
+			float64(p.requests)/float64(r.n), p.peakRPS, p.apiCores, mib(p.apiRSS), p.etcdCores, mib(p.etcdRSS), p.fleetCores, p.throttled)
 	}
 	w("")
 	for _, p := range r.phases {
@@ -72,10 +72,10 @@ func (r results) write(b *testing.B) {
 	w("")
 	w("Every pool node asked at once; each node's maintenance ended as soon as it was drained. One node's drain alone took %.2f s; the ideal is ⌈pool ÷ limit⌉ × that.", r.oneDrain.Seconds())
 	w("")
-	w("| drain.maxConcurrentNodes | took | ideal | ratio | most draining at once | agent requests | on Leases |")
-	w("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	w("| drain.maxConcurrentNodes | took | ideal | ratio | most draining at once | agent requests | on Leases | kube-apiserver cores | etcd cores |")
+	w("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, x := range r.rolls {
-		w("| %d | %.1f s | %.1f s | %.2f | %d | %d | %d |", x.limit, x.total.Seconds(), x.ideal.Seconds(), x.total.Seconds()/x.ideal.Seconds(), x.most, x.requests, x.leaseReqs)
+		w("| %d | %.1f s | %.1f s | %.2f | %d | %d | %d | %.2f | %.2f |", x.limit, x.total.Seconds(), x.ideal.Seconds(), x.total.Seconds()/x.ideal.Seconds(), x.most, x.requests, x.leaseReqs, x.apiCores, x.etcdCores)
 	}
 	w("")
 	for _, x := range r.rolls {

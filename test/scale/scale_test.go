@@ -66,17 +66,18 @@ func BenchmarkScale(b *testing.B) {
 }
 
 type phaseResult struct {
-	name      string
-	from, to  time.Time
-	requests  int
-	byKind    []kindCount
-	peakRPS   float64
-	apiCores  float64
-	apiRSS    int64
-	etcdCores float64
-	etcdRSS   int64
-	throttled float64 // 429s, every client
-	extra     []string
+	name       string
+	from, to   time.Time
+	requests   int
+	byKind     []kindCount
+	peakRPS    float64
+	apiCores   float64
+	apiRSS     int64
+	etcdCores  float64
+	etcdRSS    int64
+	throttled  float64 // 429s, every client
+	fleetCores float64 // this process: the agents
+	extra      []string
 }
 
 type rollResult struct {
@@ -88,6 +89,8 @@ type rollResult struct {
 	points       []point
 	from         time.Time
 	byKind       []kindCount
+	apiCores     float64
+	etcdCores    float64
 }
 
 func runScale(b *testing.B) {
@@ -207,7 +210,7 @@ func runScale(b *testing.B) {
 	kured := kuredPattern(b, env, audit, procs, fleetNodes, kuredFor)
 
 	// 4. Rolling maintenances.
-	rolls, one := rollingMaintenances(b, env, admin, f, audit, tracker, fleetNodes[:pool])
+	rolls, one := rollingMaintenances(b, env, admin, f, audit, procs, tracker, fleetNodes[:pool])
 
 	// 5. kube-apiserver restart with every agent connected.
 	restart := restartAPIServer(b, env, audit, procs, f, admin)
@@ -321,6 +324,7 @@ func phase(b *testing.B, name string, from, to time.Time, audit *testenv.AuditRe
 		peakRPS: peak(perSecond(ev, agentUser, from, int(to.Sub(from)/time.Second)+1)), throttled: after.code429 - before.code429}
 	p.apiCores, p.apiRSS = procs.usage(testenv.BinKubeAPIServer, from, to)
 	p.etcdCores, p.etcdRSS = procs.usage(testenv.BinEtcd, from, to)
+	p.fleetCores, _ = procs.usage(fleetProcess, from, to)
 	b.Logf("phase %q: %s, %d agent requests (peak %.0f/s), kube-apiserver %.2f cores / %.0f MiB, etcd %.2f cores / %.0f MiB, 429s %.0f",
 		name, to.Sub(from).Round(100*time.Millisecond), p.requests, p.peakRPS, p.apiCores, mib(p.apiRSS), p.etcdCores, mib(p.etcdRSS), p.throttled)
 	return p
@@ -402,6 +406,7 @@ func kuredPattern(b *testing.B, env *testenv.Env, audit *testenv.AuditReader, pr
 		peakRPS: peak(perSecond(ev, kuredUser, from, int(to.Sub(from)/time.Second)+1))}
 	p.apiCores, p.apiRSS = procs.usage(testenv.BinKubeAPIServer, from, to)
 	p.etcdCores, p.etcdRSS = procs.usage(testenv.BinEtcd, from, to)
+	p.fleetCores, _ = procs.usage(fleetProcess, from, to) // the pollers, and the idle agents
 	p.extra = append(p.extra,
 		fmt.Sprintf("%d nodes each reading the lock object every %s: %d requests in %s (%.1f per second)",
 			len(nodes), kuredPeriod, len(ev), d, float64(len(ev))/d.Seconds()),
@@ -416,7 +421,7 @@ func kuredPattern(b *testing.B, env *testenv.Env, audit *testenv.AuditReader, pr
 // drained, as an admin's automation would after its work. The pool runs a
 // Deployment of podsPerPoolNode pods per node that only pool nodes take, so
 // each drain's pods land on the pool's other nodes.
-func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface, f *fleet, audit *testenv.AuditReader, tracker *nodeTracker, pool []string) ([]rollResult, time.Duration) {
+func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface, f *fleet, audit *testenv.AuditReader, procs *procSampler, tracker *nodeTracker, pool []string) ([]rollResult, time.Duration) {
 	b.Helper()
 	ctx := b.Context()
 	const poolLabel = "scale.node-agent.io/pool"
@@ -447,6 +452,9 @@ func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface,
 		// agents restart with it, as a DaemonSet rollout would.
 		f.stop(pool)
 		f.start(pool, limit)
+		tracker.mu.Lock()
+		tracker.limit, tracker.overLimit = limit, nil
+		tracker.mu.Unlock()
 		time.Sleep(5 * time.Second)
 		settle(b, audit, 3*time.Second)
 		from := time.Now()
@@ -465,10 +473,14 @@ func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface,
 		pts, most := tracker.drainingSeries(from, to)
 		ideal := time.Duration(math.Ceil(float64(len(pool))/float64(limit))) * one
 		r := rollResult{limit: limit, total: total, ideal: ideal, most: most, leaseReqs: leases, requests: len(ev), points: pts, from: from, byKind: byKind(ev)}
+		r.apiCores, _ = procs.usage(testenv.BinKubeAPIServer, from, to)
+		r.etcdCores, _ = procs.usage(testenv.BinEtcd, from, to)
 		b.Logf("rolling maintenance of %d nodes, limit %d: %s (ideal %s, %.2fx), at most %d draining at once, %d agent requests of which %d on Leases",
 			len(pool), limit, total.Round(100*time.Millisecond), ideal.Round(100*time.Millisecond), total.Seconds()/ideal.Seconds(), most, len(ev), leases)
 		if most > limit {
-			b.Errorf("limit %d: %d nodes drained at once", limit, most)
+			tracker.mu.Lock()
+			b.Errorf("limit %d: %d nodes drained at once:\n%s", limit, most, strings.Join(tracker.overLimit, "\n"))
+			tracker.mu.Unlock()
 		}
 		out = append(out, r)
 		waitAvailable(b, c, d)
