@@ -70,7 +70,7 @@ func (r results) write(b *testing.B) {
 	}
 	w("## Rolling maintenance of %d nodes", r.pool)
 	w("")
-	w("Every pool node asked at once; each node's maintenance ended as soon as it was drained. One node's drain alone took %.2f s; the ideal is ⌈pool ÷ limit⌉ × that.", r.oneDrain.Seconds())
+	w("Every pool node asked at once; each node's maintenance ended as soon as it was drained. One node's drain alone took %.2f s (the median of three); the ideal is ⌈pool ÷ limit⌉ × that.", r.oneDrain.Seconds())
 	w("")
 	w("| drain.maxConcurrentNodes | took | ideal | ratio | most draining at once | agent requests | on Leases | kube-apiserver cores | etcd cores |")
 	w("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -441,10 +441,16 @@ func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface,
 	}
 	waitAvailable(b, c, d)
 
-	// One node's drain alone: the unit of the ideal.
-	one := drainNodes(b, c, tracker, pool[:1])
-	b.Logf("one pool node's drain alone: %s", one.Round(time.Millisecond))
-	waitAvailable(b, c, d)
+	// One node's drain alone, the unit of the ideal: the median of three
+	// nodes drained one after the other.
+	var singles []time.Duration
+	for i := range min(3, len(pool)) {
+		singles = append(singles, drainNodes(b, c, tracker, pool[i:i+1]))
+		waitAvailable(b, c, d)
+	}
+	sort.Slice(singles, func(i, j int) bool { return singles[i] < singles[j] })
+	one := singles[len(singles)/2]
+	b.Logf("one pool node's drain alone: %s (median of %v)", one.Round(time.Millisecond), singles)
 
 	var out []rollResult
 	for _, limit := range limits {
@@ -601,32 +607,41 @@ func restartAPIServer(b *testing.B, env *testenv.Env, audit *testenv.AuditReader
 	for _, n := range agents {
 		want["node-agent/"+n] = true
 	}
+	// Each agent's watch of its Node breaks with the apiserver and is
+	// reopened; the first tries may come before kube-apiserver is ready
+	// (and be refused while its RBAC cache fills). An agent is back at its
+	// last watch request of the reconnection burst: the burst is over when
+	// every agent has asked since the restart began and none has asked
+	// for 5 s.
 	back := map[string]time.Time{}
 	deadline := time.Now().Add(10 * time.Minute)
-	for len(back) < len(want) && time.Now().Before(deadline) {
+	for time.Now().Before(deadline) {
 		time.Sleep(time.Second)
 		if err := audit.Read(); err != nil {
 			b.Fatal(err)
 		}
-		for _, e := range window(audit.Events(), agentUser, ready, time.Now().Add(time.Hour)) {
-			if e.Verb == "watch" && e.Resource() == "nodes" && want[e.UserAgent] {
-				if _, ok := back[e.UserAgent]; !ok {
-					back[e.UserAgent] = e.Received.Time
-				}
+		for _, e := range window(audit.Events(), agentUser, from, time.Now().Add(time.Hour)) {
+			if e.Verb == "watch" && e.Resource() == "nodes" && want[e.UserAgent] && e.Received.Time.After(back[e.UserAgent]) {
+				back[e.UserAgent] = e.Received.Time
 			}
+		}
+		var newest time.Time
+		for _, at := range back {
+			newest = maxTime(newest, at)
+		}
+		if len(back) == len(want) && time.Since(newest) > 5*time.Second {
+			break
 		}
 	}
 	var last time.Time
 	for _, at := range back {
-		if at.After(last) {
-			last = at
-		}
+		last = maxTime(last, at)
 	}
 	settle(b, audit, 5*time.Second)
 	to := time.Now()
 	after, _ := scrapeAPIServer(b.Context(), c)
 	p := phase(b, "kube-apiserver restart", from, to, audit, procs, before, after)
-	p.extra = append(p.extra, fmt.Sprintf("kube-apiserver down and up again in %.1f s; %d of %d agents watching their Node again %.1f s after it was ready",
+	p.extra = append(p.extra, fmt.Sprintf("kube-apiserver down and up again (ready) in %.1f s; %d of %d agents asked for their Node's watch again, the last of them %.1f s after it was ready",
 		ready.Sub(from).Seconds(), len(back), len(want), last.Sub(ready).Seconds()))
 	if len(back) < len(want) {
 		b.Errorf("%d agents never watched their Node again after the restart", len(want)-len(back))
