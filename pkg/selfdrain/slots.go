@@ -238,9 +238,11 @@ func (w *slotWatch) free() []string {
 	return out
 }
 
-// tryFree tries the free slots of the view in turn. A try that loses a race
-// (the Lease changed or was created meanwhile) is no error: the watch
-// brings the new state.
+// tryFree tries the first free slot of the view (each node starts at a slot
+// of its own). A try that loses a race (the Lease changed or was created
+// meanwhile) is no error, and ends the try: the watch brings the new state,
+// and with it the next chance. Trying every free slot in turn after a lost
+// race would have each of many nodes asked at once write up to Max times.
 func (w *slotWatch) tryFree(ctx context.Context) (*Held, error) {
 	for _, name := range w.free() {
 		cur := w.view[name]
@@ -255,6 +257,7 @@ func (w *slotWatch) tryFree(ctx context.Context) (*Held, error) {
 		// Lost the race: another node wrote the slot. Not again until
 		// the watch shows what it wrote.
 		w.lost[name] = versionOf(cur)
+		break
 	}
 	return nil, nil
 }
