@@ -8,8 +8,9 @@
 #   bin/node-agent-image.txt   name, digest, sizes, the SBOM's digests (KEY=VALUE)
 #   bin/node-agent-image.spdx.json
 #                              the SBOM: every Debian package (from the
-#                              image's dpkg status) and Go module (from the
-#                              binaries' build info), SPDX 2.3 JSON; also in
+#                              image's dpkg status), Go module and Go release
+#                              (from the binaries' build info), SPDX 2.3
+#                              JSON (docs/sbom.md); also in
 #                              the archive, as an OCI artifact whose subject
 #                              is the image manifest (index.json lists it,
 #                              unnamed, with artifactType application/spdx+json)

@@ -134,6 +134,9 @@ usage: ociimage --name localhost/NAME:TAG --out FILE --layer DIR|FILE.tar.gz [--
 			return err
 		}
 		img.Name, img.Created = spec.Name, spec.Epoch
+		// The version image.sh stamps into the binaries and labels the
+		// image with: their build information says only "(devel)".
+		img.Version = spec.Labels["org.opencontainers.image.version"]
 		spec.Referrers = func(image ociimage.Descriptor) ([]ociimage.Artifact, error) {
 			img.Digest = image.Digest
 			doc, err := sbom.SPDX(img)

@@ -29,25 +29,43 @@ type DebPackage struct {
 }
 
 // ReadDpkgStatus reads a dpkg status file (var/lib/dpkg/status) and returns
-// the installed packages ("install ok installed"), sorted by name.
+// the packages whose files are in the image, sorted by name and
+// architecture.
+//
+// The Status field is "WANT FLAG STATE" (dpkg(1), "Package states"): what
+// decides whether a package's files are on disk is its state, not what the
+// admin wants, so "hold ok installed" (apt-mark hold) and "deinstall ok
+// installed" (removal pending) count, and only "not-installed" and
+// "config-files" (conffiles left behind) do not. A debootstrap base has
+// only "install ok installed".
 func ReadDpkgStatus(r io.Reader) ([]DebPackage, error) {
 	var out []DebPackage
 	var cur DebPackage
 	var status string
-	flush := func() {
-		if cur.Name != "" && status == "install ok installed" {
-			out = append(out, cur)
+	statusLine := 0
+	line := 0
+	flush := func() error {
+		if cur.Name != "" {
+			words := strings.Fields(status)
+			if len(words) != 3 {
+				return fmt.Errorf("dpkg status, package %s (line %d): Status %q is not \"WANT FLAG STATE\"", cur.Name, statusLine, status)
+			}
+			if state := words[2]; state != "not-installed" && state != "config-files" {
+				out = append(out, cur)
+			}
 		}
 		cur, status = DebPackage{}, ""
+		return nil
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
-	line := 0
 	for sc.Scan() {
 		line++
 		l := sc.Text()
 		if l == "" {
-			flush()
+			if err := flush(); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		if l[0] == ' ' || l[0] == '\t' {
@@ -58,16 +76,17 @@ func ReadDpkgStatus(r io.Reader) ([]DebPackage, error) {
 			return nil, fmt.Errorf("dpkg status, line %d: %q is neither a field nor a continuation", line, l)
 		}
 		v = strings.TrimSpace(v)
-		switch k {
-		case "Package":
+		// Field names are case-insensitive (deb-control(5)).
+		switch strings.ToLower(k) {
+		case "package":
 			cur.Name = v
-		case "Status":
-			status = v
-		case "Version":
+		case "status":
+			status, statusLine = v, line
+		case "version":
 			cur.Version = v
-		case "Architecture":
+		case "architecture":
 			cur.Architecture = v
-		case "Source":
+		case "source":
 			// "Source: name (version)" when the source version differs.
 			cur.Source, _, _ = strings.Cut(v, " ")
 		}
@@ -75,7 +94,9 @@ func ReadDpkgStatus(r io.Reader) ([]DebPackage, error) {
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	flush()
+	if err := flush(); err != nil {
+		return nil, err
+	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("dpkg status lists no installed package")
 	}
@@ -130,7 +151,11 @@ type Image struct {
 	// Created is the image's creation time (the commit's).
 	Created time.Time
 	// Distro names the Debian release, for the packages' purls.
-	Distro   string
+	Distro string
+	// Version is the version node-agent's binaries are stamped with
+	// (pkg/version), listed for a binary whose build information has
+	// none: a build from a checkout records its main module as "(devel)".
+	Version  string
 	Packages []DebPackage
 	Binaries []GoBinary
 }
@@ -188,6 +213,21 @@ func spdxID(kind, name string) string {
 	return "SPDXRef-" + kind + "-" + notIDChar.ReplaceAllString(name, "-")
 }
 
+// idSet hands out SPDX IDs that are unique in the document: two names that
+// differ only in characters an ID cannot hold (github.com/a/b-c and
+// github.com/a-b/c) get a numbered second one instead of one element for both.
+type idSet map[string]bool
+
+func (u idSet) add(kind, name string) string {
+	base := spdxID(kind, name)
+	id := base
+	for n := 2; u[id]; n++ {
+		id = fmt.Sprintf("%s-%d", base, n)
+	}
+	u[id] = true
+	return id
+}
+
 func purl(ref string) []externalRef {
 	return []externalRef{{ReferenceCategory: "PACKAGE-MANAGER", ReferenceType: "purl", ReferenceLocator: ref}}
 }
@@ -217,13 +257,15 @@ func SPDX(img Image) ([]byte, error) {
 		ExternalRefs:          purl(fmt.Sprintf("pkg:oci/%s@sha256%%3A%s?repository_url=%s", filepath.Base(repo), hexDigest, filepath.Dir(repo))),
 	})
 	doc.Relationships = append(doc.Relationships, relationship{"SPDXRef-DOCUMENT", "DESCRIBES", imageID})
-	seen := map[string]bool{}
+	ids := idSet{"SPDXRef-DOCUMENT": true, imageID: true}
+	debs := map[string]bool{}
 	for _, p := range img.Packages {
-		id := spdxID("deb", p.Name+"-"+p.Architecture)
-		if seen[id] {
-			return nil, fmt.Errorf("package %s:%s listed twice", p.Name, p.Architecture)
+		key := p.Name + ":" + p.Architecture
+		if debs[key] {
+			return nil, fmt.Errorf("package %s listed twice", key)
 		}
-		seen[id] = true
+		debs[key] = true
+		id := ids.add("deb", p.Name+"-"+p.Architecture)
 		q := fmt.Sprintf("pkg:deb/debian/%s@%s?arch=%s", p.Name, p.Version, p.Architecture)
 		if img.Distro != "" {
 			q += "&distro=" + img.Distro
@@ -235,17 +277,41 @@ func SPDX(img Image) ([]byte, error) {
 		doc.Packages = append(doc.Packages, pk)
 		doc.Relationships = append(doc.Relationships, relationship{imageID, "CONTAINS", id})
 	}
+	// A module or a Go release that two binaries share is one element.
+	modules := map[string]string{}
 	for _, b := range img.Binaries {
-		id := spdxID("go-binary", b.Path)
+		id := ids.add("go-binary", b.Path)
+		version := b.Main.Version
+		if version == "(devel)" && img.Version != "" {
+			version = img.Version
+		}
 		doc.Packages = append(doc.Packages, pkg{
-			SPDXID: id, Name: b.Path, VersionInfo: b.Main.Version, DownloadLocation: "NOASSERTION",
+			SPDXID: id, Name: b.Path, VersionInfo: version, DownloadLocation: "NOASSERTION",
 			PrimaryPackagePurpose: "APPLICATION", Comment: "Go program of module " + b.Main.Path + ", built with " + b.GoVersion,
 		})
 		doc.Relationships = append(doc.Relationships, relationship{imageID, "CONTAINS", id})
+		// The standard library is linked in too, at the toolchain's
+		// version; scanners look Go's own advisories up under
+		// pkg:golang/stdlib with the version without "go" (as
+		// golang.org/x/vuln and the purl spec's examples spell it).
+		if goVersion, _, _ := strings.Cut(b.GoVersion, " "); strings.HasPrefix(goVersion, "go") {
+			v := strings.TrimPrefix(goVersion, "go")
+			key := "stdlib@" + v
+			sid, ok := modules[key]
+			if !ok {
+				sid = ids.add("go-stdlib", v)
+				modules[key] = sid
+				doc.Packages = append(doc.Packages, pkg{SPDXID: sid, Name: "stdlib", VersionInfo: goVersion, DownloadLocation: "NOASSERTION",
+					PrimaryPackagePurpose: "LIBRARY", ExternalRefs: purl("pkg:golang/stdlib@" + v), Comment: "the Go standard library of " + goVersion})
+			}
+			doc.Relationships = append(doc.Relationships, relationship{id, "DEPENDS_ON", sid})
+		}
 		for _, m := range b.Deps {
-			mid := spdxID("go-module", m.Path+"@"+m.Version)
-			if !seen[mid] {
-				seen[mid] = true
+			key := m.Path + "@" + m.Version
+			mid, ok := modules[key]
+			if !ok {
+				mid = ids.add("go-module", key)
+				modules[key] = mid
 				pk := pkg{SPDXID: mid, Name: m.Path, VersionInfo: m.Version, DownloadLocation: "NOASSERTION",
 					PrimaryPackagePurpose: "LIBRARY", ExternalRefs: purl("pkg:golang/" + m.Path + "@" + m.Version)}
 				if m.Sum != "" {

@@ -20,8 +20,8 @@ import (
 // the archive's index.json lists it as an artifact whose subject is the
 // image manifest, its blob is the file beside the archive, and what it
 // lists is what the image holds: the base layer's own dpkg status (package
-// count, libvirt's and QEMU's versions) and the modules built into the
-// node-agent binary of the top layer.
+// count, libvirt's and QEMU's versions) and the modules and Go release
+// built into both binaries of the top layer.
 func checkSBOM(t *testing.T, archive string, summary imageSummary) {
 	t.Helper()
 	if summary.sbomPath == "" || summary.sbomDigest == "" || summary.sbomManifest == "" {
@@ -94,7 +94,7 @@ func checkSBOM(t *testing.T, archive string, summary imageSummary) {
 		switch {
 		case strings.HasPrefix(p.SPDXID, "SPDXRef-deb-"):
 			debs[p.Name] = p.VersionInfo
-		case strings.HasPrefix(p.SPDXID, "SPDXRef-go-module-"):
+		case strings.HasPrefix(p.SPDXID, "SPDXRef-go-module-"), strings.HasPrefix(p.SPDXID, "SPDXRef-go-stdlib-"):
 			modules[p.Name] = p.VersionInfo
 		}
 	}
@@ -112,7 +112,18 @@ func checkSBOM(t *testing.T, archive string, summary imageSummary) {
 	if len(pkgs) != len(debs) {
 		t.Errorf("the image's dpkg status lists %d installed packages, the SBOM %d", len(pkgs), len(debs))
 	}
-	for _, want := range []string{"libvirt0", "qemu-system-x86"} {
+	// The same count without the parser that wrote the SBOM: one Status
+	// line per package, its last word the state (dpkg(1)).
+	installed := 0
+	for _, l := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(l); len(f) == 4 && f[0] == "Status:" && f[3] != "not-installed" && f[3] != "config-files" {
+			installed++
+		}
+	}
+	if installed != len(debs) {
+		t.Errorf("the image's dpkg status has %d Status lines of installed packages, the SBOM %d Debian packages", installed, len(debs))
+	}
+	for _, want := range []string{"libvirt0", "libvirt-daemon-driver-qemu", "qemu-system-x86"} {
 		var got string
 		for _, p := range pkgs {
 			if p.Name == want {
@@ -123,23 +134,35 @@ func checkSBOM(t *testing.T, archive string, summary imageSummary) {
 			t.Errorf("%s: version %q in the image, %q in the SBOM", want, got, debs[want])
 		}
 	}
-	binary := filepath.Join(t.TempDir(), "node-agent")
-	if err := os.WriteFile(binary, layerFile(t, blob(man.Layers[len(man.Layers)-1].Digest), "usr/local/bin/node-agent"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	gb, err := sbom.ReadGoBinary(binary, "/usr/local/bin/node-agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	missing := 0
-	for _, m := range gb.Deps {
-		if modules[m.Path] != m.Version {
-			missing++
-			t.Errorf("module %s %s of the image's node-agent: the SBOM says %q", m.Path, m.Version, modules[m.Path])
+	top := blob(man.Layers[len(man.Layers)-1].Digest)
+	for _, path := range []string{"/usr/local/bin/node-agent", "/usr/local/bin/node-agent-discover"} {
+		binary := filepath.Join(t.TempDir(), filepath.Base(path))
+		if err := os.WriteFile(binary, layerFile(t, top, strings.TrimPrefix(path, "/")), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		gb, err := sbom.ReadGoBinary(binary, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"stdlib": gb.GoVersion}
+		for _, m := range gb.Deps {
+			want[m.Path] = m.Version
+		}
+		if path == "/usr/local/bin/node-agent" && want["k8s.io/client-go"] == "" {
+			t.Errorf("the image's %s has no k8s.io/client-go in its build information: %+v", path, gb.Deps)
+		}
+		for p, v := range want {
+			if modules[p] != v {
+				t.Errorf("module %s %s of the image's %s: the SBOM says %q", p, v, path, modules[p])
+			}
 		}
 	}
-	t.Logf("SBOM %s: SPDX %s, %d Debian packages (libvirt0 %s, qemu-system-x86 %s), %d Go modules, attached as %s to image %s",
-		summary.sbomDigest, d.SPDXVersion, len(debs), debs["libvirt0"], debs["qemu-system-x86"], len(modules), summary.sbomManifest, summary.digest)
+	nModules := len(modules)
+	if _, ok := modules["stdlib"]; ok {
+		nModules--
+	}
+	t.Logf("SBOM %s: SPDX %s, %d Debian packages (libvirt0 %s, qemu-system-x86 %s), %d Go modules (k8s.io/client-go %s, stdlib %s), attached as %s to image %s",
+		summary.sbomDigest, d.SPDXVersion, len(debs), debs["libvirt0"], debs["qemu-system-x86"], nModules, modules["k8s.io/client-go"], modules["stdlib"], summary.sbomManifest, summary.digest)
 }
 
 // readArchive reads every file of the image archive but the layers into
