@@ -334,10 +334,10 @@ func objectKey(o *unstructured.Unstructured) string {
 	return kind + " " + o.GetNamespace() + "/" + o.GetName()
 }
 
-// comparable returns o as compared: the agent's config.yaml is a YAML
+// comparedForm returns o as compared: the agent's config.yaml is a YAML
 // document inside a string, which kustomize copies with its comments and the
 // chart renders from values without them, so it is compared parsed.
-func comparable(t *testing.T, o *unstructured.Unstructured) map[string]any {
+func comparedForm(t *testing.T, o *unstructured.Unstructured) map[string]any {
 	t.Helper()
 	obj := o.DeepCopy().Object
 	if o.GetKind() != "ConfigMap" || o.GetName() != configMapName {
@@ -393,7 +393,7 @@ func compareObjects(t *testing.T, what string, helm, kust []*unstructured.Unstru
 		case !inKust:
 			t.Errorf("%s: %s is rendered by helm template, not by kubectl kustomize", what, key)
 		default:
-			hc, kc := comparable(t, ho), comparable(t, ko)
+			hc, kc := comparedForm(t, ho), comparedForm(t, ko)
 			if !reflect.DeepEqual(hc, kc) {
 				t.Errorf("%s: %s differs (-helm template +kubectl kustomize):\n%s", what, key, diff.Diff(hc, kc))
 			}
