@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # build-tools.sh builds the upstream binaries the tests run against (the
 # control plane, kwok, kubectl, the kubelet of the real-node tests, and
-# Prometheus with promtool for the monitoring component), from the
-# Go module proxy, into bin/. Each binary is built once per pinned version and
-# kept in a cache outside the work tree (NODE_AGENT_TOOLS_CACHE, default
-# ~/.cache/node-agent/tools), so a fresh clone on a machine that built it
-# before only copies it. A binary already in bin/ is left alone.
+# Prometheus with promtool for the monitoring component, and Helm for the
+# chart in deploy/helm), from the Go module proxy, into bin/. Each binary is
+# built once per pinned version and kept in a cache outside the work tree
+# (NODE_AGENT_TOOLS_CACHE, default ~/.cache/node-agent/tools), so a fresh
+# clone on a machine that built it before only copies it. A binary already in bin/ is left alone.
 #
 # usage: hack/build-tools.sh [tool ...]   (default: all)
 set -euo pipefail
@@ -21,12 +21,17 @@ kwok_version=v0.8.0
 staticcheck_version=v0.8.2
 prometheus_version=v0.316.0 # Prometheus 3.16.0: the module is tagged v0.3MM.P for 3.MM.P
 prometheus_operator_version=v0.85.0
+helm_version=v4.3.1
 
 # Unstamped builds report v0.0.0-master+$Format:%H$, which kubectl cannot parse.
 k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${k8s_version} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36"
 
 # Unstamped builds report an empty version; promu stamps these same variables.
 prometheus_ldflags="-s -w -X github.com/prometheus/common/version.Version=3.16.0 -X github.com/prometheus/common/version.Revision=${prometheus_version} -X github.com/prometheus/common/version.Branch=${prometheus_version}"
+
+# Unstamped builds report "v4.3" with no patch level; Helm's own Makefile
+# stamps this variable.
+helm_ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=${helm_version}"
 
 # build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]
 build() {
@@ -77,11 +82,12 @@ tool() {
 	prometheus | promtool)
 		build "$1" "${prometheus_version}" hack/tools/prometheus "github.com/prometheus/prometheus/cmd/$1" "${prometheus_ldflags}" ;;
 	prometheus-operator-crd) operator_crds ;;
+	helm) build helm "${helm_version}" hack/tools/helm helm.sh/helm/v4/cmd/helm "${helm_ldflags}" ;;
 	*) echo "build-tools: unknown tool $1" >&2; return 2 ;;
 	esac
 }
 
 if [[ $# -eq 0 ]]; then
-	set -- etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl kubelet prometheus promtool prometheus-operator-crd
+	set -- etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl kubelet prometheus promtool prometheus-operator-crd helm
 fi
 for t in "$@"; do tool "$t"; done
