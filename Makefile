@@ -33,7 +33,7 @@ deps: ## Install the Debian packages tests need (only the missing ones)
 	hack/install-deps.sh
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kwok, prometheus and promtool into bin/ (cached), with the Prometheus Operator CRDs
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kwok, prometheus, promtool and helm into bin/ (cached), with the Prometheus Operator CRDs
 	hack/build-tools.sh
 
 .PHONY: image
