@@ -235,7 +235,7 @@ func purl(ref string) []externalRef {
 // SPDX returns the document for img, as indented JSON.
 func SPDX(img Image) ([]byte, error) {
 	if img.Digest == "" || !strings.HasPrefix(img.Digest, "sha256:") {
-		return nil, fmt.Errorf("image digest %q is not sha256:...", img.Digest)
+		return nil, fmt.Errorf("image digest %q is not a sha256 digest", img.Digest)
 	}
 	hexDigest := strings.TrimPrefix(img.Digest, "sha256:")
 	repo, tag := img.Name, ""

@@ -244,21 +244,23 @@ func (w *slotWatch) free() []string {
 // and with it the next chance. Trying every free slot in turn after a lost
 // race would have each of many nodes asked at once write up to Max times.
 func (w *slotWatch) tryFree(ctx context.Context) (*Held, error) {
-	for _, name := range w.free() {
-		cur := w.view[name]
-		written, ok, err := w.s.takeFrom(ctx, name, cur)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			w.s.Logger.Info("Holding drain slot", "lease", w.s.Namespace+"/"+name)
-			return w.s.hold(ctx, name, written), nil
-		}
-		// Lost the race: another node wrote the slot. Not again until
-		// the watch shows what it wrote.
-		w.lost[name] = versionOf(cur)
-		break
+	free := w.free()
+	if len(free) == 0 {
+		return nil, nil
 	}
+	name := free[0]
+	cur := w.view[name]
+	written, ok, err := w.s.takeFrom(ctx, name, cur)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		w.s.Logger.Info("Holding drain slot", "lease", w.s.Namespace+"/"+name)
+		return w.s.hold(ctx, name, written), nil
+	}
+	// Lost the race: another node wrote the slot. Not again until the
+	// watch shows what it wrote.
+	w.lost[name] = versionOf(cur)
 	return nil, nil
 }
 

@@ -164,11 +164,10 @@ func readProc(pid int) (cpu float64, rss int64, err error) {
 // apiserverMetrics are the kube-apiserver figures the benchmark reads from
 // its /metrics: open watches and refused requests.
 type apiserverMetrics struct {
-	watches  float64 // apiserver_longrunning_requests{verb="WATCH"}
-	code429  float64 // apiserver_request_total{code="429"}
-	objects  map[string]float64
-	dbBytes  float64 // apiserver_storage_size_bytes, summed
-	nodeSize float64
+	watches float64 // apiserver_longrunning_requests{verb="WATCH"}
+	code429 float64 // apiserver_request_total{code="429"}
+	objects map[string]float64
+	dbBytes float64 // apiserver_storage_size_bytes, the largest
 }
 
 func scrapeAPIServer(ctx context.Context, c kubernetes.Interface) (apiserverMetrics, error) {
