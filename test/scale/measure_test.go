@@ -383,15 +383,8 @@ func (t *nodeTracker) succeededCount(names []string) int {
 	return n
 }
 
-// requestKind names what a request did: "create pods/eviction", "watch
-// nodes", "get /api" for a path without an object.
-func requestKind(e testenv.AuditEvent) string {
-	if res := e.Resource(); res != "" {
-		return e.Verb + " " + res
-	}
-	path, _, _ := strings.Cut(e.RequestURI, "?")
-	return e.Verb + " " + path
-}
+// requestKind names what a request did (testenv.AuditEvent.Kind).
+func requestKind(e testenv.AuditEvent) string { return e.Kind() }
 
 // window is the audit events of user received between from and to.
 func window(events []testenv.AuditEvent, user string, from, to time.Time) []testenv.AuditEvent {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,6 +78,16 @@ func (e AuditEvent) Resource() string {
 		return e.ObjectRef.Resource + "/" + e.ObjectRef.Subresource
 	}
 	return e.ObjectRef.Resource
+}
+
+// Kind names what the request did, for breakdowns: "create pods/eviction",
+// "watch nodes", or "get /api" for a path that names no object.
+func (e AuditEvent) Kind() string {
+	if res := e.Resource(); res != "" {
+		return e.Verb + " " + res
+	}
+	path, _, _ := strings.Cut(e.RequestURI, "?")
+	return e.Verb + " " + path
 }
 
 // UserAuditPolicy is an audit policy that records every request of user at
