@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -521,8 +523,13 @@ func TestHelmLint(t *testing.T) {
 // TestHelmInstallUpgrade installs the chart on the real control plane with
 // kwok nodes, upgrades it with a changed configuration key (the ConfigMap
 // changes and the DaemonSet does not, so the agents reload the file instead
-// of restarting), then uninstalls it.
+// of restarting), then uninstalls it. A real agent on node-1 runs as the
+// chart's ServiceAccount, with a token bound to the chart's pod there, and
+// reads the ConfigMap's config.yaml as its --config file: it starts on the
+// installed one and, once the upgraded one replaces the file as the kubelet
+// replaces a mounted ConfigMap, applies it without a restart.
 func TestHelmInstallUpgrade(t *testing.T) {
+	requireLibvirt(t)
 	opts := testenv.DefaultOptions()
 	h := newHelmRunner(t, opts)
 	env := testenv.StartForTest(t, opts)
@@ -566,8 +573,31 @@ func TestHelmInstallUpgrade(t *testing.T) {
 		t.Fatalf("installed labeller.minCPUModel is %q, want the default Penryn", before.Labeller.MinCPUModel)
 	}
 
-	// labeller.minCPUModel is one of the keys the agent applies on reload.
-	out, err = h.run(t, "upgrade", "node-agent", chartDir(t), "--namespace", "default", "--reuse-values", "--set", "config.labeller.minCPUModel=Nehalem")
+	// The agent as the pod runs it, but for the flags, which win over the
+	// file: no logind on a build machine, and the embedded libvirt under a
+	// scratch root asked about QEMU's TCG, which runs a few CPU models
+	// (Penryn, Nehalem, Westmere) on any x86 host.
+	identities.Store(env, &deployBed{env: env, c: c, kubectl: kubectlBinary(t, opts)})
+	root := t.TempDir()
+	uri := "qemu:///embed?root=" + filepath.Join(root, "libvirt")
+	cfgPath := filepath.Join(root, configKey)
+	replaceFile(t, cfgPath, cm.Data[configKey])
+	agent := startAgent(t, env, "node-1", "--config", cfgPath, "--libvirt-uri", uri, "--virt-type=qemu", "--shutdown-enabled=false")
+	agent.WaitReady(t)
+	var model string
+	testenv.WaitFor(t, 2*time.Minute, "cpu-model-migration labels on node-1", func() (bool, error) {
+		for k := range getNode(t, c, "node-1").Labels {
+			if m, ok := strings.CutPrefix(k, labeller.CPUModelMigrationLabelPrefix); ok {
+				model = m
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+
+	// labeller.obsoleteCPUModels is one of the keys the agent applies on
+	// reload: marking a model it labels obsolete removes that label.
+	out, err = h.run(t, "upgrade", "node-agent", chartDir(t), "--namespace", "default", "--reuse-values", "--set", "config.labeller.obsoleteCPUModels={"+model+"}")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,9 +611,25 @@ func TestHelmInstallUpgrade(t *testing.T) {
 		t.Fatalf("upgraded %s does not load: %v", configKey, err)
 	}
 	want := before
-	want.Labeller.MinCPUModel = "Nehalem"
+	want.Labeller.ObsoleteCPUModels = []string{model}
 	if !reflect.DeepEqual(after, want) {
-		t.Errorf("after the upgrade the config differs from the installed one with labeller.minCPUModel Nehalem (-got +want):\n%s", diff.Diff(after, want))
+		t.Errorf("after the upgrade the config differs from the installed one with labeller.obsoleteCPUModels [%s] (-got +want):\n%s", model, diff.Diff(after, want))
+	}
+	replaceFile(t, cfgPath, cm.Data[configKey])
+	testenv.WaitFor(t, time.Minute, model+" label removed from node-1 after the reload", func() (bool, error) {
+		_, ok := getNode(t, c, "node-1").Labels[labeller.CPUModelMigrationLabelPrefix+model]
+		return !ok, nil
+	})
+	if err, exited := agent.Exited(); exited {
+		t.Fatalf("node-agent exited (%v); it should have reloaded the file", err)
+	}
+	t.Logf("the agent reloaded the upgraded config.yaml (obsoleteCPUModels [%s]); its cpu-model-migration label went away", model)
+	// Stopped before the uninstall takes its RBAC away.
+	if err := agent.Stop(t); err != nil {
+		t.Errorf("node-agent exited with %v after SIGTERM, want status 0\n%s", err, agent.Tail(40))
+	}
+	if n := hostcpu.KillProbes(hostcpu.EmbedRoot(uri, agent.StateDir)); n > 0 {
+		t.Errorf("node-agent left %d QEMU capability probes running after it stopped", n)
 	}
 	ds2, err := c.AppsV1().DaemonSets(agentNamespace).Get(ctx, "node-agent", metav1.GetOptions{})
 	if err != nil {
@@ -621,4 +667,18 @@ func TestHelmInstallUpgrade(t *testing.T) {
 		}
 		return false, err
 	})
+}
+
+// replaceFile writes content to a new file and renames it to path, so a
+// reader sees the old file or the new one whole, as the kubelet updates a
+// mounted ConfigMap (it swaps a symbolic link).
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
 }
