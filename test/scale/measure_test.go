@@ -167,7 +167,6 @@ type apiserverMetrics struct {
 	watches float64 // apiserver_longrunning_requests{verb="WATCH"}
 	code429 float64 // apiserver_request_total{code="429"}
 	objects map[string]float64
-	dbBytes float64 // apiserver_storage_size_bytes, the largest
 }
 
 func scrapeAPIServer(ctx context.Context, c kubernetes.Interface) (apiserverMetrics, error) {
@@ -206,11 +205,6 @@ func scrapeAPIServer(ctx context.Context, c kubernetes.Interface) (apiserverMetr
 	if f := fams["apiserver_storage_objects"]; f != nil {
 		for _, x := range f.Metric {
 			m.objects[label(x.Label, "resource")] = x.GetGauge().GetValue()
-		}
-	}
-	if f := fams["apiserver_storage_size_bytes"]; f != nil {
-		for _, x := range f.Metric {
-			m.dbBytes = max(m.dbBytes, x.GetGauge().GetValue())
 		}
 	}
 	return m, nil
