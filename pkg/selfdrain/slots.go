@@ -573,11 +573,11 @@ func (s *Slots) releaseSlot(name string, last *coordinationv1.Lease) {
 		_, err := leases.Update(ctx, lease, metav1.UpdateOptions{FieldManager: FieldManager})
 		return err
 	}
-	var err error = apierrors.NewConflict(coordinationv1.Resource("leases"), name, nil)
+	var err error
 	if last != nil {
 		err = release(last)
 	}
-	if apierrors.IsConflict(err) {
+	if last == nil || apierrors.IsConflict(err) {
 		lease, gerr := leases.Get(ctx, name, metav1.GetOptions{})
 		if gerr != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != s.Identity {
 			return
