@@ -25,8 +25,8 @@ export CGO_ENABLED := 1
 export NODE_AGENT_BIN_DIR := $(BIN)
 
 .PHONY: build
-build: ## Build bin/node-agent and its discovery helper bin/node-agent-discover, stripped as in the image
-	$(GO) build -trimpath -tags $(GOTAGS) -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/ ./cmd/node-agent ./cmd/node-agent-discover
+build: ## Build bin/node-agent, its discovery helper bin/node-agent-discover and bin/node-agent-coordinator, stripped as in the image
+	$(GO) build -trimpath -tags $(GOTAGS) -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/ ./cmd/node-agent ./cmd/node-agent-discover ./cmd/node-agent-coordinator
 
 .PHONY: deps
 deps: ## Install the Debian packages tests need (only the missing ones)

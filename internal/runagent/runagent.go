@@ -35,6 +35,7 @@ import (
 	rebootsystemd "github.com/node-agent/node-agent/pkg/reboot/systemd"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/shutdown"
+	"github.com/node-agent/node-agent/pkg/slots"
 )
 
 // Options are what one agent is built from.
@@ -173,8 +174,17 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.In
 	// since the coordinator drained the node already (its own delay lock
 	// must not stall its own reboot).
 	ownReboot := new(atomic.Bool)
-	var slots *selfdrain.Slots
+	// One requester serves both purposes, so the node asks for one slot
+	// at a time and never adopts the other purpose's slot.
+	requester := &slots.Requester{
+		NodeName: cfg.NodeName, RenewInterval: cfg.Drain.SlotSilenceBound.Duration / 3,
+		NoAnswerAfter: 30 * time.Second, ClaimGrace: 2 * time.Minute,
+	}
 	opts := []agent.Option{agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
+		requester.Client, requester.Clock = d.Client, d.Clock
+		requester.Logger = d.Logger.With("component", "slots")
+		return requester, nil
+	}), agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
 		m := selfdrain.NewMetrics(d.Registry)
 		access := &podaccess.Reporter{
 			Prober:  podaccess.Prober{Node: podClient, Own: d.Client, NodeName: d.NodeName},
@@ -194,10 +204,6 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.In
 			Logger: d.Logger.With("component", "selfdrain"), Clock: d.Clock, Recorder: d.Recorder, Metrics: m,
 			PodAccess: access.Check,
 		})
-		slots = &selfdrain.Slots{
-			Client: d.Client, Namespace: cfg.Drain.LeaseNamespace, Identity: d.NodeName, Max: cfg.Drain.MaxConcurrentNodes,
-			LeaseDuration: 30 * time.Second, PollInterval: 2 * time.Second, TakeJitter: time.Second, Clock: d.Clock, Logger: engine.Logger,
-		}
 		var nm *selfdrain.NodeMaintenanceSource
 		if dyn != nil {
 			nm = &selfdrain.NodeMaintenanceSource{
@@ -205,7 +211,7 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.In
 				Logger: engine.Logger, Clock: d.Clock, RecheckInterval: time.Minute,
 			}
 		}
-		co := selfdrain.ControllerOptions{Engine: engine, Slots: slots, NodeMaintenance: nm}
+		co := selfdrain.ControllerOptions{Engine: engine, Slots: maintenanceSlots{requester}, NodeMaintenance: nm}
 		if cfg.Reboot.Enabled {
 			co.RebootDrain = rebootDrainRequest
 		}
@@ -213,7 +219,7 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.In
 		return ctrl, nil
 	})}
 	if cfg.Reboot.Enabled {
-		opts = append(opts, rebootComponent(cfg, podClient, func() *selfdrain.Slots { return slots }, ownReboot))
+		opts = append(opts, rebootComponent(cfg, podClient, rebootSlots{requester}, ownReboot))
 	}
 	if !cfg.Shutdown.Enabled {
 		return opts
@@ -282,7 +288,7 @@ func (c component) Run(ctx context.Context, _ agent.NodeView) error { return c.r
 // takes the drain slots of the maintenance controller, and reboots through
 // logind. podClient lists the node's pods for reboot.blockingPodSelector as
 // the node itself.
-func rebootComponent(cfg config.Config, podClient kube.Interface, slots func() *selfdrain.Slots, ownReboot *atomic.Bool) agent.Option {
+func rebootComponent(cfg config.Config, podClient kube.Interface, rebootSlots reboot.Slots, ownReboot *atomic.Bool) agent.Option {
 	return agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
 		rc := cfg.Reboot
 		window, err := reboot.ParseWindow(rc.Window.Days, rc.Window.Start, rc.Window.End, rc.Window.TimeZone)
@@ -312,7 +318,7 @@ func rebootComponent(cfg config.Config, podClient kube.Interface, slots func() *
 			Client: d.Client, NodeName: d.NodeName, Need: need, Window: window, Blockers: blockers,
 			LoopBound: rc.LoopBound.Duration, RebootWithoutDrain: rc.RebootWithoutDrain,
 			CheckInterval: rc.CheckInterval.Duration, SlotHoldBound: rc.SlotHoldBound.Duration,
-			Slots:       slotsAdapter{slots},
+			Slots:       rebootSlots,
 			Rebooter:    logindRebooter{address: cfg.Shutdown.SystemBusAddress, ownReboot: ownReboot},
 			Maintenance: rebootMaintenance,
 			Clock:       d.Clock, Logger: d.Logger.With("component", "reboot"), Recorder: d.Recorder,
@@ -351,12 +357,22 @@ func rebootMaintenance(node *corev1.Node) (reboot.Maintenance, error) {
 	return m, nil
 }
 
-// slotsAdapter hands the coordinator selfdrain's drain slots; the Slots
-// exist once the maintenance component is built, before any component runs.
-type slotsAdapter struct{ slots func() *selfdrain.Slots }
+// maintenanceSlots asks for drain slots for maintenance drains.
+type maintenanceSlots struct{ r *slots.Requester }
 
-func (a slotsAdapter) Acquire(ctx context.Context, onWait func(error)) (reboot.Slot, error) {
-	h, err := a.slots().AcquireHeld(ctx, onWait)
+func (m maintenanceSlots) Acquire(ctx context.Context, onWait func(error)) (selfdrain.Slot, error) {
+	h, err := m.r.Acquire(ctx, slots.PurposeMaintenance, onWait)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// rebootSlots asks for drain slots for coordinated reboots.
+type rebootSlots struct{ r *slots.Requester }
+
+func (b rebootSlots) Acquire(ctx context.Context, onWait func(error)) (reboot.Slot, error) {
+	h, err := b.r.Acquire(ctx, slots.PurposeReboot, onWait)
 	if err != nil {
 		return nil, err
 	}

@@ -13,12 +13,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -116,8 +118,34 @@ type DrainConfig struct {
 	MaxConcurrentNodes int `json:"maxConcurrentNodes"`
 	// Parallelism bounds the evictions in flight on this node.
 	Parallelism int `json:"parallelism"`
-	// LeaseNamespace holds the Leases that implement MaxConcurrentNodes.
+	// LeaseNamespace holds the drain slot Leases and the coordinator's
+	// leader election Lease; only the coordinator (node-agent-coordinator)
+	// writes them.
 	LeaseNamespace string `json:"leaseNamespace"`
+	// Pools are groups of nodes with limits of their own, beside
+	// MaxConcurrentNodes for the whole cluster: a node drains only when
+	// every pool it belongs to has room. The coordinator reads them.
+	Pools []PoolConfig `json:"pools,omitempty"`
+	// SlotSilenceBound is how long the agent of a node holding a drain
+	// slot may show no sign of life before the coordinator gives the slot
+	// to the next node. The agent renews its request every third of it.
+	SlotSilenceBound metav1.Duration `json:"slotSilenceBound"`
+}
+
+// PoolConfig is a group of nodes with a drain limit of its own, as the
+// budgets of Karpenter and the system-upgrade-controller have.
+type PoolConfig struct {
+	// Name names the pool in reasons, Events and metrics.
+	Name string `json:"name"`
+	// Selector is a label selector over Nodes; empty selects every node.
+	Selector string `json:"selector"`
+	// MaxConcurrentNodes is how many of the pool's nodes may drain at
+	// once; 0 sets no such limit.
+	MaxConcurrentNodes int `json:"maxConcurrentNodes,omitempty"`
+	// MaxUnavailable is how many of the pool's nodes may be unavailable at
+	// once (draining, not Ready or cordoned), as a count or a percentage
+	// ("10%", rounded down, at least 1).
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
 // ShutdownConfig configures the systemd-logind shutdown guard.
@@ -229,6 +257,11 @@ func Default() Config {
 			MaxConcurrentNodes: 1,
 			Parallelism:        32,
 			LeaseNamespace:     "node-agent",
+			// Four renewals missed (the agent renews every 20s): long
+			// enough for an apiserver restart or an agent's rollout,
+			// short enough that a dead node's slot goes on within
+			// minutes.
+			SlotSilenceBound: metav1.Duration{Duration: time.Minute},
 		},
 		Shutdown: ShutdownConfig{
 			Enabled:          true,
@@ -257,6 +290,91 @@ func Default() Config {
 			SlotHoldBound: metav1.Duration{Duration: 30 * time.Minute},
 		},
 	}
+}
+
+// NormalizeEmpty returns c with every empty list as nil: a file's `[]`
+// decodes to an empty list where the default is nil, and both mean none.
+func (c Config) NormalizeEmpty() Config {
+	if len(c.Labeller.ObsoleteCPUModels) == 0 {
+		c.Labeller.ObsoleteCPUModels = nil
+	}
+	if len(c.Reboot.SentinelCommand) == 0 {
+		c.Reboot.SentinelCommand = nil
+	}
+	if len(c.Reboot.Window.Days) == 0 {
+		c.Reboot.Window.Days = nil
+	}
+	if len(c.Drain.Pools) == 0 {
+		c.Drain.Pools = nil
+	}
+	return c
+}
+
+// maxNodes bounds node counts in the configuration: Kubernetes supports
+// 5,000 nodes a cluster; the bound leaves room and keeps arithmetic small.
+const maxNodes = 100000
+
+// validatePools checks drain.pools.
+func validatePools(pools []PoolConfig) []error {
+	var errs []error
+	names := map[string]bool{}
+	for i, p := range pools {
+		at := fmt.Sprintf("drain.pools[%d]", i)
+		if msgs := validation.IsDNS1123Label(p.Name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s.name %q: %s", at, p.Name, strings.Join(msgs, "; ")))
+		} else if p.Name == "default" || names[p.Name] {
+			errs = append(errs, fmt.Errorf("%s.name %q: taken (\"default\" is drain.maxConcurrentNodes); give each pool a name of its own", at, p.Name))
+		}
+		names[p.Name] = true
+		if _, err := labels.Parse(p.Selector); err != nil {
+			errs = append(errs, fmt.Errorf("%s.selector %q: %w", at, p.Selector, err))
+		}
+		if p.MaxConcurrentNodes < 0 || p.MaxConcurrentNodes > maxNodes {
+			errs = append(errs, fmt.Errorf("%s.maxConcurrentNodes %d: must be between 0 and %d", at, p.MaxConcurrentNodes, maxNodes))
+		}
+		if p.MaxConcurrentNodes == 0 && p.MaxUnavailable == nil {
+			errs = append(errs, fmt.Errorf("%s: set maxConcurrentNodes or maxUnavailable, or the pool limits nothing", at))
+		}
+		if u := p.MaxUnavailable; u != nil {
+			switch u.Type {
+			case intstr.Int:
+				if u.IntVal < 1 || u.IntVal > maxNodes {
+					errs = append(errs, fmt.Errorf("%s.maxUnavailable %d: must be between 1 and %d", at, u.IntVal, maxNodes))
+				}
+			default:
+				v, ok := strings.CutSuffix(u.StrVal, "%")
+				n, err := strconv.Atoi(v)
+				if !ok || err != nil || n < 1 || n > 100 {
+					errs = append(errs, fmt.Errorf("%s.maxUnavailable %q: want a count, or a percentage from 1%% to 100%%", at, u.StrVal))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// poolsValue reads drain.pools from a flag, as JSON.
+type poolsValue struct{ p *[]PoolConfig }
+
+func (v *poolsValue) String() string {
+	if v.p == nil || len(*v.p) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(*v.p)
+	return string(b)
+}
+
+func (v *poolsValue) Type() string { return "json" }
+
+func (v *poolsValue) Set(s string) error {
+	var pools []PoolConfig
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&pools); err != nil {
+		return fmt.Errorf("want a JSON list such as [{\"name\":\"gpu\",\"selector\":\"gpu=true\",\"maxConcurrentNodes\":1}]: %w", err)
+	}
+	*v.p = pools
+	return nil
 }
 
 // durationValue adapts a metav1.Duration to pflag.
@@ -295,7 +413,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(durationValue{&c.Drain.DeleteAfter}, "drain-delete-after", "Delete pods whose eviction is still refused after this long. 0 means never.")
 	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once for maintenance requests (annotation or NodeMaintenance object), cluster-wide. A shutdown drain takes no slot.")
 	fs.IntVar(&c.Drain.Parallelism, "drain-parallelism", c.Drain.Parallelism, "Most evictions in flight at once on this node.")
-	fs.StringVar(&c.Drain.LeaseNamespace, "drain-lease-namespace", c.Drain.LeaseNamespace, "Namespace of the Leases that bound concurrent drains.")
+	fs.StringVar(&c.Drain.LeaseNamespace, "drain-lease-namespace", c.Drain.LeaseNamespace, "Namespace of the drain slot Leases and of the coordinator's leader election; only node-agent-coordinator writes them.")
+	fs.Var(&poolsValue{&c.Drain.Pools}, "drain-pools", `Pools of nodes with drain limits of their own, as JSON: [{"name":"gpu","selector":"gpu=true","maxConcurrentNodes":1,"maxUnavailable":"10%"}]. A node drains only when every pool it is in has room.`)
+	fs.Var(durationValue{&c.Drain.SlotSilenceBound}, "drain-slot-silence-bound", "How long the agent of a node holding a drain slot may be silent before the coordinator gives the slot to the next node.")
 	fs.BoolVar(&c.Maintenance.NodeMaintenance, "maintenance-node-maintenance", c.Maintenance.NodeMaintenance, "Serve NodeMaintenance objects (nodemaintenance.medik8s.io or nodemaintenance.kubevirt.io) that name this node. Leave off where node-maintenance-operator runs.")
 	fs.BoolVar(&c.Shutdown.Enabled, "shutdown-enabled", c.Shutdown.Enabled, "Hold a systemd-logind delay inhibitor and drain the node before the host shuts down.")
 	fs.StringVar(&c.Shutdown.SystemBusAddress, "shutdown-system-bus-address", c.Shutdown.SystemBusAddress, "D-Bus address of the host's system bus.")
@@ -491,9 +611,13 @@ func (c *Config) Validate() error {
 	if c.Drain.DeleteAfter.Duration < 0 {
 		errs = append(errs, fmt.Errorf("drain.deleteAfter %s: must not be negative", c.Drain.DeleteAfter.Duration))
 	}
-	if c.Drain.MaxConcurrentNodes < 1 {
-		errs = append(errs, fmt.Errorf("drain.maxConcurrentNodes %d: must be at least 1", c.Drain.MaxConcurrentNodes))
+	if c.Drain.MaxConcurrentNodes < 1 || c.Drain.MaxConcurrentNodes > maxNodes {
+		errs = append(errs, fmt.Errorf("drain.maxConcurrentNodes %d: must be between 1 and %d", c.Drain.MaxConcurrentNodes, maxNodes))
 	}
+	if d := c.Drain.SlotSilenceBound.Duration; d < 10*time.Second || d > time.Hour {
+		errs = append(errs, fmt.Errorf("drain.slotSilenceBound %s: must be between 10s and 1h", d))
+	}
+	errs = append(errs, validatePools(c.Drain.Pools)...)
 	if c.Drain.Parallelism < 1 {
 		errs = append(errs, fmt.Errorf("drain.parallelism %d: must be at least 1", c.Drain.Parallelism))
 	}

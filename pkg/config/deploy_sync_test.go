@@ -39,17 +39,7 @@ func TestDeployConfigMapIsDefault(t *testing.T) {
 	if err != nil {
 		t.Fatalf("config.yaml in %s: %v", deployConfigMap, err)
 	}
-	// `obsoleteCPUModels: []` decodes to an empty slice, the default is nil;
-	// both mean "no additions".
-	if len(got.Labeller.ObsoleteCPUModels) == 0 {
-		got.Labeller.ObsoleteCPUModels = nil
-	}
-	if len(got.Reboot.SentinelCommand) == 0 {
-		got.Reboot.SentinelCommand = nil
-	}
-	if len(got.Reboot.Window.Days) == 0 {
-		got.Reboot.Window.Days = nil
-	}
+	got = got.NormalizeEmpty()
 	if want := Default(); !reflect.DeepEqual(got, want) {
 		gotKeys, wantKeys := deployFlatten(t, got), deployFlatten(t, want)
 		for _, k := range deployKeyPaths(reflect.TypeOf(Config{}), "") {

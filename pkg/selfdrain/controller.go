@@ -2,6 +2,7 @@ package selfdrain
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -25,7 +26,7 @@ import (
 // (shutdown.go).
 type Controller struct {
 	engine *Engine
-	slots  *Slots
+	slots  SlotSource
 	// nodeMaintenance, when not nil, serves NodeMaintenance objects.
 	nodeMaintenance *NodeMaintenanceSource
 	// rebootDrain, when not nil, reads the reboot coordinator's request.
@@ -60,7 +61,7 @@ const (
 // ControllerOptions configures a Controller. Engine and Slots are required.
 type ControllerOptions struct {
 	Engine *Engine
-	Slots  *Slots
+	Slots  SlotSource
 	// NodeMaintenance, when not nil, serves NodeMaintenance objects.
 	NodeMaintenance *NodeMaintenanceSource
 	// RebootDrain, when not nil, says whether the reboot coordinator asks
@@ -324,35 +325,64 @@ func (r *maintenanceRun) stop() {
 // the slot still held, because releasing it then would release that run's
 // slot too (both hold it as the node).
 func (r *maintenanceRun) drainInSlot() error {
-	release, err := r.takeSlot()
+	slot, err := r.takeSlot()
 	if err != nil {
 		return err
 	}
-	defer release()
-	st, err := r.begin()
+	defer slot.Release()
+	// A slot taken back by the coordinator (held past its bound) ends
+	// the drain: the next node's turn has come. The run is retried, and
+	// asks for a slot anew.
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-slot.Lost():
+			r.c.log.Warn("Drain stopped: the drain slot was taken back", "reason", slot.LostReason())
+			r.c.engine.event(corev1.EventTypeWarning, "DrainSlotLost", "Drain stopped: %s; the drain asks for a slot again", slot.LostReason())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	st, err := r.begin(ctx)
 	if err != nil {
 		return err
 	}
-	return r.drain(st)
+	if err := r.drain(ctx, st); err != nil {
+		return err
+	}
+	if ctx.Err() != nil && r.ctx.Err() == nil {
+		return fmt.Errorf("the drain slot was taken back: %s", slot.LostReason())
+	}
+	return nil
 }
 
 // takeSlot waits for a cluster-wide drain slot, saying on the Node why the
 // drain waits meanwhile. It fails only when the run is stopped. A reboot's
 // drain takes none: the reboot coordinator took the slot before it asked
 // for the drain, and holds it until the node is back from the reboot.
-func (r *maintenanceRun) takeSlot() (release func(), err error) {
+func (r *maintenanceRun) takeSlot() (Slot, error) {
 	if r.trigger == TriggerReboot {
-		return func() {}, nil
+		return noSlot{}, nil
 	}
-	return r.c.slots.take(r.ctx, r.c.engine, r.trigger, r.reason)
+	return take(r.ctx, r.c.slots, r.c.engine, r.trigger, r.reason)
 }
+
+// noSlot stands for the slot the reboot coordinator holds for a reboot's
+// drain: never lost here, and not this run's to release.
+type noSlot struct{}
+
+func (noSlot) Name() string          { return "" }
+func (noSlot) Release()              {}
+func (noSlot) Lost() <-chan struct{} { return nil }
+func (noSlot) LostReason() string    { return "" }
 
 // begin cordons and taints the node and records the start, or resumes the
 // record a previous agent left.
-func (r *maintenanceRun) begin() (*Status, error) {
+func (r *maintenanceRun) begin(ctx context.Context) (*Status, error) {
 	e := r.c.engine
-	st, err := e.Begin(r.ctx, Request{Trigger: r.trigger, Reason: r.reason})
-	if err != nil && r.ctx.Err() == nil {
+	st, err := e.Begin(ctx, Request{Trigger: r.trigger, Reason: r.reason})
+	if err != nil && ctx.Err() == nil {
 		r.c.log.Error("Could not start maintenance", "err", err)
 		e.event(corev1.EventTypeWarning, "MaintenanceStartFailed", "Could not cordon and taint the node: %v", err)
 	}
@@ -362,10 +392,10 @@ func (r *maintenanceRun) begin() (*Status, error) {
 // drain evicts the pods until none is left or the run is stopped; past
 // drain.timeout the status turns Failed and evictions go on at a slower
 // pace.
-func (r *maintenanceRun) drain(st *Status) error {
+func (r *maintenanceRun) drain(ctx context.Context, st *Status) error {
 	e := r.c.engine
-	_, err := e.Drain(r.ctx, st, Request{Trigger: r.trigger, Reason: r.reason, KeepTrying: true, Deadline: e.maintenanceDeadline(st)})
-	if err != nil && r.ctx.Err() == nil {
+	_, err := e.Drain(ctx, st, Request{Trigger: r.trigger, Reason: r.reason, KeepTrying: true, Deadline: e.maintenanceDeadline(st)})
+	if err != nil && ctx.Err() == nil {
 		r.c.log.Error("Drain stopped", "err", err)
 	}
 	return err

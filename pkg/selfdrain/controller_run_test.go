@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 )
 
 // Tests of the controller's decision and of a maintenance run's steps, one
@@ -83,24 +82,7 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// heldSlot is drain slot 0, renewed now by another node.
-func heldSlot(h *harness) *coordinationv1.Lease {
-	now := metav1.NewMicroTime(h.clock.Now())
-	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: SlotPrefix + "0", Namespace: "node-agent"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-2"), LeaseDurationSeconds: ptr.To(int32(30)),
-			AcquireTime: &now, RenewTime: &now},
-	}
-}
-
-func (h *harness) slotHolder() string {
-	h.t.Helper()
-	l, err := h.client.CoordinationV1().Leases("node-agent").Get(context.Background(), SlotPrefix+"0", metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return ptr.Deref(l.Spec.HolderIdentity, "")
-}
+func (h *harness) slotHolder() string { return h.slots.holderName() }
 
 // events takes the Events recorded so far.
 func (h *harness) events() []string {
@@ -125,30 +107,29 @@ func hasEvent(events []string, prefix string) bool {
 }
 
 // A run whose slot is held by another node says so on the Node and takes
-// the slot once the holder's Lease expires.
+// the slot once the holder gives it up.
 func TestRunTakeSlotWaits(t *testing.T) {
 	h := newHarness(t)
-	lease := heldSlot(h)
-	if _, err := h.client.CoordinationV1().Leases("node-agent").Create(context.Background(), lease, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	h.slots.hold("node-2")
 	c, _ := h.controller()
 	r := c.newRun(context.Background(), TriggerAnnotation, "kernel update")
-	var release func()
+	var waiting *Status
+	h.slots.onWaitHook = func() {
+		waiting = h.status()
+		h.slots.hold("")
+	}
+	var slot Slot
 	var err error
-	h.run(func() { release, err = r.takeSlot() }, nil)
+	h.run(func() { slot, err = r.takeSlot() }, nil)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if expiry := lease.Spec.RenewTime.Add(30 * time.Second); h.clock.Now().Before(expiry) {
-		t.Errorf("took the slot at %s, before the holder's Lease expired at %s", h.clock.Now(), expiry)
 	}
 	if got := h.slotHolder(); got != testNode {
 		t.Errorf("slot held by %q, want %q", got, testNode)
 	}
-	st := h.status()
-	if st.Phase != PhaseWaiting || st.Trigger != TriggerAnnotation || st.Reason != "kernel update" || !strings.Contains(st.LastError, "drain.maxConcurrentNodes") {
-		t.Errorf("status while waiting = %s", st.Encode())
+	if waiting == nil || waiting.Phase != PhaseWaiting || waiting.Trigger != TriggerAnnotation || waiting.Reason != "kernel update" ||
+		!strings.Contains(waiting.LastError, "drain.maxConcurrentNodes") {
+		t.Errorf("status while waiting = %+v", waiting)
 	}
 	if cond := h.condition(ConditionType); cond == nil || cond.Reason != ReasonWaiting {
 		t.Errorf("condition = %+v, want reason %s", cond, ReasonWaiting)
@@ -156,7 +137,7 @@ func TestRunTakeSlotWaits(t *testing.T) {
 	if ev := h.events(); !hasEvent(ev, "Normal MaintenanceWaiting") {
 		t.Errorf("events = %q, want MaintenanceWaiting", ev)
 	}
-	release()
+	slot.Release()
 	if got := h.slotHolder(); got != "" {
 		t.Errorf("slot still held by %q after release", got)
 	}
@@ -165,9 +146,7 @@ func TestRunTakeSlotWaits(t *testing.T) {
 // A run stopped while it waits gives up without a slot.
 func TestRunTakeSlotStops(t *testing.T) {
 	h := newHarness(t)
-	if _, err := h.client.CoordinationV1().Leases("node-agent").Create(context.Background(), heldSlot(h), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	h.slots.hold("node-2")
 	c, _ := h.controller()
 	r := c.newRun(context.Background(), TriggerAnnotation, "kernel update")
 	r.cancel()
@@ -179,11 +158,42 @@ func TestRunTakeSlotStops(t *testing.T) {
 	}
 }
 
+// A slot the coordinator takes back stops the drain, which is retried and
+// asks anew: the next node's turn has come.
+func TestRunStopsWhenTheSlotIsLost(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	h.onEvict(func(eviction) error {
+		return apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+	})
+	c, _ := h.controller()
+	r := c.newRun(context.Background(), TriggerAnnotation, "kernel update")
+	c.active = r
+	h.run(r.run, func() bool {
+		if len(h.evicted()) > 0 {
+			select {
+			case <-h.slots.lost:
+			default:
+				close(h.slots.lost)
+			}
+		}
+		return true
+	})
+	if got := h.slotHolder(); got != "" {
+		t.Errorf("slot still held by %q after the drain stopped", got)
+	}
+	if c.queue.NumRequeues(testNode) != 1 {
+		t.Errorf("requeues %d, want the run retried", c.queue.NumRequeues(testNode))
+	}
+	if ev := h.events(); !hasEvent(ev, "Warning DrainSlotLost") {
+		t.Errorf("events = %q, want DrainSlotLost", ev)
+	}
+}
+
 func TestRunBegin(t *testing.T) {
 	h := newHarness(t)
 	h.engine.Metrics = NewMetrics(nil)
 	c, _ := h.controller()
-	st, err := c.newRun(context.Background(), TriggerAnnotation, "kernel update").begin()
+	st, err := c.newRun(context.Background(), TriggerAnnotation, "kernel update").begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +216,7 @@ func TestRunBeginFails(t *testing.T) {
 		if stopped {
 			r.cancel()
 		}
-		if _, err := r.begin(); err == nil {
+		if _, err := r.begin(r.ctx); err == nil {
 			t.Fatal("begin succeeded with the Node's patch failing")
 		}
 		if got := hasEvent(h.events(), "Warning MaintenanceStartFailed"); got == stopped {
@@ -229,11 +239,11 @@ func TestRunDrainPastTheTimeout(t *testing.T) {
 	})
 	c, _ := h.controller()
 	r := c.newRun(context.Background(), TriggerAnnotation, "kernel update")
-	st, err := r.begin()
+	st, err := r.begin(r.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.run(func() { err = r.drain(st) }, nil)
+	h.run(func() { err = r.drain(r.ctx, st) }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,15 +345,13 @@ func TestRunDrainsAndGivesUpItsPlace(t *testing.T) {
 // the drain while the host still has to reboot.
 func TestRunRebootTakesNoSlot(t *testing.T) {
 	h := newHarness(t)
-	if _, err := h.client.CoordinationV1().Leases("node-agent").Create(context.Background(), heldSlot(h), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	h.slots.hold("node-2")
 	c, _ := h.controller()
-	release, err := c.newRun(context.Background(), TriggerReboot, "reboot coordinator").takeSlot()
+	slot, err := c.newRun(context.Background(), TriggerReboot, "reboot coordinator").takeSlot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	release()
+	slot.Release()
 	if got := h.slotHolder(); got != "node-2" {
 		t.Errorf("slot held by %q, want node-2 untouched", got)
 	}

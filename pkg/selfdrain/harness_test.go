@@ -34,10 +34,79 @@ type harness struct {
 	clock    *clocktesting.FakeClock
 	recorder *record.FakeRecorder
 	engine   *Engine
+	slots    *fakeSlots
 
 	mu        sync.Mutex
 	evictions []eviction
 }
+
+// fakeSlots is a SlotSource of one slot. Another node may hold it (hold);
+// a waiting Acquire reports the wait, calls onWaitHook, and takes the slot
+// once free.
+type fakeSlots struct {
+	mu      sync.Mutex
+	holder  string
+	changed chan struct{}
+	// onWaitHook runs after each report of a wait (tests free the slot
+	// there).
+	onWaitHook func()
+	lost       chan struct{}
+}
+
+func newFakeSlots() *fakeSlots { return &fakeSlots{changed: make(chan struct{}), lost: make(chan struct{})} }
+
+func (f *fakeSlots) hold(node string) {
+	f.mu.Lock()
+	f.holder = node
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *fakeSlots) holderName() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.holder
+}
+
+func (f *fakeSlots) Acquire(ctx context.Context, onWait func(error)) (Slot, error) {
+	waited := false
+	for {
+		f.mu.Lock()
+		if f.holder == "" || f.holder == testNode {
+			f.holder = testNode
+			f.mu.Unlock()
+			return fakeSlot{f}, nil
+		}
+		ch := f.changed
+		f.mu.Unlock()
+		if !waited {
+			waited = true
+			onWait(nil)
+			if f.onWaitHook != nil {
+				f.onWaitHook()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+type fakeSlot struct{ f *fakeSlots }
+
+func (s fakeSlot) Name() string { return "node-agent-drain-slot-" + testNode }
+func (s fakeSlot) Release() {
+	s.f.mu.Lock()
+	if s.f.holder == testNode {
+		s.f.holder = ""
+	}
+	s.f.mu.Unlock()
+}
+func (s fakeSlot) Lost() <-chan struct{} { return s.f.lost }
+func (s fakeSlot) LostReason() string    { return "revoked by the test" }
 
 // eviction is one eviction request the fake apiserver received.
 type eviction struct {
@@ -54,6 +123,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 		client:   fake.NewClientset(objs...),
 		clock:    clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 		recorder: record.NewFakeRecorder(1000),
+		slots:    newFakeSlots(),
 	}
 	cfg := config.Default().Drain
 	cfg.Parallelism = 2
@@ -164,11 +234,9 @@ func (v *nodeView) touch() {
 }
 
 // controller returns a maintenance controller on the harness's engine with
-// one drain slot, and its view.
+// its one fake drain slot, and its view.
 func (h *harness) controller() (*Controller, *nodeView) {
-	slots := &Slots{Client: kubetest.Wrap(h.client), Namespace: "node-agent", Identity: testNode, Max: 1,
-		LeaseDuration: 30 * time.Second, PollInterval: 2 * time.Second, Clock: h.clock, Logger: h.engine.Logger}
-	return NewController(ControllerOptions{Engine: h.engine, Slots: slots}), &nodeView{NodeView: agenttest.NodeView{Client: kubetest.Wrap(h.client), Name: testNode}, t: h.t}
+	return NewController(ControllerOptions{Engine: h.engine, Slots: h.slots}), &nodeView{NodeView: agenttest.NodeView{Client: kubetest.Wrap(h.client), Name: testNode}, t: h.t}
 }
 
 // patchNode applies a merge patch to the Node.
@@ -203,3 +271,5 @@ func (h *harness) status() *Status {
 	}
 	return st
 }
+
+func ptrTo[T any](v T) *T { return &v }

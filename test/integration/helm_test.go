@@ -128,16 +128,7 @@ func TestHelmValuesConfigKeys(t *testing.T) {
 	if err != nil {
 		t.Fatalf("values.yaml config: does not load: %v", err)
 	}
-	// `[]` decodes to an empty slice, the default is nil; both mean none.
-	if len(parsed.Labeller.ObsoleteCPUModels) == 0 {
-		parsed.Labeller.ObsoleteCPUModels = nil
-	}
-	if len(parsed.Reboot.SentinelCommand) == 0 {
-		parsed.Reboot.SentinelCommand = nil
-	}
-	if len(parsed.Reboot.Window.Days) == 0 {
-		parsed.Reboot.Window.Days = nil
-	}
+	parsed = parsed.NormalizeEmpty()
 	if d := config.Default(); !reflect.DeepEqual(parsed, d) {
 		t.Errorf("values.yaml config: differs from config.Default() (-values +default):\n%s", diff.Diff(parsed, d))
 	}

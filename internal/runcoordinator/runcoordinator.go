@@ -1,0 +1,136 @@
+// Package runcoordinator assembles node-agent-coordinator: the clients, the
+// drain slot coordinator (pkg/slots) under leader election
+// (pkg/slots/election), its metrics and probes. It owns only the wiring. It is
+// kept out of cmd/ so the tests run several coordinators in one process
+// with exactly the code the command runs.
+package runcoordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/slots"
+	"github.com/node-agent/node-agent/pkg/slots/election"
+)
+
+// Options are what one coordinator replica is built from.
+type Options struct {
+	// Config is the agents' configuration (the same ConfigMap): the
+	// coordinator reads its drain and reboot keys.
+	Config config.Config
+	REST   *rest.Config
+	// Identity names this replica in the election (its pod's name).
+	Identity string
+	// ElectionName names the election Lease in drain.leaseNamespace.
+	ElectionName string
+	// LeaseDuration, RenewDeadline, RetryPeriod: the election's; zero
+	// takes client-go's usual 15s, 10s, 2s.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// MetricsAddress and HealthAddress are where /metrics and
+	// /healthz, /readyz are served; "" or "0" serves none.
+	MetricsAddress, HealthAddress string
+	Logger                        *slog.Logger
+	// Registry, when set, receives the metrics (tests); otherwise a new
+	// one is made.
+	Registry *prometheus.Registry
+	Clock    clock.WithTicker
+}
+
+// Run runs one replica until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.ElectionName == "" {
+		o.ElectionName = "node-agent-coordinator"
+	}
+	cfg := o.Config
+	pools, err := slots.Pools(cfg.Drain)
+	if err != nil {
+		return err
+	}
+	restCfg := rest.CopyConfig(o.REST)
+	restCfg.UserAgent = "node-agent-coordinator/" + o.Identity
+	client, err := kube.New(restCfg)
+	if err != nil {
+		return err
+	}
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	metrics := slots.NewMetrics(reg)
+	if err := serve(ctx, o.MetricsAddress, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), o.Logger); err != nil {
+		return err
+	}
+	health := http.NewServeMux()
+	ok := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }
+	health.HandleFunc("/healthz", ok)
+	health.HandleFunc("/readyz", ok)
+	if err := serve(ctx, o.HealthAddress, health, o.Logger); err != nil {
+		return err
+	}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(kube.EventSink(client))
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: "node-agent-coordinator"})
+
+	o.Logger.Info("Starting the drain slot coordinator", "identity", o.Identity, "namespace", cfg.Drain.LeaseNamespace,
+		"maxConcurrentNodes", cfg.Drain.MaxConcurrentNodes, "pools", len(cfg.Drain.Pools),
+		"slotSilenceBound", cfg.Drain.SlotSilenceBound.Duration, "rebootHoldBound", cfg.Reboot.SlotHoldBound.Duration)
+	return election.Run(ctx, election.Options{
+		REST: restCfg, Namespace: cfg.Drain.LeaseNamespace, Name: o.ElectionName, Identity: o.Identity,
+		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
+		Logger: o.Logger, OnLeading: metrics.SetLeader,
+	}, func(ctx context.Context) error {
+		return slots.NewCoordinator(slots.CoordinatorOptions{
+			Client: client, Namespace: cfg.Drain.LeaseNamespace, Pools: pools,
+			SilenceBound: cfg.Drain.SlotSilenceBound.Duration, RebootHoldBound: cfg.Reboot.SlotHoldBound.Duration,
+			MaxHold: slots.MaxHold(cfg), Clock: o.Clock, Logger: o.Logger, Recorder: recorder, Metrics: metrics,
+		}).Run(ctx)
+	})
+}
+
+// serve serves h on addr until ctx ends; "" and "0" serve nothing.
+func serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
+	if addr == "" || addr == "0" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("Server stopped", "addr", addr, "err", err)
+		}
+	}()
+	return nil
+}

@@ -1,0 +1,49 @@
+package slots
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/node-agent/node-agent/pkg/config"
+)
+
+// DefaultPool names the pool of every node, limited by
+// drain.maxConcurrentNodes.
+const DefaultPool = "default"
+
+// Pools turns drain.maxConcurrentNodes and drain.pools into Decide's pools;
+// the default pool comes first.
+func Pools(d config.DrainConfig) ([]Pool, error) {
+	pools := []Pool{{Name: DefaultPool, MaxConcurrentNodes: d.MaxConcurrentNodes}}
+	for _, p := range d.Pools {
+		sel, err := labels.Parse(p.Selector)
+		if err != nil {
+			return nil, fmt.Errorf("drain.pools %s: selector %q: %w", p.Name, p.Selector, err)
+		}
+		pools = append(pools, Pool{Name: p.Name, Selector: sel, MaxConcurrentNodes: p.MaxConcurrentNodes, MaxUnavailable: p.MaxUnavailable})
+	}
+	return pools, nil
+}
+
+// MaxHold is, per purpose, how long a slot may be held in all before the
+// coordinator takes it back, heartbeat or not: a backstop for an agent
+// that renews but never finishes (the agent's own drain.timeout ends a
+// stuck drain first).
+//   - maintenance: drain.timeout, and drain.slotSilenceBound for the agent
+//     to undo and release;
+//   - reboot: the drain, the reboot (reboot.slotHoldBound), and a quarter
+//     of an hour for the node to become Ready and be uncordoned.
+//
+// With drain.timeout 0 (no timeout) no such bound is set.
+func MaxHold(c config.Config) map[Purpose]time.Duration {
+	timeout := c.Drain.Timeout.Duration
+	if timeout <= 0 {
+		return nil
+	}
+	return map[Purpose]time.Duration{
+		PurposeMaintenance: timeout + c.Drain.SlotSilenceBound.Duration,
+		PurposeReboot:      timeout + c.Reboot.SlotHoldBound.Duration + 15*time.Minute,
+	}
+}

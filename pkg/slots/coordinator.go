@@ -1,0 +1,440 @@
+package slots
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/node-agent/node-agent/pkg/kube"
+)
+
+// FieldManager is the coordinator's field manager on Nodes and Leases.
+const FieldManager = "node-agent-coordinator"
+
+// CoordinatorOptions configures a Coordinator.
+type CoordinatorOptions struct {
+	// Client reads every Node, writes the grant annotation on them, and
+	// holds the slot Leases in Namespace.
+	Client    kube.Interface
+	Namespace string
+	Pools     []Pool
+	// SilenceBound, RebootHoldBound and MaxHold: see Input.
+	SilenceBound    time.Duration
+	RebootHoldBound time.Duration
+	MaxHold         map[Purpose]time.Duration
+	// LeaseResync is how often the slot Leases are listed again, so that
+	// a Lease an admin deleted or changed is seen; the coordinator is
+	// their only writer and otherwise keeps them in memory.
+	LeaseResync time.Duration
+	Clock       clock.WithTicker
+	Logger      *slog.Logger
+	Recorder    record.EventRecorder
+	Metrics     *Metrics
+}
+
+// Coordinator answers every node's request for a drain slot (Decide), and
+// alone holds the slot Leases. Run it only while leading: two coordinators
+// at once could each grant the last slot.
+type Coordinator struct {
+	o     CoordinatorOptions
+	log   *slog.Logger
+	queue workqueue.TypedRateLimitingInterface[string]
+	nodes cache.SharedIndexInformer
+
+	mu sync.Mutex
+	// seen holds, by node, when this coordinator first saw its current
+	// request and last saw its heartbeat change.
+	seen map[string]*observation
+	// leases are the slots held, by node: the coordinator is their only
+	// writer, so this is kept from its own writes and a periodic list.
+	leases map[string]Lease
+	// written holds grants written but perhaps not yet in the informer.
+	written map[string]writtenGrant
+	// relist asks the next reconcile to list the Leases first.
+	relist bool
+}
+
+type observation struct {
+	id          string
+	heartbeat   int64
+	holdSeconds int64
+	seen, beat  time.Time
+}
+
+type writtenGrant struct {
+	grant *Grant // nil: removed
+	rv    string // the Node's resourceVersion after the write
+	at    time.Time
+}
+
+// NewCoordinator returns a coordinator for o.
+func NewCoordinator(o CoordinatorOptions) *Coordinator {
+	if o.LeaseResync <= 0 {
+		o.LeaseResync = time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second)
+	return &Coordinator{
+		o: o, log: o.Logger,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{
+			Name: "slots", Clock: o.Clock,
+		}),
+		seen: map[string]*observation{}, leases: map[string]Lease{}, written: map[string]writtenGrant{},
+	}
+}
+
+// key is the one key of the queue: every decision looks at the whole
+// cluster.
+const key = "slots"
+
+// Run answers requests until ctx ends. It watches every Node (one watch for
+// the cluster, in one place) and lists the slot Leases at start and every
+// LeaseResync.
+func (c *Coordinator) Run(ctx context.Context) error {
+	defer c.queue.ShutDown()
+	c.nodes = kube.NodeInformer(c.o.Client, "")
+	if _, err := c.nodes.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    func(obj any, initial bool) { c.observe(obj, initial) },
+		UpdateFunc: func(_, obj any) { c.observe(obj, false) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if n, ok := obj.(*corev1.Node); ok {
+				c.mu.Lock()
+				delete(c.seen, n.Name)
+				delete(c.written, n.Name)
+				c.mu.Unlock()
+			}
+			c.queue.Add(key)
+		},
+	}); err != nil {
+		return err
+	}
+	go c.nodes.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), c.nodes.HasSynced) {
+		return ctx.Err()
+	}
+	for {
+		if err := c.listLeases(ctx); err == nil {
+			break
+		} else {
+			c.log.Error("Cannot list the drain slot Leases; no slot is granted until they can be read", "namespace", c.o.Namespace, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.o.Clock.After(5 * time.Second):
+		}
+	}
+	c.log.Info("Coordinating drain slots", "namespace", c.o.Namespace, "pools", len(c.o.Pools), "slotsHeld", len(c.leases))
+	go c.resyncLeases(ctx)
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	c.queue.Add(key)
+	for c.processNext(ctx) {
+	}
+	return nil
+}
+
+func (c *Coordinator) processNext(ctx context.Context) bool {
+	k, quit := c.queue.Get()
+	if quit || ctx.Err() != nil {
+		return false
+	}
+	defer c.queue.Done(k)
+	next, err := c.reconcile(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("Drain slot decision not fully applied; trying again", "err", err)
+			c.queue.AddRateLimited(k)
+		}
+		return true
+	}
+	c.queue.Forget(k)
+	if next > 0 {
+		c.queue.AddAfter(k, next)
+	}
+	return true
+}
+
+// observe notes when a request first appeared and when its heartbeat last
+// changed, on the coordinator's clock: no time written into the Node counts.
+func (c *Coordinator) observe(obj any, initial bool) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	now := c.o.Clock.Now()
+	req, _ := ParseRequest(n)
+	c.mu.Lock()
+	if w, ok := c.written[n.Name]; ok && (w.rv == n.ResourceVersion || now.Sub(w.at) > 30*time.Second) {
+		delete(c.written, n.Name)
+	}
+	o := c.seen[n.Name]
+	switch {
+	case req == nil:
+		delete(c.seen, n.Name)
+	case o == nil || o.id != req.ID:
+		seen := now
+		if initial && req.RequestedAt.Before(now) {
+			// There before this coordinator led: the order the agents
+			// wrote is all there is to go by.
+			seen = req.RequestedAt
+		}
+		c.seen[n.Name] = &observation{id: req.ID, heartbeat: req.Heartbeat, holdSeconds: req.HoldSeconds, seen: seen, beat: now}
+	case o.heartbeat != req.Heartbeat || o.holdSeconds != req.HoldSeconds:
+		o.heartbeat, o.holdSeconds, o.beat = req.Heartbeat, req.HoldSeconds, now
+	}
+	c.mu.Unlock()
+	c.queue.Add(key)
+}
+
+// input gathers Decide's input from the informer and the coordinator's
+// memory.
+func (c *Coordinator) input() Input {
+	in := Input{
+		Now: c.o.Clock.Now(), Nodes: map[string]*Node{}, Leases: map[string]Lease{}, Pools: c.o.Pools,
+		SilenceBound: c.o.SilenceBound, RebootHoldBound: c.o.RebootHoldBound, MaxHold: c.o.MaxHold,
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, obj := range c.nodes.GetStore().List() {
+		node, ok := obj.(*corev1.Node)
+		if !ok {
+			continue
+		}
+		n := &Node{Name: node.Name, Labels: node.Labels, Unavailable: node.Spec.Unschedulable || !ready(node)}
+		if req, err := ParseRequest(node); err == nil && req != nil {
+			if o := c.seen[node.Name]; o != nil && o.id == req.ID {
+				n.Request, n.Seen, n.LastBeat = req, o.seen, o.beat
+			}
+		}
+		if w, ok := c.written[node.Name]; ok {
+			n.Grant = w.grant
+		} else if g, err := ParseGrant(node); err == nil {
+			n.Grant = g
+		}
+		in.Nodes[node.Name] = n
+	}
+	for k, v := range c.leases {
+		in.Leases[k] = v
+	}
+	return in
+}
+
+// reconcile decides once and writes what the decision says. It returns how
+// long until the next bound passes.
+func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
+	c.mu.Lock()
+	relist := c.relist
+	c.relist = false
+	c.mu.Unlock()
+	if relist {
+		if err := c.listLeases(ctx); err != nil {
+			c.log.Warn("Cannot list the drain slot Leases; deciding from the ones this coordinator wrote", "err", err)
+		}
+	}
+	in := c.input()
+	out := Decide(in)
+	c.o.Metrics.observe(out)
+	var errs []error
+	for _, node := range out.Release {
+		if err := c.deleteLease(ctx, node, in.Leases[node].Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if n := in.Nodes[node]; n != nil && n.Grant != nil {
+			errs = append(errs, c.writeGrant(ctx, node, nil))
+		}
+		c.log.Info("Drain slot released", "node", node)
+	}
+	for _, r := range out.Revoke {
+		n := in.Nodes[r.Node]
+		g := &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Revoked, Reason: r.Reason, Time: in.Now}
+		if err := c.writeGrant(ctx, r.Node, g); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := c.deleteLease(ctx, r.Node, in.Leases[r.Node].Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.o.Metrics.revoked()
+		c.log.Warn("Drain slot revoked", "node", r.Node, "reason", r.Reason)
+		c.event(r.Node, corev1.EventTypeWarning, "DrainSlotRevoked", "The drain slot was taken back: %s; the next node may drain", r.Reason)
+	}
+	for _, node := range out.Repair {
+		n, l := in.Nodes[node], in.Leases[node]
+		errs = append(errs, c.writeGrant(ctx, node, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Granted, Slot: l.Name, Time: l.AcquiredAt}))
+	}
+	for _, node := range out.Grant {
+		if err := c.grant(ctx, in.Nodes[node], in.Now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, q := range out.Queue {
+		n := in.Nodes[q.Node]
+		errs = append(errs, c.writeGrant(ctx, q.Node, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Queued, Reason: q.Reason, Time: in.Now}))
+	}
+	for _, node := range out.Clear {
+		errs = append(errs, c.writeGrant(ctx, node, nil))
+	}
+	return out.Next, errors.Join(errs...)
+}
+
+// grant creates the node's slot Lease, then tells the node. A Lease that
+// exists already (written by an earlier leader) is not this request's, and
+// the next list shows it.
+func (c *Coordinator) grant(ctx context.Context, n *Node, now time.Time) error {
+	name := LeaseName(n.Name)
+	at := metav1.NewMicroTime(now)
+	bound := int32(min(c.o.MaxHold[n.Request.Purpose], 24*365*time.Hour) / time.Second)
+	if bound <= 0 {
+		bound = int32(c.o.SilenceBound / time.Second)
+	}
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: c.o.Namespace,
+			Labels:      map[string]string{SlotLabel: "true", "app.kubernetes.io/name": "node-agent"},
+			Annotations: map[string]string{LeaseRequestID: n.Request.ID, LeasePurpose: string(n.Request.Purpose)},
+		},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To(n.Name), LeaseDurationSeconds: ptr.To(bound), AcquireTime: &at, RenewTime: &at,
+		},
+	}
+	if _, err := c.o.Client.CoordinationV1().Leases(c.o.Namespace).Create(ctx, l, metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			_ = c.listLeases(ctx)
+			return fmt.Errorf("slot Lease %s/%s exists already; read it again", c.o.Namespace, name)
+		}
+		return fmt.Errorf("creating slot Lease %s/%s: %w", c.o.Namespace, name, err)
+	}
+	c.mu.Lock()
+	c.leases[n.Name] = Lease{Name: name, Node: n.Name, RequestID: n.Request.ID, Purpose: n.Request.Purpose, AcquiredAt: now}
+	if o := c.seen[n.Name]; o != nil {
+		// The silence bound starts with the grant: a node that waited
+		// long sent no heartbeat while it waited.
+		o.beat = now
+	}
+	c.mu.Unlock()
+	if err := c.writeGrant(ctx, n.Name, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Granted, Slot: name, Time: now}); err != nil {
+		return err
+	}
+	c.o.Metrics.granted()
+	c.log.Info("Drain slot granted", "node", n.Name, "purpose", n.Request.Purpose, "lease", c.o.Namespace+"/"+name,
+		"waited", now.Sub(n.Seen).Round(time.Millisecond))
+	return nil
+}
+
+// deleteLease deletes the Lease name, the slot held by node.
+func (c *Coordinator) deleteLease(ctx context.Context, node, name string) error {
+	err := c.o.Client.CoordinationV1().Leases(c.o.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting slot Lease %s/%s: %w", c.o.Namespace, name, err)
+	}
+	c.mu.Lock()
+	delete(c.leases, node)
+	c.mu.Unlock()
+	return nil
+}
+
+// writeGrant writes g on node's annotation, or removes it when g is nil.
+func (c *Coordinator) writeGrant(ctx context.Context, node string, g *Grant) error {
+	var value any
+	if g != nil {
+		value = g.Encode()
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{GrantAnnotation: value}}})
+	if err != nil {
+		return err
+	}
+	written, err := c.o.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("writing the drain slot grant on Node %s: %w", node, err)
+	}
+	c.mu.Lock()
+	c.written[node] = writtenGrant{grant: g, rv: written.ResourceVersion, at: c.o.Clock.Now()}
+	c.mu.Unlock()
+	return nil
+}
+
+// listLeases reads the slot Leases into memory.
+func (c *Coordinator) listLeases(ctx context.Context) error {
+	list, err := c.o.Client.CoordinationV1().Leases(c.o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: SlotLabel + "=true"})
+	if err != nil {
+		return fmt.Errorf("listing slot Leases in %s: %w", c.o.Namespace, err)
+	}
+	leases := map[string]Lease{}
+	for _, l := range list.Items {
+		node := ptr.Deref(l.Spec.HolderIdentity, "")
+		if node == "" || l.Name != LeaseName(node) {
+			// Not a slot as the coordinator writes them: the rule
+			// knows no such holder, so it is released.
+			node = l.Name
+		}
+		var at time.Time
+		if l.Spec.AcquireTime != nil {
+			at = l.Spec.AcquireTime.Time
+		}
+		leases[node] = Lease{Name: l.Name, Node: node, RequestID: l.Annotations[LeaseRequestID],
+			Purpose: Purpose(l.Annotations[LeasePurpose]), AcquiredAt: at}
+	}
+	c.mu.Lock()
+	c.leases = leases
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Coordinator) resyncLeases(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.o.Clock.After(c.o.LeaseResync):
+		}
+		// Listed by the next reconcile, never while one writes.
+		c.mu.Lock()
+		c.relist = true
+		c.mu.Unlock()
+		c.queue.Add(key)
+	}
+}
+
+func (c *Coordinator) event(node, typ, reason, format string, args ...any) {
+	if c.o.Recorder == nil {
+		return
+	}
+	c.o.Recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}, typ, reason, format, args...)
+}
+
+func ready(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,336 @@
+package slots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+)
+
+// view is an agent.NodeView over an informer of the fake clientset, which
+// ignores field selectors: it watches every Node and keeps to one.
+type view struct {
+	name     string
+	informer cache.SharedIndexInformer
+}
+
+func newView(ctx context.Context, c kube.Interface, name string) *view {
+	v := &view{name: name, informer: kube.NodeInformer(c, "")}
+	go v.informer.RunWithContext(ctx)
+	cache.WaitForCacheSync(ctx.Done(), v.informer.HasSynced)
+	return v
+}
+
+func (v *view) NodeName() string { return v.name }
+
+func (v *view) Get() (*corev1.Node, error) {
+	obj, ok, err := v.informer.GetStore().GetByKey(v.name)
+	if err != nil || !ok {
+		return nil, fmt.Errorf("node %s not in the cache", v.name)
+	}
+	return obj.(*corev1.Node), nil
+}
+
+func (v *view) AddHandler(h cache.ResourceEventHandler) error {
+	_, err := v.informer.AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj any) bool { n, ok := obj.(*corev1.Node); return ok && n.Name == v.name },
+		Handler:    h,
+	})
+	return err
+}
+
+type bed struct {
+	t      *testing.T
+	ctx    context.Context
+	client kube.Interface
+	fake   *fake.Clientset
+	log    *slog.Logger
+}
+
+func newBed(t *testing.T, nodes ...string) *bed {
+	var objs []any
+	for _, n := range nodes {
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}, Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}})
+	}
+	f := fake.NewClientset()
+	for _, o := range objs {
+		if err := f.Tracker().Add(o.(*corev1.Node)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &bed{t: t, ctx: t.Context(), client: kubetest.Wrap(f), fake: f, log: slog.New(slog.DiscardHandler)}
+}
+
+// coordinator starts a coordinator of limit slots; stop ends it.
+func (b *bed) coordinator(limit int, silence time.Duration) (stop func()) {
+	return b.coordinatorHold(limit, silence, nil)
+}
+
+func (b *bed) coordinatorHold(limit int, silence time.Duration, maxHold map[Purpose]time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(b.ctx)
+	c := NewCoordinator(CoordinatorOptions{Client: b.client, Namespace: "node-agent", Pools: []Pool{{Name: DefaultPool, MaxConcurrentNodes: limit}},
+		SilenceBound: silence, RebootHoldBound: time.Hour, MaxHold: maxHold, Clock: clock.RealClock{}, Logger: b.log, LeaseResync: time.Hour})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	return func() { cancel(); <-done }
+}
+
+// requester starts the agent side for node.
+func (b *bed) requester(node string) (*Requester, func()) {
+	ctx, cancel := context.WithCancel(b.ctx)
+	r := &Requester{Client: b.client, NodeName: node, RenewInterval: 50 * time.Millisecond, NoAnswerAfter: 300 * time.Millisecond,
+		ClaimGrace: time.Hour, Clock: clock.RealClock{}, Logger: b.log}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx, newView(ctx, b.client, node)) }()
+	return r, func() { cancel(); <-done }
+}
+
+func (b *bed) leases() int {
+	l, err := b.fake.CoordinationV1().Leases("node-agent").List(b.ctx, metav1.ListOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return len(l.Items)
+}
+
+func (b *bed) node(name string) *corev1.Node {
+	n, err := b.fake.CoreV1().Nodes().Get(b.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return n
+}
+
+// TestOneAtATimeInOrder: three nodes ask at once for one slot; they get it
+// one after the other in the order they asked, never two at once, and
+// each release hands the slot on without an admin.
+func TestOneAtATimeInOrder(t *testing.T) {
+	b := newBed(t, "n1", "n2", "n3")
+	defer b.coordinator(1, time.Minute)()
+	var mu sync.Mutex
+	var order []string
+	holding := 0
+	var wg sync.WaitGroup
+	for i, name := range []string{"n1", "n2", "n3"} {
+		r, stop := b.requester(name)
+		defer stop()
+		// Ask in order: each request is written before the next.
+		asked := make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := r.Acquire(b.ctx, PurposeMaintenance, func(error) {})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			holding++
+			if holding > 1 {
+				t.Errorf("%s holds a slot while another node does", name)
+			}
+			order = append(order, name)
+			mu.Unlock()
+			time.Sleep(100 * time.Millisecond)
+			mu.Lock()
+			holding--
+			mu.Unlock()
+			h.Release()
+		}()
+		go func() {
+			for {
+				if _, ok := b.node(name).Annotations[RequestAnnotation]; ok {
+					close(asked)
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+		<-asked
+		_ = i
+	}
+	wg.Wait()
+	if fmt.Sprint(order) != "[n1 n2 n3]" {
+		t.Errorf("order %v, want [n1 n2 n3]", order)
+	}
+	waitFor(t, "every slot Lease deleted", func() bool { return b.leases() == 0 })
+}
+
+// TestSilentHolderLosesItsSlot: a holder whose agent goes silent loses its
+// slot, and the next node gets it without an admin.
+func TestSilentHolderLosesItsSlot(t *testing.T) {
+	b := newBed(t, "n1", "n2")
+	defer b.coordinator(1, 300*time.Millisecond)()
+	r1, stop1 := b.requester("n1")
+	if _, err := r1.Acquire(b.ctx, PurposeMaintenance, nil); err != nil {
+		t.Fatal(err)
+	}
+	// n1's agent stops: no more heartbeats.
+	stop1()
+	r2, stop2 := b.requester("n2")
+	defer stop2()
+	h2, err := r2.Acquire(b.ctx, PurposeMaintenance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Release()
+	g, err := ParseGrant(b.node("n1"))
+	if err != nil || g == nil || g.State != Revoked || !strings.Contains(g.Reason, "silent") {
+		t.Fatalf("n1's grant = %+v, %v; want Revoked for silence", g, err)
+	}
+	if h2.Name() != LeaseName("n2") {
+		t.Errorf("n2 holds %s", h2.Name())
+	}
+}
+
+// TestHolderPastItsBoundLosesItsSlot: a live agent that holds past its
+// purpose's bound is told (Lost) and the slot goes on.
+func TestHolderPastItsBoundLosesItsSlot(t *testing.T) {
+	b := newBed(t, "n1")
+	defer b.coordinatorHold(1, time.Minute, map[Purpose]time.Duration{PurposeMaintenance: 300 * time.Millisecond})()
+	r, stop := b.requester("n1")
+	defer stop()
+	h, err := r.Acquire(b.ctx, PurposeMaintenance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder was not told that its slot was taken back")
+	}
+	if !strings.Contains(h.LostReason(), "longer than the maintenance bound") {
+		t.Errorf("reason %q", h.LostReason())
+	}
+	h.Release()
+	waitFor(t, "the slot Lease deleted", func() bool { return b.leases() == 0 })
+}
+
+// TestPurposesDoNotShare: a reboot's slot is never adopted by a maintenance
+// drain of the same node; the maintenance waits until the reboot is done.
+func TestPurposesDoNotShare(t *testing.T) {
+	b := newBed(t, "n1")
+	defer b.coordinator(2, time.Minute)()
+	r, stop := b.requester("n1")
+	defer stop()
+	hr, err := r.Acquire(b.ctx, PurposeReboot, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan struct{}, 1)
+	got := make(chan *Held, 1)
+	go func() {
+		h, err := r.Acquire(b.ctx, PurposeMaintenance, func(error) {
+			select {
+			case waited <- struct{}{}:
+			default:
+			}
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	<-waited
+	select {
+	case <-got:
+		t.Fatal("maintenance got a slot while the reboot held the node's")
+	case <-time.After(200 * time.Millisecond):
+	}
+	hr.Release()
+	hm := <-got
+	req, _ := ParseRequest(b.node("n1"))
+	if req == nil || req.Purpose != PurposeMaintenance || hm.purpose != PurposeMaintenance {
+		t.Errorf("request %+v after the hand-over", req)
+	}
+	hm.Release()
+}
+
+// TestKeptAcrossReboot: a slot kept across the reboot stays after the
+// process ends, and the agent after the reboot takes it up at once.
+func TestKeptAcrossReboot(t *testing.T) {
+	b := newBed(t, "n1", "n2")
+	defer b.coordinator(1, 200*time.Millisecond)()
+	r, stop := b.requester("n1")
+	h, err := r.Acquire(b.ctx, PurposeReboot, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.KeepAcrossReboot(b.ctx, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	stop()
+	// Silent for longer than the silence bound: kept all the same.
+	time.Sleep(600 * time.Millisecond)
+	if g, _ := ParseGrant(b.node("n1")); g == nil || g.State != Granted {
+		t.Fatalf("grant %+v after the silence; want still Granted", g)
+	}
+	r2, stop2 := b.requester("n1")
+	defer stop2()
+	h2, err := r2.Acquire(b.ctx, PurposeReboot, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2.Name() != h.Name() {
+		t.Errorf("took up %s, want %s", h2.Name(), h.Name())
+	}
+	// Back: the request no longer asks for the long hold.
+	waitFor(t, "holdSeconds cleared by the renewal", func() bool {
+		req, _ := ParseRequest(b.node("n1"))
+		return req != nil && req.HoldSeconds == 0
+	})
+	h2.Release()
+	waitFor(t, "the slot Lease deleted", func() bool { return b.leases() == 0 })
+}
+
+// TestNoCoordinatorIsReported: without a coordinator the waiting caller is
+// told so, with what to check.
+func TestNoCoordinatorIsReported(t *testing.T) {
+	b := newBed(t, "n1")
+	r, stop := b.requester("n1")
+	defer stop()
+	ctx, cancel := context.WithCancel(b.ctx)
+	reports := make(chan error, 4)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Acquire(ctx, PurposeMaintenance, func(err error) { reports <- err })
+		done <- err
+	}()
+	if err := <-reports; !errors.Is(err, ErrNoAnswer) {
+		t.Errorf("report %v, want ErrNoAnswer", err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Acquire = %v", err)
+	}
+	// Giving up withdraws the request.
+	if _, ok := b.node("n1").Annotations[RequestAnnotation]; ok {
+		t.Error("the request stays after the caller gave up")
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

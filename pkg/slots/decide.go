@@ -1,0 +1,309 @@
+package slots
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Pool is a group of nodes with a limit of its own. A node takes a slot
+// only when every pool it belongs to has room.
+type Pool struct {
+	// Name names the pool in reasons, Events and metrics; "default" is the
+	// whole cluster (drain.maxConcurrentNodes).
+	Name string
+	// Selector picks the pool's nodes by their labels; nil picks every
+	// node.
+	Selector labels.Selector
+	// MaxConcurrentNodes is how many of the pool's nodes may hold a slot
+	// at once; 0 sets no such limit.
+	MaxConcurrentNodes int
+	// MaxUnavailable, when set, is how many of the pool's nodes may be
+	// unavailable at once, as a count or a percentage of the pool's nodes
+	// (rounded down, and at least 1): nodes holding a slot, and nodes that
+	// are not Ready or are cordoned for any other reason. A pool already
+	// short of nodes then lets no other node drain.
+	MaxUnavailable *intstr.IntOrString
+}
+
+func (p Pool) has(n *Node) bool {
+	return p.Selector == nil || p.Selector.Matches(labels.Set(n.Labels))
+}
+
+// Node is what the coordinator knows of one Node.
+type Node struct {
+	Name   string
+	Labels map[string]string
+	// Unavailable: not Ready, or unschedulable (cordoned).
+	Unavailable bool
+	// Request is the node's valid request, nil when it has none (or a
+	// malformed one, which counts as none).
+	Request *Request
+	// Grant is the answer on the Node as last written, nil when none.
+	Grant *Grant
+	// Seen is when the coordinator first saw this request, on its own
+	// clock: the queue's order.
+	Seen time.Time
+	// LastBeat is when the coordinator last saw the request's heartbeat
+	// change (or first saw the request), on its own clock.
+	LastBeat time.Time
+}
+
+// Lease is a slot held, as its Lease says.
+type Lease struct {
+	Name      string
+	Node      string
+	RequestID string
+	Purpose   Purpose
+	// AcquiredAt is when the slot was granted.
+	AcquiredAt time.Time
+}
+
+// Input is everything Decide looks at.
+type Input struct {
+	Now time.Time
+	// Nodes by name: every Node of the cluster.
+	Nodes map[string]*Node
+	// Leases by node name: the slots held.
+	Leases map[string]Lease
+	// Pools are the limits; a node takes a slot only when each pool it is
+	// in has room.
+	Pools []Pool
+	// SilenceBound is how long a holder's agent may be silent (no
+	// heartbeat change seen) before its slot is taken back.
+	SilenceBound time.Duration
+	// RebootHoldBound caps Request.HoldSeconds: how long a rebooting
+	// host's agent may be silent.
+	RebootHoldBound time.Duration
+	// MaxHold is, per purpose, how long a slot may be held in all,
+	// heartbeat or not; 0 sets no bound.
+	MaxHold map[Purpose]time.Duration
+}
+
+// Revocation takes node's slot back, saying why.
+type Revocation struct {
+	Node   string
+	Reason string
+}
+
+// Queueing tells node that its request waits, and why.
+type Queueing struct {
+	Node   string
+	Reason string
+}
+
+// Output is what the coordinator writes, in this order: releases,
+// revocations, repairs, grants, queueings, cleanups.
+type Output struct {
+	// Release: the slot's Lease answers no current request (the request
+	// was withdrawn or replaced, or the Node is gone): delete it, and the
+	// grant with it.
+	Release []string
+	// Revoke: take the slot back (write Revoked, then delete the Lease).
+	Revoke []Revocation
+	// Repair: the Lease is held but the Node does not show the grant:
+	// write it.
+	Repair []string
+	// Grant: create the Lease, then write Granted.
+	Grant []string
+	// Queue: write Queued with the reason (only where it changed).
+	Queue []Queueing
+	// Clear: remove a grant that answers no request.
+	Clear []string
+	// Next is how long until a holder's bound passes, so the coordinator
+	// looks again then; 0 when no bound is pending.
+	Next time.Duration
+	// Held and Waiting count, per pool, the nodes holding a slot and those
+	// waiting, after this decision.
+	Held, Waiting map[string]int
+}
+
+// Decide applies the rule: holders that lost their claim give their slot
+// back, then waiting requests are served in the order the coordinator saw
+// them, each when every pool it belongs to has room. A request that cannot
+// be served blocks the pools that are full for the requests behind it, and
+// only those: a later node of another pool goes on.
+func Decide(in Input) Output {
+	out := Output{Held: map[string]int{}, Waiting: map[string]int{}}
+	holding := map[string]bool{}
+	var next time.Time
+	for _, node := range sortedKeys(in.Leases) {
+		l := in.Leases[node]
+		n := in.Nodes[node]
+		switch {
+		case n == nil, n.Request == nil, n.Request.ID != l.RequestID, n.Request.Purpose != l.Purpose:
+			out.Release = append(out.Release, node)
+			continue
+		}
+		if bound, why := in.silenceBound(n.Request); in.Now.Sub(n.LastBeat) > bound {
+			out.Revoke = append(out.Revoke, Revocation{Node: node, Reason: fmt.Sprintf(
+				"the agent was silent for %s, longer than %s", in.Now.Sub(n.LastBeat).Round(time.Second), why)})
+			continue
+		} else {
+			next = earliest(next, n.LastBeat.Add(bound+time.Second))
+		}
+		if maxHold := in.MaxHold[l.Purpose]; maxHold > 0 {
+			if held := in.Now.Sub(l.AcquiredAt); held > maxHold {
+				out.Revoke = append(out.Revoke, Revocation{Node: node, Reason: fmt.Sprintf(
+					"held for %s, longer than the %s bound of %s", held.Round(time.Second), l.Purpose, maxHold)})
+				continue
+			}
+			next = earliest(next, l.AcquiredAt.Add(maxHold+time.Second))
+		}
+		holding[node] = true
+		if g := n.Grant; !g.Answers(n.Request) || g.State != Granted || g.Slot != l.Name {
+			out.Repair = append(out.Repair, node)
+		}
+	}
+	if !next.IsZero() {
+		out.Next = max(next.Sub(in.Now), time.Second)
+	}
+
+	pools := make([]poolState, len(in.Pools))
+	for i, p := range in.Pools {
+		pools[i] = poolState{Pool: p}
+	}
+	for _, name := range sortedKeys(in.Nodes) {
+		n := in.Nodes[name]
+		for i := range pools {
+			if !pools[i].has(n) {
+				continue
+			}
+			pools[i].size++
+			switch {
+			case holding[name]:
+				pools[i].held++
+			case n.Unavailable:
+				pools[i].down++
+			}
+		}
+	}
+
+	var waiting []*Node
+	for _, name := range sortedKeys(in.Nodes) {
+		n := in.Nodes[name]
+		switch {
+		case n.Request == nil:
+			if n.Grant != nil {
+				if _, held := in.Leases[name]; !held {
+					out.Clear = append(out.Clear, name)
+				}
+			}
+		case holding[name]:
+		case n.Grant.Answers(n.Request) && n.Grant.State == Revoked:
+			// Not served again; a new request is.
+		default:
+			if l, ok := in.Leases[name]; ok && l.RequestID == n.Request.ID {
+				// Revoked or released this round: not served again now.
+				continue
+			}
+			waiting = append(waiting, n)
+		}
+	}
+	slices.SortStableFunc(waiting, func(a, b *Node) int {
+		return cmp.Or(a.Seen.Compare(b.Seen), cmp.Compare(a.Name, b.Name))
+	})
+	for _, n := range waiting {
+		reason := ""
+		for i := range pools {
+			p := &pools[i]
+			if !p.has(n) {
+				continue
+			}
+			if why := p.full(); why != "" {
+				p.blocked = true
+				if reason == "" {
+					reason = why
+				}
+			} else if p.blocked && reason == "" {
+				reason = fmt.Sprintf("pool %s: earlier requests wait first", p.Name)
+			}
+		}
+		if reason == "" {
+			for i := range pools {
+				if pools[i].has(n) {
+					pools[i].held++
+					if n.Unavailable {
+						pools[i].down--
+					}
+				}
+			}
+			out.Grant = append(out.Grant, n.Name)
+			continue
+		}
+		for i := range pools {
+			if pools[i].has(n) {
+				out.Waiting[pools[i].Name]++
+			}
+		}
+		if g := n.Grant; !g.Answers(n.Request) || g.State != Queued || g.Reason != reason {
+			out.Queue = append(out.Queue, Queueing{Node: n.Name, Reason: reason})
+		}
+	}
+	for _, p := range pools {
+		out.Held[p.Name] = p.held
+	}
+	return out
+}
+
+// silenceBound is how long the holder of req may be silent, and how to say
+// it.
+func (in Input) silenceBound(req *Request) (time.Duration, string) {
+	if req.HoldSeconds > 0 {
+		d := min(time.Duration(req.HoldSeconds)*time.Second, in.RebootHoldBound)
+		if d > in.SilenceBound {
+			return d, fmt.Sprintf("the %s its host may take to reboot (reboot.slotHoldBound)", d)
+		}
+	}
+	return in.SilenceBound, fmt.Sprintf("drain.slotSilenceBound (%s)", in.SilenceBound)
+}
+
+type poolState struct {
+	Pool
+	size, held, down int
+	blocked          bool
+}
+
+// full says why the pool has no room for one more node, or "".
+func (p *poolState) full() string {
+	if p.MaxConcurrentNodes > 0 && p.held >= p.MaxConcurrentNodes {
+		return fmt.Sprintf("pool %s: %d of %d nodes drain (maxConcurrentNodes)", p.Name, p.held, p.MaxConcurrentNodes)
+	}
+	if p.MaxUnavailable != nil {
+		limit := p.maxUnavailable()
+		if p.held+p.down >= limit {
+			return fmt.Sprintf("pool %s: %d of %d nodes unavailable (%d draining, %d not Ready or cordoned; maxUnavailable %s)",
+				p.Name, p.held+p.down, p.size, p.held, p.down, p.MaxUnavailable.String())
+		}
+	}
+	return ""
+}
+
+func (p *poolState) maxUnavailable() int {
+	v, err := intstr.GetScaledValueFromIntOrPercent(p.MaxUnavailable, p.size, false)
+	if err != nil {
+		// Validated when the configuration was read.
+		return 1
+	}
+	return max(v, 1)
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

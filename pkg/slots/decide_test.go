@@ -1,0 +1,297 @@
+package slots
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+var t0 = time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+
+// node builds a Node that asks (purpose maintenance, id "<name>-1") and was
+// seen at t0+seen; heartbeat last seen at t0+beat.
+func asking(name string, seen, beat time.Duration, lbls ...string) *Node {
+	l := map[string]string{}
+	for _, kv := range lbls {
+		k, v, _ := strings.Cut(kv, "=")
+		l[k] = v
+	}
+	return &Node{Name: name, Labels: l, Request: &Request{Purpose: PurposeMaintenance, ID: name + "-1"}, Seen: t0.Add(seen), LastBeat: t0.Add(beat)}
+}
+
+func idle(name string, lbls ...string) *Node {
+	n := asking(name, 0, 0, lbls...)
+	n.Request = nil
+	return n
+}
+
+func holding(n *Node, at time.Duration) (*Node, Lease) {
+	n.Grant = &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Granted, Slot: LeaseName(n.Name)}
+	return n, Lease{Name: LeaseName(n.Name), Node: n.Name, RequestID: n.Request.ID, Purpose: n.Request.Purpose, AcquiredAt: t0.Add(at)}
+}
+
+func input(now time.Duration, pools []Pool, nodes ...*Node) Input {
+	in := Input{Now: t0.Add(now), Nodes: map[string]*Node{}, Leases: map[string]Lease{}, Pools: pools,
+		SilenceBound: time.Minute, RebootHoldBound: 30 * time.Minute,
+		MaxHold: map[Purpose]time.Duration{PurposeMaintenance: time.Hour, PurposeReboot: 2 * time.Hour}}
+	for _, n := range nodes {
+		in.Nodes[n.Name] = n
+	}
+	return in
+}
+
+func withLeases(in Input, held ...*Node) Input {
+	for _, n := range held {
+		n2, l := holding(n, 0)
+		in.Nodes[n.Name] = n2
+		in.Leases[n.Name] = l
+	}
+	return in
+}
+
+func cluster(max int) []Pool { return []Pool{{Name: DefaultPool, MaxConcurrentNodes: max}} }
+
+func revoked(out Output) []string {
+	var s []string
+	for _, r := range out.Revoke {
+		s = append(s, r.Node)
+	}
+	return s
+}
+
+func queued(out Output) []string {
+	var s []string
+	for _, q := range out.Queue {
+		s = append(s, q.Node)
+	}
+	return s
+}
+
+func TestDecideFirstComeFirstServed(t *testing.T) {
+	// Seen in the order c, a, b: c first, then a.
+	in := input(time.Minute, cluster(2), asking("a", 2*time.Second, 0), asking("b", 3*time.Second, 0), asking("c", time.Second, 0))
+	out := Decide(in)
+	if want := []string{"c", "a"}; !slices.Equal(out.Grant, want) {
+		t.Errorf("granted %v, want %v (first seen first)", out.Grant, want)
+	}
+	if want := []string{"b"}; !slices.Equal(queued(out), want) {
+		t.Errorf("queued %v, want %v", queued(out), want)
+	}
+	if out.Held[DefaultPool] != 2 || out.Waiting[DefaultPool] != 1 {
+		t.Errorf("held %v waiting %v", out.Held, out.Waiting)
+	}
+	if !strings.Contains(out.Queue[0].Reason, "pool default: 2 of 2 nodes drain") {
+		t.Errorf("reason %q", out.Queue[0].Reason)
+	}
+}
+
+func TestDecideHoldersKeepTheirSlot(t *testing.T) {
+	a, b := asking("a", 0, 30*time.Second), asking("b", time.Second, 0)
+	in := withLeases(input(time.Minute, cluster(1), a, b), a)
+	out := Decide(in)
+	if len(out.Grant) != 0 || len(out.Revoke) != 0 || len(out.Release) != 0 || len(out.Repair) != 0 {
+		t.Errorf("changed a held slot: %+v", out)
+	}
+	if !slices.Equal(queued(out), []string{"b"}) {
+		t.Errorf("queued %v", queued(out))
+	}
+	// Next look: when a's silence bound passes (beat at 30s, bound 1m).
+	if want := 31 * time.Second; out.Next != want {
+		t.Errorf("next = %s, want %s", out.Next, want)
+	}
+	// A second decision with b's Queued written changes nothing.
+	b.Grant = &Grant{ID: b.Request.ID, Purpose: PurposeMaintenance, State: Queued, Reason: out.Queue[0].Reason}
+	if out := Decide(in); len(out.Queue) != 0 {
+		t.Errorf("queued again: %+v", out.Queue)
+	}
+}
+
+func TestDecideReleases(t *testing.T) {
+	gone := asking("gone", 0, 0)
+	withdrawn := asking("withdrawn", 0, 0)
+	renewed := asking("renewed", 0, 0)
+	in := withLeases(input(time.Second, cluster(3), gone, withdrawn, renewed), gone, withdrawn, renewed)
+	delete(in.Nodes, "gone")
+	in.Nodes["withdrawn"].Request = nil
+	in.Nodes["renewed"].Request = &Request{Purpose: PurposeMaintenance, ID: "renewed-2"}
+	out := Decide(in)
+	if want := []string{"gone", "renewed", "withdrawn"}; !slices.Equal(out.Release, want) {
+		t.Errorf("released %v, want %v", out.Release, want)
+	}
+	// The renewed node's new request is a new one in the queue; the old
+	// slot is released first (Output's order), so it is served at once.
+	if !slices.Equal(out.Grant, []string{"renewed"}) {
+		t.Errorf("granted %v, want the new request", out.Grant)
+	}
+}
+
+func TestDecideRevokesSilentAndLongHolders(t *testing.T) {
+	silent := asking("silent", 0, 0)
+	long := asking("long", 0, 59*time.Minute+30*time.Second)
+	next := asking("next", time.Second, 0)
+	in := withLeases(input(time.Hour+time.Second, cluster(2), silent, long, next), silent, long)
+	out := Decide(in)
+	if want := []string{"long", "silent"}; !slices.Equal(revoked(out), want) {
+		t.Fatalf("revoked %v, want %v", revoked(out), want)
+	}
+	for _, r := range out.Revoke {
+		switch r.Node {
+		case "silent":
+			if !strings.Contains(r.Reason, "silent for 1h0m1s") || !strings.Contains(r.Reason, "drain.slotSilenceBound (1m0s)") {
+				t.Errorf("silent reason %q", r.Reason)
+			}
+		case "long":
+			if !strings.Contains(r.Reason, "held for 1h0m1s, longer than the maintenance bound of 1h0m0s") {
+				t.Errorf("long reason %q", r.Reason)
+			}
+		}
+	}
+	if !slices.Equal(out.Grant, []string{"next"}) {
+		t.Errorf("granted %v, want the next node at once", out.Grant)
+	}
+	// A revoked request is not served again; a new one is.
+	silent.Grant = &Grant{ID: silent.Request.ID, Purpose: PurposeMaintenance, State: Revoked}
+	delete(in.Leases, "silent")
+	delete(in.Leases, "long")
+	in.Nodes["long"].Grant = &Grant{ID: long.Request.ID, Purpose: PurposeMaintenance, State: Revoked}
+	out = Decide(in)
+	if !slices.Equal(out.Grant, []string{"next"}) {
+		t.Errorf("granted %v after revocation, want only next", out.Grant)
+	}
+	silent.Request = &Request{Purpose: PurposeMaintenance, ID: "silent-2"}
+	silent.Seen = in.Now
+	out = Decide(in)
+	if !slices.Equal(out.Grant, []string{"next", "silent"}) {
+		t.Errorf("granted %v, want the new request served too", out.Grant)
+	}
+}
+
+func TestDecideRebootingHolderKeepsItsSlot(t *testing.T) {
+	r := asking("r", 0, 0)
+	r.Request.Purpose = PurposeReboot
+	r.Request.HoldSeconds = 20 * 60
+	in := withLeases(input(10*time.Minute, cluster(1), r), r)
+	if out := Decide(in); len(out.Revoke) != 0 {
+		t.Errorf("revoked a rebooting host's slot within its hold: %+v", out.Revoke)
+	}
+	in.Now = t0.Add(21 * time.Minute)
+	if out := Decide(in); len(out.Revoke) != 1 || !strings.Contains(out.Revoke[0].Reason, "20m0s its host may take to reboot") {
+		t.Errorf("revocations %+v, want one past the 20m hold", out.Revoke)
+	}
+	// The agent may not ask for more than the coordinator's bound: a
+	// hold of 2^31 seconds is cut to reboot.slotHoldBound (30m).
+	r.Request.HoldSeconds = 1 << 31
+	in.Now = t0.Add(31 * time.Minute)
+	if out := Decide(in); len(out.Revoke) != 1 {
+		t.Errorf("a huge holdSeconds kept the slot past the coordinator's bound: %+v", out)
+	}
+}
+
+func TestDecideRepairsAMissingGrant(t *testing.T) {
+	a := asking("a", 0, 0)
+	in := withLeases(input(time.Second, cluster(1), a), a)
+	a.Grant = nil
+	if out := Decide(in); !slices.Equal(out.Repair, []string{"a"}) {
+		t.Errorf("repair %v", out.Repair)
+	}
+}
+
+func TestDecideClearsGrantsOfNoRequest(t *testing.T) {
+	a := idle("a")
+	a.Grant = &Grant{ID: "x", Purpose: PurposeMaintenance, State: Revoked}
+	if out := Decide(input(0, cluster(1), a)); !slices.Equal(out.Clear, []string{"a"}) {
+		t.Errorf("clear %v", out.Clear)
+	}
+}
+
+func TestDecidePools(t *testing.T) {
+	gpu := labels.SelectorFromSet(labels.Set{"gpu": "true"})
+	pools := []Pool{{Name: DefaultPool, MaxConcurrentNodes: 3}, {Name: "gpu", Selector: gpu, MaxConcurrentNodes: 1}}
+	// g1 and g2 are GPU nodes; c1 is not. g2 waits behind g1 in the gpu
+	// pool, c1 (seen after g2) goes on: another pool's wait blocks only
+	// that pool.
+	in := input(time.Minute, pools, asking("g1", 1*time.Second, 0, "gpu=true"), asking("g2", 2*time.Second, 0, "gpu=true"), asking("c1", 3*time.Second, 0))
+	out := Decide(in)
+	if want := []string{"g1", "c1"}; !slices.Equal(out.Grant, want) {
+		t.Errorf("granted %v, want %v", out.Grant, want)
+	}
+	if len(out.Queue) != 1 || out.Queue[0].Node != "g2" || !strings.Contains(out.Queue[0].Reason, "pool gpu: 1 of 1") {
+		t.Errorf("queue %+v", out.Queue)
+	}
+	if out.Held["gpu"] != 1 || out.Held[DefaultPool] != 2 || out.Waiting["gpu"] != 1 {
+		t.Errorf("held %v waiting %v", out.Held, out.Waiting)
+	}
+
+	// Within a full pool, order holds: c2 (seen before c3) waits while
+	// the default pool is full, and c3 behind it.
+	pools[0].MaxConcurrentNodes = 1
+	in = input(time.Minute, pools, asking("c2", time.Second, 0), asking("c3", 2*time.Second, 0), asking("g3", 3*time.Second, 0, "gpu=true"))
+	out = Decide(in)
+	if !slices.Equal(out.Grant, []string{"c2"}) {
+		t.Errorf("granted %v, want only c2", out.Grant)
+	}
+	if !slices.Equal(queued(out), []string{"c3", "g3"}) {
+		t.Errorf("queued %v", queued(out))
+	}
+}
+
+func TestDecideMaxUnavailable(t *testing.T) {
+	pct := intstr.FromString("50%")
+	pools := []Pool{{Name: DefaultPool, MaxConcurrentNodes: 10}, {Name: "rack", Selector: labels.SelectorFromSet(labels.Set{"rack": "a"}), MaxUnavailable: &pct}}
+	down := idle("r1", "rack=a")
+	down.Unavailable = true // an admin cordoned it
+	in := input(time.Minute, pools, down, asking("r2", time.Second, 0, "rack=a"), asking("r3", 2*time.Second, 0, "rack=a"), idle("r4", "rack=a"))
+	out := Decide(in)
+	// 4 nodes, 50%: 2 may be unavailable; r1 is, so one more.
+	if !slices.Equal(out.Grant, []string{"r2"}) {
+		t.Errorf("granted %v, want r2 only", out.Grant)
+	}
+	if len(out.Queue) != 1 || !strings.Contains(out.Queue[0].Reason, "2 of 4 nodes unavailable (1 draining, 1 not Ready or cordoned; maxUnavailable 50%)") {
+		t.Errorf("queue %+v", out.Queue)
+	}
+	// A percentage that rounds to 0 still lets one node go.
+	tiny := intstr.FromString("10%")
+	pools[1].MaxUnavailable = &tiny
+	in = input(time.Minute, pools, asking("r2", time.Second, 0, "rack=a"), idle("r4", "rack=a"))
+	if out := Decide(in); !slices.Equal(out.Grant, []string{"r2"}) {
+		t.Errorf("granted %v with 10%% of 2 nodes, want one", out.Grant)
+	}
+}
+
+// TestDecideNeverPassesALimit: whatever the requests, leases and pools, no
+// pool ends a decision with more holders than its limit, unless it had
+// them before (a smaller limit after a restart only stops new grants).
+func TestDecideNeverPassesALimit(t *testing.T) {
+	pools := []Pool{{Name: DefaultPool, MaxConcurrentNodes: 3}, {Name: "odd", Selector: labels.SelectorFromSet(labels.Set{"odd": "true"}), MaxConcurrentNodes: 1}}
+	for seed := range 200 {
+		var nodes []*Node
+		for i := range 12 {
+			var lbls []string
+			if i%2 == 1 {
+				lbls = append(lbls, "odd=true")
+			}
+			if (seed>>(i%8))&1 == 1 || i%5 == seed%5 {
+				nodes = append(nodes, asking(string(rune('a'+i)), time.Duration((i*7+seed)%13)*time.Second, 0, lbls...))
+			} else {
+				nodes = append(nodes, idle(string(rune('a'+i)), lbls...))
+			}
+		}
+		in := input(time.Minute, pools, nodes...)
+		out := Decide(in)
+		for _, p := range pools {
+			n := 0
+			for _, g := range out.Grant {
+				if p.has(in.Nodes[g]) {
+					n++
+				}
+			}
+			if n > p.MaxConcurrentNodes {
+				t.Fatalf("seed %d: pool %s granted %d > %d: %v", seed, p.Name, n, p.MaxConcurrentNodes, out.Grant)
+			}
+		}
+	}
+}

@@ -1,0 +1,33 @@
+// Package slots owns the cluster's drain slots: who may drain now, in what
+// order, and what happens to a holder that goes silent or holds too long.
+//
+// One accountable place decides. The agents never hold a slot themselves:
+//
+//   - An agent asks for a slot by writing a Request on its own Node (the
+//     annotation node-agent.io/drain-slot-request). The Node admission
+//     policy lets an agent write that annotation only on the Node its pod
+//     runs on, so a node's token can ask only for its own node, and one
+//     annotation means one request, and so at most one slot, per node.
+//   - The coordinator (`node-agent-coordinator`, a Deployment with leader
+//     election; Coordinator) alone holds the slot Leases
+//     (node-agent-drain-slot-<node> in drain.leaseNamespace) and answers each
+//     request with a Grant on the Node (the annotation node-agent.io/drain-slot),
+//     which the admission policy refuses to every agent. The agents have no
+//     right on Leases at all.
+//   - Decide is the whole rule, a pure function: requests are served first
+//     come, first served within every pool's limit (drain.maxConcurrentNodes
+//     for the whole cluster, drain.pools for groups of nodes); a holder whose
+//     agent has been silent for longer than drain.slotSilenceBound (or, while
+//     its host reboots, reboot.slotHoldBound), whose Node is gone, or that has
+//     held its slot past its purpose's bound loses it, and the next node goes
+//     on without an admin.
+//   - Requester is the agent's side: it writes the request, waits for the
+//     grant through the agent's watch of its own Node, keeps the request alive
+//     with a heartbeat while it holds the slot, and removes it to release the
+//     slot. Each purpose (a maintenance drain, a reboot) asks under its own
+//     name, so one never adopts the other's slot.
+//
+// Nothing an agent writes can make another node wait longer: the coordinator
+// judges liveness by when it saw a heartbeat change on its own clock, never by
+// a time written into an object, and every bound is its own configuration.
+package slots

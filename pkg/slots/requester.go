@@ -1,0 +1,496 @@
+package slots
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/node-agent/node-agent/pkg/agent"
+	"github.com/node-agent/node-agent/pkg/kube"
+)
+
+// ErrNoAnswer says that no coordinator answered a request in time.
+var ErrNoAnswer = errors.New("no drain slot coordinator answered the request; check that node-agent-coordinator runs (kubectl -n node-agent get deployment node-agent-coordinator) and reads this node")
+
+// Requester is the agent's side of the drain slots, for its own Node. It is
+// an agent component (Run), shared by every part of the agent that drains:
+// Acquire asks for a slot for one purpose at a time, so the node never
+// holds two and one purpose never adopts the other's slot.
+type Requester struct {
+	Client   kube.Interface
+	NodeName string
+	// RenewInterval is how often a held slot's request shows the agent
+	// alive (a third of drain.slotSilenceBound).
+	RenewInterval time.Duration
+	// NoAnswerAfter is how long a request may go unanswered before the
+	// waiting caller is told (ErrNoAnswer).
+	NoAnswerAfter time.Duration
+	// ClaimGrace is how long after the start a request that no part of
+	// this agent asks for again (a maintenance that ended while the agent
+	// was down) stays on the Node before it is withdrawn.
+	ClaimGrace time.Duration
+	Clock      clock.WithTicker
+	Logger     *slog.Logger
+
+	once  sync.Once
+	ready chan struct{}
+
+	mu   sync.Mutex
+	view agent.NodeView
+	// changed is closed (and replaced) on every change of the Node.
+	changed chan struct{}
+	// owner is the purpose that asks now, "" for none.
+	owner Purpose
+	// held is the slot held, nil for none.
+	held *Held
+}
+
+func (r *Requester) init() {
+	r.once.Do(func() {
+		r.ready = make(chan struct{})
+		r.changed = make(chan struct{})
+		if r.Logger == nil {
+			r.Logger = slog.Default()
+		}
+	})
+}
+
+// Name implements agent.Component.
+func (r *Requester) Name() string { return "slots" }
+
+// Run implements agent.Component: it follows the Node, renews the request of
+// a held slot, and withdraws a request no part of the agent claims within
+// ClaimGrace of the start.
+func (r *Requester) Run(ctx context.Context, view agent.NodeView) error {
+	r.init()
+	if err := view.AddHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { r.notify() },
+		UpdateFunc: func(_, _ any) { r.notify() },
+	}); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.view = view
+	r.mu.Unlock()
+	close(r.ready)
+	renew := r.Clock.NewTicker(r.RenewInterval)
+	defer renew.Stop()
+	grace := r.Clock.After(r.ClaimGrace)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-grace:
+			grace = nil
+			r.withdrawUnclaimed(ctx)
+		case <-renew.C():
+			r.renew(ctx)
+		}
+	}
+}
+
+func (r *Requester) notify() {
+	r.mu.Lock()
+	close(r.changed)
+	r.changed = make(chan struct{})
+	h := r.held
+	r.mu.Unlock()
+	if h != nil {
+		h.check()
+	}
+}
+
+// state reads the request and the grant on the Node, with a channel that is
+// closed at the Node's next change.
+func (r *Requester) state() (*Request, *Grant, <-chan struct{}, error) {
+	r.mu.Lock()
+	view, changed := r.view, r.changed
+	r.mu.Unlock()
+	node, err := view.Get()
+	if err != nil {
+		return nil, nil, changed, err
+	}
+	req, err := ParseRequest(node)
+	if err != nil {
+		// Ours to write: a malformed one is replaced.
+		req = nil
+	}
+	g, _ := ParseGrant(node)
+	return req, g, changed, nil
+}
+
+// Acquire waits until the node holds a slot for purpose, or ctx ends. A
+// request of that purpose already on the Node (from before a restart or
+// the reboot) is taken up again, with its place in the queue or its slot.
+// onWait is called with nil once the request waits in the coordinator's
+// queue (or behind this node's other purpose), and with an error whenever
+// the request cannot be written or no coordinator answers it.
+func (r *Requester) Acquire(ctx context.Context, purpose Purpose, onWait func(error)) (*Held, error) {
+	r.init()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-r.ready:
+	}
+	report := func(err error) {
+		if onWait != nil {
+			onWait(err)
+		}
+	}
+	waited := false
+	// Wait until no other purpose of this node asks.
+	for {
+		r.mu.Lock()
+		if r.owner == "" || r.owner == purpose {
+			r.owner = purpose
+			r.mu.Unlock()
+			break
+		}
+		changed := r.changed
+		r.mu.Unlock()
+		if !waited {
+			waited = true
+			report(nil)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-changed:
+		}
+	}
+	h, err := r.await(ctx, purpose, report, waited)
+	if err != nil {
+		r.giveUp(purpose)
+	}
+	return h, err
+}
+
+func (r *Requester) await(ctx context.Context, purpose Purpose, report func(error), waited bool) (*Held, error) {
+	asked := r.Clock.Now()
+	var lastErr string
+	for {
+		req, g, changed, err := r.state()
+		switch {
+		case err != nil:
+			// The agent's own Node is not in its cache yet.
+		case req == nil || req.Purpose != purpose || (g.Answers(req) && g.State == Revoked):
+			if g.Answers(req) && g.State == Revoked {
+				r.Logger.Warn("The drain slot was revoked; asking again", "reason", g.Reason)
+			}
+			now := r.Clock.Now()
+			next := &Request{Purpose: purpose, ID: strconv.FormatInt(now.UnixNano(), 36), RequestedAt: now.UTC().Truncate(time.Second)}
+			if err := r.write(ctx, req, next); err != nil {
+				if r.raced(req) {
+					// The Node changed since it was read (the
+					// patch tests the old value): read it again.
+					continue
+				}
+				if msg := err.Error(); msg != lastErr {
+					lastErr = msg
+					report(err)
+				}
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-r.Clock.After(2 * time.Second):
+				}
+				continue
+			}
+			asked, lastErr = now, ""
+			r.Logger.Info("Asked for a drain slot", "purpose", purpose, "id", next.ID)
+		case g.Answers(req) && g.State == Granted:
+			h := &Held{r: r, purpose: purpose, req: *req, slot: g.Slot, lost: make(chan struct{})}
+			r.mu.Lock()
+			r.held = h
+			r.mu.Unlock()
+			r.Logger.Info("Holding a drain slot", "purpose", purpose, "lease", g.Slot)
+			return h, nil
+		case g.Answers(req) && g.State == Queued:
+			if !waited {
+				waited = true
+				report(nil)
+			}
+		default:
+			if r.Clock.Since(asked) >= r.NoAnswerAfter {
+				if lastErr != ErrNoAnswer.Error() {
+					lastErr = ErrNoAnswer.Error()
+					report(fmt.Errorf("%w (asked %s ago)", ErrNoAnswer, r.Clock.Since(asked).Round(time.Second)))
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-changed:
+		case <-r.Clock.After(r.NoAnswerAfter):
+		}
+	}
+}
+
+// raced reports whether the request on the Node is no longer old (nil:
+// none), so a write that tested for old failed only because it was stale.
+// It waits briefly for the agent's cache to catch up with the apiserver.
+func (r *Requester) raced(old *Request) bool {
+	for range 10 {
+		cur, _, changed, err := r.state()
+		if err == nil && (cur == nil) != (old == nil) || cur != nil && old != nil && cur.Encode() != old.Encode() {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-r.Clock.After(100 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+// giveUp withdraws purpose's request after its caller stopped waiting.
+func (r *Requester) giveUp(purpose Purpose) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if req, _, _, err := r.state(); err == nil && req != nil && req.Purpose == purpose {
+		if err := r.write(ctx, req, nil); err != nil {
+			r.Logger.Warn("Could not withdraw the request for a drain slot; the coordinator takes it back once the agent is silent", "err", err)
+		}
+	}
+	r.mu.Lock()
+	if r.owner == purpose {
+		r.owner = ""
+	}
+	r.mu.Unlock()
+	r.notify()
+}
+
+// withdrawUnclaimed removes a request that no part of the agent asked for
+// since the start.
+func (r *Requester) withdrawUnclaimed(ctx context.Context) {
+	r.mu.Lock()
+	owner := r.owner
+	r.mu.Unlock()
+	if owner != "" {
+		return
+	}
+	req, _, _, err := r.state()
+	if err != nil || req == nil {
+		return
+	}
+	r.Logger.Info("Withdrawing a request for a drain slot that nothing on this node asks for any longer", "purpose", req.Purpose, "id", req.ID)
+	if err := r.write(ctx, req, nil); err != nil {
+		r.Logger.Warn("Could not withdraw the request for a drain slot", "err", err)
+	}
+}
+
+// renew shows the holder alive: a new heartbeat in its request.
+func (r *Requester) renew(ctx context.Context) {
+	r.mu.Lock()
+	h := r.held
+	r.mu.Unlock()
+	if h == nil {
+		return
+	}
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	h.mu.Lock()
+	if h.released {
+		h.mu.Unlock()
+		return
+	}
+	cur := h.req
+	next := cur
+	next.Heartbeat++
+	if !h.kept {
+		// Back from the reboot: silent no longer.
+		next.HoldSeconds = 0
+	}
+	h.mu.Unlock()
+	if err := r.write(ctx, &cur, &next); err != nil {
+		r.Logger.Warn("Could not renew the drain slot's request", "err", err)
+		return
+	}
+	h.mu.Lock()
+	h.req = next
+	h.mu.Unlock()
+}
+
+// write replaces the request old (nil: none) with next (nil: remove it),
+// atomically: a JSON patch that first tests the old value, so a request an
+// admin withdrew or another writer changed is never written back.
+func (r *Requester) write(ctx context.Context, old, next *Request) error {
+	path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(RequestAnnotation, "~", "~0"), "/", "~1")
+	var ops []map[string]any
+	switch {
+	case old == nil && next != nil:
+		// An add replaces a malformed value as well; add the map when
+		// the Node has no annotations.
+		node, err := r.view.Get()
+		if err == nil && node.Annotations == nil {
+			ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{}})
+		}
+		if err == nil {
+			if raw, ok := node.Annotations[RequestAnnotation]; ok {
+				ops = append(ops, map[string]any{"op": "test", "path": path, "value": raw})
+			}
+		}
+		ops = append(ops, map[string]any{"op": "add", "path": path, "value": next.Encode()})
+	case old != nil:
+		ops = append(ops, map[string]any{"op": "test", "path": path, "value": old.Encode()})
+		if next == nil {
+			ops = append(ops, map[string]any{"op": "remove", "path": path})
+		} else {
+			ops = append(ops, map[string]any{"op": "replace", "path": path, "value": next.Encode()})
+		}
+	default:
+		return nil
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	if _, err := r.Client.CoreV1().Nodes().Patch(ctx, r.NodeName, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: FieldManager + "-agent"}); err != nil {
+		return fmt.Errorf("writing the drain slot request on Node %s: %w", r.NodeName, err)
+	}
+	return nil
+}
+
+// Held is a slot the node holds for one purpose.
+type Held struct {
+	r       *Requester
+	purpose Purpose
+	slot    string
+	lost    chan struct{}
+
+	// wmu makes the writes of the request (renewal, reboot, release) one
+	// at a time, each from the value the last one wrote.
+	wmu sync.Mutex
+
+	mu       sync.Mutex
+	req      Request
+	kept     bool
+	released bool
+	lostOnce sync.Once
+	reason   string
+}
+
+// Name is the slot Lease's name.
+func (h *Held) Name() string { return h.slot }
+
+// Lost is closed when the slot is no longer held although Release was not
+// called: the coordinator revoked it, or an admin withdrew the request.
+func (h *Held) Lost() <-chan struct{} { return h.lost }
+
+// LostReason says why the slot was lost, once Lost is closed.
+func (h *Held) LostReason() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reason
+}
+
+// check closes Lost when the Node no longer shows this slot granted.
+func (h *Held) check() {
+	req, g, _, err := h.r.state()
+	if err != nil {
+		return
+	}
+	h.mu.Lock()
+	id, released := h.req.ID, h.released
+	h.mu.Unlock()
+	if released {
+		return
+	}
+	var why string
+	switch {
+	case req == nil || req.ID != id:
+		why = "the request for the drain slot was withdrawn from the Node"
+	case g != nil && g.ID == id && g.State == Revoked:
+		why = "the coordinator took the drain slot back: " + g.Reason
+	default:
+		return
+	}
+	h.lostOnce.Do(func() {
+		h.mu.Lock()
+		h.reason = why
+		h.mu.Unlock()
+		h.r.Logger.Warn("Lost the drain slot", "purpose", h.purpose, "lease", h.slot, "reason", why)
+		close(h.lost)
+	})
+}
+
+// KeepAcrossReboot tells the coordinator that the host is about to reboot and
+// that its agent will be silent for up to d: the slot stays held that long
+// (never longer than the coordinator's own reboot.slotHoldBound), and
+// Release then keeps it. The agent after the reboot takes it up again
+// (Acquire), or the coordinator gives it to the next node once d has passed.
+func (h *Held) KeepAcrossReboot(ctx context.Context, d time.Duration) error {
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	h.mu.Lock()
+	cur := h.req
+	h.mu.Unlock()
+	next := cur
+	next.Heartbeat++
+	next.HoldSeconds = max(int64(d/time.Second), 1)
+	if err := h.r.write(ctx, &cur, &next); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.req, h.kept = next, true
+	h.mu.Unlock()
+	return nil
+}
+
+// Release gives the slot back by withdrawing the request, unless it is kept
+// across a reboot. It may be called more than once.
+func (h *Held) Release() {
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	h.mu.Lock()
+	if h.released {
+		h.mu.Unlock()
+		return
+	}
+	h.released = true
+	kept, req := h.kept, h.req
+	h.mu.Unlock()
+	r := h.r
+	r.mu.Lock()
+	if r.held == h {
+		r.held = nil
+	}
+	if !kept && r.owner == h.purpose {
+		r.owner = ""
+	}
+	r.mu.Unlock()
+	if kept {
+		r.Logger.Info("Drain slot stays held across the reboot", "lease", h.slot, "holdSeconds", req.HoldSeconds)
+		return
+	}
+	defer r.notify()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.write(ctx, &req, nil); err != nil {
+		// Written since as this process does not know it: remove it
+		// if it is still this request; an admin's withdrawal or a new
+		// request is left alone.
+		cur, _, _, gerr := r.state()
+		if gerr != nil || cur == nil || cur.ID != req.ID {
+			r.Logger.Info("Drain slot request already gone or replaced; nothing to release", "lease", h.slot)
+			return
+		}
+		if err := r.write(ctx, cur, nil); err != nil {
+			r.Logger.Warn("Could not release the drain slot; the coordinator takes it back once this agent is silent", "lease", h.slot, "err", err)
+			return
+		}
+	}
+	r.Logger.Info("Released drain slot", "purpose", h.purpose, "lease", h.slot)
+}
