@@ -63,8 +63,8 @@ func run(ctx context.Context, args []string) error {
 	}
 	var (
 		configFile, kubeconfig, identity, electionName string
-		metricsAddr, healthAddr, logFormat, logLevel  string
-		showVersion                                   bool
+		metricsAddr, healthAddr, logFormat, logLevel   string
+		showVersion                                    bool
 	)
 	host, _ := os.Hostname()
 	fs.StringVar(&configFile, "config", "", "The agents' YAML configuration file (the node-agent-config ConfigMap); its drain and reboot keys are read. Empty: the defaults.")

@@ -53,7 +53,9 @@ type fakeSlots struct {
 	lost       chan struct{}
 }
 
-func newFakeSlots() *fakeSlots { return &fakeSlots{changed: make(chan struct{}), lost: make(chan struct{})} }
+func newFakeSlots() *fakeSlots {
+	return &fakeSlots{changed: make(chan struct{}), lost: make(chan struct{})}
+}
 
 func (f *fakeSlots) hold(node string) {
 	f.mu.Lock()

@@ -103,4 +103,3 @@ func (w *slotWait) record(ctx context.Context, msg string, now metav1.Time) erro
 	}
 	return w.e.patchStatus(ctx, st)
 }
-
