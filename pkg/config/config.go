@@ -103,15 +103,15 @@ type DrainConfig struct {
 	TaintKey string `json:"taintKey"`
 	// PodSelector narrows the pods to evict, for example kubevirt.io=virt-launcher.
 	PodSelector string `json:"podSelector,omitempty"`
-	// Timeout marks a requested maintenance (annotation or NodeMaintenance
-	// object; not a shutdown drain) Failed when the node is not drained by
-	// then; 0 means no timeout.
+	// Timeout marks a requested maintenance (annotation, NodeMaintenance
+	// object or the reboot coordinator's drain; not a shutdown drain)
+	// Failed when the node is not drained by then; 0 means no timeout.
 	Timeout metav1.Duration `json:"timeout"`
 	// DeleteAfter deletes pods whose eviction is still refused after this
 	// long; 0 means never.
 	DeleteAfter metav1.Duration `json:"deleteAfter"`
 	// MaxConcurrentNodes bounds how many nodes drain for maintenance
-	// requests (annotation or NodeMaintenance object) at once,
+	// requests (annotation or NodeMaintenance object) or reboots at once,
 	// cluster-wide. A shutdown drain takes no slot: the host goes down anyway.
 	MaxConcurrentNodes int `json:"maxConcurrentNodes"`
 	// Parallelism bounds the evictions in flight on this node.
@@ -291,9 +291,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	c.Labeller.addFlags(fs)
 	fs.StringVar(&c.Drain.TaintKey, "drain-taint-key", c.Drain.TaintKey, "Key of the NoSchedule taint added while draining (KubeVirt's nodeDrainTaintKey).")
 	fs.StringVar(&c.Drain.PodSelector, "drain-pod-selector", c.Drain.PodSelector, "Label selector that narrows the pods evicted, for example kubevirt.io=virt-launcher. Empty means all.")
-	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "Mark a requested maintenance (annotation or NodeMaintenance object) Failed if the node is not drained by then. 0 means no timeout.")
+	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "Mark a requested maintenance (annotation, NodeMaintenance object or reboot) Failed if the node is not drained by then. 0 means no timeout.")
 	fs.Var(durationValue{&c.Drain.DeleteAfter}, "drain-delete-after", "Delete pods whose eviction is still refused after this long. 0 means never.")
-	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once for maintenance requests (annotation or NodeMaintenance object), cluster-wide. A shutdown drain takes no slot.")
+	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once for maintenance requests (annotation or NodeMaintenance object) or reboots, cluster-wide. A shutdown drain takes no slot.")
 	fs.IntVar(&c.Drain.Parallelism, "drain-parallelism", c.Drain.Parallelism, "Most evictions in flight at once on this node.")
 	fs.StringVar(&c.Drain.LeaseNamespace, "drain-lease-namespace", c.Drain.LeaseNamespace, "Namespace of the Leases that bound concurrent drains.")
 	fs.BoolVar(&c.Maintenance.NodeMaintenance, "maintenance-node-maintenance", c.Maintenance.NodeMaintenance, "Serve NodeMaintenance objects (nodemaintenance.medik8s.io or nodemaintenance.kubevirt.io) that name this node. Leave off where node-maintenance-operator runs.")
