@@ -273,11 +273,16 @@ func (v durationValue) Set(s string) error {
 	return nil
 }
 
+// oldRebootWithoutDrainFlag is the deprecated name of --reboot-without-drain.
+const oldRebootWithoutDrainFlag = "reboot-reboot-without-drain"
+
 // AddFlags binds every key of the run command to a flag on fs. Flag names are
 // the config keys in kebab-case, with the section as prefix (drain.timeout is
 // --drain-timeout), except the labeller's, which `node-agent labels` shares
 // and which keep their short names (labeller.minCPUModel is
-// --min-cpu-model; labeller.enabled is --labeller-enabled).
+// --min-cpu-model; labeller.enabled is --labeller-enabled), and
+// reboot.rebootWithoutDrain, whose flag says reboot once:
+// --reboot-without-drain.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "Path of a kubeconfig file. Empty: $KUBECONFIG, then ~/.kube/config, then the pod's service account, as kubectl does.")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "Name of the Node this agent runs on, the only Node it changes. Defaults to $NODE_NAME.")
@@ -313,7 +318,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Reboot.BlockingPodSelector, "reboot-blocking-pod-selector", c.Reboot.BlockingPodSelector, "Label selector: while a pod on this node matches it, no reboot starts. Empty: no pod blocks.")
 	fs.StringVar(&c.Reboot.PrometheusURL, "reboot-prometheus-url", c.Reboot.PrometheusURL, "Prometheus queried for firing alerts (/api/v1/alerts); a matching alert blocks the reboot, and so does a failed query. Empty: alerts are not checked.")
 	fs.StringVar(&c.Reboot.BlockingAlertRegexp, "reboot-blocking-alert-regexp", c.Reboot.BlockingAlertRegexp, "Regular expression, anchored, for the names of the firing alerts that block a reboot. Empty: every firing alert. The opposite of kured's --alert-filter-regexp, which names the alerts to ignore.")
-	fs.BoolVar(&c.Reboot.RebootWithoutDrain, "reboot-reboot-without-drain", c.Reboot.RebootWithoutDrain, "Reboot even when the drain did not finish within --drain-timeout. Off: the node stays cordoned and the reboot is reported Failed.")
+	fs.BoolVar(&c.Reboot.RebootWithoutDrain, "reboot-without-drain", c.Reboot.RebootWithoutDrain, "Reboot even when the drain did not finish within --drain-timeout. Off: the node stays cordoned and the reboot is reported Failed.")
+	// The name the section prefix gives reboot.rebootWithoutDrain says
+	// reboot twice; it stays, hidden and deprecated, for the DaemonSets
+	// that already pass it.
+	fs.BoolVar(&c.Reboot.RebootWithoutDrain, oldRebootWithoutDrainFlag, c.Reboot.RebootWithoutDrain, "Old name of --reboot-without-drain.")
+	_ = fs.MarkDeprecated(oldRebootWithoutDrainFlag, "use --reboot-without-drain")
 	fs.Var(durationValue{&c.Reboot.CheckInterval}, "reboot-check-interval", "How often the sentinel (and, while a reboot is needed, the blockers) are looked at.")
 	fs.Var(durationValue{&c.Reboot.SlotHoldBound}, "reboot-slot-hold-bound", "How long the drain slot stays held while the host reboots; a node not back by then loses it.")
 	fs.Var(durationValue{&c.Reboot.LoopBound}, "reboot-loop-bound", "No second reboot within this time when the sentinel is still there after a reboot (reported as RebootLoop). 0s: no such guard.")
