@@ -2,8 +2,8 @@
 // with systemd-logind over D-Bus, and the Guard that turns logind's shutdown
 // announcement into a bounded self-drain.
 //
-// The protocol is logind's inhibitor locks
-// (https://systemd.io/INHIBITOR_LOCKS/ and org.freedesktop.login1(5)):
+// The protocol is logind's inhibitor locks of mode "delay", which logind calls
+// delay locks (https://systemd.io/INHIBITOR_LOCKS/ and org.freedesktop.login1(5)):
 //
 //   - Manager.Inhibit("shutdown", who, why, "delay") returns a file descriptor.
 //     While any process holds such a descriptor open, logind delays a shutdown

@@ -554,7 +554,7 @@ func (h *guardHarness) nextLock(si *standIn) *standInLock {
 	l := recv(h.t, si.locks, "the Guard to take a lock")
 	// The Guard marks the lock held only after the reply reached it, so the
 	// stand-in's copy of the descriptor can go now.
-	eventually(h.t, "the Guard to hold the lock", func() bool { return h.g.Status().InhibitorHeld })
+	eventually(h.t, "the Guard to hold the lock", func() bool { return h.g.Status().DelayLockHeld })
 	l.seal()
 	return l
 }
@@ -633,7 +633,7 @@ func TestGuardOverDBusReconnectsAfterLogindLeaves(t *testing.T) {
 	recv(t, lock.released, "the old lock to be closed once logind left")
 	// The immediate reconnection finds no logind; the Guard backs off.
 	eventually(t, "the Guard to back off", h.clock.HasWaiters)
-	if st := h.g.Status(); st.State != StateReconnecting || st.InhibitorHeld {
+	if st := h.g.Status(); st.State != StateReconnecting || st.DelayLockHeld {
 		t.Errorf("Status = %+v, want reconnecting without a lock", st)
 	}
 	second := newStandIn(t, bus.address, 5*time.Second)
@@ -656,8 +656,8 @@ func TestGuardOverDBusReconnectsAfterBusRestart(t *testing.T) {
 	h.clock.Step(4 * time.Second)
 	h.nextLock(second)
 	h.waitState(StateHolding)
-	if got := h.metric("node_agent_shutdown_inhibitor_held"); got != 1 {
-		t.Errorf("inhibitor_held = %v after the bus came back, want 1", got)
+	if got := h.metric("node_agent_shutdown_delay_lock_held"); got != 1 {
+		t.Errorf("delay_lock_held = %v after the bus came back, want 1", got)
 	}
 }
 
