@@ -23,7 +23,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/node-agent/node-agent/pkg/reboot"
+	"github.com/node-agent/node-agent/pkg/reboot/policy"
 )
 
 // LibvirtURIAuto asks discovery to find libvirt itself: qemu:///system first,
@@ -536,7 +536,7 @@ func (r *RebootConfig) validate() []error {
 	if r.Enabled && r.SentinelFile == "" && len(r.SentinelCommand) == 0 {
 		errs = append(errs, errors.New("reboot: enabled with neither sentinelFile nor sentinelCommand; set one, or turn reboot.enabled off"))
 	}
-	if _, err := reboot.ParseWindow(r.Window.Days, r.Window.Start, r.Window.End, r.Window.TimeZone); err != nil {
+	if _, err := policy.ParseWindow(r.Window.Days, r.Window.Start, r.Window.End, r.Window.TimeZone); err != nil {
 		for _, e := range unwrapAll(err) {
 			errs = append(errs, fmt.Errorf("reboot.window.%w", e))
 		}
@@ -553,7 +553,7 @@ func (r *RebootConfig) validate() []error {
 			errs = append(errs, fmt.Errorf("reboot.prometheusURL %q: want an http or https URL such as http://prometheus.monitoring.svc:9090, or empty", u.Redacted()))
 		}
 	}
-	if _, err := reboot.CompileAlertRegexp(r.BlockingAlertRegexp); err != nil {
+	if _, err := policy.CompileAlertRegexp(r.BlockingAlertRegexp); err != nil {
 		errs = append(errs, fmt.Errorf("reboot.blockingAlertRegexp %q: %w", r.BlockingAlertRegexp, err))
 	}
 	if r.LoopBound.Duration < 0 {
