@@ -39,8 +39,8 @@ RUN apt-get update \
 # node-agent looks for its discovery helper beside itself.
 COPY --from=build /out/node-agent /out/node-agent-discover /usr/local/bin/
 
-# root, on purpose. The shutdown guard takes a systemd-logind "delay"
-# inhibitor lock over the host's system bus (and, with
+# root, on purpose. The shutdown guard takes a systemd-logind delay lock
+# over the host's system bus (and, with
 # shutdown.manageLogindConfig, asks systemd to make logind reload); logind and
 # systemd allow both to uid 0 without a polkit rule. The embedded QEMU driver
 # also runs as root and starts its QEMU probes as libvirt-qemu. The DaemonSet

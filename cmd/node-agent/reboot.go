@@ -60,7 +60,7 @@ func newRebootStatusCommand(client clientFunc) *cobra.Command {
              when no coordinator reports on the node (reboot.enabled is off
              there).
   REASON     the condition's reason: NotNeeded; while it waits OutsideWindow,
-             BlockedByPods, BlockedByAlerts, WaitingForSlot or InMaintenance;
+             BlockedByPods, BlockedByAlerts, WaitingForDrainSlot or InMaintenance;
              then Draining, Rebooting, Done; or Failed (the drain did not
              finish within drain.timeout), RebootLoop (the host still needs a
              reboot after one), NeedUnknown.

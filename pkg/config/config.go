@@ -25,7 +25,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/node-agent/node-agent/pkg/reboot"
+	"github.com/node-agent/node-agent/pkg/reboot/policy"
 )
 
 // LibvirtURIAuto asks discovery to find libvirt itself: qemu:///system first,
@@ -105,15 +105,15 @@ type DrainConfig struct {
 	TaintKey string `json:"taintKey"`
 	// PodSelector narrows the pods to evict, for example kubevirt.io=virt-launcher.
 	PodSelector string `json:"podSelector,omitempty"`
-	// Timeout marks a requested maintenance (annotation or NodeMaintenance
-	// object; not a shutdown drain) Failed when the node is not drained by
-	// then; 0 means no timeout.
+	// Timeout marks a requested maintenance (annotation, NodeMaintenance
+	// object or the reboot coordinator's drain; not a shutdown drain)
+	// Failed when the node is not drained by then; 0 means no timeout.
 	Timeout metav1.Duration `json:"timeout"`
 	// DeleteAfter deletes pods whose eviction is still refused after this
 	// long; 0 means never.
 	DeleteAfter metav1.Duration `json:"deleteAfter"`
 	// MaxConcurrentNodes bounds how many nodes drain for maintenance
-	// requests (annotation or NodeMaintenance object) at once,
+	// requests (annotation or NodeMaintenance object) or reboots at once,
 	// cluster-wide. A shutdown drain takes no slot: the host goes down anyway.
 	MaxConcurrentNodes int `json:"maxConcurrentNodes"`
 	// Parallelism bounds the evictions in flight on this node.
@@ -391,11 +391,16 @@ func (v durationValue) Set(s string) error {
 	return nil
 }
 
+// oldRebootWithoutDrainFlag is the deprecated name of --reboot-without-drain.
+const oldRebootWithoutDrainFlag = "reboot-reboot-without-drain"
+
 // AddFlags binds every key of the run command to a flag on fs. Flag names are
 // the config keys in kebab-case, with the section as prefix (drain.timeout is
 // --drain-timeout), except the labeller's, which `node-agent labels` shares
 // and which keep their short names (labeller.minCPUModel is
-// --min-cpu-model; labeller.enabled is --labeller-enabled).
+// --min-cpu-model; labeller.enabled is --labeller-enabled), and
+// reboot.rebootWithoutDrain, whose flag says reboot once:
+// --reboot-without-drain.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "Path of a kubeconfig file. Empty: $KUBECONFIG, then ~/.kube/config, then the pod's service account, as kubectl does.")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "Name of the Node this agent runs on, the only Node it changes. Defaults to $NODE_NAME.")
@@ -409,18 +414,18 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	c.Labeller.addFlags(fs)
 	fs.StringVar(&c.Drain.TaintKey, "drain-taint-key", c.Drain.TaintKey, "Key of the NoSchedule taint added while draining (KubeVirt's nodeDrainTaintKey).")
 	fs.StringVar(&c.Drain.PodSelector, "drain-pod-selector", c.Drain.PodSelector, "Label selector that narrows the pods evicted, for example kubevirt.io=virt-launcher. Empty means all.")
-	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "Mark a requested maintenance (annotation or NodeMaintenance object) Failed if the node is not drained by then. 0 means no timeout.")
+	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "Mark a requested maintenance (annotation, NodeMaintenance object or reboot) Failed if the node is not drained by then. 0 means no timeout.")
 	fs.Var(durationValue{&c.Drain.DeleteAfter}, "drain-delete-after", "Delete pods whose eviction is still refused after this long. 0 means never.")
-	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once for maintenance requests (annotation or NodeMaintenance object), cluster-wide. A shutdown drain takes no slot.")
+	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once for maintenance requests (annotation or NodeMaintenance object) or reboots, cluster-wide. A shutdown drain takes no slot.")
 	fs.IntVar(&c.Drain.Parallelism, "drain-parallelism", c.Drain.Parallelism, "Most evictions in flight at once on this node.")
 	fs.StringVar(&c.Drain.LeaseNamespace, "drain-lease-namespace", c.Drain.LeaseNamespace, "Namespace of the drain slot Leases and of the coordinator's leader election; only node-agent-coordinator writes them.")
 	fs.Var(&poolsValue{&c.Drain.Pools}, "drain-pools", `Pools of nodes with drain limits of their own, as JSON: [{"name":"gpu","selector":"gpu=true","maxConcurrentNodes":1,"maxUnavailable":"10%"}]. A node drains only when every pool it is in has room.`)
 	fs.Var(durationValue{&c.Drain.SlotSilenceBound}, "drain-slot-silence-bound", "How long the agent of a node holding a drain slot may be silent before the coordinator gives the slot to the next node.")
 	fs.BoolVar(&c.Maintenance.NodeMaintenance, "maintenance-node-maintenance", c.Maintenance.NodeMaintenance, "Serve NodeMaintenance objects (nodemaintenance.medik8s.io or nodemaintenance.kubevirt.io) that name this node. Leave off where node-maintenance-operator runs.")
-	fs.BoolVar(&c.Shutdown.Enabled, "shutdown-enabled", c.Shutdown.Enabled, "Hold a systemd-logind delay inhibitor and drain the node before the host shuts down.")
+	fs.BoolVar(&c.Shutdown.Enabled, "shutdown-enabled", c.Shutdown.Enabled, "Hold a systemd-logind delay lock and drain the node before the host shuts down.")
 	fs.StringVar(&c.Shutdown.SystemBusAddress, "shutdown-system-bus-address", c.Shutdown.SystemBusAddress, "D-Bus address of the host's system bus.")
 	fs.Var(durationValue{&c.Shutdown.DrainBudget}, "shutdown-drain-budget", "Time wanted to drain before the host goes down; logind's InhibitDelayMaxSec caps it unless --shutdown-manage-logind-config.")
-	fs.Var(durationValue{&c.Shutdown.SafetyMargin}, "shutdown-safety-margin", "Release the inhibitor this long before logind's delay expires, drained or not.")
+	fs.Var(durationValue{&c.Shutdown.SafetyMargin}, "shutdown-safety-margin", "Release the delay lock this long before logind's delay expires, drained or not.")
 	fs.BoolVar(&c.Shutdown.ManageLogindConfig, "shutdown-manage-logind-config", c.Shutdown.ManageLogindConfig, "Write a logind drop-in raising InhibitDelayMaxSec to the drain budget.")
 	fs.StringVar(&c.Shutdown.LogindDropInDir, "shutdown-logind-drop-in-dir", c.Shutdown.LogindDropInDir, "Directory for that drop-in (the host's /etc/systemd/logind.conf.d).")
 	fs.BoolVar(&c.Reboot.Enabled, "reboot-enabled", c.Reboot.Enabled, "Reboot this node when the host needs it (sentinel file or command), inside the window, one drain slot at a time, never past a blocker.")
@@ -433,7 +438,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Reboot.BlockingPodSelector, "reboot-blocking-pod-selector", c.Reboot.BlockingPodSelector, "Label selector: while a pod on this node matches it, no reboot starts. Empty: no pod blocks.")
 	fs.StringVar(&c.Reboot.PrometheusURL, "reboot-prometheus-url", c.Reboot.PrometheusURL, "Prometheus queried for firing alerts (/api/v1/alerts); a matching alert blocks the reboot, and so does a failed query. Empty: alerts are not checked.")
 	fs.StringVar(&c.Reboot.BlockingAlertRegexp, "reboot-blocking-alert-regexp", c.Reboot.BlockingAlertRegexp, "Regular expression, anchored, for the names of the firing alerts that block a reboot. Empty: every firing alert. The opposite of kured's --alert-filter-regexp, which names the alerts to ignore.")
-	fs.BoolVar(&c.Reboot.RebootWithoutDrain, "reboot-reboot-without-drain", c.Reboot.RebootWithoutDrain, "Reboot even when the drain did not finish within --drain-timeout. Off: the node stays cordoned and the reboot is reported Failed.")
+	fs.BoolVar(&c.Reboot.RebootWithoutDrain, "reboot-without-drain", c.Reboot.RebootWithoutDrain, "Reboot even when the drain did not finish within --drain-timeout. Off: the node stays cordoned and the reboot is reported Failed.")
+	// The name the section prefix gives reboot.rebootWithoutDrain says
+	// reboot twice; it stays, hidden and deprecated, for the DaemonSets
+	// that already pass it.
+	fs.BoolVar(&c.Reboot.RebootWithoutDrain, oldRebootWithoutDrainFlag, c.Reboot.RebootWithoutDrain, "Old name of --reboot-without-drain.")
+	_ = fs.MarkDeprecated(oldRebootWithoutDrainFlag, "use --reboot-without-drain")
 	fs.Var(durationValue{&c.Reboot.CheckInterval}, "reboot-check-interval", "How often the sentinel (and, while a reboot is needed, the blockers) are looked at.")
 	fs.Var(durationValue{&c.Reboot.SlotHoldBound}, "reboot-slot-hold-bound", "How long the drain slot stays held while the host reboots; a node not back by then loses it.")
 	fs.Var(durationValue{&c.Reboot.LoopBound}, "reboot-loop-bound", "No second reboot within this time when the sentinel is still there after a reboot (reported as RebootLoop). 0s: no such guard.")
@@ -650,7 +660,7 @@ func (r *RebootConfig) validate() []error {
 	if r.Enabled && r.SentinelFile == "" && len(r.SentinelCommand) == 0 {
 		errs = append(errs, errors.New("reboot: enabled with neither sentinelFile nor sentinelCommand; set one, or turn reboot.enabled off"))
 	}
-	if _, err := reboot.ParseWindow(r.Window.Days, r.Window.Start, r.Window.End, r.Window.TimeZone); err != nil {
+	if _, err := policy.ParseWindow(r.Window.Days, r.Window.Start, r.Window.End, r.Window.TimeZone); err != nil {
 		for _, e := range unwrapAll(err) {
 			errs = append(errs, fmt.Errorf("reboot.window.%w", e))
 		}
@@ -667,7 +677,7 @@ func (r *RebootConfig) validate() []error {
 			errs = append(errs, fmt.Errorf("reboot.prometheusURL %q: want an http or https URL such as http://prometheus.monitoring.svc:9090, or empty", u.Redacted()))
 		}
 	}
-	if _, err := reboot.CompileAlertRegexp(r.BlockingAlertRegexp); err != nil {
+	if _, err := policy.CompileAlertRegexp(r.BlockingAlertRegexp); err != nil {
 		errs = append(errs, fmt.Errorf("reboot.blockingAlertRegexp %q: %w", r.BlockingAlertRegexp, err))
 	}
 	if r.LoopBound.Duration < 0 {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -163,6 +164,47 @@ func TestLoadFlagsWinOverFile(t *testing.T) {
 	}
 	if strings.Join(got.Labeller.ObsoleteCPUModels, ",") != "b,c" {
 		t.Errorf("obsoleteCPUModels = %v, want [b c]", got.Labeller.ObsoleteCPUModels)
+	}
+}
+
+// reboot.rebootWithoutDrain's flag is --reboot-without-drain; its first
+// name, --reboot-reboot-without-drain, still sets the key, also over the
+// file, but is deprecated, hidden and left out of the reference.
+func TestRebootWithoutDrainFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("reboot:\n  rebootWithoutDrain: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"reboot-without-drain", oldRebootWithoutDrainFlag} {
+		c := Default()
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		fs.SetOutput(io.Discard) // the deprecation notice
+		c.AddFlags(fs)
+		if err := fs.Parse([]string{"--" + name}); err != nil {
+			t.Fatalf("--%s: %v", name, err)
+		}
+		if !c.Reboot.RebootWithoutDrain {
+			t.Errorf("--%s did not set reboot.rebootWithoutDrain", name)
+		}
+		got, err := Load(path, Default(), fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Reboot.RebootWithoutDrain {
+			t.Errorf("--%s did not win over the file", name)
+		}
+		if f := fs.Lookup(name); (name == oldRebootWithoutDrainFlag) != (f.Hidden && f.Deprecated != "") {
+			t.Errorf("--%s: hidden %v, deprecated %q", name, f.Hidden, f.Deprecated)
+		}
+	}
+	var flags []string
+	for _, k := range Keys() {
+		if k.Path == "reboot.rebootWithoutDrain" {
+			flags = append(flags, k.Flag)
+		}
+	}
+	if len(flags) != 1 || flags[0] != "reboot-without-drain" {
+		t.Errorf("Keys() lists reboot.rebootWithoutDrain as %q, want only reboot-without-drain", flags)
 	}
 }
 

@@ -30,7 +30,9 @@ func Keys() []Key {
 	var out []Key
 	fs.VisitAll(func(f *pflag.Flag) {
 		path := paths[valuePointer(f.Value)]
-		if path == "" {
+		if path == "" || f.Deprecated != "" {
+			// A deprecated flag is an old name of a key listed under
+			// its new one.
 			return
 		}
 		def := f.DefValue

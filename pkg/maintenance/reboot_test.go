@@ -51,13 +51,13 @@ func rebootNodes() []runtime.Object {
 
 func TestRebootStatus(t *testing.T) {
 	all := lines(
-		"NODE    REQUIRED  REASON          SINCE  REQUESTED    MESSAGE",
-		"node-1  yes       WaitingForSlot  3h     -            sentinel file /run/reboot-required exists; waiting for a ...",
-		"node-2  no        Done            -      -            the host rebooted and needs no other reboot",
-		"node-3  -         -               -      -            -",
-		"node-4  unknown   NeedUnknown     50s    kernel 6.12  cannot tell whether the host needs a reboot: sentinel com...",
-		"node-5  -         -               ?      -            annotation node-agent.io/reboot-status has unknown state ...",
-		"node-6  yes       Draining        26h    -            draining",
+		"NODE    REQUIRED  REASON               SINCE  REQUESTED    MESSAGE",
+		"node-1  yes       WaitingForDrainSlot  3h     -            sentinel file /run/reboot-required exists; waiting for a ...",
+		"node-2  no        Done                 -      -            the host rebooted and needs no other reboot",
+		"node-3  -         -                    -      -            -",
+		"node-4  unknown   NeedUnknown          50s    kernel 6.12  cannot tell whether the host needs a reboot: sentinel com...",
+		"node-5  -         -                    ?      -            annotation node-agent.io/reboot-status has unknown state ...",
+		"node-6  yes       Draining             26h    -            draining",
 		"",
 		"1 of 6 nodes show REQUIRED -: no reboot coordinator reports on them. It runs only where node-agent has reboot.enabled (deploy/components/reboot).",
 	)
@@ -70,14 +70,14 @@ func TestRebootStatus(t *testing.T) {
 	}{
 		{name: "every node, sorted", objs: rebootNodes(), want: all},
 		{name: "one node shows its whole message", nodes: []string{"node-1"}, objs: rebootNodes(), want: lines(
-			"NODE    REQUIRED  REASON          SINCE  REQUESTED  MESSAGE",
-			"node-1  yes       WaitingForSlot  3h     -          "+waitingMessage,
+			"NODE    REQUIRED  REASON               SINCE  REQUESTED  MESSAGE",
+			"node-1  yes       WaitingForDrainSlot  3h     -          "+waitingMessage,
 		)},
 		{name: "named nodes in the order named; a missing one is an error after the others", nodes: []string{"node-2", "node-9", "node-1"}, objs: rebootNodes(),
 			want: lines(
-				"NODE    REQUIRED  REASON          SINCE  REQUESTED  MESSAGE",
-				"node-2  no        Done            -      -          the host rebooted and needs no other reboot",
-				"node-1  yes       WaitingForSlot  3h     -          sentinel file /run/reboot-required exists; waiting for a ...",
+				"NODE    REQUIRED  REASON               SINCE  REQUESTED  MESSAGE",
+				"node-2  no        Done                 -      -          the host rebooted and needs no other reboot",
+				"node-1  yes       WaitingForDrainSlot  3h     -          sentinel file /run/reboot-required exists; waiting for a ...",
 			),
 			wantErr: "no Node node-9"},
 		{name: "only a missing node", nodes: []string{"node-9"}, objs: rebootNodes(), wantErr: "no Node node-9"},
@@ -219,7 +219,7 @@ func TestRebootLine(t *testing.T) {
 		byName[n.Name] = n
 	}
 	tests := []struct{ node, want string }{
-		{"node-1", "Reboot required: yes (WaitingForSlot since 2026-01-01T07:00:00Z): " + waitingMessage},
+		{"node-1", "Reboot required: yes (WaitingForDrainSlot since 2026-01-01T07:00:00Z): " + waitingMessage},
 		{"node-2", "Reboot required: no (Done): the host rebooted and needs no other reboot"},
 		{"node-3", ""},
 		{"node-4", "Reboot required: unknown (NeedUnknown since 2026-01-01T09:59:10Z): cannot tell whether the host needs a reboot: sentinel command /usr/bin/needs-restarting -r: unit failed [requested: kernel 6.12]"},

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/reboot/policy"
 )
 
 // Every check below fails closed: when it cannot be made, it reports a
@@ -104,13 +105,9 @@ type AlertBlockers struct {
 }
 
 // CompileAlertRegexp compiles reboot.blockingAlertRegexp anchored at both
-// ends, as Prometheus anchors its own =~ matchers, so that "Etcd" does not
-// also match "EtcdHighFsyncDurations". "" gives nil: every alert.
+// ends (policy.CompileAlertRegexp); "" gives nil: every alert.
 func CompileAlertRegexp(expr string) (*regexp.Regexp, error) {
-	if expr == "" {
-		return nil, nil
-	}
-	return regexp.Compile("^(?:" + expr + ")$")
+	return policy.CompileAlertRegexp(expr)
 }
 
 // maxAlertsBody bounds the answer read from Prometheus; a cluster in

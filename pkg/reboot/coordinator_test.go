@@ -188,7 +188,7 @@ func TestCoordinatorRebootsThroughEveryPhase(t *testing.T) {
 
 	b.setSentinel(true)
 	rec = b.step()
-	b.expect(rec, Pending, "WaitingForSlot", PhaseWaitingForSlot)
+	b.expect(rec, Pending, "WaitingForDrainSlot", PhaseWaitingForSlot)
 	if rec.Since == nil || rec.Drain {
 		t.Fatalf("since %v drain %v: want since set and no drain yet", rec.Since, rec.Drain)
 	}
@@ -272,7 +272,7 @@ func TestCoordinatorLoopGuard(t *testing.T) {
 		t.Fatalf("a second reboot started within the bound: acquires %d→%d, reboots %d", acquires, b.slots.acquires, b.reboots.calls)
 	}
 	b.clock.Step(22 * time.Hour)
-	b.expect(b.step(), Pending, "WaitingForSlot", PhaseWaitingForSlot)
+	b.expect(b.step(), Pending, "WaitingForDrainSlot", PhaseWaitingForSlot)
 }
 
 func TestCoordinatorFailedDrainIsUndoneNotRebooted(t *testing.T) {
@@ -309,7 +309,7 @@ func TestCoordinatorFailedDrainIsUndoneNotRebooted(t *testing.T) {
 	}
 	// Asked again: a new attempt at once.
 	b.update(func(n *corev1.Node) { n.Annotations[RequestAnnotation] = "try again" })
-	b.expect(b.step(), Pending, "WaitingForSlot", PhaseWaitingForSlot)
+	b.expect(b.step(), Pending, "WaitingForDrainSlot", PhaseWaitingForSlot)
 }
 
 func TestCoordinatorWaitsAndSaysWhy(t *testing.T) {
@@ -341,7 +341,7 @@ func TestCoordinatorWaitsAndSaysWhy(t *testing.T) {
 			t.Fatalf("message %q", rec.Message)
 		}
 		blocked.bs = nil
-		b.expect(b.step(), Pending, "WaitingForSlot", PhaseWaitingForSlot)
+		b.expect(b.step(), Pending, "WaitingForDrainSlot", PhaseWaitingForSlot)
 		close(b.slots.free)
 		a := <-b.c.got
 		b.c.acquiring, b.c.slot = nil, a.slot

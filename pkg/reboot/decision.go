@@ -50,8 +50,9 @@ const (
 	// Prometheus could not be asked.
 	BlockedByAlerts Detail = "BlockedByAlerts"
 	// WaitingForSlot: every drain slot (drain.maxConcurrentNodes) is held
-	// by another node.
-	WaitingForSlot Detail = "WaitingForSlot"
+	// by another node. Its reason is WaitingForDrainSlot, the one the
+	// UnderMaintenance condition gives the same wait.
+	WaitingForSlot Detail = "WaitingForDrainSlot"
 	// InMaintenance: the node is under a maintenance someone else asked
 	// for (the annotation, a NodeMaintenance object); the reboot waits
 	// until it ends, so that the two never share a drain or a slot.
@@ -68,7 +69,10 @@ const (
 	PhaseIdle Phase = ""
 	// PhaseWaitingForSlot: a reboot may start, and the coordinator waits
 	// for a drain slot. Decide treats it as PhaseIdle: everything that may
-	// keep a reboot from starting is checked again while it waits.
+	// keep a reboot from starting is checked again while it waits. Its
+	// value stays the one earlier agents wrote, not the reason's
+	// WaitingForDrainSlot: DecodeRecord refuses a phase it does not know,
+	// so an agent downgraded mid-wait would stop at a renamed one.
 	PhaseWaitingForSlot Phase = "WaitingForSlot"
 	// PhaseDraining: the drain started.
 	PhaseDraining Phase = "Draining"

@@ -7,6 +7,15 @@ import (
 	"time"
 )
 
+func mustWindow(t *testing.T, days []string, start, end, tz string) Window {
+	t.Helper()
+	w, err := ParseWindow(days, start, end, tz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 func TestDecide(t *testing.T) {
 	// Tuesday 2026-11-24, 03:00 UTC; the window is 02:00-04:00 every day.
 	now := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)

@@ -24,7 +24,7 @@ func TestMetricsObserve(t *testing.T) {
 		{name: "pending outside the window", rec: &Record{State: Pending, Reason: string(OutsideWindow), Since: &since},
 			required: 1, since: float64(since.Unix()), reason: "OutsideWindow"},
 		{name: "waiting for a slot", rec: &Record{State: Pending, Reason: string(WaitingForSlot), Since: &since},
-			required: 1, since: float64(since.Unix()), reason: "WaitingForSlot"},
+			required: 1, since: float64(since.Unix()), reason: "WaitingForDrainSlot"},
 		{name: "rebooting", rec: &Record{State: Rebooting, Reason: string(Rebooting), Since: &since, Phase: PhaseRebootRequested},
 			required: 1, since: float64(since.Unix()), reason: "Rebooting"},
 		{name: "done", rec: &Record{State: Done, Reason: string(Done)}, reason: "Done"},

@@ -16,12 +16,13 @@ import (
 )
 
 // Controller turns maintenance requests for the agent's own Node into
-// drains. Two kinds of request exist: the node-agent.io/maintenance
-// annotation and, when NodeMaintenance is set, NodeMaintenance objects that
-// name the node. The node is in maintenance while either asks for it; one
-// drain serves both, and it ends only when neither asks any longer. What the
-// drain did is recorded on the Node, so a restarted agent resumes where the
-// last one stopped. The shutdown guard borrows the engine through
+// drains. Three kinds of request exist: the node-agent.io/maintenance
+// annotation, NodeMaintenance objects that name the node (when
+// NodeMaintenance is set), and the reboot coordinator's drain request (when
+// RebootDrain is set). The node is in maintenance while any of them asks for
+// it; one drain serves them all, and it ends only when none asks any longer.
+// What the drain did is recorded on the Node, so a restarted agent resumes
+// where the last one stopped. The shutdown guard borrows the engine through
 // DrainForShutdown and gives it back through ShutdownCancelled
 // (shutdown.go).
 type Controller struct {
@@ -142,9 +143,9 @@ type request struct {
 
 func (r request) wanted() bool { return r.annotation != "" || r.object != nil || r.reboot != "" }
 
-// trigger and reason of a drain started for r: the annotation wins when
-// both ask, only because it was the agent's first API; either way one drain
-// serves both.
+// trigger and reason of a drain started for r: the annotation wins, only
+// because it was the agent's first API, then a NodeMaintenance object, then
+// the reboot coordinator's request; either way one drain serves them all.
 func (r request) trigger() (Trigger, string) {
 	switch {
 	case r.annotation != "":

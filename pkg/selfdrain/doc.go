@@ -19,6 +19,8 @@
 //     package knows nothing of logind;
 //   - its metrics (NewMetrics), registered on the registry it is given.
 //
-// One engine serves three triggers: the annotation and NodeMaintenance
-// objects through the Controller, and the host's shutdown.
+// One engine serves four triggers: the annotation, NodeMaintenance objects
+// and the reboot coordinator's drain request (its record on the Node,
+// ControllerOptions.RebootDrain) through the Controller, and the host's
+// shutdown through DrainForShutdown.
 package selfdrain

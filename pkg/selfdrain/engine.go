@@ -46,8 +46,9 @@ const (
 	evictionRequestTimeout = 10 * time.Second
 )
 
-// Engine drains the agent's own Node. It is shared by the annotation and the
-// shutdown triggers; one drain runs at a time.
+// Engine drains the agent's own Node. It is shared by every trigger (the
+// annotation, NodeMaintenance objects, the reboot coordinator and the
+// shutdown); one drain runs at a time.
 type Engine struct {
 	EngineOptions
 	// nodeCache returns the agent's informer copy of the Node (see
@@ -158,8 +159,9 @@ type Request struct {
 	// Deadline, when set, ends the attempt: the status turns Failed.
 	Deadline time.Time
 	// KeepTrying continues evicting at a slow pace after the deadline, until
-	// ctx ends (the annotation trigger). Without it Drain returns at the
-	// deadline (the shutdown trigger).
+	// ctx ends (a maintenance request: the annotation, NodeMaintenance and
+	// reboot triggers). Without it Drain returns at the deadline (the
+	// shutdown trigger).
 	KeepTrying bool
 	// SkippedConcurrencyWait is recorded in the status.
 	SkippedConcurrencyWait bool

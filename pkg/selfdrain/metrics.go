@@ -45,7 +45,7 @@ var phases = []Phase{PhaseWaiting, PhaseRunning, PhaseSucceeded, PhaseFailed}
 var evictionResults = []string{"evicted", "blocked", "not_found", "error", "deleted"}
 
 // drainResults are the values of drain_duration_seconds' result label; with
-// both triggers, each series is exported empty from the start, so that a
+// every trigger, each series is exported empty from the start, so that a
 // rate over the histogram sees a node's first drain.
 var drainResults = []string{"succeeded", "failed", "cancelled"}
 
@@ -56,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		DrainDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Name: "drain_duration_seconds",
-			Help:    "Time from the start of a drain to its end, by trigger (annotation, nodemaintenance, shutdown) and result (succeeded, failed, cancelled).",
+			Help:    "Time from the start of a drain to its end, by trigger (annotation, nodemaintenance, reboot, shutdown) and result (succeeded, failed, cancelled).",
 			Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800},
 		}, []string{"trigger", "result"}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -92,7 +92,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range evictionResults {
 		m.Evictions.WithLabelValues(r)
 	}
-	for _, tr := range []Trigger{TriggerAnnotation, TriggerShutdown, TriggerReboot} {
+	for _, tr := range []Trigger{TriggerAnnotation, TriggerNodeMaintenance, TriggerReboot, TriggerShutdown} {
 		for _, r := range drainResults {
 			m.DrainDuration.WithLabelValues(string(tr), r)
 		}

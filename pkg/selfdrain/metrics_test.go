@@ -130,7 +130,7 @@ func TestSeriesExportedFromTheStart(t *testing.T) {
 		c    prometheus.Collector
 		want int
 	}{
-		{"drain_duration_seconds", m.DrainDuration, 3 * len(drainResults)}, // annotation, shutdown, reboot
+		{"drain_duration_seconds", m.DrainDuration, 4 * len(drainResults)}, // annotation, nodemaintenance, reboot, shutdown
 		{"evictions_total", m.Evictions, len(evictionResults)},
 		{"maintenance_phase", m.Phase, len(phases)},
 	} {

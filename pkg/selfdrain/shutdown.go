@@ -123,7 +123,7 @@ func (e *Engine) recordShutdownDrain(ctx context.Context, st *Status) ShutdownRe
 	if err := e.setShutdownCondition(wctx, "node is shutting down; "+msg, e.now()); err != nil {
 		e.Logger.Warn("Could not record the shutdown drain result", "err", err)
 	}
-	e.event(typ, "ShutdownDrainFinished", "Shutdown drain: %s; releasing the inhibitor lock", msg)
+	e.event(typ, "ShutdownDrainFinished", "Shutdown drain: %s; releasing the delay lock", msg)
 	return ShutdownResult{Complete: complete, Message: msg}
 }
 

@@ -88,7 +88,7 @@ type Status struct {
 	// without a cluster-wide drain slot.
 	SkippedConcurrencyWait bool `json:"skippedConcurrencyWait,omitempty"`
 	// DrainedInTime, for a shutdown drain, says whether every pod left
-	// before the inhibitor lock had to be released.
+	// before the delay lock had to be released.
 	DrainedInTime *bool `json:"drainedInTime,omitempty"`
 	// PodAccess is the identity the drain reaches the node's pods with
 	// (pkg/podaccess): "node" (the node's own, by constrained

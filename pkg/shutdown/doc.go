@@ -2,8 +2,8 @@
 // with systemd-logind over D-Bus, and the Guard that turns logind's shutdown
 // announcement into a bounded self-drain.
 //
-// The protocol is logind's inhibitor locks
-// (https://systemd.io/INHIBITOR_LOCKS/ and org.freedesktop.login1(5)):
+// The protocol is logind's inhibitor locks of mode "delay", which logind calls
+// delay locks (https://systemd.io/INHIBITOR_LOCKS/ and org.freedesktop.login1(5)):
 //
 //   - Manager.Inhibit("shutdown", who, why, "delay") returns a file descriptor.
 //     While any process holds such a descriptor open, logind delays a shutdown
@@ -21,11 +21,13 @@
 //
 //   - Logind is a small interface over the system bus (read the delay,
 //     inhibit, watch for shutdown, notice loss, reload logind's
-//     configuration, reboot). Connect implements it on Linux: the delay lock
-//     with go-systemd's login1, logind's reload through systemd with
-//     go-systemd's dbus, and with godbus what login1 has no call for (the
-//     signals, the Manager's properties, Reboot with logind's reply; see
-//     dbusLogind). Elsewhere it returns ErrNotSupported.
+//     configuration, reboot). Connect implements it on Linux over a godbus
+//     connection it dials itself to the configured address (the delay lock,
+//     the signals, the Manager's properties, Reboot with logind's reply),
+//     and logind's reload through systemd with go-systemd's dbus on a
+//     connection dialed the same way; go-systemd's login1 dials only the bus
+//     the process environment names (see dbusLogind). Elsewhere it returns
+//     ErrNotSupported.
 //   - Guard is the state machine on top: it holds the lock, hands the shutdown
 //     to an injected Drainer with a deadline that ends before logind's delay,
 //     releases the lock, takes it again after a cancelled shutdown, and

@@ -105,8 +105,8 @@ type Status struct {
 	State State
 	// Message explains State, e.g. the error behind StateUnavailable.
 	Message string
-	// InhibitorHeld is true while the delay lock is held.
-	InhibitorHeld bool
+	// DelayLockHeld is true while the delay lock is held.
+	DelayLockHeld bool
 	// InhibitDelay is logind's InhibitDelayMaxUSec in force; zero until read.
 	InhibitDelay time.Duration
 	// DrainWindow is how long a drain may run: min(InhibitDelay,
@@ -253,7 +253,7 @@ func (g *Guard) setState(s State, msg string) {
 }
 
 func (g *Guard) setHeld(h bool) {
-	g.update(func(st *Status) { st.InhibitorHeld = h })
+	g.update(func(st *Status) { st.DelayLockHeld = h })
 	g.metrics.setHeld(h)
 }
 

@@ -377,8 +377,8 @@ func TestGuardDrainsThenReleases(t *testing.T) {
 	l := newFakeLogind(t, 5*time.Second)
 	lock := h.connectTo(l)
 	h.waitState(StateHolding)
-	if got := h.metric("node_agent_shutdown_inhibitor_held"); got != 1 {
-		t.Errorf("inhibitor_held = %v while holding, want 1", got)
+	if got := h.metric("node_agent_shutdown_delay_lock_held"); got != 1 {
+		t.Errorf("delay_lock_held = %v while holding, want 1", got)
 	}
 	if got := h.metric("node_agent_shutdown_inhibit_delay_seconds"); got != 5 {
 		t.Errorf("inhibit_delay_seconds = %v, want 5", got)
@@ -395,8 +395,8 @@ func TestGuardDrainsThenReleases(t *testing.T) {
 	if got := h.metric("node_agent_shutdown_drains_total", "result", "drained"); got != 1 {
 		t.Errorf("drains_total{result=drained} = %v, want 1", got)
 	}
-	if got := h.metric("node_agent_shutdown_inhibitor_held"); got != 0 {
-		t.Errorf("inhibitor_held = %v after release, want 0", got)
+	if got := h.metric("node_agent_shutdown_delay_lock_held"); got != 0 {
+		t.Errorf("delay_lock_held = %v after release, want 0", got)
 	}
 	if got := h.metric("node_agent_shutdown_guard_state", "state", "released"); got != 1 {
 		t.Errorf("guard_state{state=released} = %v, want 1", got)
@@ -407,7 +407,7 @@ func TestGuardDrainsThenReleases(t *testing.T) {
 	defer mu.Unlock()
 	var steps []string
 	for _, s := range seen {
-		steps = append(steps, fmt.Sprintf("%s/held=%v", s.State, s.InhibitorHeld))
+		steps = append(steps, fmt.Sprintf("%s/held=%v", s.State, s.DelayLockHeld))
 	}
 	want := []string{
 		"connecting/held=true", // lock taken
@@ -463,7 +463,7 @@ func TestGuardReleasesAtDeadlineWhenDrainHangs(t *testing.T) {
 		t.Errorf("Drain deadline = %s, want now + 30s budget - 2s margin = %s", call.deadline, want)
 	}
 	h.stepWhenWaiting(28*time.Second - time.Nanosecond)
-	if lock.isReleased() || !h.g.Status().InhibitorHeld {
+	if lock.isReleased() || !h.g.Status().DelayLockHeld {
 		t.Fatal("lock released before the deadline")
 	}
 	h.clock.Step(time.Nanosecond)
@@ -511,7 +511,7 @@ func TestGuardCancelDuringDrainKeepsLockAndUndoes(t *testing.T) {
 	recv(t, call.ctx.Done(), "Drain's context to be cancelled by PrepareForShutdown(false)")
 	recv(t, drainer.undos, "Undo to be called")
 	h.waitState(StateHolding)
-	if lock.isReleased() || !h.g.Status().InhibitorHeld {
+	if lock.isReleased() || !h.g.Status().DelayLockHeld {
 		t.Error("the lock was released although the shutdown was cancelled during the drain")
 	}
 	if got := h.metric("node_agent_shutdown_drains_total", "result", "cancelled"); got != 1 {
@@ -538,7 +538,7 @@ func TestGuardCancelAfterReleaseTakesLockAgain(t *testing.T) {
 	recv(t, drainer.undos, "Undo to be called after the cancellation")
 	second := recv(t, l.locks, "a new lock to be taken after the cancellation")
 	h.waitState(StateHolding)
-	if second.isReleased() || h.metric("node_agent_shutdown_inhibitor_held") != 1 {
+	if second.isReleased() || h.metric("node_agent_shutdown_delay_lock_held") != 1 {
 		t.Error("the new lock is not held")
 	}
 }
@@ -581,8 +581,8 @@ func TestGuardReconnectsAndTakesLockAgain(t *testing.T) {
 	first.lose(errors.New("logind restarted"))
 	recv(t, lock.released, "the dead connection's lock to be closed")
 	recv(t, h.conn.calls, "an immediate reconnection attempt")
-	if got := h.metric("node_agent_shutdown_inhibitor_held"); got != 0 {
-		t.Errorf("inhibitor_held = %v while disconnected, want 0", got)
+	if got := h.metric("node_agent_shutdown_delay_lock_held"); got != 0 {
+		t.Errorf("delay_lock_held = %v while disconnected, want 0", got)
 	}
 	h.waitState(StateReconnecting)
 	if !first.isClosed() {
@@ -601,8 +601,8 @@ func TestGuardReconnectsAndTakesLockAgain(t *testing.T) {
 	h.conn.results <- connectResult{l: second}
 	recv(t, second.locks, "the lock to be taken again after reconnecting")
 	h.waitState(StateHolding)
-	if got := h.metric("node_agent_shutdown_inhibitor_held"); got != 1 {
-		t.Errorf("inhibitor_held = %v after reconnecting, want 1", got)
+	if got := h.metric("node_agent_shutdown_delay_lock_held"); got != 1 {
+		t.Errorf("delay_lock_held = %v after reconnecting, want 1", got)
 	}
 }
 
@@ -757,7 +757,7 @@ func TestGuardReleasesLockWhenStopped(t *testing.T) {
 		t.Errorf("Run = %v", err)
 	}
 	h.done <- nil
-	if st := h.g.Status(); st.State != StateStopped || st.InhibitorHeld {
+	if st := h.g.Status(); st.State != StateStopped || st.DelayLockHeld {
 		t.Errorf("Status = %+v, want stopped without the lock", st)
 	}
 }

@@ -18,14 +18,14 @@ const (
 // key shutdown.systemBusAddress overrides it.
 const DefaultSystemBusAddress = "unix:path=/run/dbus/system_bus_socket"
 
-// Who is the "who" of node-agent's inhibitor, shown by `systemd-inhibit --list`.
+// Who is the "who" of node-agent's delay lock, shown by `systemd-inhibit --list`.
 const Who = "node-agent"
 
 // Unavailability. Connect wraps one of these when there is nothing to talk
 // to, as opposed to a failure worth retrying; errors.Is tells them apart.
 var (
 	// ErrNotSupported: this platform has no logind.
-	ErrNotSupported = errors.New("systemd-logind shutdown inhibitors are not supported on this platform")
+	ErrNotSupported = errors.New("systemd-logind shutdown delay locks are not supported on this platform")
 	// ErrNoSystemBus: nothing listens at the system bus address.
 	ErrNoSystemBus = errors.New("no D-Bus system bus")
 	// ErrNoLogind: the bus is there but org.freedesktop.login1 has no owner

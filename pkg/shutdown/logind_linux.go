@@ -12,7 +12,6 @@ import (
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
-	"github.com/coreos/go-systemd/v22/login1"
 	"github.com/godbus/dbus/v5"
 )
 
@@ -24,17 +23,22 @@ const (
 	systemdPath        = "/org/freedesktop/systemd1"
 	systemdInterface   = "org.freedesktop.systemd1.Manager"
 	logindUnit         = "systemd-logind.service"
-	envSystemBus       = "DBUS_SYSTEM_BUS_ADDRESS"
 	signalNameChanged  = busDaemonName + ".NameOwnerChanged"
 	signalPrepare      = LogindInterface + ".PrepareForShutdown"
 	prepareChannelSize = 8
 )
 
-// dbusLogind is Logind over two private connections to the system bus.
+// dbusLogind is Logind over one private godbus connection to the system bus
+// at the configured address (shutdown.systemBusAddress).
 //
-// go-systemd's login1 takes the delay lock (Inhibit). Everything else goes
-// over a godbus connection of our own, because login1 (v22.7.0) has no call
-// for it:
+// The delay lock is the Manager's Inhibit, one method call on that
+// connection whose reply carries the lock's file descriptor, as the
+// kubelet's nodeshutdown/systemd takes it. go-systemd's login1 is not used:
+// login1.New (v22.7.0) takes no address and no connection, and dials
+// whatever DBUS_SYSTEM_BUS_ADDRESS says (godbus's SystemBusPrivate), so it
+// could reach the configured bus only by setting that variable in the
+// process, which every other dial in the process would then see. Nor does
+// login1 have a call for the rest:
 //   - it reads no property of the Manager (its property getters are fixed to
 //     the Session and User interfaces), so InhibitDelayMaxUSec and
 //     PreparingForShutdown are read here;
@@ -53,7 +57,6 @@ type dbusLogind struct {
 	address string
 	conn    *dbus.Conn
 	logind  dbus.BusObject
-	login   *login1.Conn
 	// owner is logind's unique bus name when we connected. Any other owner
 	// later, or none, means the logind that holds our lock is gone.
 	owner string
@@ -68,15 +71,15 @@ type dbusLogind struct {
 	closeOnce sync.Once
 }
 
-// Connect opens private connections to the system bus at address (a D-Bus
-// address such as DefaultSystemBusAddress), subscribes to logind's
-// PrepareForShutdown and to changes of org.freedesktop.login1's owner, makes
-// sure logind is there, starting it by bus activation if the bus can, and
-// connects go-systemd's login1 for the delay lock.
+// Connect opens a private connection to the system bus at address (a D-Bus
+// address such as DefaultSystemBusAddress; DBUS_SYSTEM_BUS_ADDRESS is
+// neither read nor set), subscribes to logind's PrepareForShutdown and to
+// changes of org.freedesktop.login1's owner, and makes sure logind is there,
+// starting it by bus activation if the bus can.
 //
-// ctx bounds the connections' whole life, not only the connecting: when it
-// ends, both are closed and Lost fires. Pass the context of the component
-// that holds the lock.
+// ctx bounds the connection's whole life, not only the connecting: when it
+// ends, the connection is closed and Lost fires. Pass the context of the
+// component that holds the lock.
 //
 // It wraps ErrNoSystemBus when nothing listens at address and ErrNoLogind
 // when logind is not on the bus; other errors are worth a retry.
@@ -109,69 +112,8 @@ func Connect(ctx context.Context, address string) (Logind, error) {
 		return nil, err
 	}
 	l.owner = owner
-	login, err := dialLogin1(ctx, address)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("system bus at %s: connecting go-systemd's login1: %w", address, err)
-	}
-	l.login = login
 	go l.watch()
-	go func() {
-		// godbus ties l.conn to ctx; login1 takes no context, so its
-		// connection is tied to ctx here. Closing it ends a call in flight.
-		select {
-		case <-ctx.Done():
-			login.Close()
-		case <-l.closed:
-		}
-	}()
 	return l, nil
-}
-
-// dialLogin1Mu serializes dialLogin1's use of the process environment.
-var dialLogin1Mu sync.Mutex
-
-// dialLogin1 returns a login1 connection to the bus at address.
-//
-// login1.New takes no address: it dials the one godbus's SystemBusPrivate
-// reads from DBUS_SYSTEM_BUS_ADDRESS. So the variable holds address for the
-// length of the dial and is restored after it (the connection keeps no
-// reference to it), under a lock so that two dials cannot swap it under each
-// other. login1.New takes no context either: the dial runs on its own
-// goroutine, and a connection that arrives after ctx ended is closed.
-func dialLogin1(ctx context.Context, address string) (*login1.Conn, error) {
-	type dialed struct {
-		conn *login1.Conn
-		err  error
-	}
-	done := make(chan dialed, 1)
-	go func() {
-		dialLogin1Mu.Lock()
-		defer dialLogin1Mu.Unlock()
-		old, had := os.LookupEnv(envSystemBus)
-		if err := os.Setenv(envSystemBus, address); err != nil {
-			done <- dialed{err: err}
-			return
-		}
-		c, err := login1.New()
-		if had {
-			_ = os.Setenv(envSystemBus, old)
-		} else {
-			_ = os.Unsetenv(envSystemBus)
-		}
-		done <- dialed{c, err}
-	}()
-	select {
-	case d := <-done:
-		return d.conn, d.err
-	case <-ctx.Done():
-		go func() {
-			if d := <-done; d.conn != nil {
-				d.conn.Close()
-			}
-		}()
-		return nil, ctx.Err()
-	}
 }
 
 func (l *dbusLogind) subscribe(ctx context.Context) error {
@@ -339,13 +281,21 @@ func (l *dbusLogind) InhibitShutdown(ctx context.Context, why string) (*os.File,
 		f   *os.File
 		err error
 	}
-	// login1's Inhibit takes no context: wait for it on ctx, and release a
-	// lock that arrives after ctx ended, so that it cannot delay a shutdown
-	// nobody drains for.
+	// The call is waited for on ctx but not made with it: godbus forgets a
+	// call whose context ended, and drops its reply when it comes, with the
+	// descriptor in it left open, so a lock that logind hands out late
+	// would delay every shutdown until this process exits. Made without a
+	// context, the call ends with logind's reply (or the connection), and a
+	// lock that arrives after ctx ended is released here, so that it
+	// cannot delay a shutdown nobody drains for.
 	done := make(chan taken, 1)
 	go func() {
-		f, err := l.login.Inhibit("shutdown", Who, why, "delay")
-		done <- taken{f, err}
+		var fd dbus.UnixFD
+		if err := l.logind.Call(LogindInterface+".Inhibit", 0, "shutdown", Who, why, "delay").Store(&fd); err != nil {
+			done <- taken{err: err}
+			return
+		}
+		done <- taken{f: os.NewFile(uintptr(fd), "logind-delay-lock")}
 	}()
 	var t taken
 	select {
@@ -418,7 +368,6 @@ func (l *dbusLogind) Close() error {
 		close(l.closed)
 		l.lose(errors.New("connection to logind closed by node-agent"))
 		err = l.conn.Close()
-		l.login.Close()
 	})
 	return err
 }

@@ -437,26 +437,48 @@ func TestConnectInhibitReleasesALateLock(t *testing.T) {
 	recv(t, lock.released, "the late lock to be released")
 }
 
-// Connect dials the address it is given, not DBUS_SYSTEM_BUS_ADDRESS, and
-// leaves that variable as it found it.
-func TestConnectKeepsTheEnvironment(t *testing.T) {
+// envSystemBus is where godbus's SystemBus and go-systemd's login1.New look
+// for the system bus; Connect must neither need it nor touch it.
+const envSystemBus = "DBUS_SYSTEM_BUS_ADDRESS"
+
+// Connect dials the address it is given, whatever DBUS_SYSTEM_BUS_ADDRESS
+// says or whether it is set, takes the delay lock on that bus, and leaves
+// the variable as it found it.
+func TestConnectIgnoresTheEnvironment(t *testing.T) {
 	bus := newPrivateBus(t)
 	si := newStandIn(t, bus.address, 5*time.Second)
 	elsewhere := "unix:path=" + filepath.Join(t.TempDir(), "not-the-bus")
-	t.Setenv(envSystemBus, elsewhere)
-	l, err := Connect(context.Background(), bus.address)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	f, err := l.InhibitShutdown(context.Background(), "testing")
-	if err != nil {
-		t.Fatalf("InhibitShutdown over login1 = %v, want a lock from the bus at %s", err, bus.address)
-	}
-	recv(t, si.locks, "the stand-in to hand out the lock").seal()
-	f.Close()
-	if got := os.Getenv(envSystemBus); got != elsewhere {
-		t.Errorf("%s = %q after Connect, want %q as before", envSystemBus, got, elsewhere)
+	for _, env := range []*string{&elsewhere, nil} {
+		name := "unset"
+		if env != nil {
+			name = "elsewhere"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(envSystemBus, "") // restored after the subtest
+			if env == nil {
+				os.Unsetenv(envSystemBus)
+			} else {
+				os.Setenv(envSystemBus, *env)
+			}
+			l, err := Connect(context.Background(), bus.address)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			f, err := l.InhibitShutdown(context.Background(), "testing")
+			if err != nil {
+				t.Fatalf("InhibitShutdown = %v, want a lock from the bus at %s", err, bus.address)
+			}
+			recv(t, si.locks, "the stand-in to hand out the lock").seal()
+			f.Close()
+			got, set := os.LookupEnv(envSystemBus)
+			if env == nil && set {
+				t.Errorf("%s = %q after Connect, want it unset as before", envSystemBus, got)
+			}
+			if env != nil && got != *env {
+				t.Errorf("%s = %q after Connect, want %q as before", envSystemBus, got, *env)
+			}
+		})
 	}
 }
 
@@ -554,7 +576,7 @@ func (h *guardHarness) nextLock(si *standIn) *standInLock {
 	l := recv(h.t, si.locks, "the Guard to take a lock")
 	// The Guard marks the lock held only after the reply reached it, so the
 	// stand-in's copy of the descriptor can go now.
-	eventually(h.t, "the Guard to hold the lock", func() bool { return h.g.Status().InhibitorHeld })
+	eventually(h.t, "the Guard to hold the lock", func() bool { return h.g.Status().DelayLockHeld })
 	l.seal()
 	return l
 }
@@ -633,7 +655,7 @@ func TestGuardOverDBusReconnectsAfterLogindLeaves(t *testing.T) {
 	recv(t, lock.released, "the old lock to be closed once logind left")
 	// The immediate reconnection finds no logind; the Guard backs off.
 	eventually(t, "the Guard to back off", h.clock.HasWaiters)
-	if st := h.g.Status(); st.State != StateReconnecting || st.InhibitorHeld {
+	if st := h.g.Status(); st.State != StateReconnecting || st.DelayLockHeld {
 		t.Errorf("Status = %+v, want reconnecting without a lock", st)
 	}
 	second := newStandIn(t, bus.address, 5*time.Second)
@@ -656,8 +678,8 @@ func TestGuardOverDBusReconnectsAfterBusRestart(t *testing.T) {
 	h.clock.Step(4 * time.Second)
 	h.nextLock(second)
 	h.waitState(StateHolding)
-	if got := h.metric("node_agent_shutdown_inhibitor_held"); got != 1 {
-		t.Errorf("inhibitor_held = %v after the bus came back, want 1", got)
+	if got := h.metric("node_agent_shutdown_delay_lock_held"); got != 1 {
+		t.Errorf("delay_lock_held = %v after the bus came back, want 1", got)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 // Metrics are the shutdown guard's metrics. Their labels are bounded by the
 // Outcome and State constants.
 type Metrics struct {
-	InhibitorHeld prometheus.Gauge
+	DelayLockHeld prometheus.Gauge
 	Drains        *prometheus.CounterVec
 	InhibitDelay  prometheus.Gauge
 	GuardState    *prometheus.GaugeVec
@@ -27,8 +27,8 @@ var states = []State{StateConnecting, StateHolding, StateDraining, StateReleased
 // NewMetrics creates the metrics and registers them on reg when it is not nil.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		InhibitorHeld: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: metrics.Namespace, Subsystem: "shutdown", Name: "inhibitor_held",
+		DelayLockHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Subsystem: "shutdown", Name: "delay_lock_held",
 			Help: "1 while node-agent holds its systemd-logind shutdown delay lock, else 0.",
 		}),
 		Drains: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -51,7 +51,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.GuardState.WithLabelValues(string(s))
 	}
 	if reg != nil {
-		reg.MustRegister(m.InhibitorHeld, m.Drains, m.InhibitDelay, m.GuardState)
+		reg.MustRegister(m.DelayLockHeld, m.Drains, m.InhibitDelay, m.GuardState)
 	}
 	return m
 }
@@ -64,7 +64,7 @@ func (m *Metrics) setHeld(held bool) {
 	if held {
 		v = 1
 	}
-	m.InhibitorHeld.Set(v)
+	m.DelayLockHeld.Set(v)
 }
 
 func (m *Metrics) setDelay(d time.Duration) { m.InhibitDelay.Set(d.Seconds()) }

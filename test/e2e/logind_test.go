@@ -102,7 +102,7 @@ func TestLogindDelaysRebootForInhibitor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("measured: inhibitor released to container exit took %s", time.Since(release).Round(time.Millisecond))
+	t.Logf("measured: delay lock released to container exit took %s", time.Since(release).Round(time.Millisecond))
 	if code != testenv.ExitReboot {
 		t.Errorf("systemd-nspawn exited %d, want %d (reboot)", code, testenv.ExitReboot)
 	}

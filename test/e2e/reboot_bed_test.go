@@ -192,7 +192,7 @@ func (b *rebootBed) checkGuardMetrics(ctx context.Context, t *testing.T, inhibit
 	body, _ := io.ReadAll(resp.Body)
 	want := map[string]float64{
 		"node_agent_shutdown_inhibit_delay_seconds": inhibitDelay.Seconds(),
-		"node_agent_shutdown_inhibitor_held":        1,
+		"node_agent_shutdown_delay_lock_held":       1,
 	}
 	for name, v := range want {
 		got, ok := metricValue(string(body), name)

@@ -127,7 +127,7 @@ func TestRebootCoordinatorWaitsAndSaysWhy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node-agent reboot status: %v\n%s", err, out)
 	}
-	for _, want := range []string{"node-1", "OutsideWindow", "node-2", "WaitingForSlot", "node-3", "BlockedByAlerts"} {
+	for _, want := range []string{"node-1", "OutsideWindow", "node-2", "WaitingForDrainSlot", "node-3", "BlockedByAlerts"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("node-agent reboot status lacks %q:\n%s", want, out)
 		}

@@ -285,7 +285,7 @@ func (b *bed) testCoordinatedReboot(t *testing.T, m *machineNode, ns string, rep
 	if _, err := m.c.Exec(ctx, "test", "-e", "/run/reboot-required"); err == nil {
 		t.Errorf("the sentinel is still there after the reboot")
 	}
-	t.Logf("timeline: sentinel → WaitingForSlot %s; %s; booted, Node Ready %s after boot, Done (uncordoned, slot released) %s after boot; boot ID %s → %s",
+	t.Logf("timeline: sentinel → WaitingForDrainSlot %s; %s; booted, Node Ready %s after boot, Done (uncordoned, slot released) %s after boot; boot ID %s → %s",
 		waiting.Round(time.Millisecond), timeline, ready.Round(time.Millisecond), back.Round(time.Millisecond), bootBefore, node.Status.NodeInfo.BootID)
 	b.logRebootEvents(t)
 }

@@ -503,7 +503,7 @@ func (e *Env) apiserverArgs(port int, etcdURL string, c *credentials) launchSpec
 		// Node and RBAC, as in the clusters node-agent runs in: least-privilege
 		// tests must see the same 403s a real cluster would give. The Node
 		// authorizer and the NodeRestriction admission plugin confine real
-		// kubelets (test/testenv/realnode) to their own Node and pods.
+		// kubelets (test/testenv/realnode.go) to their own Node and pods.
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--kubelet-client-certificate=" + c.kubeletClientCert,

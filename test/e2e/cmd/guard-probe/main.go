@@ -143,7 +143,7 @@ func run(events, finish string, hang bool, address string, budget, margin time.D
 		LogindDropInDir:    dropInDir,
 		Logger:             log,
 		OnStatus: func(st shutdown.Status) {
-			rec.record(Event{Event: "status", State: string(st.State), Held: st.InhibitorHeld,
+			rec.record(Event{Event: "status", State: string(st.State), Held: st.DelayLockHeld,
 				InhibitDelay: st.InhibitDelay.Seconds(), DrainWindow: st.DrainWindow.Seconds(), Detail: st.Message})
 		},
 	})
@@ -154,7 +154,7 @@ func run(events, finish string, hang bool, address string, budget, margin time.D
 
 	err = g.Run(ctx)
 	st := g.Status()
-	rec.record(Event{Event: "exit", State: string(st.State), Held: st.InhibitorHeld, Detail: st.Message})
+	rec.record(Event{Event: "exit", State: string(st.State), Held: st.DelayLockHeld, Detail: st.Message})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

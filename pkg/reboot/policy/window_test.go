@@ -1,4 +1,4 @@
-package reboot
+package policy
 
 import (
 	"strings"
