@@ -141,6 +141,15 @@ type request struct {
 
 func (r request) wanted() bool { return r.annotation != "" || r.object != nil || r.reboot != "" }
 
+// answeredBy reports whether the maintenance recorded in st was started for
+// r: the same trigger and reason. The reboot coordinator's reason is its
+// latest message, which changes while the request stays, so for it the
+// trigger alone counts.
+func (r request) answeredBy(st *Status) bool {
+	trigger, reason := r.trigger()
+	return st.Trigger == trigger && (trigger == TriggerReboot || st.Reason == reason)
+}
+
 // trigger and reason of a drain started for r: the annotation wins when
 // both ask, only because it was the agent's first API; either way one drain
 // serves both.
@@ -257,6 +266,13 @@ func (c *Controller) decide(ctx context.Context, req request, st *Status, perr e
 		if st.Active() && st.Trigger != TriggerShutdown && st.Phase == PhaseSucceeded {
 			break // drained; maintenance goes on while it is requested
 		}
+		if st.TimedOut() && req.answeredBy(st) {
+			// Its drain passed drain.timeout. Starting it again would
+			// take a slot for another drain.timeout, and again after
+			// that: the request is answered, Failed, until it is ended
+			// or made anew (another reason, or ended and made again).
+			break
+		}
 		trigger, reason := req.trigger()
 		c.active = c.newRun(ctx, trigger, reason)
 		return startDrain, c.active
@@ -322,7 +338,8 @@ func (r *maintenanceRun) stop() {
 // drainInSlot takes a slot, begins and drains, and gives the slot back
 // before the run finishes: a run that the queue starts next must not find
 // the slot still held, because releasing it then would release that run's
-// slot too (both hold it as the node).
+// slot too (both hold it as the node). A drain that passed drain.timeout
+// returns too, so its slot goes to the next node.
 func (r *maintenanceRun) drainInSlot() error {
 	release, err := r.takeSlot()
 	if err != nil {
@@ -359,22 +376,24 @@ func (r *maintenanceRun) begin() (*Status, error) {
 	return st, err
 }
 
-// drain evicts the pods until none is left or the run is stopped; past
-// drain.timeout the status turns Failed and evictions go on at a slower
-// pace.
+// drain evicts the pods until none is left, the run is stopped, or
+// drain.timeout passes: then it asks for no more evictions, the status turns
+// Failed (timeout.go), and it returns.
 func (r *maintenanceRun) drain(st *Status) error {
 	e := r.c.engine
-	_, err := e.Drain(r.ctx, st, Request{Trigger: r.trigger, Reason: r.reason, KeepTrying: true, Deadline: e.maintenanceDeadline(st)})
+	_, err := e.Drain(r.ctx, st, Request{Trigger: r.trigger, Reason: r.reason, Deadline: e.maintenanceDeadline(st)})
 	if err != nil && r.ctx.Err() == nil {
 		r.c.log.Error("Drain stopped", "err", err)
 	}
 	return err
 }
 
-// finish gives up the run's place, so the next reconcile may start another
-// drain, and has a failure retried through the rate-limited queue rather
-// than in a hot loop. A run that was stopped lost its place to whoever
-// stopped it, and its error is only the stop.
+// finish gives up the run's place and asks for a reconcile, which decides
+// what follows the drain now that no run holds the place (nothing after a
+// success or a timeout while the request stays; a new run for a request
+// that changed meanwhile). A failure is retried through the rate-limited
+// queue rather than in a hot loop. A run that was stopped lost its place to
+// whoever stopped it, and its error is only the stop.
 func (r *maintenanceRun) finish(err error) {
 	c := r.c
 	c.mu.Lock()
@@ -382,7 +401,11 @@ func (r *maintenanceRun) finish(err error) {
 		c.active = nil
 	}
 	c.mu.Unlock()
-	if err != nil && r.ctx.Err() == nil {
+	switch {
+	case r.ctx.Err() != nil:
+	case err != nil:
 		c.queue.AddRateLimited(c.node)
+	default:
+		c.enqueue()
 	}
 }

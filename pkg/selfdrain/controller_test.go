@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -132,4 +133,83 @@ func TestControllerRetriesAFailedEnd(t *testing.T) {
 			t.Errorf("retry %d came %s after the last, before %s", i, gap, retryAfterFailure)
 		}
 	}
+}
+
+// A drain that timed out is not started again while the same request
+// stays, however often the controller reconciles: that would take a drain
+// slot for another drain.timeout each time. Another reason starts it again,
+// and so does a request that was ended and made again. Each reconcile is
+// called directly, so that "nothing started" is seen, not waited for.
+func TestControllerTimedOutDrainIsNotStartedAgain(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	h.engine.Config.Timeout = metav1.Duration{Duration: 30 * time.Second}
+	h.onEvict(func(eviction) error {
+		return refusal("The disruption budget web-pdb needs 1 healthy pods and has 1 currently")
+	})
+	c, v := h.controller()
+	ctx := context.Background()
+	reconcile := func() {
+		t.Helper()
+		if err := c.reconcile(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// timeOut runs the drain reconcile started until it returns.
+	timeOut := func(what string) *Status {
+		t.Helper()
+		run := c.active
+		if run == nil {
+			t.Fatalf("%s: no drain started", what)
+		}
+		h.run(func() { <-run.done }, nil)
+		st := h.status()
+		if st.Phase != PhaseFailed {
+			t.Fatalf("%s: status %s, want Failed", what, st.Encode())
+		}
+		if got := h.slotHolder(); got != "" {
+			t.Fatalf("%s: slot held by %q after the timeout", what, got)
+		}
+		return st
+	}
+
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel"}}}`)
+	reconcile()
+	first := timeOut("first request")
+
+	tries := len(h.evicted())
+	for range 3 {
+		h.clock.Step(time.Hour)
+		reconcile()
+		if c.active != nil {
+			t.Fatalf("a drain started again for the request that timed out: status %s", h.status().Encode())
+		}
+	}
+	if got := len(h.evicted()); got != tries {
+		t.Errorf("%d evictions after the timeout while the request stayed, want none", got-tries)
+	}
+	if st := h.status(); st.Phase != PhaseFailed || !st.StartTime.Equal(first.StartTime) {
+		t.Errorf("status %s, want the Failed record kept", st.Encode())
+	}
+
+	// Another reason is a new request: a new attempt with its own clock.
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel 6.12"}}}`)
+	reconcile()
+	second := timeOut("another reason")
+	if second.Reason != "kernel 6.12" || !second.DrainStartTime.After(first.DrainStartTime.Time) || !second.CordonedByAgent {
+		t.Errorf("second attempt %s, want the new reason, a later drain start, and the agent's cordon remembered", second.Encode())
+	}
+	reconcile()
+	if c.active != nil {
+		t.Fatal("the second attempt started again after its timeout")
+	}
+
+	// Ended and made again: a new request too.
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":null}}}`)
+	reconcile()
+	if st := h.status(); st.Active() || h.node().Spec.Unschedulable {
+		t.Fatalf("after the request was removed: status %s, unschedulable %t; want ended and uncordoned", st.Encode(), h.node().Spec.Unschedulable)
+	}
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel 6.12"}}}`)
+	reconcile()
+	timeOut("made again")
 }

@@ -19,6 +19,8 @@
 //     package knows nothing of logind;
 //   - its metrics (NewMetrics), registered on the registry it is given.
 //
-// One engine serves three triggers: the annotation and NodeMaintenance
-// objects through the Controller, and the host's shutdown.
+// One engine serves four triggers: the annotation, NodeMaintenance objects
+// and the reboot coordinator's request through the Controller, and the
+// host's shutdown. A drain for any of the first three stops at
+// drain.timeout and gives its drain slot back (timeout.go).
 package selfdrain

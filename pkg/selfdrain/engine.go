@@ -35,8 +35,6 @@ import (
 const (
 	retryInitial = 250 * time.Millisecond
 	retryCap     = 10 * time.Second
-	// retryCapFailed is the slower pace after drain.timeout has passed.
-	retryCapFailed = 60 * time.Second
 	// statusInterval bounds how often progress is written to the Node.
 	statusInterval = time.Second
 	// podEventInterval bounds the per-pod failure Events.
@@ -101,13 +99,17 @@ func (e *Engine) event(typ, reason, format string, args ...any) {
 // now is the engine's clock as an API time.
 func (e *Engine) now() metav1.Time { return metav1.NewTime(e.Clock.Now()) }
 
-// maintenanceDeadline is when a maintenance drain that started st counts as
-// Failed (drain.timeout after its start); zero when it has no deadline.
+// maintenanceDeadline is when a maintenance drain recorded in st times out:
+// drain.timeout after the drain began with its slot, or after the request
+// for a record written before drainStartTime existed; zero when it has no
+// deadline.
 func (e *Engine) maintenanceDeadline(st *Status) time.Time {
-	if t := e.Config.Timeout.Duration; t > 0 && st.StartTime != nil {
-		return st.StartTime.Add(t)
+	t := e.Config.Timeout.Duration
+	start := cmp.Or(st.DrainStartTime, st.StartTime)
+	if t <= 0 || start == nil {
+		return time.Time{}
 	}
-	return time.Time{}
+	return start.Add(t)
 }
 
 // readStatus reads the maintenance record on the Node.
@@ -155,20 +157,18 @@ func (e *Engine) setCondition(ctx context.Context, reason, msg string, now metav
 type Request struct {
 	Trigger Trigger
 	Reason  string
-	// Deadline, when set, ends the attempt: the status turns Failed.
+	// Deadline, when set, ends the attempt: evictions stop, the status
+	// turns Failed, and Drain returns.
 	Deadline time.Time
-	// KeepTrying continues evicting at a slow pace after the deadline, until
-	// ctx ends (the annotation trigger). Without it Drain returns at the
-	// deadline (the shutdown trigger).
-	KeepTrying bool
 	// SkippedConcurrencyWait is recorded in the status.
 	SkippedConcurrencyWait bool
 }
 
 // Begin records the node's state, cordons it, adds the drain taint and writes
 // a Running status, in one write. If the Node already carries an active
-// status of the same trigger (the agent restarted mid-drain), it resumes it
-// instead: what the agent did before stays recorded.
+// status (the agent restarted mid-drain), it resumes it instead: what the
+// agent did before stays recorded, and so does the drain's start, so that a
+// restart does not extend drain.timeout.
 func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 	access, err := e.choosePodClient(ctx)
 	if err != nil {
@@ -186,11 +186,25 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 			// the agent did is forgotten.
 			st = prev
 			fresh = false
-		case perr == nil && prev.Active():
+			if prev.Phase == PhaseFailed {
+				// A new request after a drain that timed out (or a
+				// shutdown drain after it): a new attempt, counted
+				// afresh, on a node the agent still holds cordoned.
+				st.StartTime = &now
+				st.TotalPods, st.EvictionPods, st.PendingPods, st.DrainProgress = 0, 0, nil, 0
+			}
+			if prev.Phase != PhaseRunning || prev.Trigger != req.Trigger {
+				// Only a drain that was running resumes its clock.
+				st.DrainStartTime = nil
+			}
+		case perr == nil && prev.Active() && prev.Phase == PhaseWaiting:
 			// Waiting for a slot changed nothing on the node yet.
 			st = &Status{StartTime: prev.StartTime}
 		default:
 			st = &Status{StartTime: &now}
+		}
+		if st.DrainStartTime == nil {
+			st.DrainStartTime = &now
 		}
 		st.Phase = PhaseRunning
 		st.Trigger = req.Trigger
@@ -322,6 +336,8 @@ type podState struct {
 	// blockedBy is the budget that refused the last eviction; nil when the
 	// last attempt was not refused with 429.
 	blockedBy *pdbRef
+	// lastErr describes the last eviction error; empty after a success.
+	lastErr string
 }
 
 // podEvent is what the pod watch reports.
@@ -360,9 +376,11 @@ type evictResult struct {
 	err error
 }
 
-// Drain evicts the pods on the node until none is left, ctx ends, or (without
-// req.KeepTrying) the deadline passes. It keeps st current on the Node and
-// returns the final status of this attempt.
+// Drain evicts the pods on the node until none is left, ctx ends, or the
+// deadline passes. It keeps st current on the Node and returns the final
+// status of this attempt: Succeeded, Failed at the deadline, or as it was
+// when ctx ended. Past the deadline no eviction is asked for; those in
+// flight are waited for (see startWorkers).
 func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -417,8 +435,6 @@ type drainRun struct {
 	retryTimer clock.Timer
 	pw         *progressWriter
 
-	// failed is set once the deadline has passed: retries slow down.
-	failed    bool
 	dirty     bool
 	lastWrite time.Time
 	lastErr   string
@@ -549,6 +565,11 @@ func (r *drainRun) loop() (*Status, error) {
 		if r.publish(now) {
 			return r.succeed(now), nil
 		}
+		if !r.req.Deadline.IsZero() && !now.Before(r.req.Deadline) {
+			// Checked here too, not only on the timer: a drain resumed
+			// past its deadline must not ask for one eviction first.
+			return r.expire(), nil
+		}
 		next, ok := r.dispatch(now)
 		if !ok {
 			return r.stopped()
@@ -569,11 +590,7 @@ func (r *drainRun) loop() (*Status, error) {
 		case res := <-r.results:
 			r.handleResult(res)
 		case <-r.deadline:
-			r.deadline = nil
-			r.expire()
-			if !r.req.KeepTrying {
-				return r.st, nil
-			}
+			return r.expire(), nil
 		case <-r.retryTimer.C():
 		}
 	}
@@ -654,6 +671,7 @@ func (r *drainRun) handleResult(res evictResult) {
 		ps.evicted = true
 		ps.firstBlocked = time.Time{}
 		ps.blockedBy = nil
+		ps.lastErr = ""
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err) && ps.pod.UID != "":
 		// Gone; a conflict means the UID precondition failed: a new pod
 		// took the name, and ours is gone.
@@ -667,15 +685,12 @@ func (r *drainRun) handleResult(res evictResult) {
 		if ref, ok := blockingBudget(ps.pod.Namespace, err); ok {
 			ps.blockedBy = &ref
 		}
-		limit := retryCap
-		if r.failed {
-			limit = retryCapFailed
-		}
-		ps.nextAttempt = now.Add(backoff(ps.attempts, limit, e.Jitter))
-		r.st.LastError = fmt.Sprintf("evicting %s: %s", ps.key, describeEvictionError(err))
+		ps.lastErr = describeEvictionError(err)
+		ps.nextAttempt = now.Add(backoff(ps.attempts, retryCap, e.Jitter))
+		r.st.LastError = fmt.Sprintf("evicting %s: %s", ps.key, ps.lastErr)
 		if now.Sub(ps.lastEvent) >= podEventInterval {
 			ps.lastEvent = now
-			e.event(corev1.EventTypeWarning, "EvictionBlocked", "Cannot evict pod %s yet: %s", ps.key, describeEvictionError(err))
+			e.event(corev1.EventTypeWarning, "EvictionBlocked", "Cannot evict pod %s yet: %s", ps.key, ps.lastErr)
 		}
 		e.Logger.Debug("Eviction refused", "pod", ps.key, "attempt", ps.attempts, "retryIn", ps.nextAttempt.Sub(now), "err", err)
 	}
@@ -695,21 +710,24 @@ func (r *drainRun) succeed(now time.Time) *Status {
 	return st
 }
 
-// expire marks the attempt Failed when its deadline passes; the caller
-// decides whether evictions go on at the slower pace.
-func (r *drainRun) expire() {
+// expire ends the attempt at its deadline: it asks for no more evictions
+// and marks the status Failed. A maintenance drain's deadline is
+// drain.timeout (timeOut, timeout.go); a shutdown drain's is the host's.
+func (r *drainRun) expire() *Status {
+	if r.req.Trigger != TriggerShutdown {
+		return r.timeOut()
+	}
 	e, st := r.e, r.st
-	r.failed = true
 	st.Phase = PhaseFailed
 	if st.LastError == "" {
 		st.LastError = fmt.Sprintf("drain did not finish before its deadline; %d pods left", len(r.pending))
 	}
 	r.pw.stop()
 	e.finishStatus(r.ctx, st, e.Clock.Now())
-	r.pw = e.startProgressWriter(r.ctx)
 	e.event(corev1.EventTypeWarning, "DrainFailed", "Drain did not finish in time: %d of %d pods still on the node; last error: %s", len(r.pending), st.EvictionPods, st.LastError)
 	e.Logger.Warn("Drain deadline passed", "pending", len(r.pending), "lastError", st.LastError)
 	e.Metrics.observeDrain(r.req.Trigger, "failed", e.Clock.Since(r.start))
+	return st
 }
 
 // stopped handles ctx ending mid-drain (maintenance ended, or shutdown).

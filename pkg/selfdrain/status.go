@@ -72,9 +72,16 @@ type Status struct {
 	// drain slot that were errors (such as a missing drain.leaseNamespace),
 	// not slots held by other nodes; the NodeMaintenance field of that name
 	// means the same.
-	ErrorOnLeaseCount int          `json:"errorOnLeaseCount,omitempty"`
-	StartTime         *metav1.Time `json:"startTime,omitempty"`
-	LastUpdate        *metav1.Time `json:"lastUpdate,omitempty"`
+	ErrorOnLeaseCount int `json:"errorOnLeaseCount,omitempty"`
+	// StartTime is when the maintenance was requested: a wait for a drain
+	// slot counts.
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// DrainStartTime is when the drain began, with its drain slot taken:
+	// drain.timeout counts from here, so a wait for the slot does not
+	// count against it, and a restarted agent that resumes the drain keeps
+	// it.
+	DrainStartTime *metav1.Time `json:"drainStartTime,omitempty"`
+	LastUpdate     *metav1.Time `json:"lastUpdate,omitempty"`
 	// EndTime is set when maintenance ended and the agent's changes were
 	// undone; the status is then final.
 	EndTime *metav1.Time `json:"endTime,omitempty"`
@@ -94,6 +101,14 @@ type Status struct {
 	// (pkg/podaccess): "node" (the node's own, by constrained
 	// impersonation) or "cluster-wide" (the ServiceAccount's own grant).
 	PodAccess string `json:"podAccess,omitempty"`
+}
+
+// TimedOut reports whether s records a maintenance drain that passed
+// drain.timeout and has not ended: the request it served is not tried
+// again until it changes. A shutdown drain's Failed is its own deadline,
+// not drain.timeout.
+func (s *Status) TimedOut() bool {
+	return s.Active() && s.Phase == PhaseFailed && s.Trigger != TriggerShutdown
 }
 
 // Active reports whether the status describes a maintenance that has not
