@@ -206,6 +206,7 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 		if st.DrainStartTime == nil {
 			st.DrainStartTime = &now
 		}
+		st.Blockers = nil
 		st.Phase = PhaseRunning
 		st.Trigger = req.Trigger
 		st.Reason = req.Reason
@@ -336,8 +337,8 @@ type podState struct {
 	// blockedBy is the budget that refused the last eviction; nil when the
 	// last attempt was not refused with 429.
 	blockedBy *pdbRef
-	// lastErr describes the last eviction error; empty after a success.
-	lastErr string
+	// lastErr is the last eviction error; nil after a success.
+	lastErr error
 }
 
 // podEvent is what the pod watch reports.
@@ -393,6 +394,7 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 		return st, err
 	}
 	defer stopWatch()
+	r.store = store
 	if err := r.listPods(store); err != nil {
 		return st, err
 	}
@@ -426,6 +428,8 @@ type drainRun struct {
 
 	pending  map[types.UID]*podState
 	finished int // pods listed that had already finished
+	// store is the watch's store of the node's pods: their latest state.
+	store cache.Store
 
 	events  chan podEvent
 	work    chan *podState
@@ -671,7 +675,7 @@ func (r *drainRun) handleResult(res evictResult) {
 		ps.evicted = true
 		ps.firstBlocked = time.Time{}
 		ps.blockedBy = nil
-		ps.lastErr = ""
+		ps.lastErr = nil
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err) && ps.pod.UID != "":
 		// Gone; a conflict means the UID precondition failed: a new pod
 		// took the name, and ours is gone.
@@ -685,12 +689,12 @@ func (r *drainRun) handleResult(res evictResult) {
 		if ref, ok := blockingBudget(ps.pod.Namespace, err); ok {
 			ps.blockedBy = &ref
 		}
-		ps.lastErr = describeEvictionError(err)
+		ps.lastErr = err
 		ps.nextAttempt = now.Add(backoff(ps.attempts, retryCap, e.Jitter))
-		r.st.LastError = fmt.Sprintf("evicting %s: %s", ps.key, ps.lastErr)
+		r.st.LastError = fmt.Sprintf("evicting %s: %s", ps.key, describeEvictionError(err))
 		if now.Sub(ps.lastEvent) >= podEventInterval {
 			ps.lastEvent = now
-			e.event(corev1.EventTypeWarning, "EvictionBlocked", "Cannot evict pod %s yet: %s", ps.key, ps.lastErr)
+			e.event(corev1.EventTypeWarning, "EvictionBlocked", "Cannot evict pod %s yet: %s", ps.key, describeEvictionError(err))
 		}
 		e.Logger.Debug("Eviction refused", "pod", ps.key, "attempt", ps.attempts, "retryIn", ps.nextAttempt.Sub(now), "err", err)
 	}
@@ -897,6 +901,12 @@ func (e *Engine) finishStatus(ctx context.Context, st *Status, at time.Time) {
 	if st.Phase == PhaseFailed {
 		reason, msg = ReasonDrainFailed, fmt.Sprintf("%d pods left: %s", len(st.PendingPods), st.LastError)
 	}
+	e.finishStatusWith(ctx, st, at, reason, msg)
+}
+
+// finishStatusWith is finishStatus with the condition's reason and message
+// given.
+func (e *Engine) finishStatusWith(ctx context.Context, st *Status, at time.Time, reason, msg string) {
 	if err := e.setCondition(ctx, reason, msg, metav1.NewTime(at)); err != nil && ctx.Err() == nil {
 		e.Logger.Warn("Could not set the node condition", "err", err)
 	}
