@@ -82,6 +82,13 @@ func TestValidate(t *testing.T) {
 		{name: "node name not a DNS subdomain", mutate: func(c *Config) { c.NodeName = "Node_1" }, wantErr: "nodeName"},
 		{name: "bad taint key", mutate: func(c *Config) { c.Drain.TaintKey = "a b" }, wantErr: "drain.taintKey"},
 		{name: "bad selector", mutate: func(c *Config) { c.Drain.PodSelector = "a in (" }, wantErr: "drain.podSelector"},
+		{name: "no drain timeout", mutate: func(c *Config) { c.Drain.Timeout.Duration = 0 }, wantErr: "drain.timeout 0s: a drain that never times out holds its drain slot"},
+		{name: "negative drain timeout", mutate: func(c *Config) { c.Drain.Timeout.Duration = -time.Minute }, wantErr: "drain.timeout -1m0s: must be between 1s and 24h"},
+		{name: "drain timeout past the bound", mutate: func(c *Config) { c.Drain.Timeout.Duration = 25 * time.Hour }, wantErr: "drain.timeout 25h0m0s: must be between 1s and 24h"},
+		{name: "drain timeout at the bounds is valid", mutate: func(c *Config) { c.Drain.Timeout.Duration = MaxDrainTimeout }},
+		{name: "drain timeout short is valid", mutate: func(c *Config) { c.Drain.Timeout.Duration = MinDrainTimeout }},
+		{name: "deleteAfter past the timeout", mutate: func(c *Config) { c.Drain.DeleteAfter.Duration = 2 * time.Hour }, wantErr: "drain.deleteAfter 2h0m0s: must be shorter than drain.timeout 1h0m0s"},
+		{name: "deleteAfter within the timeout is valid", mutate: func(c *Config) { c.Drain.DeleteAfter.Duration = 30 * time.Minute }},
 		{name: "zero concurrency", mutate: func(c *Config) { c.Drain.MaxConcurrentNodes = 0 }, wantErr: "drain.maxConcurrentNodes"},
 		{name: "bad log format", mutate: func(c *Config) { c.LogFormat = "xml" }, wantErr: "logFormat"},
 		// "" turns the subtraction off, as KubeVirt has it.
