@@ -109,10 +109,15 @@ type DrainConfig struct {
 	// When it passes with pods left, the drain stops evicting, its status
 	// turns Failed and it gives its slot back, so that one pod that cannot
 	// leave (a PodDisruptionBudget that allows nothing, a VM that cannot
-	// migrate) never holds every other node's maintenance; the node stays
-	// cordoned. It must be between MinDrainTimeout and MaxDrainTimeout: no
-	// timeout at all would let one drain hold its slot for ever.
+	// migrate) never holds every other node's maintenance; OnTimeout says
+	// what becomes of the node. It must be between MinDrainTimeout and
+	// MaxDrainTimeout: no timeout at all would let one drain hold its slot
+	// for ever.
 	Timeout metav1.Duration `json:"timeout"`
+	// OnTimeout is what a maintenance drain that passed Timeout leaves on
+	// the node: OnTimeoutKeepCordoned or OnTimeoutUncordon. A reboot's
+	// drain is left to the reboot coordinator either way.
+	OnTimeout string `json:"onTimeout"`
 	// DeleteAfter deletes pods whose eviction is still refused after this
 	// long; 0 means never. It must be shorter than Timeout, past which the
 	// drain asks for nothing more.
@@ -126,6 +131,17 @@ type DrainConfig struct {
 	// LeaseNamespace holds the Leases that implement MaxConcurrentNodes.
 	LeaseNamespace string `json:"leaseNamespace"`
 }
+
+// The values of drain.onTimeout.
+const (
+	// OnTimeoutKeepCordoned leaves the node cordoned and tainted, so that
+	// nothing new lands on it while an admin looks at the pods that stayed.
+	OnTimeoutKeepCordoned = "keepCordoned"
+	// OnTimeoutUncordon undoes what the agent did (uncordon, drain taint
+	// removed, only where the agent did them), so the node serves again
+	// while the maintenance stays requested and Failed.
+	OnTimeoutUncordon = "uncordon"
+)
 
 // Bounds of drain.timeout.
 const (
@@ -254,6 +270,7 @@ func Default() Config {
 			// cannot migrate), and past it the slot goes to the next
 			// node. Nodes with larger VMs or slower links raise it.
 			Timeout:            metav1.Duration{Duration: time.Hour},
+			OnTimeout:          OnTimeoutKeepCordoned,
 			MaxConcurrentNodes: 1,
 			Parallelism:        32,
 			LeaseNamespace:     "node-agent",
@@ -319,7 +336,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	c.Labeller.addFlags(fs)
 	fs.StringVar(&c.Drain.TaintKey, "drain-taint-key", c.Drain.TaintKey, "Key of the NoSchedule taint added while draining (KubeVirt's nodeDrainTaintKey).")
 	fs.StringVar(&c.Drain.PodSelector, "drain-pod-selector", c.Drain.PodSelector, "Label selector that narrows the pods evicted, for example kubevirt.io=virt-launcher. Empty means all.")
-	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "How long a maintenance drain (annotation, NodeMaintenance object or reboot) may run once it holds its drain slot. Past it the drain stops evicting, is marked Failed and gives its slot to the next node; the node stays cordoned. Between 1s and 24h.")
+	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "How long a maintenance drain (annotation, NodeMaintenance object or reboot) may run once it holds its drain slot. Past it the drain stops evicting, is marked Failed and gives its slot to the next node; --drain-on-timeout says what becomes of the node. Between 1s and 24h.")
+	fs.StringVar(&c.Drain.OnTimeout, "drain-on-timeout", c.Drain.OnTimeout, "What a maintenance drain that passed --drain-timeout leaves on the node: keepCordoned (cordoned and tainted until the maintenance is ended) or uncordon (the agent's cordon and taint undone; the maintenance stays requested and Failed). A reboot's drain is left to the reboot coordinator.")
 	fs.Var(durationValue{&c.Drain.DeleteAfter}, "drain-delete-after", "Delete pods whose eviction is still refused after this long, overriding their PodDisruptionBudget; shorter than --drain-timeout. 0 means never.")
 	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once for maintenance requests (annotation or NodeMaintenance object), cluster-wide. A shutdown drain takes no slot.")
 	fs.IntVar(&c.Drain.Parallelism, "drain-parallelism", c.Drain.Parallelism, "Most evictions in flight at once on this node.")
@@ -533,8 +551,8 @@ func (c *Config) Validate() error {
 	return joinErrors(errs)
 }
 
-// validateTimeout checks drain.timeout and drain.deleteAfter, which acts
-// only within the timeout.
+// validateTimeout checks drain.timeout, drain.onTimeout and
+// drain.deleteAfter, which acts only within the timeout.
 func (d *DrainConfig) validateTimeout() []error {
 	var errs []error
 	switch t := d.Timeout.Duration; {
@@ -542,6 +560,11 @@ func (d *DrainConfig) validateTimeout() []error {
 		errs = append(errs, fmt.Errorf("drain.timeout 0s: a drain that never times out holds its drain slot for as long as one pod cannot leave, and every other node's maintenance waits behind it; set a timeout between %s and %s (default %s)", MinDrainTimeout, fmtHours(MaxDrainTimeout), fmtHours(Default().Drain.Timeout.Duration)))
 	case t < MinDrainTimeout || t > MaxDrainTimeout:
 		errs = append(errs, fmt.Errorf("drain.timeout %s: must be between %s and %s", t, MinDrainTimeout, fmtHours(MaxDrainTimeout)))
+	}
+	switch d.OnTimeout {
+	case OnTimeoutKeepCordoned, OnTimeoutUncordon:
+	default:
+		errs = append(errs, fmt.Errorf("drain.onTimeout %q: must be %s or %s", d.OnTimeout, OnTimeoutKeepCordoned, OnTimeoutUncordon))
 	}
 	switch a := d.DeleteAfter.Duration; {
 	case a < 0:

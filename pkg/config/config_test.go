@@ -87,6 +87,8 @@ func TestValidate(t *testing.T) {
 		{name: "drain timeout past the bound", mutate: func(c *Config) { c.Drain.Timeout.Duration = 25 * time.Hour }, wantErr: "drain.timeout 25h0m0s: must be between 1s and 24h"},
 		{name: "drain timeout at the bounds is valid", mutate: func(c *Config) { c.Drain.Timeout.Duration = MaxDrainTimeout }},
 		{name: "drain timeout short is valid", mutate: func(c *Config) { c.Drain.Timeout.Duration = MinDrainTimeout }},
+		{name: "uncordon on timeout is valid", mutate: func(c *Config) { c.Drain.OnTimeout = OnTimeoutUncordon }},
+		{name: "unknown onTimeout", mutate: func(c *Config) { c.Drain.OnTimeout = "Uncordon" }, wantErr: `drain.onTimeout "Uncordon": must be keepCordoned or uncordon`},
 		{name: "deleteAfter past the timeout", mutate: func(c *Config) { c.Drain.DeleteAfter.Duration = 2 * time.Hour }, wantErr: "drain.deleteAfter 2h0m0s: must be shorter than drain.timeout 1h0m0s"},
 		{name: "deleteAfter within the timeout is valid", mutate: func(c *Config) { c.Drain.DeleteAfter.Duration = 30 * time.Minute }},
 		{name: "zero concurrency", mutate: func(c *Config) { c.Drain.MaxConcurrentNodes = 0 }, wantErr: "drain.maxConcurrentNodes"},

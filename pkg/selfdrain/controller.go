@@ -123,7 +123,7 @@ func (c *Controller) processNext(ctx context.Context, view agent.NodeView) bool 
 	defer c.queue.Done(key)
 	if err := c.reconcile(ctx, view); err != nil {
 		if ctx.Err() == nil {
-			c.log.Error("Could not end maintenance", "err", err)
+			c.log.Error("Could not end or undo maintenance", "err", err)
 		}
 		c.queue.AddRateLimited(key)
 		return true
@@ -177,7 +177,7 @@ func endReason(t Trigger) string {
 }
 
 // reconcile starts or ends the drain as the requests ask. It returns an
-// error only when ending the maintenance failed.
+// error only when ending or undoing the maintenance failed.
 func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 	node, err := view.Get()
 	if err != nil {
@@ -212,6 +212,8 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 		return c.engine.End(ctx, endReason(run.trigger))
 	case endMaintenance:
 		return c.engine.End(ctx, endReason(st.Trigger))
+	case undoAfterTimeout:
+		return c.engine.UndoAfterTimeout(ctx)
 	}
 	return nil
 }
@@ -243,6 +245,9 @@ const (
 	stopDrain
 	// endMaintenance ends a maintenance that no drain serves.
 	endMaintenance
+	// undoAfterTimeout undoes what the agent did after a drain that timed
+	// out (drain.onTimeout uncordon); the maintenance stays requested.
+	undoAfterTimeout
 )
 
 // decide compares what is requested (req) with the record on the Node (st,
@@ -271,6 +276,9 @@ func (c *Controller) decide(ctx context.Context, req request, st *Status, perr e
 			// take a slot for another drain.timeout, and again after
 			// that: the request is answered, Failed, until it is ended
 			// or made anew (another reason, or ended and made again).
+			if st.UndoneAt == nil && c.engine.undoesOnTimeout(st.Trigger) {
+				return undoAfterTimeout, nil
+			}
 			break
 		}
 		trigger, reason := req.trigger()
@@ -389,9 +397,9 @@ func (r *maintenanceRun) drain(st *Status) error {
 }
 
 // finish gives up the run's place and asks for a reconcile, which decides
-// what follows the drain now that no run holds the place (nothing after a
-// success or a timeout while the request stays; a new run for a request
-// that changed meanwhile). A failure is retried through the rate-limited
+// what follows the drain now that no run holds the place: nothing after a
+// success, or after a timeout while the request stays but for the undo of
+// drain.onTimeout uncordon; a new run for a request that changed meanwhile. A failure is retried through the rate-limited
 // queue rather than in a hot loop. A run that was stopped lost its place to
 // whoever stopped it, and its error is only the stop.
 func (r *maintenanceRun) finish(err error) {

@@ -11,6 +11,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/node-agent/node-agent/pkg/config"
 )
 
 // Tests of the controller's decision and of a maintenance run's steps, one
@@ -23,6 +25,7 @@ func TestDecide(t *testing.T) {
 	shutdownDrained := &Status{Phase: PhaseSucceeded, Trigger: TriggerShutdown, StartTime: &t0}
 	ended := &Status{Phase: PhaseSucceeded, Trigger: TriggerAnnotation, StartTime: &t0, EndTime: &t0}
 	timedOut := &Status{Phase: PhaseFailed, Trigger: TriggerAnnotation, Reason: "kernel", StartTime: &t0}
+	timedOutUndone := &Status{Phase: PhaseFailed, Trigger: TriggerAnnotation, Reason: "kernel", StartTime: &t0, UndoneAt: &t0}
 	objectTimedOut := &Status{Phase: PhaseFailed, Trigger: TriggerNodeMaintenance, Reason: "NIC replacement", StartTime: &t0}
 	rebootTimedOut := &Status{Phase: PhaseFailed, Trigger: TriggerReboot, Reason: "reboot coordinator: needed", StartTime: &t0}
 	shutdownFailed := &Status{Phase: PhaseFailed, Trigger: TriggerShutdown, StartTime: &t0}
@@ -36,6 +39,7 @@ func TestDecide(t *testing.T) {
 		perr        error
 		active      bool // a drain runs
 		shutdown    bool
+		uncordon    bool // drain.onTimeout uncordon
 		want        decision
 		wantTrigger Trigger // of the run started
 		wantReason  string
@@ -60,6 +64,10 @@ func TestDecide(t *testing.T) {
 		{name: "object timed out, the same object stays", req: request{object: object}, st: objectTimedOut, want: keep},
 		{name: "reboot timed out while the coordinator's message changes", req: request{reboot: "reboot coordinator: draining"}, st: rebootTimedOut, want: keep},
 		{name: "timed out, no longer asked", st: timedOut, want: endMaintenance},
+		{name: "timed out, uncordon: undo", req: request{annotation: "kernel"}, st: timedOut, uncordon: true, want: undoAfterTimeout},
+		{name: "timed out, uncordon, already undone", req: request{annotation: "kernel"}, st: timedOutUndone, uncordon: true, want: keep},
+		{name: "timed out, uncordon, asked with another reason", req: request{annotation: "kernel 6.12"}, st: timedOutUndone, uncordon: true, want: startDrain, wantTrigger: TriggerAnnotation},
+		{name: "reboot timed out, uncordon: left to the reboot coordinator", req: request{reboot: "reboot coordinator: draining"}, st: rebootTimedOut, uncordon: true, want: keep},
 		{name: "asked, host back from a shutdown drain that failed", req: request{annotation: "kernel"}, st: shutdownFailed, want: startDrain, wantTrigger: TriggerAnnotation},
 	}
 	for _, tt := range tests {
@@ -72,6 +80,9 @@ func TestDecide(t *testing.T) {
 				c.active = before
 			}
 			c.shutdown = tt.shutdown
+			if tt.uncordon {
+				h.engine.Config.OnTimeout = config.OnTimeoutUncordon
+			}
 			got, run := c.decide(context.Background(), tt.req, tt.st, tt.perr)
 			if got != tt.want {
 				t.Fatalf("decide = %d, want %d", got, tt.want)

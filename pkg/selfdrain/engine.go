@@ -180,7 +180,7 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 		prev, perr := ParseStatus(node)
 		fresh := true
 		switch {
-		case perr == nil && prev.Active() && prev.Phase != PhaseWaiting:
+		case perr == nil && prev.Active() && prev.Phase != PhaseWaiting && prev.UndoneAt == nil:
 			// Resume: keep the record of what the agent changed; a drain
 			// by the other trigger is taken over the same way, so nothing
 			// the agent did is forgotten.
@@ -201,12 +201,15 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 			// Waiting for a slot changed nothing on the node yet.
 			st = &Status{StartTime: prev.StartTime}
 		default:
+			// Nothing recorded, a record that ended, or one whose
+			// changes were undone at a timeout: the node as it is now
+			// is what the end of this maintenance restores.
 			st = &Status{StartTime: &now}
 		}
 		if st.DrainStartTime == nil {
 			st.DrainStartTime = &now
 		}
-		st.Blockers = nil
+		st.Blockers, st.UndoneAt = nil, nil
 		st.Phase = PhaseRunning
 		st.Trigger = req.Trigger
 		st.Reason = req.Reason
@@ -310,18 +313,27 @@ func (e *Engine) End(ctx context.Context, why string) error {
 	if st == nil {
 		return nil
 	}
-	var undone []string
+	undone := "nothing left to undo: undone when its drain timed out (drain.onTimeout uncordon)"
+	if st.UndoneAt == nil {
+		undone = e.undid(st)
+	}
+	e.event(corev1.EventTypeNormal, "MaintenanceEnded", "Maintenance ended (%s): %s", why, undone)
+	e.Logger.Info("Maintenance ended", "why", why, "undone", undone)
+	return nil
+}
+
+// undid says what undo did for st.
+func (e *Engine) undid(st *Status) string {
+	var out []string
 	if st.CordonedByAgent {
-		undone = append(undone, "uncordoned")
+		out = append(out, "uncordoned")
 	} else {
-		undone = append(undone, "left cordoned (it was cordoned before maintenance)")
+		out = append(out, "left cordoned (it was cordoned before maintenance)")
 	}
 	if st.TaintedByAgent {
-		undone = append(undone, "removed taint "+e.Config.TaintKey)
+		out = append(out, "removed taint "+e.Config.TaintKey)
 	}
-	e.event(corev1.EventTypeNormal, "MaintenanceEnded", "Maintenance ended (%s): %s", why, strings.Join(undone, ", "))
-	e.Logger.Info("Maintenance ended", "why", why, "uncordoned", st.CordonedByAgent, "taintRemoved", st.TaintedByAgent)
-	return nil
+	return strings.Join(out, ", ")
 }
 
 // podState tracks one pod being evicted.

@@ -319,8 +319,11 @@ func TestBeginResumes(t *testing.T) {
 
 // Begin after a drain that timed out starts a new attempt: the clock of
 // drain.timeout and the counts start again, but the record of what the
-// agent changed stays, since the node is still cordoned by it. A drain
-// resumed while it ran keeps its clock, so a restart does not extend it.
+// agent changed stays, since the node is still cordoned by it; unless the
+// agent undid it at the timeout (drain.onTimeout uncordon): then the node
+// as it is now (here cordoned by an admin since) is recorded afresh. A
+// drain resumed while it ran keeps its clock, so a restart does not extend
+// it.
 func TestBeginStartsTheClock(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2025, 12, 31, 0, 0, 0, 0, time.UTC))
 	tests := []struct {
@@ -329,10 +332,12 @@ func TestBeginStartsTheClock(t *testing.T) {
 		req       Trigger
 		wantClock bool // the drain's start is now
 		wantCount bool // the counts start again
+		wantOwn   bool // the record says the agent cordoned the node
 	}{
-		{name: "resumed while running", prev: Status{Phase: PhaseRunning, Trigger: TriggerAnnotation}, req: TriggerAnnotation},
-		{name: "after a timeout", prev: Status{Phase: PhaseFailed, Trigger: TriggerAnnotation}, req: TriggerAnnotation, wantClock: true, wantCount: true},
-		{name: "after a shutdown drain", prev: Status{Phase: PhaseSucceeded, Trigger: TriggerShutdown}, req: TriggerAnnotation, wantClock: true},
+		{name: "resumed while running", prev: Status{Phase: PhaseRunning, Trigger: TriggerAnnotation}, req: TriggerAnnotation, wantOwn: true},
+		{name: "after a timeout", prev: Status{Phase: PhaseFailed, Trigger: TriggerAnnotation}, req: TriggerAnnotation, wantClock: true, wantCount: true, wantOwn: true},
+		{name: "after a timeout and its undo", prev: Status{Phase: PhaseFailed, Trigger: TriggerAnnotation, UndoneAt: &t0}, req: TriggerAnnotation, wantClock: true, wantCount: true},
+		{name: "after a shutdown drain", prev: Status{Phase: PhaseSucceeded, Trigger: TriggerShutdown}, req: TriggerAnnotation, wantClock: true, wantOwn: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -353,8 +358,8 @@ func TestBeginStartsTheClock(t *testing.T) {
 			if got := st.EvictionPods == 0; got != tt.wantCount {
 				t.Errorf("evictionPods %d: counted afresh %t, want %t", st.EvictionPods, got, tt.wantCount)
 			}
-			if !st.CordonedByAgent || !st.TaintedByAgent || st.Phase != PhaseRunning {
-				t.Errorf("status %s, want Running with the agent's cordon and taint remembered", st.Encode())
+			if st.CordonedByAgent != tt.wantOwn || !st.TaintedByAgent || st.Phase != PhaseRunning || st.UndoneAt != nil {
+				t.Errorf("status %s, want Running, cordoned by the agent %t, tainted by it", st.Encode(), tt.wantOwn)
 			}
 		})
 	}

@@ -142,7 +142,9 @@ func (m *Metrics) observeNode(st *Status, perr error) {
 	if m == nil {
 		return
 	}
-	m.setActive(st.Active())
+	// A maintenance undone at its drain's timeout stays in force, but the
+	// agent no longer holds the node cordoned: maintenance_active's 0.
+	m.setActive(st.Active() && st.UndoneAt == nil)
 	if perr == nil {
 		m.ObserveStatus(st)
 	}

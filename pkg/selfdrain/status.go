@@ -88,6 +88,12 @@ type Status struct {
 	// Blockers, once a maintenance drain passed drain.timeout (phase
 	// Failed), are the pods it left on the node and why each stayed.
 	Blockers []Blocker `json:"blockers,omitempty"`
+	// UndoneAt is when the agent undid its changes (uncordon, drain taint)
+	// after its drain timed out, by drain.onTimeout uncordon, while the
+	// maintenance stays requested and Failed. The end of the maintenance
+	// then has nothing left to undo: the node may have been cordoned since
+	// by someone else.
+	UndoneAt *metav1.Time `json:"undoneAt,omitempty"`
 
 	// CordonedByAgent is true when the node was schedulable before and the
 	// agent cordoned it; only then does the end of maintenance uncordon it.

@@ -2,6 +2,7 @@ package selfdrain
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/node-agent/node-agent/pkg/config"
 )
 
 // This file is what a maintenance drain (annotation, NodeMaintenance object
@@ -21,7 +24,10 @@ import (
 // with it every other node's maintenance, for ever. It says which pods held
 // it and why, in the status (Blockers), the condition, a DrainTimedOut
 // Event and the metrics. The run then returns, which gives its slot back,
-// and the controller does not start the same request again (decide).
+// and the controller does not start the same request again (decide). With
+// drain.onTimeout uncordon the controller then undoes what the agent did
+// (UndoAfterTimeout); the record stays Failed, so the request stays
+// answered.
 
 const (
 	// namedPerGroup is how many pods the condition and the Event name for
@@ -46,7 +52,7 @@ func (r *drainRun) timeOut() *Status {
 	held := describeBlockers(st.Blockers)
 	st.LastError = fmt.Sprintf("drain.timeout (%s) passed; %s", timeout, held)
 	msg := fmt.Sprintf("Drain timed out after %s (drain.timeout) and gave its drain slot back; %d of %d pods stayed: %s. %s",
-		timeout, len(st.Blockers), st.EvictionPods, held, afterTimeout(r.req.Trigger))
+		timeout, len(st.Blockers), st.EvictionPods, held, e.afterTimeout(r.req.Trigger))
 	r.pw.stop()
 	e.finishStatusWith(r.ctx, st, e.Clock.Now(), ReasonDrainFailed, msg)
 	e.event(corev1.EventTypeWarning, "DrainTimedOut", "%s", truncate(msg, eventMessageLimit))
@@ -61,11 +67,61 @@ func (r *drainRun) timeOut() *Status {
 }
 
 // afterTimeout says what becomes of the node after its drain timed out.
-func afterTimeout(trigger Trigger) string {
-	if trigger == TriggerReboot {
+func (e *Engine) afterTimeout(trigger Trigger) string {
+	const again = "it is not drained again until the maintenance is requested anew (another reason, or ended and requested again)."
+	switch {
+	case trigger == TriggerReboot:
 		return "The reboot coordinator decides what follows."
+	case e.undoesOnTimeout(trigger):
+		return "The agent undoes its cordon and drain taint (drain.onTimeout uncordon); the maintenance stays requested and Failed, and " + again
 	}
-	return "The node stays cordoned and tainted until the maintenance is ended; it is not drained again until the maintenance is requested anew (another reason, or ended and requested again)."
+	return "The node stays cordoned and tainted (drain.onTimeout keepCordoned) until the maintenance is ended; " + again
+}
+
+// undoesOnTimeout reports whether a drain of trigger that timed out is
+// undone while its maintenance stays requested: drain.onTimeout uncordon,
+// except for a reboot's drain, which the reboot coordinator undoes by
+// withdrawing its request.
+func (e *Engine) undoesOnTimeout(trigger Trigger) bool {
+	return e.Config.OnTimeout == config.OnTimeoutUncordon && trigger != TriggerReboot
+}
+
+// UndoAfterTimeout undoes what the agent did (uncordon, drain taint removed,
+// only where it did them) on a node whose maintenance drain timed out, by
+// drain.onTimeout uncordon. Unlike End, the maintenance stays in force: the
+// record stays Failed, with the time of the undo, so the controller neither
+// starts the drain again nor undoes twice, and the condition stays.
+func (e *Engine) UndoAfterTimeout(ctx context.Context) error {
+	now := e.now()
+	var st *Status
+	_, err := updateNode(ctx, e.Client, e.NodeName, e.cached(), func(node *corev1.Node) (bool, error) {
+		prev, perr := ParseStatus(node)
+		if perr != nil {
+			// Fail closed, as End does.
+			return false, perr
+		}
+		if !prev.TimedOut() || prev.UndoneAt != nil {
+			st = nil
+			return false, nil
+		}
+		st = prev
+		undo(node, e.Config.TaintKey, st)
+		st.UndoneAt, st.LastUpdate = &now, &now
+		setStatusAnnotation(node, st)
+		return true, nil
+	})
+	if err != nil {
+		e.event(corev1.EventTypeWarning, "MaintenanceUndoFailed", "Could not undo the maintenance after its drain timed out: %v", err)
+		return err
+	}
+	if st == nil {
+		return nil
+	}
+	undone := e.undid(st)
+	e.Metrics.setActive(false)
+	e.event(corev1.EventTypeNormal, "MaintenanceUndone", "Drain timed out and drain.onTimeout is uncordon: %s; the maintenance stays requested and Failed until it is ended or requested anew", undone)
+	e.Logger.Info("Maintenance undone after its drain timed out; it stays requested", "undone", undone)
+	return nil
 }
 
 // blockers says, for each pod still pending, why it stayed, from the last
