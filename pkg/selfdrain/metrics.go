@@ -104,7 +104,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"poddisruptionbudget"}),
 		DrainTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Name: "drain_timeouts_total",
-			Help: "Maintenance drains that passed drain.timeout, stopped evicting and gave their drain slot back, by trigger (annotation, nodemaintenance, reboot).",
+			Help: "Maintenance drains that passed drain.timeout and stopped evicting, by trigger (annotation, nodemaintenance, reboot). The drain slot of an annotation's or a NodeMaintenance object's drain goes to the next node then; a reboot's is the reboot coordinator's.",
 		}, []string{"trigger"}),
 		TimedOutPods: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: metrics.Namespace, Name: "drain_timed_out_pods",

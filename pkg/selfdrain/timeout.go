@@ -51,12 +51,12 @@ func (r *drainRun) timeOut() *Status {
 	st.Blockers = r.blockers()
 	held := describeBlockers(st.Blockers)
 	st.LastError = fmt.Sprintf("drain.timeout (%s) passed; %s", timeout, held)
-	msg := fmt.Sprintf("Drain timed out after %s (drain.timeout) and gave its drain slot back; %d of %d pods stayed: %s. %s",
+	msg := fmt.Sprintf("Drain timed out after %s (drain.timeout) and stopped evicting; %d of %d pods stayed: %s. %s",
 		timeout, len(st.Blockers), st.EvictionPods, held, e.afterTimeout(r.req.Trigger))
 	r.pw.stop()
 	e.finishStatusWith(r.ctx, st, e.Clock.Now(), ReasonDrainFailed, msg)
 	e.event(corev1.EventTypeWarning, "DrainTimedOut", "%s", truncate(msg, eventMessageLimit))
-	e.Logger.Warn("Drain timed out; no more evictions, drain slot given back", "timeout", timeout, "pending", len(st.Blockers), "blockers", held)
+	e.Logger.Warn("Drain timed out; no more evictions", "timeout", timeout, "pending", len(st.Blockers), "blockers", held)
 	// The drain is over: its refused pods are no longer "blocked", they
 	// are what the timeout left (drain_timed_out_pods).
 	e.Metrics.setBlocked(nil)
@@ -66,16 +66,17 @@ func (r *drainRun) timeOut() *Status {
 	return st
 }
 
-// afterTimeout says what becomes of the node after its drain timed out.
+// afterTimeout says what becomes of the node and its drain slot after its
+// drain timed out.
 func (e *Engine) afterTimeout(trigger Trigger) string {
 	const again = "it is not drained again until the maintenance is requested anew (another reason, or ended and requested again)."
 	switch {
 	case trigger == TriggerReboot:
-		return "The reboot coordinator decides what follows."
+		return "The reboot coordinator, which holds the drain slot, decides what follows."
 	case e.undoesOnTimeout(trigger):
-		return "The agent undoes its cordon and drain taint (drain.onTimeout uncordon); the maintenance stays requested and Failed, and " + again
+		return "Its drain slot goes to the next node. The agent undoes its cordon and drain taint (drain.onTimeout uncordon); the maintenance stays requested and Failed, and " + again
 	}
-	return "The node stays cordoned and tainted (drain.onTimeout keepCordoned) until the maintenance is ended; " + again
+	return "Its drain slot goes to the next node. The node stays cordoned and tainted (drain.onTimeout keepCordoned) until the maintenance is ended, and " + again
 }
 
 // undoesOnTimeout reports whether a drain of trigger that timed out is
