@@ -34,7 +34,10 @@ is on).
 The node stays in maintenance while either API asks for it; one drain serves
 both. At most drain.maxConcurrentNodes nodes (default 1) drain at once; the
 others show phase Waiting (Running with the reason in lastError on a
-NodeMaintenance object).`,
+NodeMaintenance object). A drain still running after drain.timeout stops,
+gives its slot to the next node and shows phase Failed with the pods that
+stayed and why; it is not tried again until asked anew: start with another
+reason, or stop --wait and start.`,
 	}
 	flags.add(cmd.PersistentFlags())
 	client := func(cmd *cobra.Command) (*maintenance.Client, error) {

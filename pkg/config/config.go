@@ -105,12 +105,24 @@ type DrainConfig struct {
 	TaintKey string `json:"taintKey"`
 	// PodSelector narrows the pods to evict, for example kubevirt.io=virt-launcher.
 	PodSelector string `json:"podSelector,omitempty"`
-	// Timeout marks a requested maintenance (annotation, NodeMaintenance
-	// object or the reboot coordinator's drain; not a shutdown drain)
-	// Failed when the node is not drained by then; 0 means no timeout.
+	// Timeout bounds a maintenance drain (annotation, NodeMaintenance
+	// object or reboot; not a shutdown drain), counted from the moment it
+	// took its drain slot and began, so a wait for the slot does not count.
+	// When it passes with pods left, the drain stops evicting, its status
+	// turns Failed and it gives its slot back, so that one pod that cannot
+	// leave (a PodDisruptionBudget that allows nothing, a VM that cannot
+	// migrate) never holds every other node's maintenance; OnTimeout says
+	// what becomes of the node. It must be between MinDrainTimeout and
+	// MaxDrainTimeout: no timeout at all would let one drain hold its slot
+	// for ever.
 	Timeout metav1.Duration `json:"timeout"`
+	// OnTimeout is what a maintenance drain that passed Timeout leaves on
+	// the node: OnTimeoutKeepCordoned or OnTimeoutUncordon. A reboot's
+	// drain is left to the reboot coordinator either way.
+	OnTimeout string `json:"onTimeout"`
 	// DeleteAfter deletes pods whose eviction is still refused after this
-	// long; 0 means never.
+	// long; 0 means never. It must be shorter than Timeout, past which the
+	// drain asks for nothing more.
 	DeleteAfter metav1.Duration `json:"deleteAfter"`
 	// MaxConcurrentNodes bounds how many nodes drain for maintenance
 	// requests (annotation or NodeMaintenance object) or reboots at once,
@@ -147,6 +159,28 @@ type PoolConfig struct {
 	// ("10%", rounded down, at least 1).
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
+
+// The values of drain.onTimeout.
+const (
+	// OnTimeoutKeepCordoned leaves the node cordoned and tainted, so that
+	// nothing new lands on it while an admin looks at the pods that stayed.
+	OnTimeoutKeepCordoned = "keepCordoned"
+	// OnTimeoutUncordon undoes what the agent did (uncordon, drain taint
+	// removed, only where the agent did them), so the node serves again
+	// while the maintenance stays requested and Failed.
+	OnTimeoutUncordon = "uncordon"
+)
+
+// Bounds of drain.timeout.
+const (
+	// MinDrainTimeout is the shortest drain.timeout: anything shorter
+	// than a second is a typo.
+	MinDrainTimeout = time.Second
+	// MaxDrainTimeout is the longest: a drain allowed more than a day
+	// holds its drain slot, and so every other node's maintenance, for
+	// longer than anyone waits without looking.
+	MaxDrainTimeout = 24 * time.Hour
+)
 
 // ShutdownConfig configures the systemd-logind shutdown guard.
 type ShutdownConfig struct {
@@ -253,7 +287,18 @@ func Default() Config {
 			MinCPUModel:       "Penryn",
 		},
 		Drain: DrainConfig{
-			TaintKey:           "kubevirt.io/drain",
+			TaintKey: "kubevirt.io/drain",
+			// An hour. KubeVirt live-migrates at most two VMs at a time
+			// out of a node by default (parallelOutboundMigrationsPerNode)
+			// and a migration of a few GiB over a 10 Gb/s link takes less
+			// than a minute, so a busy node of 60 VMs drains in under half
+			// an hour; an hour leaves twice that. A drain still going
+			// after an hour is held by something that waiting does not
+			// cure (a PodDisruptionBudget that allows nothing, a VM that
+			// cannot migrate), and past it the slot goes to the next
+			// node. Nodes with larger VMs or slower links raise it.
+			Timeout:            metav1.Duration{Duration: time.Hour},
+			OnTimeout:          OnTimeoutKeepCordoned,
 			MaxConcurrentNodes: 1,
 			Parallelism:        32,
 			LeaseNamespace:     "node-agent",
@@ -414,8 +459,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	c.Labeller.addFlags(fs)
 	fs.StringVar(&c.Drain.TaintKey, "drain-taint-key", c.Drain.TaintKey, "Key of the NoSchedule taint added while draining (KubeVirt's nodeDrainTaintKey).")
 	fs.StringVar(&c.Drain.PodSelector, "drain-pod-selector", c.Drain.PodSelector, "Label selector that narrows the pods evicted, for example kubevirt.io=virt-launcher. Empty means all.")
-	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "Mark a requested maintenance (annotation, NodeMaintenance object or reboot) Failed if the node is not drained by then. 0 means no timeout.")
-	fs.Var(durationValue{&c.Drain.DeleteAfter}, "drain-delete-after", "Delete pods whose eviction is still refused after this long. 0 means never.")
+	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "How long a maintenance drain (annotation, NodeMaintenance object or reboot) may run once it holds its drain slot. Past it the drain stops evicting, is marked Failed and gives its slot to the next node; --drain-on-timeout says what becomes of the node. Between 1s and 24h.")
+	fs.StringVar(&c.Drain.OnTimeout, "drain-on-timeout", c.Drain.OnTimeout, "What a maintenance drain that passed --drain-timeout leaves on the node: keepCordoned (cordoned and tainted until the maintenance is ended) or uncordon (the agent's cordon and taint undone; the maintenance stays requested and Failed). A reboot's drain is left to the reboot coordinator.")
+	fs.Var(durationValue{&c.Drain.DeleteAfter}, "drain-delete-after", "Delete pods whose eviction is still refused after this long, overriding their PodDisruptionBudget; shorter than --drain-timeout. 0 means never.")
 	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once for maintenance requests (annotation or NodeMaintenance object) or reboots, cluster-wide. A shutdown drain takes no slot.")
 	fs.IntVar(&c.Drain.Parallelism, "drain-parallelism", c.Drain.Parallelism, "Most evictions in flight at once on this node.")
 	fs.StringVar(&c.Drain.LeaseNamespace, "drain-lease-namespace", c.Drain.LeaseNamespace, "Namespace of the drain slot Leases and of the coordinator's leader election; only node-agent-coordinator writes them.")
@@ -615,12 +661,7 @@ func (c *Config) Validate() error {
 	if _, err := labels.Parse(c.Drain.PodSelector); err != nil {
 		errs = append(errs, fmt.Errorf("drain.podSelector %q: %w", c.Drain.PodSelector, err))
 	}
-	if c.Drain.Timeout.Duration < 0 {
-		errs = append(errs, fmt.Errorf("drain.timeout %s: must not be negative", c.Drain.Timeout.Duration))
-	}
-	if c.Drain.DeleteAfter.Duration < 0 {
-		errs = append(errs, fmt.Errorf("drain.deleteAfter %s: must not be negative", c.Drain.DeleteAfter.Duration))
-	}
+	errs = append(errs, c.Drain.validateTimeout()...)
 	if c.Drain.MaxConcurrentNodes < 1 || c.Drain.MaxConcurrentNodes > maxNodes {
 		errs = append(errs, fmt.Errorf("drain.maxConcurrentNodes %d: must be between 1 and %d", c.Drain.MaxConcurrentNodes, maxNodes))
 	}
@@ -642,6 +683,39 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Reboot.validate()...)
 	return joinErrors(errs)
+}
+
+// validateTimeout checks drain.timeout, drain.onTimeout and
+// drain.deleteAfter, which acts only within the timeout.
+func (d *DrainConfig) validateTimeout() []error {
+	var errs []error
+	switch t := d.Timeout.Duration; {
+	case t == 0:
+		errs = append(errs, fmt.Errorf("drain.timeout 0s: a drain that never times out holds its drain slot for as long as one pod cannot leave, and every other node's maintenance waits behind it; set a timeout between %s and %s (default %s)", MinDrainTimeout, fmtHours(MaxDrainTimeout), fmtHours(Default().Drain.Timeout.Duration)))
+	case t < MinDrainTimeout || t > MaxDrainTimeout:
+		errs = append(errs, fmt.Errorf("drain.timeout %s: must be between %s and %s", t, MinDrainTimeout, fmtHours(MaxDrainTimeout)))
+	}
+	switch d.OnTimeout {
+	case OnTimeoutKeepCordoned, OnTimeoutUncordon:
+	default:
+		errs = append(errs, fmt.Errorf("drain.onTimeout %q: must be %s or %s", d.OnTimeout, OnTimeoutKeepCordoned, OnTimeoutUncordon))
+	}
+	switch a := d.DeleteAfter.Duration; {
+	case a < 0:
+		errs = append(errs, fmt.Errorf("drain.deleteAfter %s: must not be negative", a))
+	case a > 0 && d.Timeout.Duration > 0 && a >= d.Timeout.Duration:
+		errs = append(errs, fmt.Errorf("drain.deleteAfter %s: must be shorter than drain.timeout %s, or the drain stops before it deletes any pod", a, d.Timeout.Duration))
+	}
+	return errs
+}
+
+// fmtHours prints a whole number of hours as "24h" rather than
+// time.Duration's "24h0m0s".
+func fmtHours(d time.Duration) string {
+	if d%time.Hour == 0 {
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return d.String()
 }
 
 // validate checks the reboot keys. They are checked even when the

@@ -125,7 +125,7 @@ func (c *Controller) processNext(ctx context.Context, view agent.NodeView) bool 
 	defer c.queue.Done(key)
 	if err := c.reconcile(ctx, view); err != nil {
 		if ctx.Err() == nil {
-			c.log.Error("Could not end maintenance", "err", err)
+			c.log.Error("Could not end or undo maintenance", "err", err)
 		}
 		c.queue.AddRateLimited(key)
 		return true
@@ -142,6 +142,15 @@ type request struct {
 }
 
 func (r request) wanted() bool { return r.annotation != "" || r.object != nil || r.reboot != "" }
+
+// answeredBy reports whether the maintenance recorded in st was started for
+// r: the same trigger and reason. The reboot coordinator's reason is its
+// latest message, which changes while the request stays, so for it the
+// trigger alone counts.
+func (r request) answeredBy(st *Status) bool {
+	trigger, reason := r.trigger()
+	return st.Trigger == trigger && (trigger == TriggerReboot || st.Reason == reason)
+}
 
 // trigger and reason of a drain started for r: the annotation wins, only
 // because it was the agent's first API, then a NodeMaintenance object, then
@@ -170,7 +179,7 @@ func endReason(t Trigger) string {
 }
 
 // reconcile starts or ends the drain as the requests ask. It returns an
-// error only when ending the maintenance failed.
+// error only when ending or undoing the maintenance failed.
 func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 	node, err := view.Get()
 	if err != nil {
@@ -205,6 +214,8 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 		return c.engine.End(ctx, endReason(run.trigger))
 	case endMaintenance:
 		return c.engine.End(ctx, endReason(st.Trigger))
+	case undoAfterTimeout:
+		return c.engine.UndoAfterTimeout(ctx)
 	}
 	return nil
 }
@@ -236,6 +247,9 @@ const (
 	stopDrain
 	// endMaintenance ends a maintenance that no drain serves.
 	endMaintenance
+	// undoAfterTimeout undoes what the agent did after a drain that timed
+	// out (drain.onTimeout uncordon); the maintenance stays requested.
+	undoAfterTimeout
 )
 
 // decide compares what is requested (req) with the record on the Node (st,
@@ -258,6 +272,16 @@ func (c *Controller) decide(ctx context.Context, req request, st *Status, perr e
 		}
 		if st.Active() && st.Trigger != TriggerShutdown && st.Phase == PhaseSucceeded {
 			break // drained; maintenance goes on while it is requested
+		}
+		if st.TimedOut() && req.answeredBy(st) {
+			// Its drain passed drain.timeout. Starting it again would
+			// take a slot for another drain.timeout, and again after
+			// that: the request is answered, Failed, until it is ended
+			// or made anew (another reason, or ended and made again).
+			if st.UndoneAt == nil && c.engine.undoesOnTimeout(st.Trigger) {
+				return undoAfterTimeout, nil
+			}
+			break
 		}
 		trigger, reason := req.trigger()
 		c.active = c.newRun(ctx, trigger, reason)
@@ -324,7 +348,8 @@ func (r *maintenanceRun) stop() {
 // drainInSlot takes a slot, begins and drains, and gives the slot back
 // before the run finishes: a run that the queue starts next must not find
 // the slot still held, because releasing it then would release that run's
-// slot too (both hold it as the node).
+// slot too (both hold it as the node). A drain that passed drain.timeout
+// returns too, so its slot goes to the next node.
 func (r *maintenanceRun) drainInSlot() error {
 	slot, err := r.takeSlot()
 	if err != nil {
@@ -390,22 +415,24 @@ func (r *maintenanceRun) begin(ctx context.Context) (*Status, error) {
 	return st, err
 }
 
-// drain evicts the pods until none is left or the run is stopped; past
-// drain.timeout the status turns Failed and evictions go on at a slower
-// pace.
+// drain evicts the pods until none is left, the run is stopped, or
+// drain.timeout passes: then it asks for no more evictions, the status turns
+// Failed (timeout.go), and it returns.
 func (r *maintenanceRun) drain(ctx context.Context, st *Status) error {
 	e := r.c.engine
-	_, err := e.Drain(ctx, st, Request{Trigger: r.trigger, Reason: r.reason, KeepTrying: true, Deadline: e.maintenanceDeadline(st)})
+	_, err := e.Drain(ctx, st, Request{Trigger: r.trigger, Reason: r.reason, Deadline: e.maintenanceDeadline(st)})
 	if err != nil && ctx.Err() == nil {
 		r.c.log.Error("Drain stopped", "err", err)
 	}
 	return err
 }
 
-// finish gives up the run's place, so the next reconcile may start another
-// drain, and has a failure retried through the rate-limited queue rather
-// than in a hot loop. A run that was stopped lost its place to whoever
-// stopped it, and its error is only the stop.
+// finish gives up the run's place and asks for a reconcile, which decides
+// what follows the drain now that no run holds the place: nothing after a
+// success, or after a timeout while the request stays but for the undo of
+// drain.onTimeout uncordon; a new run for a request that changed meanwhile. A failure is retried through the rate-limited
+// queue rather than in a hot loop. A run that was stopped lost its place to
+// whoever stopped it, and its error is only the stop.
 func (r *maintenanceRun) finish(err error) {
 	c := r.c
 	c.mu.Lock()
@@ -413,7 +440,11 @@ func (r *maintenanceRun) finish(err error) {
 		c.active = nil
 	}
 	c.mu.Unlock()
-	if err != nil && r.ctx.Err() == nil {
+	switch {
+	case r.ctx.Err() != nil:
+	case err != nil:
 		c.queue.AddRateLimited(c.node)
+	default:
+		c.enqueue()
 	}
 }

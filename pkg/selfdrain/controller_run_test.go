@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/node-agent/node-agent/pkg/config"
 )
 
 // Tests of the controller's decision and of a maintenance run's steps, one
@@ -21,6 +23,11 @@ func TestDecide(t *testing.T) {
 	drained := &Status{Phase: PhaseSucceeded, Trigger: TriggerAnnotation, StartTime: &t0}
 	shutdownDrained := &Status{Phase: PhaseSucceeded, Trigger: TriggerShutdown, StartTime: &t0}
 	ended := &Status{Phase: PhaseSucceeded, Trigger: TriggerAnnotation, StartTime: &t0, EndTime: &t0}
+	timedOut := &Status{Phase: PhaseFailed, Trigger: TriggerAnnotation, Reason: "kernel", StartTime: &t0}
+	timedOutUndone := &Status{Phase: PhaseFailed, Trigger: TriggerAnnotation, Reason: "kernel", StartTime: &t0, UndoneAt: &t0}
+	objectTimedOut := &Status{Phase: PhaseFailed, Trigger: TriggerNodeMaintenance, Reason: "NIC replacement", StartTime: &t0}
+	rebootTimedOut := &Status{Phase: PhaseFailed, Trigger: TriggerReboot, Reason: "reboot coordinator: needed", StartTime: &t0}
+	shutdownFailed := &Status{Phase: PhaseFailed, Trigger: TriggerShutdown, StartTime: &t0}
 	object := nmObject("nodemaintenance.medik8s.io", "nm", t0.Time)
 	unreadable := errors.New("not valid status JSON")
 
@@ -31,6 +38,7 @@ func TestDecide(t *testing.T) {
 		perr        error
 		active      bool // a drain runs
 		shutdown    bool
+		uncordon    bool // drain.onTimeout uncordon
 		want        decision
 		wantTrigger Trigger // of the run started
 		wantReason  string
@@ -49,6 +57,17 @@ func TestDecide(t *testing.T) {
 		{name: "no longer asked, already ended", st: ended, want: keep},
 		{name: "no longer asked, record unreadable", perr: unreadable, want: keep},
 		{name: "the shutdown guard owns the engine", req: request{annotation: "kernel"}, shutdown: true, want: keep},
+		{name: "timed out, the same request stays", req: request{annotation: "kernel"}, st: timedOut, want: keep},
+		{name: "timed out, asked with another reason", req: request{annotation: "kernel 6.12"}, st: timedOut, want: startDrain, wantTrigger: TriggerAnnotation, wantReason: "kernel 6.12"},
+		{name: "timed out, now asked by an object", req: request{object: object}, st: timedOut, want: startDrain, wantTrigger: TriggerNodeMaintenance},
+		{name: "object timed out, the same object stays", req: request{object: object}, st: objectTimedOut, want: keep},
+		{name: "reboot timed out while the coordinator's message changes", req: request{reboot: "reboot coordinator: draining"}, st: rebootTimedOut, want: keep},
+		{name: "timed out, no longer asked", st: timedOut, want: endMaintenance},
+		{name: "timed out, uncordon: undo", req: request{annotation: "kernel"}, st: timedOut, uncordon: true, want: undoAfterTimeout},
+		{name: "timed out, uncordon, already undone", req: request{annotation: "kernel"}, st: timedOutUndone, uncordon: true, want: keep},
+		{name: "timed out, uncordon, asked with another reason", req: request{annotation: "kernel 6.12"}, st: timedOutUndone, uncordon: true, want: startDrain, wantTrigger: TriggerAnnotation},
+		{name: "reboot timed out, uncordon: left to the reboot coordinator", req: request{reboot: "reboot coordinator: draining"}, st: rebootTimedOut, uncordon: true, want: keep},
+		{name: "asked, host back from a shutdown drain that failed", req: request{annotation: "kernel"}, st: shutdownFailed, want: startDrain, wantTrigger: TriggerAnnotation},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,6 +79,9 @@ func TestDecide(t *testing.T) {
 				c.active = before
 			}
 			c.shutdown = tt.shutdown
+			if tt.uncordon {
+				h.engine.Config.OnTimeout = config.OnTimeoutUncordon
+			}
 			got, run := c.decide(context.Background(), tt.req, tt.st, tt.perr)
 			if got != tt.want {
 				t.Fatalf("decide = %d, want %d", got, tt.want)
@@ -225,38 +247,53 @@ func TestRunBeginFails(t *testing.T) {
 	}
 }
 
-// The run's drain keeps evicting past drain.timeout and reports the
-// deadline it passed.
-func TestRunDrainPastTheTimeout(t *testing.T) {
+// A whole run whose drain passes drain.timeout: it stops evicting and
+// returns, which gives its drain slot back and its place up; the node stays
+// cordoned, and a reconcile is asked for to decide what follows.
+func TestRunTimesOutAndGivesTheSlotBack(t *testing.T) {
 	h := newHarness(t, testPod("a"))
 	h.engine.Config.Timeout = metav1.Duration{Duration: 10 * time.Second}
-	deadline := h.clock.Now().Add(10 * time.Second)
-	h.onEvict(func(ev eviction) error {
-		if ev.at.Before(deadline.Add(time.Minute)) {
-			return refusal("The disruption budget web-pdb needs 1 healthy pods and has 1 currently")
-		}
-		return nil
+	h.onEvict(func(eviction) error {
+		return refusal("The disruption budget web-pdb needs 1 healthy pods and has 1 currently")
 	})
 	c, _ := h.controller()
 	r := c.newRun(context.Background(), TriggerAnnotation, "kernel update")
-	st, err := r.begin(r.ctx)
-	if err != nil {
-		t.Fatal(err)
+	c.active = r
+	start := h.clock.Now()
+	h.run(r.run, nil)
+	select {
+	case <-r.done:
+	default:
+		t.Fatal("the run did not finish")
 	}
-	h.run(func() { err = r.drain(r.ctx, st) }, nil)
-	if err != nil {
-		t.Fatal(err)
+	if d := h.clock.Since(start); d < 10*time.Second {
+		t.Errorf("the run ended after %s, before drain.timeout", d)
 	}
-	if st := h.status(); st.Phase != PhaseSucceeded {
-		t.Errorf("phase = %s, want Succeeded", st.Phase)
+	if got := h.slotHolder(); got != "" {
+		t.Errorf("slot still held by %q after the timeout", got)
 	}
-	if ev := h.events(); !hasEvent(ev, "Warning DrainFailed") {
-		t.Errorf("events = %q, want DrainFailed at drain.timeout", ev)
+	st := h.status()
+	if st.Phase != PhaseFailed || len(st.PendingPods) != 1 || st.DrainStartTime == nil {
+		t.Errorf("status = %s, want Failed with the pod pending and the drain's start", st.Encode())
+	}
+	if n := h.node(); !n.Spec.Unschedulable || !hasTaint(n, h.engine.Config.TaintKey) {
+		t.Errorf("node not cordoned and tainted after the timeout: %+v", n.Spec)
+	}
+	if c.active != nil || c.queue.Len() != 1 || c.queue.NumRequeues(testNode) != 0 {
+		t.Errorf("active %p, queue length %d, requeues %d; want the place given up and one reconcile asked for, not a retry",
+			c.active, c.queue.Len(), c.queue.NumRequeues(testNode))
+	}
+	// Nothing runs any more: the clock moves on and no eviction follows.
+	before := len(h.evicted())
+	h.clock.Step(time.Hour)
+	if got := len(h.evicted()); got != before {
+		t.Errorf("%d evictions after the run ended, want none", got-before)
 	}
 }
 
 func TestMaintenanceDeadline(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(3 * time.Hour)) // the slot came free
 	tests := []struct {
 		name    string
 		timeout time.Duration
@@ -265,7 +302,8 @@ func TestMaintenanceDeadline(t *testing.T) {
 	}{
 		{"no timeout", 0, &Status{StartTime: &t0}, time.Time{}},
 		{"no start time", time.Minute, &Status{}, time.Time{}},
-		{"timeout after the start", time.Minute, &Status{StartTime: &t0}, t0.Add(time.Minute)},
+		{"after the drain began, not the request", time.Minute, &Status{StartTime: &t0, DrainStartTime: &t1}, t1.Add(time.Minute)},
+		{"a record from before drainStartTime: after the request", time.Minute, &Status{StartTime: &t0}, t0.Add(time.Minute)},
 	}
 	for _, tt := range tests {
 		h := newHarness(t)

@@ -3,13 +3,19 @@ package selfdrain
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/node-agent/node-agent/pkg/config"
 )
 
 // runController runs c until the test ends.
@@ -131,5 +137,192 @@ func TestControllerRetriesAFailedEnd(t *testing.T) {
 		if gap := got[i].Sub(got[i-1]); gap < retryAfterFailure {
 			t.Errorf("retry %d came %s after the last, before %s", i, gap, retryAfterFailure)
 		}
+	}
+}
+
+// A drain that timed out is not started again while the same request
+// stays, however often the controller reconciles: that would take a drain
+// slot for another drain.timeout each time. Another reason starts it again,
+// and so does a request that was ended and made again. Each reconcile is
+// called directly, so that "nothing started" is seen, not waited for.
+func TestControllerTimedOutDrainIsNotStartedAgain(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	h.engine.Config.Timeout = metav1.Duration{Duration: 30 * time.Second}
+	h.onEvict(func(eviction) error {
+		return refusal("The disruption budget web-pdb needs 1 healthy pods and has 1 currently")
+	})
+	c, v := h.controller()
+	ctx := context.Background()
+	reconcile := func() {
+		t.Helper()
+		if err := c.reconcile(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// timeOut runs the drain reconcile started until it returns.
+	timeOut := func(what string) *Status {
+		t.Helper()
+		run := c.active
+		if run == nil {
+			t.Fatalf("%s: no drain started", what)
+		}
+		h.run(func() { <-run.done }, nil)
+		st := h.status()
+		if st.Phase != PhaseFailed {
+			t.Fatalf("%s: status %s, want Failed", what, st.Encode())
+		}
+		if got := h.slotHolder(); got != "" {
+			t.Fatalf("%s: slot held by %q after the timeout", what, got)
+		}
+		return st
+	}
+
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel"}}}`)
+	reconcile()
+	first := timeOut("first request")
+
+	tries := len(h.evicted())
+	for range 3 {
+		h.clock.Step(time.Hour)
+		reconcile()
+		if c.active != nil {
+			t.Fatalf("a drain started again for the request that timed out: status %s", h.status().Encode())
+		}
+	}
+	if got := len(h.evicted()); got != tries {
+		t.Errorf("%d evictions after the timeout while the request stayed, want none", got-tries)
+	}
+	if st := h.status(); st.Phase != PhaseFailed || !st.StartTime.Equal(first.StartTime) {
+		t.Errorf("status %s, want the Failed record kept", st.Encode())
+	}
+
+	// Another reason is a new request: a new attempt with its own clock.
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel 6.12"}}}`)
+	reconcile()
+	second := timeOut("another reason")
+	if second.Reason != "kernel 6.12" || !second.DrainStartTime.After(first.DrainStartTime.Time) || !second.CordonedByAgent {
+		t.Errorf("second attempt %s, want the new reason, a later drain start, and the agent's cordon remembered", second.Encode())
+	}
+	reconcile()
+	if c.active != nil {
+		t.Fatal("the second attempt started again after its timeout")
+	}
+
+	// Ended and made again: a new request too.
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":null}}}`)
+	reconcile()
+	if st := h.status(); st.Active() || h.node().Spec.Unschedulable {
+		t.Fatalf("after the request was removed: status %s, unschedulable %t; want ended and uncordoned", st.Encode(), h.node().Spec.Unschedulable)
+	}
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel 6.12"}}}`)
+	reconcile()
+	timeOut("made again")
+}
+
+// What a timed-out drain leaves, per drain.onTimeout, while the request
+// stays, and what the end of the maintenance does then. keepCordoned keeps
+// the node cordoned and tainted until the end, which undoes both.
+// uncordon undoes them at once, once, keeping the record Failed so that
+// nothing starts again; the end then leaves alone a cordon an admin added
+// since.
+func TestControllerOnTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		onTimeout string
+		cordoned  bool // after the timeout, while the request stays
+	}{
+		{onTimeout: config.OnTimeoutKeepCordoned, cordoned: true},
+		{onTimeout: config.OnTimeoutUncordon, cordoned: false},
+	} {
+		t.Run(tt.onTimeout, func(t *testing.T) {
+			h := newHarness(t, testPod("a"))
+			h.engine.Config.Timeout = metav1.Duration{Duration: 30 * time.Second}
+			h.engine.Config.OnTimeout = tt.onTimeout
+			h.engine.Metrics = NewMetrics(nil)
+			h.onEvict(func(eviction) error {
+				return refusal("The disruption budget web-pdb needs 1 healthy pods and has 1 currently")
+			})
+			c, v := h.controller()
+			ctx := context.Background()
+			reconcile := func() {
+				t.Helper()
+				if err := c.reconcile(ctx, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel"}}}`)
+			reconcile()
+			run := c.active
+			h.run(func() { <-run.done }, nil)
+			// The reconcile the run asked for, and more after it: the
+			// undo happens once, and nothing starts again.
+			for range 3 {
+				reconcile()
+				if c.active != nil {
+					t.Fatal("a drain started again while the request stayed")
+				}
+			}
+			n, st := h.node(), h.status()
+			if n.Spec.Unschedulable != tt.cordoned || hasTaint(n, h.engine.Config.TaintKey) != tt.cordoned {
+				t.Errorf("unschedulable %t, tainted %t; want both %t", n.Spec.Unschedulable, hasTaint(n, h.engine.Config.TaintKey), tt.cordoned)
+			}
+			if st.Phase != PhaseFailed || !st.Active() || (st.UndoneAt == nil) != tt.cordoned || !st.CordonedByAgent {
+				t.Errorf("status %s: want Failed and in force, undone %t, with the agent's cordon on record", st.Encode(), !tt.cordoned)
+			}
+			if cond := h.condition(ConditionType); cond == nil || cond.Reason != ReasonDrainFailed || !strings.Contains(cond.Message, "drain.onTimeout "+tt.onTimeout) {
+				t.Errorf("condition %+v, want DrainFailed naming drain.onTimeout %s", cond, tt.onTimeout)
+			}
+			var undone int
+			for _, ev := range h.events() {
+				if strings.HasPrefix(ev, "Normal MaintenanceUndone") {
+					undone++
+				}
+			}
+			if want := map[bool]int{true: 0, false: 1}[tt.cordoned]; undone != want {
+				t.Errorf("%d MaintenanceUndone Events, want %d", undone, want)
+			}
+			if got, want := testutil.ToFloat64(h.engine.Metrics.MaintenanceActive), map[bool]float64{true: 1, false: 0}[tt.cordoned]; got != want {
+				t.Errorf("maintenance_active = %v, want %v", got, want)
+			}
+
+			// An admin cordons the node, then ends the maintenance.
+			h.patchNode(`{"spec":{"unschedulable":true}}`)
+			h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":null}}}`)
+			reconcile()
+			n = h.node()
+			if st := h.status(); st.Active() {
+				t.Fatalf("status %s after the request went away, want ended", st.Encode())
+			}
+			// keepCordoned: the agent's own cordon is undone at the end.
+			// uncordon: the cordon now is the admin's, and stays.
+			if n.Spec.Unschedulable == tt.cordoned || hasTaint(n, h.engine.Config.TaintKey) {
+				t.Errorf("after the end: unschedulable %t (want %t), tainted %t (want false)", n.Spec.Unschedulable, !tt.cordoned, hasTaint(n, h.engine.Config.TaintKey))
+			}
+		})
+	}
+}
+
+// A failure to undo after a timeout is returned, so the queue retries it.
+func TestControllerRetriesAFailedUndo(t *testing.T) {
+	h := newHarness(t)
+	h.engine.Config.OnTimeout = config.OnTimeoutUncordon
+	if _, err := h.engine.Begin(context.Background(), Request{Trigger: TriggerAnnotation, Reason: "kernel"}); err != nil {
+		t.Fatal(err)
+	}
+	st := h.status()
+	st.Phase = PhaseFailed
+	h.patchNode(fmt.Sprintf(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel",%q:%q}}}`, StatusAnnotation, st.Encode()))
+	failNodePatches(h, 1)
+	c, v := h.controller()
+	if err := c.reconcile(context.Background(), v); err == nil {
+		t.Fatal("reconcile succeeded with the Node's patch failing")
+	}
+	if !h.node().Spec.Unschedulable {
+		t.Fatal("uncordoned although the patch failed")
+	}
+	if err := c.reconcile(context.Background(), v); err != nil {
+		t.Fatal(err)
+	}
+	if n, st := h.node(), h.status(); n.Spec.Unschedulable || st.UndoneAt == nil || st.Phase != PhaseFailed {
+		t.Errorf("after the retry: unschedulable %t, status %s; want uncordoned, undone, still Failed", n.Spec.Unschedulable, st.Encode())
 	}
 }

@@ -22,5 +22,6 @@
 // One engine serves four triggers: the annotation, NodeMaintenance objects
 // and the reboot coordinator's drain request (its record on the Node,
 // ControllerOptions.RebootDrain) through the Controller, and the host's
-// shutdown through DrainForShutdown.
+// shutdown through DrainForShutdown. A drain for any of the first three
+// stops at drain.timeout and gives its drain slot back (timeout.go).
 package selfdrain

@@ -35,8 +35,6 @@ import (
 const (
 	retryInitial = 250 * time.Millisecond
 	retryCap     = 10 * time.Second
-	// retryCapFailed is the slower pace after drain.timeout has passed.
-	retryCapFailed = 60 * time.Second
 	// statusInterval bounds how often progress is written to the Node.
 	statusInterval = time.Second
 	// podEventInterval bounds the per-pod failure Events.
@@ -102,13 +100,17 @@ func (e *Engine) event(typ, reason, format string, args ...any) {
 // now is the engine's clock as an API time.
 func (e *Engine) now() metav1.Time { return metav1.NewTime(e.Clock.Now()) }
 
-// maintenanceDeadline is when a maintenance drain that started st counts as
-// Failed (drain.timeout after its start); zero when it has no deadline.
+// maintenanceDeadline is when a maintenance drain recorded in st times out:
+// drain.timeout after the drain began with its slot, or after the request
+// for a record written before drainStartTime existed; zero when it has no
+// deadline.
 func (e *Engine) maintenanceDeadline(st *Status) time.Time {
-	if t := e.Config.Timeout.Duration; t > 0 && st.StartTime != nil {
-		return st.StartTime.Add(t)
+	t := e.Config.Timeout.Duration
+	start := cmp.Or(st.DrainStartTime, st.StartTime)
+	if t <= 0 || start == nil {
+		return time.Time{}
 	}
-	return time.Time{}
+	return start.Add(t)
 }
 
 // readStatus reads the maintenance record on the Node.
@@ -156,21 +158,18 @@ func (e *Engine) setCondition(ctx context.Context, reason, msg string, now metav
 type Request struct {
 	Trigger Trigger
 	Reason  string
-	// Deadline, when set, ends the attempt: the status turns Failed.
+	// Deadline, when set, ends the attempt: evictions stop, the status
+	// turns Failed, and Drain returns.
 	Deadline time.Time
-	// KeepTrying continues evicting at a slow pace after the deadline, until
-	// ctx ends (a maintenance request: the annotation, NodeMaintenance and
-	// reboot triggers). Without it Drain returns at the deadline (the
-	// shutdown trigger).
-	KeepTrying bool
 	// SkippedConcurrencyWait is recorded in the status.
 	SkippedConcurrencyWait bool
 }
 
 // Begin records the node's state, cordons it, adds the drain taint and writes
 // a Running status, in one write. If the Node already carries an active
-// status of the same trigger (the agent restarted mid-drain), it resumes it
-// instead: what the agent did before stays recorded.
+// status (the agent restarted mid-drain), it resumes it instead: what the
+// agent did before stays recorded, and so does the drain's start, so that a
+// restart does not extend drain.timeout.
 func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 	access, err := e.choosePodClient(ctx)
 	if err != nil {
@@ -182,18 +181,36 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 		prev, perr := ParseStatus(node)
 		fresh := true
 		switch {
-		case perr == nil && prev.Active() && prev.Phase != PhaseWaiting:
+		case perr == nil && prev.Active() && prev.Phase != PhaseWaiting && prev.UndoneAt == nil:
 			// Resume: keep the record of what the agent changed; a drain
 			// by the other trigger is taken over the same way, so nothing
 			// the agent did is forgotten.
 			st = prev
 			fresh = false
-		case perr == nil && prev.Active():
+			if prev.Phase == PhaseFailed {
+				// A new request after a drain that timed out (or a
+				// shutdown drain after it): a new attempt, counted
+				// afresh, on a node the agent still holds cordoned.
+				st.StartTime = &now
+				st.TotalPods, st.EvictionPods, st.PendingPods, st.DrainProgress = 0, 0, nil, 0
+			}
+			if prev.Phase != PhaseRunning || prev.Trigger != req.Trigger {
+				// Only a drain that was running resumes its clock.
+				st.DrainStartTime = nil
+			}
+		case perr == nil && prev.Active() && prev.Phase == PhaseWaiting:
 			// Waiting for a slot changed nothing on the node yet.
 			st = &Status{StartTime: prev.StartTime}
 		default:
+			// Nothing recorded, a record that ended, or one whose
+			// changes were undone at a timeout: the node as it is now
+			// is what the end of this maintenance restores.
 			st = &Status{StartTime: &now}
 		}
+		if st.DrainStartTime == nil {
+			st.DrainStartTime = &now
+		}
+		st.Blockers, st.UndoneAt = nil, nil
 		st.Phase = PhaseRunning
 		st.Trigger = req.Trigger
 		st.Reason = req.Reason
@@ -297,18 +314,27 @@ func (e *Engine) End(ctx context.Context, why string) error {
 	if st == nil {
 		return nil
 	}
-	var undone []string
+	undone := "nothing left to undo: undone when its drain timed out (drain.onTimeout uncordon)"
+	if st.UndoneAt == nil {
+		undone = e.undid(st)
+	}
+	e.event(corev1.EventTypeNormal, "MaintenanceEnded", "Maintenance ended (%s): %s", why, undone)
+	e.Logger.Info("Maintenance ended", "why", why, "undone", undone)
+	return nil
+}
+
+// undid says what undo did for st.
+func (e *Engine) undid(st *Status) string {
+	var out []string
 	if st.CordonedByAgent {
-		undone = append(undone, "uncordoned")
+		out = append(out, "uncordoned")
 	} else {
-		undone = append(undone, "left cordoned (it was cordoned before maintenance)")
+		out = append(out, "left cordoned (it was cordoned before maintenance)")
 	}
 	if st.TaintedByAgent {
-		undone = append(undone, "removed taint "+e.Config.TaintKey)
+		out = append(out, "removed taint "+e.Config.TaintKey)
 	}
-	e.event(corev1.EventTypeNormal, "MaintenanceEnded", "Maintenance ended (%s): %s", why, strings.Join(undone, ", "))
-	e.Logger.Info("Maintenance ended", "why", why, "uncordoned", st.CordonedByAgent, "taintRemoved", st.TaintedByAgent)
-	return nil
+	return strings.Join(out, ", ")
 }
 
 // podState tracks one pod being evicted.
@@ -324,6 +350,8 @@ type podState struct {
 	// blockedBy is the budget that refused the last eviction; nil when the
 	// last attempt was not refused with 429.
 	blockedBy *pdbRef
+	// lastErr is the last eviction error; nil after a success.
+	lastErr error
 }
 
 // podEvent is what the pod watch reports.
@@ -362,9 +390,11 @@ type evictResult struct {
 	err error
 }
 
-// Drain evicts the pods on the node until none is left, ctx ends, or (without
-// req.KeepTrying) the deadline passes. It keeps st current on the Node and
-// returns the final status of this attempt.
+// Drain evicts the pods on the node until none is left, ctx ends, or the
+// deadline passes. It keeps st current on the Node and returns the final
+// status of this attempt: Succeeded, Failed at the deadline, or as it was
+// when ctx ended. Past the deadline no eviction is asked for; those in
+// flight are waited for (see startWorkers).
 func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -377,6 +407,7 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 		return st, err
 	}
 	defer stopWatch()
+	r.store = store
 	if err := r.listPods(store); err != nil {
 		return st, err
 	}
@@ -410,6 +441,8 @@ type drainRun struct {
 
 	pending  map[types.UID]*podState
 	finished int // pods listed that had already finished
+	// store is the watch's store of the node's pods: their latest state.
+	store cache.Store
 
 	events  chan podEvent
 	work    chan *podState
@@ -419,8 +452,6 @@ type drainRun struct {
 	retryTimer clock.Timer
 	pw         *progressWriter
 
-	// failed is set once the deadline has passed: retries slow down.
-	failed    bool
 	dirty     bool
 	lastWrite time.Time
 	lastErr   string
@@ -551,6 +582,11 @@ func (r *drainRun) loop() (*Status, error) {
 		if r.publish(now) {
 			return r.succeed(now), nil
 		}
+		if !r.req.Deadline.IsZero() && !now.Before(r.req.Deadline) {
+			// Checked here too, not only on the timer: a drain resumed
+			// past its deadline must not ask for one eviction first.
+			return r.expire(), nil
+		}
 		next, ok := r.dispatch(now)
 		if !ok {
 			return r.stopped()
@@ -571,11 +607,7 @@ func (r *drainRun) loop() (*Status, error) {
 		case res := <-r.results:
 			r.handleResult(res)
 		case <-r.deadline:
-			r.deadline = nil
-			r.expire()
-			if !r.req.KeepTrying {
-				return r.st, nil
-			}
+			return r.expire(), nil
 		case <-r.retryTimer.C():
 		}
 	}
@@ -656,6 +688,7 @@ func (r *drainRun) handleResult(res evictResult) {
 		ps.evicted = true
 		ps.firstBlocked = time.Time{}
 		ps.blockedBy = nil
+		ps.lastErr = nil
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err) && ps.pod.UID != "":
 		// Gone; a conflict means the UID precondition failed: a new pod
 		// took the name, and ours is gone.
@@ -669,11 +702,8 @@ func (r *drainRun) handleResult(res evictResult) {
 		if ref, ok := blockingBudget(ps.pod.Namespace, err); ok {
 			ps.blockedBy = &ref
 		}
-		limit := retryCap
-		if r.failed {
-			limit = retryCapFailed
-		}
-		ps.nextAttempt = now.Add(backoff(ps.attempts, limit, e.Jitter))
+		ps.lastErr = err
+		ps.nextAttempt = now.Add(backoff(ps.attempts, retryCap, e.Jitter))
 		r.st.LastError = fmt.Sprintf("evicting %s: %s", ps.key, describeEvictionError(err))
 		if now.Sub(ps.lastEvent) >= podEventInterval {
 			ps.lastEvent = now
@@ -697,21 +727,24 @@ func (r *drainRun) succeed(now time.Time) *Status {
 	return st
 }
 
-// expire marks the attempt Failed when its deadline passes; the caller
-// decides whether evictions go on at the slower pace.
-func (r *drainRun) expire() {
+// expire ends the attempt at its deadline: it asks for no more evictions
+// and marks the status Failed. A maintenance drain's deadline is
+// drain.timeout (timeOut, timeout.go); a shutdown drain's is the host's.
+func (r *drainRun) expire() *Status {
+	if r.req.Trigger != TriggerShutdown {
+		return r.timeOut()
+	}
 	e, st := r.e, r.st
-	r.failed = true
 	st.Phase = PhaseFailed
 	if st.LastError == "" {
 		st.LastError = fmt.Sprintf("drain did not finish before its deadline; %d pods left", len(r.pending))
 	}
 	r.pw.stop()
 	e.finishStatus(r.ctx, st, e.Clock.Now())
-	r.pw = e.startProgressWriter(r.ctx)
 	e.event(corev1.EventTypeWarning, "DrainFailed", "Drain did not finish in time: %d of %d pods still on the node; last error: %s", len(r.pending), st.EvictionPods, st.LastError)
 	e.Logger.Warn("Drain deadline passed", "pending", len(r.pending), "lastError", st.LastError)
 	e.Metrics.observeDrain(r.req.Trigger, "failed", e.Clock.Since(r.start))
+	return st
 }
 
 // stopped handles ctx ending mid-drain (maintenance ended, or shutdown).
@@ -881,6 +914,12 @@ func (e *Engine) finishStatus(ctx context.Context, st *Status, at time.Time) {
 	if st.Phase == PhaseFailed {
 		reason, msg = ReasonDrainFailed, fmt.Sprintf("%d pods left: %s", len(st.PendingPods), st.LastError)
 	}
+	e.finishStatusWith(ctx, st, at, reason, msg)
+}
+
+// finishStatusWith is finishStatus with the condition's reason and message
+// given.
+func (e *Engine) finishStatusWith(ctx context.Context, st *Status, at time.Time, reason, msg string) {
 	if err := e.setCondition(ctx, reason, msg, metav1.NewTime(at)); err != nil && ctx.Err() == nil {
 		e.Logger.Warn("Could not set the node condition", "err", err)
 	}

@@ -3,12 +3,14 @@ package selfdrain
 import (
 	"context"
 	"errors"
-	v1 "k8s.io/api/core/v1"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -110,32 +112,53 @@ func TestDrainDeadline(t *testing.T) {
 	}
 }
 
-// With KeepTrying the deadline marks the drain Failed and evictions go on;
-// a later success turns it Succeeded.
-func TestDrainKeepsTryingAfterTheDeadline(t *testing.T) {
-	h := newHarness(t, testPod("a"))
-	deadline := h.clock.Now().Add(5 * time.Second)
+// A maintenance drain stops at its deadline (drain.timeout): Drain returns
+// Failed with the pod that stayed, and says so in a DrainTimedOut Event.
+func TestDrainStopsAtTheTimeout(t *testing.T) {
+	h := newHarness(t, testPod("a"), testPod("b"))
 	h.onEvict(func(ev eviction) error {
-		if ev.at.Before(deadline.Add(time.Minute)) {
+		if ev.key == "ns/a" {
 			return refusal("The disruption budget web-pdb needs 1 healthy pods and has 1 currently")
 		}
 		return nil
 	})
-	st, err := h.drain(context.Background(), &Status{Phase: PhaseRunning}, Request{Deadline: deadline, KeepTrying: true})
+	deadline := h.clock.Now().Add(5 * time.Second)
+	st, err := h.drain(context.Background(), &Status{Phase: PhaseRunning, Trigger: TriggerAnnotation}, Request{Trigger: TriggerAnnotation, Deadline: deadline})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Phase != PhaseSucceeded {
-		t.Errorf("phase = %s, want Succeeded", st.Phase)
+	if h.clock.Now().Before(deadline) {
+		t.Errorf("Drain returned at %s, before its deadline %s", h.clock.Now(), deadline)
 	}
-	var failed bool
-	for len(h.recorder.Events) > 0 {
-		if strings.Contains(<-h.recorder.Events, "DrainFailed") {
-			failed = true
-		}
+	if st.Phase != PhaseFailed || len(st.PendingPods) != 1 || st.PendingPods[0] != "ns/a" {
+		t.Errorf("status = %s, want Failed with ns/a pending", st.Encode())
 	}
-	if !failed {
-		t.Error("no DrainFailed Event at the deadline")
+	if written := h.status(); written.Phase != PhaseFailed {
+		t.Errorf("status on the Node = %s, want Failed", written.Encode())
+	}
+	if c := h.condition(ConditionType); c == nil || c.Reason != ReasonDrainFailed {
+		t.Errorf("condition = %+v, want reason %s", c, ReasonDrainFailed)
+	}
+	if ev := h.events(); !hasEvent(ev, "Warning DrainTimedOut") {
+		t.Errorf("events = %q, want DrainTimedOut", ev)
+	}
+}
+
+// A drain resumed after its deadline (the agent was down when it passed)
+// asks for no eviction at all.
+func TestDrainResumedPastItsDeadline(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	h.onEvict(func(eviction) error { return nil })
+	st, err := h.drain(context.Background(), &Status{Phase: PhaseRunning, Trigger: TriggerAnnotation},
+		Request{Trigger: TriggerAnnotation, Deadline: h.clock.Now().Add(-time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Phase != PhaseFailed {
+		t.Errorf("phase = %s, want Failed", st.Phase)
+	}
+	if ev := h.evicted(); len(ev) != 0 {
+		t.Errorf("evictions %+v after the deadline, want none", ev)
 	}
 }
 
@@ -225,19 +248,6 @@ func TestHandleResult(t *testing.T) {
 	}
 }
 
-// After the deadline a refused pod backs off to the slower cap.
-func TestHandleResultAfterTheDeadline(t *testing.T) {
-	h := newHarness(t)
-	r := h.engine.newDrainRun(context.Background(), &Status{}, Request{})
-	r.failed = true
-	ps := &podState{key: "ns/a", pod: *testPod("a"), attempts: 20}
-	r.pending[ps.pod.UID] = ps
-	r.handleResult(evictResult{key: string(ps.pod.UID), err: refusal("x")})
-	if got := ps.nextAttempt.Sub(h.clock.Now()); got != retryCapFailed {
-		t.Errorf("next attempt in %s, want %s", got, retryCapFailed)
-	}
-}
-
 func TestDispatch(t *testing.T) {
 	h := newHarness(t)
 	r := h.engine.newDrainRun(context.Background(), &Status{}, Request{})
@@ -304,6 +314,54 @@ func TestBeginResumes(t *testing.T) {
 	}
 	if h.condition(ConditionType) != nil {
 		t.Error("after End the condition is still there")
+	}
+}
+
+// Begin after a drain that timed out starts a new attempt: the clock of
+// drain.timeout and the counts start again, but the record of what the
+// agent changed stays, since the node is still cordoned by it; unless the
+// agent undid it at the timeout (drain.onTimeout uncordon): then the node
+// as it is now (here cordoned by an admin since) is recorded afresh. A
+// drain resumed while it ran keeps its clock, so a restart does not extend
+// it.
+func TestBeginStartsTheClock(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2025, 12, 31, 0, 0, 0, 0, time.UTC))
+	tests := []struct {
+		name      string
+		prev      Status
+		req       Trigger
+		wantClock bool // the drain's start is now
+		wantCount bool // the counts start again
+		wantOwn   bool // the record says the agent cordoned the node
+	}{
+		{name: "resumed while running", prev: Status{Phase: PhaseRunning, Trigger: TriggerAnnotation}, req: TriggerAnnotation, wantOwn: true},
+		{name: "after a timeout", prev: Status{Phase: PhaseFailed, Trigger: TriggerAnnotation}, req: TriggerAnnotation, wantClock: true, wantCount: true, wantOwn: true},
+		{name: "after a timeout and its undo", prev: Status{Phase: PhaseFailed, Trigger: TriggerAnnotation, UndoneAt: &t0}, req: TriggerAnnotation, wantClock: true, wantCount: true},
+		{name: "after a shutdown drain", prev: Status{Phase: PhaseSucceeded, Trigger: TriggerShutdown}, req: TriggerAnnotation, wantClock: true, wantOwn: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			prev := tt.prev
+			prev.StartTime, prev.DrainStartTime = &t0, &t0
+			prev.CordonedByAgent, prev.TaintedByAgent = true, true
+			prev.TotalPods, prev.EvictionPods, prev.PendingPods = 5, 4, []string{"ns/a"}
+			h.patchNode(fmt.Sprintf(`{"spec":{"unschedulable":true},"metadata":{"annotations":{%q:%q}}}`, StatusAnnotation, prev.Encode()))
+			st, err := h.engine.Begin(context.Background(), Request{Trigger: tt.req, Reason: "kernel"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := h.clock.Now()
+			if got := st.DrainStartTime.Equal(&metav1.Time{Time: now}); got != tt.wantClock {
+				t.Errorf("drainStartTime %s, now %s: restarted %t, want %t", st.DrainStartTime, now, got, tt.wantClock)
+			}
+			if got := st.EvictionPods == 0; got != tt.wantCount {
+				t.Errorf("evictionPods %d: counted afresh %t, want %t", st.EvictionPods, got, tt.wantCount)
+			}
+			if st.CordonedByAgent != tt.wantOwn || !st.TaintedByAgent || st.Phase != PhaseRunning || st.UndoneAt != nil {
+				t.Errorf("status %s, want Running, cordoned by the agent %t, tainted by it", st.Encode(), tt.wantOwn)
+			}
+		})
 	}
 }
 

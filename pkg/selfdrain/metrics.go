@@ -32,9 +32,24 @@ type Metrics struct {
 	// label holds namespace/name: a label "namespace" would clash with the
 	// namespace of the agent's own pod that Prometheus adds to every series.
 	BlockedPods *prometheus.GaugeVec
+	// DrainTimeouts counts maintenance drains that passed drain.timeout.
+	DrainTimeouts *prometheus.CounterVec
+	// TimedOutPods mirrors the blockers of the node's maintenance status
+	// after its drain timed out: the pods that stayed, by reason and, for
+	// a budget's refusal, the budget. It is read from the record, so a
+	// restarted agent shows it too, until the maintenance ends or a new
+	// drain begins.
+	TimedOutPods *prometheus.GaugeVec
 
 	mu      sync.Mutex
-	blocked map[pdbRef]bool // series of BlockedPods now set
+	blocked map[pdbRef]bool     // series of BlockedPods now set
+	left    map[blockerKey]bool // series of TimedOutPods now set
+}
+
+// blockerKey is one series of TimedOutPods.
+type blockerKey struct {
+	reason BlockerReason
+	budget string
 }
 
 // phases are the values of the phase label, in order.
@@ -87,7 +102,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: metrics.Namespace, Name: "drain_blocked_pods",
 			Help: "Pods the current drain must evict whose last eviction was refused (429), by the PodDisruptionBudget the refusal named, as namespace/name (namespace/ when it named none).",
 		}, []string{"poddisruptionbudget"}),
+		DrainTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Name: "drain_timeouts_total",
+			Help: "Maintenance drains that passed drain.timeout and stopped evicting, by trigger (annotation, nodemaintenance, reboot). The drain slot of an annotation's or a NodeMaintenance object's drain goes to the next node then; a reboot's is the reboot coordinator's.",
+		}, []string{"trigger"}),
+		TimedOutPods: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Name: "drain_timed_out_pods",
+			Help: "Pods still on the node when its maintenance drain passed drain.timeout, by why they stayed (reason: PodDisruptionBudget, EvictionRefused, EvictionFailed, Terminating, NotEvictedYet) and, for PodDisruptionBudget, the budget as namespace/name; from the maintenance status, until the maintenance ends or a new drain begins.",
+		}, []string{"reason", "poddisruptionbudget"}),
 		blocked: map[pdbRef]bool{},
+		left:    map[blockerKey]bool{},
 	}
 	for _, r := range evictionResults {
 		m.Evictions.WithLabelValues(r)
@@ -100,9 +124,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, p := range phases {
 		m.Phase.WithLabelValues(string(p))
 	}
+	for _, tr := range []Trigger{TriggerAnnotation, TriggerNodeMaintenance, TriggerReboot} {
+		m.DrainTimeouts.WithLabelValues(string(tr))
+	}
 	if reg != nil {
 		reg.MustRegister(m.DrainDuration, m.Evictions, m.PendingPods, m.MaintenanceActive,
-			m.Phase, m.StartTime, m.Progress, m.BlockedPods)
+			m.Phase, m.StartTime, m.Progress, m.BlockedPods, m.DrainTimeouts, m.TimedOutPods)
 	}
 	return m
 }
@@ -115,14 +142,17 @@ func (m *Metrics) observeNode(st *Status, perr error) {
 	if m == nil {
 		return
 	}
-	m.setActive(st.Active())
+	// A maintenance undone at its drain's timeout stays in force, but the
+	// agent no longer holds the node cordoned: maintenance_active's 0.
+	m.setActive(st.Active() && st.UndoneAt == nil)
 	if perr == nil {
 		m.ObserveStatus(st)
 	}
 }
 
-// ObserveStatus sets the phase, start time and progress from the status
-// annotation; st is nil when the Node has none.
+// ObserveStatus sets the phase, start time, progress and the pods a timed
+// out drain left from the status annotation; st is nil when the Node has
+// none.
 func (m *Metrics) ObserveStatus(st *Status) {
 	if m == nil {
 		return
@@ -142,6 +172,11 @@ func (m *Metrics) ObserveStatus(st *Status) {
 	}
 	m.StartTime.Set(start)
 	m.Progress.Set(progress)
+	var left []Blocker
+	if st.TimedOut() {
+		left = st.Blockers
+	}
+	m.setTimedOut(left)
 }
 
 func (m *Metrics) setActive(active bool) {
@@ -163,6 +198,39 @@ func (m *Metrics) ended() {
 	m.MaintenanceActive.Set(0)
 	m.PendingPods.Set(0)
 	m.setBlocked(nil)
+	m.setTimedOut(nil)
+}
+
+// countTimeout counts a maintenance drain that passed drain.timeout.
+func (m *Metrics) countTimeout(trigger Trigger) {
+	if m == nil {
+		return
+	}
+	m.DrainTimeouts.WithLabelValues(string(trigger)).Inc()
+}
+
+// setTimedOut sets TimedOutPods to the counts of bs, keeping the series that
+// stay (see setBlocked).
+func (m *Metrics) setTimedOut(bs []Blocker) {
+	if m == nil {
+		return
+	}
+	now := map[blockerKey]int{}
+	for _, b := range bs {
+		now[blockerKey{b.Reason, b.PodDisruptionBudget}]++
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.left {
+		if now[k] == 0 {
+			m.TimedOutPods.DeleteLabelValues(string(k.reason), k.budget)
+			delete(m.left, k)
+		}
+	}
+	for k, n := range now {
+		m.TimedOutPods.WithLabelValues(string(k.reason), k.budget).Set(float64(n))
+		m.left[k] = true
+	}
 }
 
 // drainProgress sets the pending pods and who blocks them.

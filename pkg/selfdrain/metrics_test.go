@@ -133,6 +133,7 @@ func TestSeriesExportedFromTheStart(t *testing.T) {
 		{"drain_duration_seconds", m.DrainDuration, 4 * len(drainResults)}, // annotation, nodemaintenance, reboot, shutdown
 		{"evictions_total", m.Evictions, len(evictionResults)},
 		{"maintenance_phase", m.Phase, len(phases)},
+		{"drain_timeouts_total", m.DrainTimeouts, 3}, // annotation, nodemaintenance, reboot
 	} {
 		if n := testutil.CollectAndCount(c.c); n != c.want {
 			t.Errorf("%s: %d series before any drain, want %d", c.name, n, c.want)
@@ -151,5 +152,48 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.observeDrain(TriggerAnnotation, "succeeded", time.Second)
 	m.countEviction("evicted")
 	m.setBlocked(nil)
+	m.countTimeout(TriggerAnnotation)
+	m.setTimedOut([]Blocker{{Pod: "ns/a", Reason: BlockerTerminating}})
 	m.ended()
+}
+
+// drain_timed_out_pods mirrors the blockers of a timed-out drain's record,
+// so an agent restarted after the timeout exports them too, and clears once
+// a new drain begins or the maintenance ends.
+func TestTimedOutPodsFollowTheRecord(t *testing.T) {
+	t0 := metav1.NewTime(time.Unix(1700000000, 0))
+	timedOut := &Status{Phase: PhaseFailed, Trigger: TriggerAnnotation, StartTime: &t0, Blockers: []Blocker{
+		{Pod: "shop/web-1", Reason: BlockerPodDisruptionBudget, PodDisruptionBudget: "shop/web"},
+		{Pod: "shop/web-2", Reason: BlockerPodDisruptionBudget, PodDisruptionBudget: "shop/web"},
+		{Pod: "vm/launcher", Reason: BlockerTerminating},
+	}}
+	m := NewMetrics(nil)
+	m.ObserveStatus(timedOut)
+	if n := testutil.CollectAndCount(m.TimedOutPods); n != 2 {
+		t.Fatalf("%d series, want 2 (a budget and a reason)", n)
+	}
+	if v := testutil.ToFloat64(m.TimedOutPods.WithLabelValues("PodDisruptionBudget", "shop/web")); v != 2 {
+		t.Errorf("PodDisruptionBudget shop/web = %v, want 2", v)
+	}
+	if v := testutil.ToFloat64(m.TimedOutPods.WithLabelValues("Terminating", "")); v != 1 {
+		t.Errorf("Terminating = %v, want 1", v)
+	}
+	shutdown := *timedOut
+	shutdown.Trigger = TriggerShutdown
+	for name, st := range map[string]*Status{
+		"a new drain began":              {Phase: PhaseRunning, Trigger: TriggerAnnotation, StartTime: &t0},
+		"a shutdown drain's own failure": &shutdown,
+		"no record":                      nil,
+	} {
+		m.ObserveStatus(timedOut)
+		m.ObserveStatus(st)
+		if n := testutil.CollectAndCount(m.TimedOutPods); n != 0 {
+			t.Errorf("%s: %d series, want none", name, n)
+		}
+	}
+	m.ObserveStatus(timedOut)
+	m.ended()
+	if n := testutil.CollectAndCount(m.TimedOutPods); n != 0 {
+		t.Errorf("after the maintenance ended: %d series, want none", n)
+	}
 }

@@ -42,8 +42,14 @@ func cordonAndTaint(node *corev1.Node, taintKey string, st *Status, fresh bool, 
 }
 
 // undo reverses what st records the agent did: it uncordons only a node the
-// agent cordoned and removes the taint only when the agent added it.
+// agent cordoned and removes the taint only when the agent added it. After
+// the undo at a timeout (st.UndoneAt) nothing is left to reverse: whoever
+// cordoned or tainted the node since did so on their own.
 func undo(node *corev1.Node, taintKey string, st *Status) {
+	if st.UndoneAt != nil {
+		setStatusAnnotation(node, st)
+		return
+	}
 	if st.CordonedByAgent {
 		node.Spec.Unschedulable = false
 	}

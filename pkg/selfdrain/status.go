@@ -72,12 +72,28 @@ type Status struct {
 	// drain slot that were errors (such as a missing drain.leaseNamespace),
 	// not slots held by other nodes; the NodeMaintenance field of that name
 	// means the same.
-	ErrorOnLeaseCount int          `json:"errorOnLeaseCount,omitempty"`
-	StartTime         *metav1.Time `json:"startTime,omitempty"`
-	LastUpdate        *metav1.Time `json:"lastUpdate,omitempty"`
+	ErrorOnLeaseCount int `json:"errorOnLeaseCount,omitempty"`
+	// StartTime is when the maintenance was requested: a wait for a drain
+	// slot counts.
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// DrainStartTime is when the drain began, with its drain slot taken:
+	// drain.timeout counts from here, so a wait for the slot does not
+	// count against it, and a restarted agent that resumes the drain keeps
+	// it.
+	DrainStartTime *metav1.Time `json:"drainStartTime,omitempty"`
+	LastUpdate     *metav1.Time `json:"lastUpdate,omitempty"`
 	// EndTime is set when maintenance ended and the agent's changes were
 	// undone; the status is then final.
 	EndTime *metav1.Time `json:"endTime,omitempty"`
+	// Blockers, once a maintenance drain passed drain.timeout (phase
+	// Failed), are the pods it left on the node and why each stayed.
+	Blockers []Blocker `json:"blockers,omitempty"`
+	// UndoneAt is when the agent undid its changes (uncordon, drain taint)
+	// after its drain timed out, by drain.onTimeout uncordon, while the
+	// maintenance stays requested and Failed. The end of the maintenance
+	// then has nothing left to undo: the node may have been cordoned since
+	// by someone else.
+	UndoneAt *metav1.Time `json:"undoneAt,omitempty"`
 
 	// CordonedByAgent is true when the node was schedulable before and the
 	// agent cordoned it; only then does the end of maintenance uncordon it.
@@ -94,6 +110,53 @@ type Status struct {
 	// (pkg/podaccess): "node" (the node's own, by constrained
 	// impersonation) or "cluster-wide" (the ServiceAccount's own grant).
 	PodAccess string `json:"podAccess,omitempty"`
+}
+
+// BlockerReason says why a pod stayed on the node past drain.timeout.
+type BlockerReason string
+
+// The reasons, from the last answer to the pod's eviction.
+const (
+	// BlockerPodDisruptionBudget: a PodDisruptionBudget refused the
+	// eviction (429); the refusal names it.
+	BlockerPodDisruptionBudget BlockerReason = "PodDisruptionBudget"
+	// BlockerEvictionRefused: the eviction was refused with 429 naming no
+	// budget, as KubeVirt's webhook does while a VM migrates.
+	BlockerEvictionRefused BlockerReason = "EvictionRefused"
+	// BlockerEvictionFailed: the eviction failed with another error.
+	BlockerEvictionFailed BlockerReason = "EvictionFailed"
+	// BlockerTerminating: the pod is being deleted (the eviction was
+	// accepted, or someone else deleted it) and has not yet stopped: its
+	// termination grace period is long, or it does not stop.
+	BlockerTerminating BlockerReason = "Terminating"
+	// BlockerNotEvictedYet: no eviction of the pod was answered yet (its
+	// request was still in flight, or waited for drain.parallelism).
+	BlockerNotEvictedYet BlockerReason = "NotEvictedYet"
+)
+
+// BlockerReasons are the reasons, in the order they are reported.
+var BlockerReasons = []BlockerReason{BlockerPodDisruptionBudget, BlockerEvictionRefused, BlockerEvictionFailed, BlockerTerminating, BlockerNotEvictedYet}
+
+// Blocker is a pod that was still on the node when its maintenance drain
+// passed drain.timeout, and why it stayed.
+type Blocker struct {
+	// Pod is namespace/name.
+	Pod    string        `json:"pod"`
+	Reason BlockerReason `json:"reason"`
+	// PodDisruptionBudget, for BlockerPodDisruptionBudget, is the budget
+	// that refused the last eviction, as namespace/name.
+	PodDisruptionBudget string `json:"podDisruptionBudget,omitempty"`
+	// Detail is what the last answer said: the refusal or the error, or
+	// the grace period of a pod being deleted.
+	Detail string `json:"detail,omitempty"`
+}
+
+// TimedOut reports whether s records a maintenance drain that passed
+// drain.timeout and has not ended: the request it served is not tried
+// again until it changes. A shutdown drain's Failed is its own deadline,
+// not drain.timeout.
+func (s *Status) TimedOut() bool {
+	return s.Active() && s.Phase == PhaseFailed && s.Trigger != TriggerShutdown
 }
 
 // Active reports whether the status describes a maintenance that has not

@@ -400,13 +400,18 @@ func TestNodeMaintenancePDBBlocked(t *testing.T) {
 	if nm.Status.EvictionPods != 3 || nm.Status.DrainProgress != 0 {
 		t.Errorf("evictionPods=%d drainProgress=%d, want 3 and 0", nm.Status.EvictionPods, nm.Status.DrainProgress)
 	}
-	// drain.timeout passes: Failed, still with the pods and the blocker.
+	// drain.timeout passes: the drain stops, Failed, still with the pods,
+	// and lastError names the budget that held them.
 	testenv.WaitFor(t, 2*time.Minute, "phase Failed", func() (bool, error) {
 		return b.get(t, medik8sGroup, "nm-node-1").Status.Phase == selfdrain.PhaseFailed, nil
 	})
 	nm = b.get(t, medik8sGroup, "nm-node-1")
-	if len(nm.Status.PendingPods) != 3 || !strings.Contains(nm.Status.LastError, "disruption budget") {
+	if len(nm.Status.PendingPods) != 3 || !strings.Contains(nm.Status.LastError, "disruption budget") ||
+		!strings.Contains(nm.Status.LastError, "PodDisruptionBudget "+b.ns+"/db") {
 		t.Errorf("Failed status lost the pods or the blocker: %+v", nm.Status)
+	}
+	if !getNode(t, c, "node-1").Spec.Unschedulable {
+		t.Error("node-1 uncordoned after its drain timed out, with drain.onTimeout keepCordoned")
 	}
 }
 

@@ -269,6 +269,10 @@ func TestDrainHonoursPDBOneAtATime(t *testing.T) {
 	}
 }
 
+// TestDrainPDBAllowsNoneFailsAtTimeout: a drain that a budget blocks stops
+// at drain.timeout: Failed, its slot given back, the node still cordoned
+// (drain.onTimeout keepCordoned), and the budget named in the status, the
+// condition, an Event and the metrics.
 func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 	b := newDrainBed(t)
 	c := b.env.Client()
@@ -306,8 +310,41 @@ func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 	if !node.Spec.Unschedulable {
 		t.Error("node uncordoned after the drain failed; it must stay cordoned")
 	}
-	if cond := nodeCondition(node); cond == nil || cond.Reason != selfdrain.ReasonDrainFailed {
-		t.Errorf("condition %+v, want reason DrainFailed", cond)
+	budget := b.ns + "/db"
+	if cond := nodeCondition(node); cond == nil || cond.Reason != selfdrain.ReasonDrainFailed || !strings.Contains(cond.Message, "PodDisruptionBudget "+budget) {
+		t.Errorf("condition %+v, want reason DrainFailed and a message naming PodDisruptionBudget %s", cond, budget)
+	}
+	if len(st.Blockers) != 3 {
+		t.Errorf("blockers %+v, want the 3 db pods", st.Blockers)
+	}
+	for _, bl := range st.Blockers {
+		if bl.Reason != selfdrain.BlockerPodDisruptionBudget || bl.PodDisruptionBudget != budget {
+			t.Errorf("blocker %+v, want PodDisruptionBudget %s", bl, budget)
+		}
+	}
+	// The drain gave its slot back when it stopped.
+	if l, err := c.CoordinationV1().Leases("node-agent").Get(t.Context(), selfdrain.SlotPrefix+"0", metav1.GetOptions{}); err != nil {
+		t.Errorf("reading the drain slot: %v", err)
+	} else if h := l.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Errorf("drain slot still held by %q after the timeout", *h)
+	}
+	testenv.WaitFor(t, 30*time.Second, "a DrainTimedOut Event naming the budget", func() (bool, error) {
+		evs, err := c.CoreV1().Events("").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=node-1,reason=DrainTimedOut"})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range evs.Items {
+			if strings.Contains(ev.Message, "PodDisruptionBudget "+budget) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if v := scrape(t, agent.MetricsAddr, `node_agent_drain_timeouts_total{trigger="annotation"}`); v != 1 {
+		t.Errorf("drain_timeouts_total{annotation} = %v, want 1", v)
+	}
+	if v := scrape(t, agent.MetricsAddr, `node_agent_drain_timed_out_pods{poddisruptionbudget="`+budget+`",reason="PodDisruptionBudget"}`); v != 3 {
+		t.Errorf("drain_timed_out_pods for %s = %v, want 3", budget, v)
 	}
 	blocked := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="blocked"}`)
 	elapsed := time.Since(st.StartTime.Time)
@@ -319,6 +356,53 @@ func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 	}
 	if blocked < 3 {
 		t.Errorf("only %v refused evictions; the pods were never tried", blocked)
+	}
+}
+
+// TestDrainTimeoutUncordon: with drain.onTimeout uncordon, a drain that
+// timed out undoes the agent's cordon and taint at once; the maintenance
+// stays Failed and requested, and its end has nothing left to undo.
+func TestDrainTimeoutUncordon(t *testing.T) {
+	b := newDrainBed(t)
+	c := b.env.Client()
+	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", 2, "node-1")
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", 2)
+	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(2), 2, 0)
+	b.addTargets(t)
+
+	agent := startAgent(t, b.env, "node-1", "--drain-timeout", "15s", "--drain-on-timeout", "uncordon")
+	agent.WaitReady(t)
+	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "uncordon test"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 2*time.Minute, "the drain undone after its timeout", func() (bool, error) {
+		st := nodeStatus(t, c, "node-1")
+		return st != nil && st.UndoneAt != nil, nil
+	})
+	st := nodeStatus(t, c, "node-1")
+	n := getNode(t, c, "node-1")
+	if st.Phase != selfdrain.PhaseFailed || !st.Active() {
+		t.Errorf("status %s, want Failed and in force", st.Encode())
+	}
+	for _, tn := range n.Spec.Taints {
+		if tn.Key == "kubevirt.io/drain" {
+			t.Errorf("drain taint still on node-1: %+v", tn)
+		}
+	}
+	if n.Spec.Unschedulable {
+		t.Error("node-1 still cordoned with drain.onTimeout uncordon")
+	}
+	if cond := nodeCondition(n); cond == nil || cond.Reason != selfdrain.ReasonDrainFailed {
+		t.Errorf("condition %+v, want DrainFailed while the maintenance stays requested", cond)
+	}
+	if _, err := selfdrain.EndMaintenance(context.Background(), kubetest.Wrap(c), "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, time.Minute, "the maintenance ended", func() (bool, error) {
+		return !nodeStatus(t, c, "node-1").Active(), nil
+	})
+	if v := scrape(t, agent.MetricsAddr, `node_agent_drain_timeouts_total{trigger="annotation"}`); v != 1 {
+		t.Errorf("drain_timeouts_total = %v, want 1", v)
 	}
 }
 
@@ -493,6 +577,85 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 	})
 	if !sawWaiting {
 		t.Error("node-4 never showed phase Waiting while node-1 drained")
+	}
+}
+
+// TestStuckDrainGivesTheSlotToTheNextNode: node-1's drain is held by a
+// budget that allows nothing, and node-4 waits for the only drain slot.
+// When node-1's drain.timeout passes, node-1 stops, stays cordoned and
+// Failed, and node-4 drains; node-1's agent does not take the slot again
+// while its request stays.
+func TestStuckDrainGivesTheSlotToTheNextNode(t *testing.T) {
+	b := newDrainBed(t)
+	c := b.env.Client()
+	if err := b.env.AddNode(context.Background(), "node-4"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", 3, "node-1")
+	testenv.CreateDeployment(t.Context(), t, c, b.ns, "b", 6, "node-4")
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", 3)
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-4", 6)
+	testenv.CreatePDB(t.Context(), t, c, b.ns, "db", testenv.MinAvailable(3), 3, 0) // allows no eviction at all
+	b.addTargets(t)
+
+	const timeout = 20 * time.Second
+	a1 := startAgent(t, b.env, "node-1", "--drain-timeout", timeout.String())
+	a4 := startAgent(t, b.env, "node-4", "--drain-timeout", timeout.String())
+	a1.WaitReady(t)
+	a4.WaitReady(t)
+	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "stuck"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, time.Minute, "node-1 Running", func() (bool, error) {
+		st := nodeStatus(t, c, "node-1")
+		return st != nil && st.Phase == selfdrain.PhaseRunning, nil
+	})
+	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-4", "next"); err != nil {
+		t.Fatal(err)
+	}
+	var sawWaiting bool
+	var failedAt time.Time
+	var failed *selfdrain.Status
+	testenv.WaitFor(t, 3*time.Minute, "node-4 drained after node-1 timed out", func() (bool, error) {
+		s1, s4 := nodeStatus(t, c, "node-1"), nodeStatus(t, c, "node-4")
+		if s4 != nil && s4.Phase == selfdrain.PhaseWaiting {
+			sawWaiting = true
+		}
+		if s1.Phase == selfdrain.PhaseFailed && failed == nil {
+			failed, failedAt = s1, time.Now()
+		}
+		if s4 != nil && s4.Phase == selfdrain.PhaseRunning && s1.Phase == selfdrain.PhaseRunning {
+			t.Errorf("both nodes drain at once with maxConcurrentNodes=1")
+		}
+		return s4 != nil && s4.Phase == selfdrain.PhaseSucceeded, nil
+	})
+	if !sawWaiting {
+		t.Error("node-4 never showed phase Waiting while node-1 drained")
+	}
+	if failed == nil {
+		t.Fatal("node-4 drained, but node-1 was never seen Failed: the slot did not wait for its timeout")
+	}
+	s4 := nodeStatus(t, c, "node-4")
+	t.Logf("node-1 Failed at drain.timeout; node-4's drain began %s after that was seen",
+		s4.DrainStartTime.Sub(failedAt).Round(100*time.Millisecond))
+	if s4.DrainStartTime.Time.Before(failed.DrainStartTime.Add(timeout)) {
+		t.Errorf("node-4's drain began at %s, before node-1's drain.timeout passed at %s", s4.DrainStartTime, failed.DrainStartTime.Add(timeout))
+	}
+
+	// node-1 stays as its timeout left it: Failed, cordoned, its budget
+	// named, and not drained again while its request stays.
+	s1 := nodeStatus(t, c, "node-1")
+	if s1.Phase != selfdrain.PhaseFailed || !s1.DrainStartTime.Equal(failed.DrainStartTime) {
+		t.Errorf("node-1 status %s, want the Failed record of the first attempt (%s)", s1.Encode(), failed.Encode())
+	}
+	if !getNode(t, c, "node-1").Spec.Unschedulable {
+		t.Error("node-1 uncordoned with drain.onTimeout keepCordoned")
+	}
+	if v := scrape(t, a1.MetricsAddr, `node_agent_drain_timeouts_total{trigger="annotation"}`); v != 1 {
+		t.Errorf("node-1 drain_timeouts_total = %v, want 1: its drain was started again", v)
+	}
+	if cond := nodeCondition(getNode(t, c, "node-1")); cond == nil || !strings.Contains(cond.Message, "PodDisruptionBudget "+b.ns+"/db") {
+		t.Errorf("node-1 condition %+v does not name the budget", cond)
 	}
 }
 
