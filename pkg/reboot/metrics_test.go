@@ -82,7 +82,7 @@ node_agent_reboot_required 1
 # HELP node_agent_reboot_required_since_timestamp_seconds Unix time since which the node has needed a reboot, or the need has been unknown, without a break; 0 while none is needed. Exported only with reboot.enabled.
 # TYPE node_agent_reboot_required_since_timestamp_seconds gauge
 node_agent_reboot_required_since_timestamp_seconds 1.795e+09
-# HELP node_agent_reboots_total Ends of the reboot coordinator's attempts, by result: rebooted (logind asked to reboot after the drain), failed (the drain did not finish within drain.timeout; no reboot), loop (the host came back still needing a reboot). Exported only with reboot.enabled.
+# HELP node_agent_reboots_total Ends of the reboot coordinator's attempts, by result: rebooted (the host came back from a reboot the coordinator asked for, counted by the agent that starts after it), failed (the drain did not finish within drain.timeout; no reboot), loop (the host came back still needing a reboot). Exported only with reboot.enabled.
 # TYPE node_agent_reboots_total counter
 node_agent_reboots_total{result="failed"} 0
 node_agent_reboots_total{result="loop"} 2

@@ -120,9 +120,12 @@ func (r *Record) Encode() string {
 	return string(b)
 }
 
-// Reason is the condition reason for d: the State, or for Pending the
-// Detail.
+// Reason is the condition reason for d: ReasonUnknown while the need is
+// unknown, the Detail for Pending, else the State.
 func (d Decision) Reason() string {
+	if d.Status == corev1.ConditionUnknown {
+		return ReasonUnknown
+	}
 	if d.State == Pending && d.Detail != "" {
 		return string(d.Detail)
 	}
