@@ -61,9 +61,10 @@ func newRebootStatusCommand(client clientFunc) *cobra.Command {
              there).
   REASON     the condition's reason: NotNeeded; while it waits OutsideWindow,
              BlockedByPods, BlockedByAlerts, WaitingForSlot or InMaintenance;
-             then Draining, Rebooting, Done; or Failed (the drain did not
-             finish within drain.timeout), RebootLoop (the host still needs a
-             reboot after one), NeedUnknown.
+             then Draining, Rebooting, Done; or DrainFailed (the drain did
+             not finish within drain.timeout; tried again after a backoff),
+             RebootLoop (the host still needs a reboot after one),
+             NeedUnknown.
   SINCE      how long the node has needed the reboot (or its need has been
              unknown); - when none is needed.
   REQUESTED  the value of a pending node-agent.io/reboot request.

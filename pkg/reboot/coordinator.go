@@ -51,7 +51,7 @@ type Maintenance struct {
 type Observer interface {
 	Observe(rec *Record)
 	Rebooted()
-	Failed()
+	DrainFailed()
 	Loop()
 }
 
@@ -273,9 +273,10 @@ func (c *Coordinator) gather(ctx context.Context, node *corev1.Node, rec *Record
 		Window:   c.o.Window,
 		SlotHeld: c.slot != nil, SlotWaiting: c.acquiring != nil, SlotErr: c.lastSlotErr(),
 		Phase: rec.Phase, Drain: rec.Drain, Previous: rec.State, PreviousMessage: rec.Message,
-		Failure:     Failure{Request: rec.FailedRequest},
+		Failure:     Failure{Count: rec.DrainFailures, Request: rec.FailedRequest},
 		Maintenance: m, NodeReady: nodeReady(node),
 		LoopBound: c.o.LoopBound, RebootWithoutDrain: c.o.RebootWithoutDrain, RetryReboot: c.o.RetryReboot,
+		CheckInterval: c.o.CheckInterval,
 	}
 	if rec.RequestedAt != nil {
 		in.RequestedAt = rec.RequestedAt.Time
@@ -285,6 +286,9 @@ func (c *Coordinator) gather(ctx context.Context, node *corev1.Node, rec *Record
 	}
 	if rec.FailedAt != nil {
 		in.Failure.At = rec.FailedAt.Time
+	}
+	if rec.RetryAt != nil {
+		in.Failure.RetryAt = rec.RetryAt.Time
 	}
 	if in.WantsBlockers() {
 		for _, b := range c.o.Blockers {
@@ -328,7 +332,7 @@ func (c *Coordinator) apply(ctx context.Context, node *corev1.Node, next *Record
 		next.Phase, next.Drain = PhaseIdle, false
 		c.releaseSlot(next)
 		if c.o.Metrics != nil {
-			c.o.Metrics.Failed()
+			c.o.Metrics.DrainFailed()
 		}
 	case ActUndoDrain:
 		next.Drain = false
@@ -341,10 +345,8 @@ func (c *Coordinator) apply(ctx context.Context, node *corev1.Node, next *Record
 		}
 	}
 	next.SentinelSurvived = d.Last.SentinelSurvived
-	next.FailedAt, next.FailedRequest = nil, d.Failure.Request
-	if !d.Failure.At.IsZero() {
-		next.FailedAt = &metav1.Time{Time: d.Failure.At}
-	}
+	next.FailedAt, next.RetryAt = optionalTime(d.Failure.At), optionalTime(d.Failure.RetryAt)
+	next.DrainFailures, next.FailedRequest = d.Failure.Count, d.Failure.Request
 	return d, nil
 }
 
@@ -422,7 +424,7 @@ func (c *Coordinator) reboot(ctx context.Context, node *corev1.Node, rec *Record
 	c.event(corev1.EventTypeNormal, "Rebooting", "Asking logind to reboot the host (boot %s); the drain slot %s stays held for up to %s", boot, c.slot.Name(), c.o.SlotHoldBound)
 	c.log.Info("Rebooting the host", "bootID", boot, "slot", c.slot.Name(), "slotHoldBound", c.o.SlotHoldBound)
 	if err := c.o.Rebooter.Reboot(ctx); err != nil {
-		c.event(corev1.EventTypeWarning, "RebootFailed", "logind refused the reboot: %v", err)
+		c.event(corev1.EventTypeWarning, "RebootRefused", "logind refused the reboot: %v", err)
 		return fmt.Errorf("asking logind to reboot: %w", err)
 	}
 	return nil
@@ -456,7 +458,7 @@ func (c *Coordinator) write(ctx context.Context, node *corev1.Node, prev, next *
 	if prev.Reason != reason {
 		typ := corev1.EventTypeNormal
 		switch reason {
-		case string(Failed), string(RebootLoop), ReasonUnknown:
+		case string(DrainFailed), string(RebootLoop), ReasonUnknown:
 			typ = corev1.EventTypeWarning
 		}
 		c.event(typ, "Reboot"+reason, "%s", d.Message)
@@ -528,6 +530,13 @@ func condition(node *corev1.Node) *corev1.NodeCondition {
 		return nil
 	}
 	return &node.Status.Conditions[i]
+}
+
+func optionalTime(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &metav1.Time{Time: t}
 }
 
 func nodeReady(node *corev1.Node) bool {

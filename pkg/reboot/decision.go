@@ -26,11 +26,13 @@ const (
 	Rebooting State = "Rebooting"
 	// Done: the node came back from the reboot and needs no other.
 	Done State = "Done"
-	// Failed: the drain did not finish within drain.timeout and
-	// reboot.rebootWithoutDrain is off, so the host was not rebooted; the
-	// drain was undone. No other attempt starts before reboot.loopBound has
-	// passed, unless an admin asks again (RequestAnnotation).
-	Failed State = "Failed"
+	// DrainFailed: the drain did not finish within drain.timeout and
+	// reboot.rebootWithoutDrain is off, so the host was not rebooted: the
+	// coordinator withdrew its drain and gave the slot back. The next
+	// attempt waits for DrainFailedBackoff, unless an admin asks again
+	// (RequestAnnotation). pkg/selfdrain's UnderMaintenance condition
+	// names a drain that did not finish the same.
+	DrainFailed State = "DrainFailed"
 	// RebootLoop: the sentinel was still there after a reboot, and that
 	// reboot is less than reboot.loopBound ago; no reboot starts until the
 	// bound has passed.
@@ -38,7 +40,31 @@ const (
 )
 
 // States lists every State, for metric labels and docs.
-var States = []State{NotNeeded, Pending, Draining, Rebooting, Done, Failed, RebootLoop}
+var States = []State{NotNeeded, Pending, Draining, Rebooting, Done, DrainFailed, RebootLoop}
+
+// DrainFailedBackoffCap bounds the wait after failed drains: a day, as
+// reboot.loopBound's default, so that a node whose drain never finishes (a
+// PodDisruptionBudget that allows nothing, a VM that cannot migrate) tries
+// at most once a day, and each try costs the cluster one drain.timeout of a
+// slot.
+const DrainFailedBackoffCap = 24 * time.Hour
+
+// DrainFailedBackoff is how long after the n-th failed drain in a row the
+// next attempt waits: base (reboot.checkInterval) doubled n-1 times, at most
+// DrainFailedBackoffCap. With the default minute: 1m, 2m, 4m, ... 17h04m,
+// then a day. The count is kept on the Node (Record.DrainFailures), so a
+// restart does not shorten the wait; it starts again from base after a
+// reboot that was made, or when an admin asks again.
+func DrainFailedBackoff(base time.Duration, n int) time.Duration {
+	if base <= 0 {
+		base = time.Minute
+	}
+	d := base
+	for i := 1; i < n && d < DrainFailedBackoffCap; i++ {
+		d *= 2
+	}
+	return min(d, DrainFailedBackoffCap)
+}
 
 // Detail says why a Pending reboot waits.
 type Detail string
@@ -188,6 +214,10 @@ type LastReboot struct {
 type Failure struct {
 	// At is when it failed; zero when none did.
 	At time.Time
+	// Count is the number of attempts in a row that failed so.
+	Count int
+	// RetryAt is when the next attempt may start (DrainFailedBackoff).
+	RetryAt time.Time
 	// Request is the RequestAnnotation value the failed attempt answered
 	// (and removed); the same value seen again is that request, not a new
 	// one.
@@ -239,6 +269,9 @@ type Input struct {
 	// RetryReboot is how long after asking logind a host that has not
 	// rebooted is asked again.
 	RetryReboot time.Duration
+	// CheckInterval is reboot.checkInterval, the first wait after a failed
+	// drain (DrainFailedBackoff).
+	CheckInterval time.Duration
 }
 
 // Decision is the state to report, the condition, and what to do next.
@@ -328,7 +361,7 @@ func Decide(in Input) Decision {
 			d.Status = corev1.ConditionFalse
 		}
 	}
-	if d.State == NotNeeded && d.Status == corev1.ConditionFalse && (in.Previous == Done || in.Previous == Failed) && in.PreviousMessage != "" {
+	if d.State == NotNeeded && d.Status == corev1.ConditionFalse && (in.Previous == Done || in.Previous == DrainFailed) && in.PreviousMessage != "" {
 		// Nothing is needed now; keep saying how the last attempt ended.
 		d.State, d.Message = in.Previous, in.PreviousMessage
 	}
@@ -364,9 +397,11 @@ func decide(in Input) Decision {
 			return with(lateBlockers(Decision{State: Rebooting, Action: ActReboot,
 				Message: "the drain did not finish within drain.timeout; rebooting anyway, as reboot.rebootWithoutDrain allows"}, in.Blockers))
 		}
-		d := Decision{State: Failed, Action: ActGiveUp, Last: in.Last, Failure: Failure{At: in.Now},
-			Message: fmt.Sprintf("the drain did not finish within drain.timeout, so the host was not rebooted; the drain is undone and the slot released. See the drain's Events; no new attempt before %s (reboot.loopBound) unless one is asked for (node-agent reboot request), or set reboot.rebootWithoutDrain to reboot anyway",
-				in.Now.Add(in.LoopBound).UTC().Format(time.RFC3339))}
+		n := in.Failure.Count + 1
+		f := Failure{At: in.Now, Count: n, RetryAt: in.Now.Add(DrainFailedBackoff(in.CheckInterval, n))}
+		d := Decision{State: DrainFailed, Action: ActGiveUp, Last: in.Last, Failure: f,
+			Message: fmt.Sprintf("the drain did not finish within drain.timeout, so the host was not rebooted; the drain is withdrawn and the slot released. See the drain's Events and the UnderMaintenance condition; %s, or set reboot.rebootWithoutDrain to reboot anyway",
+				retryLine(f))}
 		if in.Request != "" {
 			// The failed attempt answers the request: asking again is a
 			// new request, and starts at once.
@@ -445,9 +480,13 @@ func decideIdle(in Input, need Need, known bool) Decision {
 		return set(RebootLoop, "", fmt.Sprintf("the host still needs a reboot (%s) after the reboot at %s; no other reboot before %s (reboot.loopBound). Find what keeps the sentinel",
 			need.Why, in.Last.At.UTC().Format(time.RFC3339), in.Last.At.Add(in.LoopBound).UTC().Format(time.RFC3339)))
 	}
-	if !failure.At.IsZero() && in.Now.Before(failure.At.Add(in.LoopBound)) {
-		return set(Failed, "", fmt.Sprintf("%s; the last attempt at %s failed (its drain did not finish within drain.timeout); no new attempt before %s (reboot.loopBound) unless one is asked for (node-agent reboot request)",
-			need.Why, failure.At.UTC().Format(time.RFC3339), failure.At.Add(in.LoopBound).UTC().Format(time.RFC3339)))
+	if !failure.At.IsZero() {
+		failure = failure.bounded(in.Now, in.CheckInterval)
+		d.Failure = failure
+		if in.Now.Before(failure.RetryAt) {
+			return set(DrainFailed, "", fmt.Sprintf("%s; the drain of the last attempt, at %s, did not finish within drain.timeout; %s",
+				need.Why, failure.At.UTC().Format(time.RFC3339), retryLine(failure)))
+		}
 	}
 	if !in.Window.Contains(in.Now) {
 		return set(Pending, OutsideWindow, fmt.Sprintf("%s; outside the reboot window (%s)", need.Why, in.Window))
@@ -470,6 +509,51 @@ func decideIdle(in Input, need Need, known bool) Decision {
 	}
 	d.Action = ActStartDrain
 	return set(Draining, "", fmt.Sprintf("%s; draining the node before the reboot", need.Why))
+}
+
+// bounded is f with a RetryAt that DrainFailedBackoff allows: a record
+// from before the backoff gets one, a failure recorded in the future (a
+// clock set back, a hand-written record) counts as now, and no RetryAt lies
+// more than DrainFailedBackoffCap after the failure. No value on the Node
+// holds a reboot back for longer than the cap.
+func (f Failure) bounded(now time.Time, base time.Duration) Failure {
+	f.At = minTime(f.At, now)
+	latest := f.At.Add(DrainFailedBackoffCap)
+	if f.RetryAt.IsZero() {
+		f.RetryAt = f.At.Add(DrainFailedBackoff(base, max(f.Count, 1)))
+	}
+	f.RetryAt = minTime(f.RetryAt, latest)
+	return f
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// retryLine says when the attempt after failure starts.
+func retryLine(f Failure) string {
+	times := "once"
+	if f.Count > 1 {
+		times = fmt.Sprintf("%d times in a row", f.Count)
+	}
+	return fmt.Sprintf("the drain failed %s; no new attempt before %s (the wait doubles from reboot.checkInterval up to %s) unless one is asked for (node-agent reboot request)",
+		times, f.RetryAt.UTC().Format(time.RFC3339), formatDuration(DrainFailedBackoffCap))
+}
+
+// formatDuration is d without the zero units time.Duration prints (24h,
+// not 24h0m0s).
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // release is the action of an idle coordinator that may not start a

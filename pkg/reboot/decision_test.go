@@ -20,7 +20,7 @@ func TestDecide(t *testing.T) {
 	alert := Blocker{Kind: BlockerAlert, Name: "EtcdMembersDown"}
 	down := Blocker{Kind: BlockerAlert, Name: "prometheus unreachable: connection refused"}
 
-	base := Input{Now: now, Need: need, Window: night, LoopBound: 24 * time.Hour, NodeReady: true}
+	base := Input{Now: now, Need: need, Window: night, LoopBound: 24 * time.Hour, CheckInterval: time.Minute, NodeReady: true}
 	with := func(f func(*Input)) Input { in := base; f(&in); return in }
 
 	// at is an input in a phase past the start: the record asks for the
@@ -80,8 +80,8 @@ func TestDecide(t *testing.T) {
 		{name: "drained outside the window: reboot", in: at(PhaseDrained, func(in *Input) { in.Window = weekend }), state: Rebooting, action: ActReboot},
 		{name: "drained with a late blocker: reboot", in: at(PhaseDrained, func(in *Input) { in.Blockers = []Blocker{pod} }), state: Rebooting, action: ActReboot, msgContains: []string{"pods db/postgres-0"}},
 		{name: "drained, need gone: reboot all the same", in: at(PhaseDrained, func(in *Input) { in.Need = Need{} }), state: Rebooting, action: ActReboot},
-		{name: "drain timed out: failed, no reboot", in: at(PhaseDrainTimedOut, nil), state: Failed, action: ActGiveUp, msgContains: []string{"drain.timeout", "rebootWithoutDrain"}},
-		{name: "drain timed out answers the request", in: at(PhaseDrainTimedOut, func(in *Input) { in.Request = "kernel 6.12" }), state: Failed, action: ActGiveUp, answer: true},
+		{name: "drain timed out: failed, no reboot", in: at(PhaseDrainTimedOut, nil), state: DrainFailed, action: ActGiveUp, msgContains: []string{"drain.timeout", "rebootWithoutDrain"}},
+		{name: "drain timed out answers the request", in: at(PhaseDrainTimedOut, func(in *Input) { in.Request = "kernel 6.12" }), state: DrainFailed, action: ActGiveUp, answer: true},
 		{name: "drain timed out, admin opted in: reboot", in: at(PhaseDrainTimedOut, func(in *Input) { in.RebootWithoutDrain = true }), state: Rebooting, action: ActReboot, msgContains: []string{"anyway"}},
 		{name: "reboot requested", in: at(PhaseRebootRequested, func(in *Input) { in.RequestedAt = requested; in.RetryReboot = 5 * time.Minute }), state: Rebooting},
 		{name: "reboot requested, host still up after RetryReboot: ask again", in: at(PhaseRebootRequested, func(in *Input) { in.RequestedAt = now.Add(-5 * time.Minute); in.RetryReboot = 5 * time.Minute }), state: Rebooting, action: ActReboot, msgContains: []string{"asking logind again"}},
@@ -99,7 +99,7 @@ func TestDecide(t *testing.T) {
 		{name: "drained, slot on its way: no reboot yet", in: at(PhaseDrained, func(in *Input) { in.SlotHeld, in.SlotWaiting = false, true }), state: Rebooting},
 		{name: "back after the reboot: take the slot back", in: at(PhaseBack, func(in *Input) { in.SlotHeld = false; in.NodeReady = false }), state: Rebooting, action: ActTakeSlotBack},
 		{name: "back, slot on its way: finish all the same", in: at(PhaseBack, func(in *Input) { in.SlotHeld, in.SlotWaiting = false, true; in.Need = Need{} }), state: Done, action: ActFinish, status: corev1.ConditionFalse},
-		{name: "timed out without the slot: give up without it", in: at(PhaseDrainTimedOut, func(in *Input) { in.SlotHeld = false }), state: Failed, action: ActGiveUp},
+		{name: "timed out without the slot: give up without it", in: at(PhaseDrainTimedOut, func(in *Input) { in.SlotHeld = false }), state: DrainFailed, action: ActGiveUp},
 		{name: "need gone without the slot: call off without it", in: at(PhaseDraining, func(in *Input) { in.SlotHeld = false; in.Need = Need{} }), state: NotNeeded, action: ActCancelDrain, status: corev1.ConditionFalse},
 
 		// Waiting for a slot is checked like idle.
@@ -108,9 +108,27 @@ func TestDecide(t *testing.T) {
 		{name: "other maintenance: wait for its end", in: with(func(in *Input) { in.Maintenance = Maintenance{Other: true} }), state: Pending, detail: InMaintenance, msgContains: []string{"maintenance"}},
 		{name: "other maintenance before the slot, after the blockers", in: with(func(in *Input) { in.Maintenance = Maintenance{Other: true}; in.Blockers = []Blocker{pod} }), state: Pending, detail: BlockedByPods},
 
-		// A failed attempt is not retried within the bound.
-		{name: "failed an hour ago: no retry", in: with(func(in *Input) { in.Failure = Failure{At: now.Add(-time.Hour)} }), state: Failed, msgContains: []string{"2026-11-25T02:00:00Z"}},
-		{name: "failed a day ago: retry", in: with(func(in *Input) { in.Failure = Failure{At: now.Add(-24 * time.Hour)} }), state: Pending, detail: WaitingForSlot, action: ActTakeSlot},
+		// A failed attempt is retried after its backoff.
+		{name: "drain failed: no retry before the backoff", in: with(func(in *Input) {
+			in.Failure = Failure{At: now.Add(-30 * time.Second), Count: 1, RetryAt: now.Add(30 * time.Second)}
+		}), state: DrainFailed, msgContains: []string{"failed once", "no new attempt before 2026-11-24T03:00:30Z", "up to 24h", "node-agent reboot request"}},
+		{name: "drain failed three times: says so", in: with(func(in *Input) {
+			in.Failure = Failure{At: now.Add(-time.Minute), Count: 3, RetryAt: now.Add(3 * time.Minute)}
+		}), state: DrainFailed, msgContains: []string{"3 times in a row"}},
+		{name: "drain failed, backoff passed: retry", in: with(func(in *Input) {
+			in.Failure = Failure{At: now.Add(-time.Hour), Count: 5, RetryAt: now}
+		}), state: Pending, detail: WaitingForSlot, action: ActTakeSlot},
+		{name: "drain failed, record without retryAt: the first wait", in: with(func(in *Input) { in.Failure = Failure{At: now.Add(-30 * time.Second)} }), state: DrainFailed, msgContains: []string{"2026-11-24T03:00:30Z"}},
+		{name: "drain failed, a retryAt past the cap: bounded", in: with(func(in *Input) {
+			in.Failure = Failure{At: now.Add(-25 * time.Hour), Count: 1, RetryAt: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
+		}), state: Pending, detail: WaitingForSlot, action: ActTakeSlot},
+		{name: "drain failed in the future: counts as now", in: with(func(in *Input) {
+			in.Failure = Failure{At: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Count: 1, RetryAt: time.Date(9999, 1, 1, 0, 1, 0, 0, time.UTC)}
+		}), state: DrainFailed, msgContains: []string{"2026-11-25T03:00:00Z"}},
+		{name: "drain failed, backoff running, outside the window: the failure is named", in: with(func(in *Input) {
+			in.Failure = Failure{At: now, Count: 1, RetryAt: now.Add(time.Minute)}
+			in.Window = weekend
+		}), state: DrainFailed},
 		{name: "failed, asked anew: retry at once", in: with(func(in *Input) {
 			in.Failure = Failure{At: now.Add(-time.Hour), Request: "kernel 6.12"}
 			in.Request = "try again"
@@ -119,8 +137,8 @@ func TestDecide(t *testing.T) {
 			in.Need = Need{}
 			in.Failure = Failure{At: now.Add(-time.Hour), Request: "kernel 6.12"}
 			in.Request = "kernel 6.12"
-			in.Previous, in.PreviousMessage = Failed, "the drain did not finish"
-		}), state: Failed, status: corev1.ConditionFalse, answer: true},
+			in.Previous, in.PreviousMessage = DrainFailed, "the drain did not finish"
+		}), state: DrainFailed, status: corev1.ConditionFalse, answer: true},
 
 		// The loop guard.
 		{name: "sentinel survived a reboot within the bound", in: with(func(in *Input) {
@@ -183,13 +201,45 @@ func TestDecideRecords(t *testing.T) {
 		t.Errorf("finish with the sentinel there: last %+v failure %+v; want it survived, the failure forgotten", d.Last, d.Failure)
 	}
 	d = Decide(Input{Now: now, Phase: PhaseDrainTimedOut, Drain: true, SlotHeld: true, Window: w, Request: "kernel",
-		Need: Need{Needed: true, Why: "x"}, Last: LastReboot{At: back}})
-	if d.Failure != (Failure{At: now, Request: "kernel"}) || d.Last.At != back {
+		Need: Need{Needed: true, Why: "x"}, Last: LastReboot{At: back}, CheckInterval: time.Minute})
+	if d.Failure != (Failure{At: now, Count: 1, RetryAt: now.Add(time.Minute), Request: "kernel"}) || d.Last.At != back {
 		t.Errorf("give up: failure %+v last %+v", d.Failure, d.Last)
 	}
-	d = Decide(Input{Now: now, Window: w, Need: Need{Needed: true, Why: "x"}, Failure: failed})
-	if d.Failure != failed {
-		t.Errorf("idle: failure %+v, want it kept", d.Failure)
+	d = Decide(Input{Now: now, Phase: PhaseDrainTimedOut, Drain: true, SlotHeld: true, Window: w,
+		Need: Need{Needed: true, Why: "x"}, Failure: Failure{At: now.Add(-time.Hour), Count: 3, RetryAt: now.Add(-time.Hour)}, CheckInterval: time.Minute})
+	if d.Failure != (Failure{At: now, Count: 4, RetryAt: now.Add(8 * time.Minute)}) {
+		t.Errorf("give up the fourth time: failure %+v, want a wait of 8m", d.Failure)
+	}
+	d = Decide(Input{Now: now, Window: w, Request: "try again", Need: Need{Needed: true, Why: "x"}, Failure: failed})
+	if d.Failure != (Failure{}) {
+		t.Errorf("asked anew: failure %+v, want it forgotten", d.Failure)
+	}
+	d = Decide(Input{Now: now, Window: w, Need: Need{Needed: true, Why: "x"}, Failure: failed, CheckInterval: time.Minute})
+	if want := (Failure{At: failed.At, RetryAt: failed.At.Add(time.Minute), Request: "old"}); d.Failure != want {
+		t.Errorf("idle: failure %+v, want %+v: kept, with the retry time a record from before the backoff lacks", d.Failure, want)
+	}
+}
+
+func TestDrainFailedBackoff(t *testing.T) {
+	tests := []struct {
+		base time.Duration
+		n    int
+		want time.Duration
+	}{
+		{time.Minute, 0, time.Minute},
+		{time.Minute, 1, time.Minute},
+		{time.Minute, 2, 2 * time.Minute},
+		{time.Minute, 4, 8 * time.Minute},
+		{time.Minute, 11, 1024 * time.Minute},
+		{time.Minute, 12, DrainFailedBackoffCap},
+		{time.Minute, 1 << 30, DrainFailedBackoffCap}, // a count someone wrote: no overflow, no spin
+		{0, 1, time.Minute},
+		{48 * time.Hour, 1, DrainFailedBackoffCap},
+	}
+	for _, tt := range tests {
+		if got := DrainFailedBackoff(tt.base, tt.n); got != tt.want {
+			t.Errorf("DrainFailedBackoff(%s, %d) = %s, want %s", tt.base, tt.n, got, tt.want)
+		}
 	}
 }
 
