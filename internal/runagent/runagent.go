@@ -174,9 +174,10 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.In
 	// must not stall its own reboot).
 	ownReboot := new(atomic.Bool)
 	var slots *selfdrain.Slots
+	var access *podaccess.Reporter
 	opts := []agent.Option{agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
 		m := selfdrain.NewMetrics(d.Registry)
-		access := &podaccess.Reporter{
+		access = &podaccess.Reporter{
 			Prober:  podaccess.Prober{Node: podClient, Own: d.Client, NodeName: d.NodeName},
 			Logger:  d.Logger.With("component", "podaccess"),
 			Metrics: podaccess.NewMetrics(d.Registry),
@@ -213,7 +214,8 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.In
 		return ctrl, nil
 	})}
 	if cfg.Reboot.Enabled {
-		opts = append(opts, rebootComponent(cfg, podClient, func() *selfdrain.Slots { return slots }, ownReboot))
+		opts = append(opts, rebootComponent(cfg, func(ctx context.Context) (podaccess.Access, error) { return access.Check(ctx) },
+			func() *selfdrain.Slots { return slots }, ownReboot))
 	}
 	if !cfg.Shutdown.Enabled {
 		return opts
@@ -280,9 +282,9 @@ func (c component) Run(ctx context.Context, _ agent.NodeView) error { return c.r
 // rebootComponent wires the reboot coordinator (reboot.enabled). It asks
 // selfdrain for the drain through its record on the Node (rebootDrainRequest),
 // takes the drain slots of the maintenance controller, and reboots through
-// logind. podClient lists the node's pods for reboot.blockingPodSelector as
-// the node itself.
-func rebootComponent(cfg config.Config, podClient kube.Interface, slots func() *selfdrain.Slots, ownReboot *atomic.Bool) agent.Option {
+// logind. podAccess says how the node's pods are listed for
+// reboot.blockingPodSelector, as for the drain.
+func rebootComponent(cfg config.Config, podAccess func(context.Context) (podaccess.Access, error), slots func() *selfdrain.Slots, ownReboot *atomic.Bool) agent.Option {
 	return agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
 		rc := cfg.Reboot
 		window, err := reboot.ParseWindow(rc.Window.Days, rc.Window.Start, rc.Window.End, rc.Window.TimeZone)
@@ -299,7 +301,7 @@ func rebootComponent(cfg config.Config, podClient kube.Interface, slots func() *
 			if err != nil {
 				return nil, err
 			}
-			blockers = append(blockers, reboot.PodBlockers{Lister: reboot.NodePods{Client: podClient, Node: d.NodeName}, Selector: sel})
+			blockers = append(blockers, reboot.PodBlockers{Lister: reboot.NodePods{Access: podAccess, Node: d.NodeName}, Selector: sel})
 		}
 		if rc.PrometheusURL != "" {
 			re, err := reboot.CompileAlertRegexp(rc.BlockingAlertRegexp)
