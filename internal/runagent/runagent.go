@@ -13,8 +13,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -26,6 +24,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/agent"
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/handshake"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 	"github.com/node-agent/node-agent/pkg/hostcpu/subprocess"
 	"github.com/node-agent/node-agent/pkg/kube"
@@ -168,11 +167,7 @@ func configWatcher(path string, current config.Config, flags *pflag.FlagSet, app
 // refuses the impersonation (pkg/podaccess).
 func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.Interface) []agent.Option {
 	var ctrl *selfdrain.Controller
-	// ownReboot is set by the reboot coordinator just before it asks
-	// logind to reboot: the shutdown guard then lets the host go at once,
-	// since the coordinator drained the node already (its own delay lock
-	// must not stall its own reboot).
-	ownReboot := new(atomic.Bool)
+	ownReboot := new(handshake.OwnReboot)
 	var slots *selfdrain.Slots
 	var access *podaccess.Reporter
 	opts := []agent.Option{agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
@@ -208,7 +203,7 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.In
 		}
 		co := selfdrain.ControllerOptions{Engine: engine, Slots: slots, NodeMaintenance: nm}
 		if cfg.Reboot.Enabled {
-			co.RebootDrain = rebootDrainRequest
+			co.RebootDrain = handshake.DrainRequest
 		}
 		ctrl = selfdrain.NewController(co)
 		return ctrl, nil
@@ -227,7 +222,7 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.In
 			Connect: func(ctx context.Context) (shutdown.Logind, error) {
 				return shutdown.Connect(ctx, cfg.Shutdown.SystemBusAddress)
 			},
-			Drainer:            shutdownDrainer(ctrl, ownReboot),
+			Drainer:            ownReboot.Drainer(handshake.ShutdownDrainer(ctrl)),
 			DrainBudget:        cfg.Shutdown.DrainBudget.Duration,
 			SafetyMargin:       cfg.Shutdown.SafetyMargin.Duration,
 			ManageLogindConfig: cfg.Shutdown.ManageLogindConfig,
@@ -251,22 +246,6 @@ func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.In
 	}))
 }
 
-// shutdownDrainer adapts the maintenance controller to the shutdown guard:
-// the guard hands it the shutdown, and gives the node back after a
-// cancelled one.
-func shutdownDrainer(ctrl *selfdrain.Controller, ownReboot *atomic.Bool) shutdown.Drainer {
-	return shutdown.DrainerFuncs{
-		DrainFunc: func(ctx context.Context, deadline time.Time) (shutdown.Result, error) {
-			if ownReboot.Load() {
-				return shutdown.Result{Complete: true, Message: "the reboot coordinator drained the node before it asked for this reboot"}, nil
-			}
-			r, err := ctrl.DrainForShutdown(ctx, deadline)
-			return shutdown.Result{Complete: r.Complete, Message: r.Message}, err
-		},
-		UndoFunc: ctrl.ShutdownCancelled,
-	}
-}
-
 // component makes an agent component of a loop that needs no NodeView (the
 // shutdown guard, the config file watcher), so their packages need not
 // import pkg/agent.
@@ -284,7 +263,7 @@ func (c component) Run(ctx context.Context, _ agent.NodeView) error { return c.r
 // takes the drain slots of the maintenance controller, and reboots through
 // logind. podAccess says how the node's pods are listed for
 // reboot.blockingPodSelector, as for the drain.
-func rebootComponent(cfg config.Config, podAccess func(context.Context) (podaccess.Access, error), slots func() *selfdrain.Slots, ownReboot *atomic.Bool) agent.Option {
+func rebootComponent(cfg config.Config, podAccess func(context.Context) (podaccess.Access, error), slots func() *selfdrain.Slots, ownReboot *handshake.OwnReboot) agent.Option {
 	return agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
 		rc := cfg.Reboot
 		window, err := reboot.ParseWindow(rc.Window.Days, rc.Window.Start, rc.Window.End, rc.Window.TimeZone)
@@ -314,43 +293,15 @@ func rebootComponent(cfg config.Config, podAccess func(context.Context) (podacce
 			Client: d.Client, NodeName: d.NodeName, Need: need, Window: window, Blockers: blockers,
 			LoopBound: rc.LoopBound.Duration, RebootWithoutDrain: rc.RebootWithoutDrain,
 			CheckInterval: rc.CheckInterval.Duration, SlotHoldBound: rc.SlotHoldBound.Duration,
-			Slots:       slotsAdapter{slots},
-			Rebooter:    logindRebooter{address: cfg.Shutdown.SystemBusAddress, ownReboot: ownReboot},
-			Maintenance: rebootMaintenance,
+			Slots: slotsAdapter{slots},
+			Rebooter: ownReboot.Rebooter(shutdown.LogindRebooter{Connect: func(ctx context.Context) (shutdown.Logind, error) {
+				return shutdown.Connect(ctx, cfg.Shutdown.SystemBusAddress)
+			}}),
+			Maintenance: handshake.Maintenance,
 			Clock:       d.Clock, Logger: d.Logger.With("component", "reboot"), Recorder: d.Recorder,
 			Metrics: reboot.NewMetrics(d.Registry),
 		}), nil
 	})
-}
-
-// rebootDrainRequest reads the reboot coordinator's request for a drain
-// from its record on the Node, for selfdrain.
-func rebootDrainRequest(node *corev1.Node) string {
-	rec, err := reboot.ParseRecord(node)
-	if err != nil || rec == nil || !rec.Drain {
-		return ""
-	}
-	return "reboot coordinator: " + rec.Message
-}
-
-// rebootMaintenance tells the coordinator what selfdrain's record on the
-// Node says.
-func rebootMaintenance(node *corev1.Node) (reboot.Maintenance, error) {
-	st, err := selfdrain.ParseStatus(node)
-	if err != nil {
-		return reboot.Maintenance{}, err
-	}
-	m := reboot.Maintenance{Other: strings.TrimSpace(node.Annotations[selfdrain.MaintenanceAnnotation]) != ""}
-	if st.Active() {
-		if st.Trigger != selfdrain.TriggerReboot {
-			m.Other = true
-		} else {
-			m.Active = true
-			m.Drained = st.Phase == selfdrain.PhaseSucceeded
-			m.TimedOut = st.Phase == selfdrain.PhaseFailed
-		}
-	}
-	return m, nil
 }
 
 // slotsAdapter hands the coordinator selfdrain's drain slots; the Slots
@@ -363,27 +314,6 @@ func (a slotsAdapter) Acquire(ctx context.Context, onWait func(error)) (reboot.S
 		return nil, err
 	}
 	return h, nil
-}
-
-// logindRebooter asks logind to reboot, on a connection of its own, after
-// telling the shutdown guard that this reboot is the coordinator's.
-type logindRebooter struct {
-	address   string
-	ownReboot *atomic.Bool
-}
-
-func (r logindRebooter) Reboot(ctx context.Context) error {
-	l, err := shutdown.Connect(ctx, r.address)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	r.ownReboot.Store(true)
-	if err := l.Reboot(ctx); err != nil {
-		r.ownReboot.Store(false)
-		return err
-	}
-	return nil
 }
 
 // DiscoveryRunner returns the runner of the discovery helper

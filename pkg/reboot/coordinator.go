@@ -33,7 +33,8 @@ type BlockerSource interface {
 }
 
 // Maintenance is what the coordinator needs to know of the node's
-// maintenance (pkg/selfdrain's record on the Node). The wiring reads it.
+// maintenance (pkg/selfdrain's record on the Node); handshake.Maintenance
+// reads it, so that neither package imports the other.
 type Maintenance struct {
 	// Other: a maintenance that is not this reboot's is asked for or
 	// under way.
@@ -78,8 +79,11 @@ type Options struct {
 	// rebooted is asked again.
 	RetryReboot time.Duration
 
-	Slots       Slots
-	Rebooter    Rebooter
+	Slots Slots
+	// Rebooter asks the host to reboot; the wiring marks the reboot as the
+	// agent's own for the shutdown guard (handshake.OwnReboot).
+	Rebooter Rebooter
+	// Maintenance reads the node's maintenance (handshake.Maintenance).
 	Maintenance func(node *corev1.Node) (Maintenance, error)
 
 	Clock    clock.WithTicker

@@ -15,10 +15,12 @@
 //   - the cluster-wide drain slots, coordination.k8s.io Leases, and what the
 //     Node shows while a drain waits for one (Slots);
 //   - the hand-off to the shutdown guard: DrainForShutdown and
-//     ShutdownCancelled, which the wiring gives to pkg/shutdown, so this
+//     ShutdownCancelled, which pkg/handshake hands to pkg/shutdown, so this
 //     package knows nothing of logind;
 //   - its metrics (NewMetrics), registered on the registry it is given.
 //
-// One engine serves three triggers: the annotation and NodeMaintenance
-// objects through the Controller, and the host's shutdown.
+// One engine serves four triggers: the annotation, NodeMaintenance objects
+// and the reboot coordinator's request (read from its record on the Node
+// through ControllerOptions.RebootDrain) through the Controller, and the
+// host's shutdown.
 package selfdrain
