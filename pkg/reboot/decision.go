@@ -87,8 +87,8 @@ const (
 )
 
 // Phase is how far this node's reboot has gone, as the coordinator recorded
-// it. It must survive the reboot: the caller keeps it on the Node or its
-// Lease, not in memory.
+// it. It must survive the reboot: the coordinator keeps it in its Record on
+// the Node, not in memory.
 type Phase string
 
 const (
@@ -346,9 +346,9 @@ func (in Input) need() (Need, bool) {
 // a node that may not reboot now never holds one of the cluster's slots.
 //
 // Once the drain started, the window and the blockers no longer stop it: a
-// reboot under way finishes (the rule for the window), and a blocker
-// found after the drain started is reported in the Decision but neither
-// undoes the drain nor holds the reboot back. The drain itself raises alerts
+// reboot under way finishes (the window bounds when a reboot starts, not
+// when it ends), and a blocker found after the drain started is reported in
+// the Decision but neither undoes the drain nor holds the reboot back. The drain itself raises alerts
 // (pods pending elsewhere, PodDisruptionBudgets at their limit), so waiting
 // on them would leave the node cordoned and the slot held for as long as
 // they fire.
@@ -374,9 +374,9 @@ func Decide(in Input) Decision {
 // decide is Decide by phase, before what every phase shares.
 func decide(in Input) Decision {
 	need, known := in.need()
-	keep := Decision{Last: in.Last, Failure: in.Failure}
+	// with keeps the record's last reboot and failure as they are.
 	with := func(d Decision) Decision {
-		d.Last, d.Failure = keep.Last, keep.Failure
+		d.Last, d.Failure = in.Last, in.Failure
 		return d
 	}
 	switch in.Phase {

@@ -45,11 +45,13 @@ type Record struct {
 	Since *metav1.Time `json:"since,omitempty"`
 	// Phase is how far the reboot under way has gone.
 	Phase Phase `json:"phase,omitempty"`
-	// Slot is the drain slot Lease the reboot holds, when it holds one.
+	// Slot names the drain slot the reboot holds (Slot.Name), when it
+	// holds one.
 	Slot string `json:"slot,omitempty"`
 	// Drain says the coordinator asks for the node's drain: pkg/selfdrain
-	// reads it as a maintenance request (trigger "reboot"), from the drain
-	// until the node is back from the reboot, or the attempt failed.
+	// reads it as a maintenance request (trigger "reboot", through
+	// handshake.DrainRequest), from the start of the drain until the host
+	// is back and Ready, or the reboot is called off or given up.
 	Drain bool `json:"drain,omitempty"`
 	// BootID is the Node's status.nodeInfo.bootID when logind was asked
 	// to reboot; another boot ID means the host rebooted.
