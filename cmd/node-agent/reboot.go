@@ -28,9 +28,11 @@ node-agent.io/reboot-status annotation, Events and metrics.
   request NODE [--reason TEXT]  asks for NODE's reboot without a sentinel: sets
                                 node-agent.io/reboot=TEXT. The coordinator
                                 treats it as a need and removes it once the
-                                node is back, or when the attempt failed.
-  request NODE --cancel         removes the request; a reboot whose drain has
-                                started goes on.`,
+                                node is back, or when the attempt's drain
+                                failed (asking again then starts at once).
+  request NODE --cancel         removes the request; while the node drains,
+                                that calls the reboot off unless a sentinel
+                                asks for it; once drained, the reboot goes on.`,
 	}
 	flags.add(cmd.PersistentFlags())
 	client := func(cmd *cobra.Command) (*maintenance.Client, error) {
@@ -61,9 +63,10 @@ func newRebootStatusCommand(client clientFunc) *cobra.Command {
              there).
   REASON     the condition's reason: NotNeeded; while it waits OutsideWindow,
              BlockedByPods, BlockedByAlerts, WaitingForDrainSlot or InMaintenance;
-             then Draining, Rebooting, Done; or Failed (the drain did not
-             finish within drain.timeout), RebootLoop (the host still needs a
-             reboot after one), NeedUnknown.
+             then Draining, Rebooting, Done; or DrainFailed (the drain did
+             not finish within drain.timeout; tried again after a backoff),
+             RebootLoop (the host still needs a reboot after one),
+             NeedUnknown.
   SINCE      how long the node has needed the reboot (or its need has been
              unknown); - when none is needed.
   REQUESTED  the value of a pending node-agent.io/reboot request.
@@ -102,9 +105,9 @@ NODE shows no sign of one (no node-agent.io/reboot-status annotation, no
 RebootRequired condition), the request is made but a warning says that nothing
 acts on it yet.
 
---cancel removes the request instead. It does not stop a reboot whose drain
-has started: the coordinator no longer reads the request then, and the node
-reboots once drained.`,
+--cancel removes the request instead. While the node drains, that calls the
+reboot off and the drain is undone, unless a sentinel still asks for the
+reboot; once the node is drained, the reboot goes on.`,
 		Example: "  node-agent reboot request node-1 --reason 'kernel 6.12 for CVE-2026-1234'\n  node-agent reboot request node-1 --cancel",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

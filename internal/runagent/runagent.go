@@ -3,9 +3,11 @@
 // drain slots, the reboot coordinator, the shutdown guard and the --config
 // watcher, each a component of one pkg/agent Agent for one Node.
 //
-// It owns only the wiring; every part it wires lives in its own package. It
-// is kept out of cmd/node-agent so that the fleet benchmark (test/scale) runs
-// many agents in one process with exactly the code `node-agent run` runs.
+// It owns only the wiring: it makes the clients, hands each package what it
+// takes, and connects packages through the functions of pkg/handshake; every
+// rule lives in a package with its tests. It is kept out of cmd/node-agent
+// so that the fleet benchmark (test/scale) runs many agents in one process
+// with exactly the code `node-agent run` runs.
 package runagent
 
 import (
@@ -13,8 +15,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -26,6 +26,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/agent"
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/handshake"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 	"github.com/node-agent/node-agent/pkg/hostcpu/subprocess"
 	"github.com/node-agent/node-agent/pkg/kube"
@@ -61,7 +62,10 @@ type Options struct {
 	AgentOptions []agent.Option
 }
 
-// New builds the agent `node-agent run` runs for o.Config.NodeName.
+// New builds the agent `node-agent run` runs for o.Config.NodeName. It
+// makes the clients but contacts nothing: the components are built when the
+// agent runs (agent.Agent.Build), and only their Run reaches the apiserver,
+// the host and the system bus.
 func New(o Options) (*agent.Agent, error) {
 	cfg := o.Config
 	if o.REST == nil {
@@ -77,203 +81,237 @@ func New(o Options) (*agent.Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Pods of this node are reached as the node itself (pkg/podaccess):
-	// the ServiceAccount has no grant on pods.
-	podClient, err := kube.New(podaccess.NodeConfig(restCfg, cfg.NodeName))
-	if err != nil {
+	w := &wiring{cfg: cfg, discover: o.Discover, configFile: o.ConfigFile, flags: o.Flags}
+	// Pods of this node are reached as the node itself, or with the
+	// ServiceAccount's own grant where the cluster refuses that
+	// (pkg/podaccess decides which).
+	if w.podClient, err = kube.New(podaccess.NodeConfig(restCfg, cfg.NodeName)); err != nil {
 		return nil, err
+	}
+	if cfg.Maintenance.NodeMaintenance {
+		if w.dyn, err = dynamic.NewForConfig(restCfg); err != nil {
+			return nil, err
+		}
 	}
 	opts := []agent.Option{
 		agent.WithKubernetesClient(client),
 		agent.WithLogger(o.Logger),
 		agent.WithMetricsAddress(cfg.MetricsBindAddress),
 		agent.WithHealthAddress(cfg.HealthProbeBindAddress),
-	}
-	var reload func(config.Config)
-	if cfg.Labeller.Enabled {
-		var opt agent.Option
-		opt, reload = labellerComponent(cfg, o.Discover)
-		opts = append(opts, opt)
-	}
-	var dyn dynamic.Interface
-	if cfg.Maintenance.NodeMaintenance {
-		if dyn, err = dynamic.NewForConfig(restCfg); err != nil {
-			return nil, err
-		}
-	}
-	opts = append(opts, drainComponents(cfg, dyn, podClient)...)
-	if o.ConfigFile != "" {
-		opts = append(opts, agent.WithComponent(configWatcher(o.ConfigFile, cfg, o.Flags, reload)))
+		agent.WithComponents(w.components),
 	}
 	opts = append(opts, o.AgentOptions...)
 	return agent.New(cfg.NodeName, opts...)
 }
 
-// labellerComponent wires CPU discovery and labelling. Each discovery runs
-// in the discovery helper (cmd/node-agent-discover), so libvirt is never
-// loaded into the daemon. The returned function hands the component a
-// reloaded configuration.
-func labellerComponent(cfg config.Config, discover labeller.DiscoverFunc) (agent.Option, func(config.Config)) {
-	var ctrl *labeller.Controller
-	opt := agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
-		log := d.Logger.With("component", "hostcpu")
-		if discover == nil {
-			discover = func(ctx context.Context, lc config.LabellerConfig) (*hostcpu.HostCPU, error) {
-				r, err := DiscoveryRunner(lc, cfg.StateDir, log)
-				if err != nil {
-					return nil, err
-				}
-				return r.Discover(ctx, DiscoveryRequest(lc, cfg.StateDir, cfg.LogLevel))
-			}
-		}
-		c, err := labeller.NewController(labeller.Options{
-			Client: d.Client, NodeName: d.NodeName, Config: cfg.Labeller, Discover: discover,
-			Logger: d.Logger.With("component", "labeller"), Clock: d.Clock, Recorder: d.Recorder,
-			Metrics: labeller.NewMetrics(d.Registry),
-		})
-		ctrl = c
-		return c, err
-	})
-	return opt, func(next config.Config) {
-		if ctrl != nil {
-			ctrl.SetConfig(next.Labeller)
-		}
-	}
+// wiring is what the components of one agent are built from.
+type wiring struct {
+	cfg config.Config
+	// podClient impersonates the node (podaccess.NodeConfig).
+	podClient kube.Interface
+	// dyn reads NodeMaintenance objects; nil unless
+	// maintenance.nodeMaintenance.
+	dyn        dynamic.Interface
+	discover   labeller.DiscoverFunc
+	configFile string
+	flags      *pflag.FlagSet
 }
 
-// configWatcher reloads the --config file when it changes.
-func configWatcher(path string, current config.Config, flags *pflag.FlagSet, apply func(config.Config)) agent.ComponentFactory {
-	return func(d agent.Deps) (agent.Component, error) {
-		w := &config.Watcher{
-			Path: path, Current: current, Flags: flags, Clock: d.Clock, Interval: 2 * time.Second,
-			Logger: d.Logger.With("component", "config"),
-			OnChange: func(next config.Config) {
-				if apply != nil {
-					apply(next)
-				}
-			},
-			OnInvalid: func(err error) {
-				d.Recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: d.NodeName, UID: types.UID(d.NodeName)},
-					corev1.EventTypeWarning, "ConfigReloadRefused", "Configuration %s refused, the last good one stays in force: %v", path, err)
-			},
-		}
-		return component{"config", w.Run}, nil
-	}
-}
-
-// drainComponents wires the maintenance requests (the annotation and, when
-// maintenance.nodeMaintenance is on, NodeMaintenance objects read through
-// dyn) and, when enabled, the shutdown guard, which share one drain engine.
-// podClient impersonates the node; the engine reaches the node's pods
-// through it, or through the ServiceAccount's own grant where the cluster
-// refuses the impersonation (pkg/podaccess).
-func drainComponents(cfg config.Config, dyn dynamic.Interface, podClient kube.Interface) []agent.Option {
-	var ctrl *selfdrain.Controller
-	// ownReboot is set by the reboot coordinator just before it asks
-	// logind to reboot: the shutdown guard then lets the host go at once,
-	// since the coordinator drained the node already (its own delay lock
-	// must not stall its own reboot).
-	ownReboot := new(atomic.Bool)
-	// One requester serves both purposes, so the node asks for one slot
-	// at a time and never adopts the other purpose's slot.
-	requester := &slots.Requester{
-		NodeName: cfg.NodeName, RenewInterval: cfg.Drain.SlotSilenceBound.Duration / 3,
-		NoAnswerAfter: 30 * time.Second, ClaimGrace: 2 * time.Minute,
-	}
-	opts := []agent.Option{agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
-		requester.Client, requester.Clock = d.Client, d.Clock
-		requester.Logger = d.Logger.With("component", "slots")
-		return requester, nil
-	}), agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
-		m := selfdrain.NewMetrics(d.Registry)
-		access := &podaccess.Reporter{
-			Prober:  podaccess.Prober{Node: podClient, Own: d.Client, NodeName: d.NodeName},
-			Logger:  d.Logger.With("component", "podaccess"),
-			Metrics: podaccess.NewMetrics(d.Registry),
-		}
-		// Say at start, once, how the pods will be reached; every drain
-		// asks again before it begins. An apiserver that cannot be asked
-		// now is asked then.
-		probeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if _, err := access.Check(probeCtx); err != nil {
-			d.Logger.Warn("Could not tell yet how this node's pods are reached; asking again before a drain", "component", "podaccess", "err", err)
-		}
-		cancel()
-		engine := selfdrain.NewEngine(selfdrain.EngineOptions{
-			Client: d.Client, NodeName: d.NodeName, Config: cfg.Drain,
-			Logger: d.Logger.With("component", "selfdrain"), Clock: d.Clock, Recorder: d.Recorder, Metrics: m,
-			PodAccess: access.Check,
-		})
-		var nm *selfdrain.NodeMaintenanceSource
-		if dyn != nil {
-			nm = &selfdrain.NodeMaintenanceSource{
-				Client: dyn, Discovery: d.Client.Discovery(), NodeName: d.NodeName,
-				Logger: engine.Logger, Clock: d.Clock, RecheckInterval: time.Minute,
-			}
-		}
-		co := selfdrain.ControllerOptions{Engine: engine, Slots: maintenanceSlots{requester}, NodeMaintenance: nm}
-		if cfg.Reboot.Enabled {
-			co.RebootDrain = rebootDrainRequest
-		}
-		ctrl = selfdrain.NewController(co)
-		return ctrl, nil
-	})}
-	if cfg.Reboot.Enabled {
-		opts = append(opts, rebootComponent(cfg, podClient, rebootSlots{requester}, ownReboot))
-	}
-	if !cfg.Shutdown.Enabled {
-		return opts
-	}
-	return append(opts, agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
-		// The guard adds its own component key.
-		logger := d.Logger
-		g, err := shutdown.NewGuard(shutdown.GuardOptions{
-			Connect: func(ctx context.Context) (shutdown.Logind, error) {
-				return shutdown.Connect(ctx, cfg.Shutdown.SystemBusAddress)
-			},
-			Drainer:            shutdownDrainer(ctrl, ownReboot),
-			DrainBudget:        cfg.Shutdown.DrainBudget.Duration,
-			SafetyMargin:       cfg.Shutdown.SafetyMargin.Duration,
-			ManageLogindConfig: cfg.Shutdown.ManageLogindConfig,
-			LogindDropInDir:    cfg.Shutdown.LogindDropInDir,
-			Why:                "Draining node " + d.NodeName + " (VMs live-migrate, pods are evicted) before the host goes down",
-			Clock:              d.Clock,
-			Logger:             logger,
-			Metrics:            shutdown.NewMetrics(d.Registry),
-			OnStatus: func(s shutdown.Status) {
-				detail := string(s.State)
-				if s.Message != "" {
-					detail += ": " + s.Message
-				}
-				d.Health.SetDetail("shutdown-guard", detail)
-			},
-		})
+// components builds every component of the agent: the labeller, the pod
+// access report, the maintenance controller, the reboot coordinator, the
+// shutdown guard and the --config watcher, each when configured. The last
+// three share the drain controller, the pod access and the own-reboot mark
+// built here, and nothing else.
+func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
+	var out []agent.Component
+	var lab *labeller.Controller
+	if w.cfg.Labeller.Enabled {
+		c, err := w.labeller(d)
 		if err != nil {
 			return nil, err
 		}
-		return component{"shutdown", g.Run}, nil
-	}))
+		lab = c
+		out = append(out, c)
+	}
+	access := &podaccess.Reporter{
+		Prober:  podaccess.Prober{Node: w.podClient, Own: d.Client, NodeName: d.NodeName},
+		Logger:  d.Logger.With("component", "podaccess"),
+		Metrics: podaccess.NewMetrics(d.Registry),
+	}
+	out = append(out, component{"podaccess", access.Run})
+	// One requester asks for the drain slots of both purposes, so the
+	// node asks for one slot at a time and never adopts the other
+	// purpose's slot.
+	requester := &slots.Requester{
+		Client: d.Client, NodeName: d.NodeName, RenewInterval: w.cfg.Drain.SlotSilenceBound.Duration / 3,
+		NoAnswerAfter: 30 * time.Second, ClaimGrace: 2 * time.Minute,
+		Clock: d.Clock, Logger: d.Logger.With("component", "slots"),
+	}
+	out = append(out, requester)
+	ctrl := w.maintenance(d, access, maintenanceSlots{requester})
+	out = append(out, ctrl)
+	own := new(handshake.OwnReboot)
+	if w.cfg.Reboot.Enabled {
+		c, err := w.reboot(d, access, rebootSlots{requester}, own)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	if w.cfg.Shutdown.Enabled {
+		c, err := w.shutdownGuard(d, own.Drainer(handshake.ShutdownDrainer(ctrl)))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	if w.configFile != "" {
+		out = append(out, w.configWatcher(d, lab))
+	}
+	return out, nil
 }
 
-// shutdownDrainer adapts the maintenance controller to the shutdown guard:
-// the guard hands it the shutdown, and gives the node back after a
-// cancelled one.
-func shutdownDrainer(ctrl *selfdrain.Controller, ownReboot *atomic.Bool) shutdown.Drainer {
-	return shutdown.DrainerFuncs{
-		DrainFunc: func(ctx context.Context, deadline time.Time) (shutdown.Result, error) {
-			if ownReboot.Load() {
-				return shutdown.Result{Complete: true, Message: "the reboot coordinator drained the node before it asked for this reboot"}, nil
+// labeller wires CPU discovery and labelling. Each discovery runs in the
+// discovery helper (cmd/node-agent-discover), so libvirt is never loaded
+// into the daemon; Options.Discover replaces it.
+func (w *wiring) labeller(d agent.Deps) (*labeller.Controller, error) {
+	discover := w.discover
+	if discover == nil {
+		log := d.Logger.With("component", "hostcpu")
+		discover = func(ctx context.Context, lc config.LabellerConfig) (*hostcpu.HostCPU, error) {
+			r, err := DiscoveryRunner(lc, w.cfg.StateDir, log)
+			if err != nil {
+				return nil, err
 			}
-			r, err := ctrl.DrainForShutdown(ctx, deadline)
-			return shutdown.Result{Complete: r.Complete, Message: r.Message}, err
-		},
-		UndoFunc: ctrl.ShutdownCancelled,
+			return r.Discover(ctx, DiscoveryRequest(lc, w.cfg.StateDir, w.cfg.LogLevel))
+		}
 	}
+	return labeller.NewController(labeller.Options{
+		Client: d.Client, NodeName: d.NodeName, Config: w.cfg.Labeller, Discover: discover,
+		Logger: d.Logger.With("component", "labeller"), Clock: d.Clock, Recorder: d.Recorder,
+		Metrics: labeller.NewMetrics(d.Registry),
+	})
+}
+
+// maintenance wires the maintenance requests (the annotation, NodeMaintenance
+// objects when maintenance.nodeMaintenance is on, and the reboot
+// coordinator's record when reboot.enabled is on) to the drain engine, which
+// reaches the node's pods as access says.
+func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlots selfdrain.SlotSource) *selfdrain.Controller {
+	cfg := w.cfg
+	engine := selfdrain.NewEngine(selfdrain.EngineOptions{
+		Client: d.Client, NodeName: d.NodeName, Config: cfg.Drain,
+		Logger: d.Logger.With("component", "selfdrain"), Clock: d.Clock, Recorder: d.Recorder, Metrics: selfdrain.NewMetrics(d.Registry),
+		PodAccess: access.Check,
+	})
+	var nm *selfdrain.NodeMaintenanceSource
+	if w.dyn != nil {
+		nm = &selfdrain.NodeMaintenanceSource{
+			Client: w.dyn, Discovery: d.Client.Discovery(), NodeName: d.NodeName,
+			Logger: engine.Logger, Clock: d.Clock, RecheckInterval: time.Minute,
+		}
+	}
+	co := selfdrain.ControllerOptions{Engine: engine, Slots: drainSlots, NodeMaintenance: nm}
+	if cfg.Reboot.Enabled {
+		co.RebootDrain = handshake.DrainRequest
+	}
+	return selfdrain.NewController(co)
+}
+
+// reboot wires the reboot coordinator (reboot.enabled): its drain is asked
+// of selfdrain through its record (handshake), it asks for drain slots
+// through the agent's one requester, lists pods for reboot.blockingPodSelector as
+// access says, and reboots through logind with the reboot marked as its own
+// for the shutdown guard.
+func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reboot.Slots, own *handshake.OwnReboot) (agent.Component, error) {
+	cfg := w.cfg
+	rc := cfg.Reboot
+	log := d.Logger.With("component", "reboot")
+	window, err := reboot.ParseWindow(rc.Window.Days, rc.Window.Start, rc.Window.End, rc.Window.TimeZone)
+	if err != nil {
+		return nil, err // Validate checked it already
+	}
+	need := reboot.NeedChecker{SentinelFile: rc.SentinelFile, SentinelCommand: rc.SentinelCommand}
+	if len(rc.SentinelCommand) > 0 {
+		need.Runner = &rebootsystemd.Runner{Dial: rebootsystemd.Dial(cfg.Shutdown.SystemBusAddress), Logger: log}
+	}
+	var blockers []reboot.BlockerSource
+	if rc.BlockingPodSelector != "" {
+		sel, err := labels.Parse(rc.BlockingPodSelector)
+		if err != nil {
+			return nil, err
+		}
+		blockers = append(blockers, reboot.PodBlockers{Lister: reboot.NodePods{Access: access.Check, Node: d.NodeName}, Selector: sel})
+	}
+	if rc.PrometheusURL != "" {
+		re, err := reboot.CompileAlertRegexp(rc.BlockingAlertRegexp)
+		if err != nil {
+			return nil, err
+		}
+		blockers = append(blockers, reboot.AlertBlockers{URL: rc.PrometheusURL, Match: re, Client: &http.Client{Timeout: 10 * time.Second}})
+	}
+	return reboot.NewCoordinator(reboot.Options{
+		Client: d.Client, NodeName: d.NodeName, Need: need, Window: window, Blockers: blockers,
+		LoopBound: rc.LoopBound.Duration, RebootWithoutDrain: rc.RebootWithoutDrain,
+		CheckInterval: rc.CheckInterval.Duration, SlotHoldBound: rc.SlotHoldBound.Duration,
+		Slots:       drainSlots,
+		Rebooter:    own.Rebooter(shutdown.LogindRebooter{Connect: w.connectLogind}),
+		Maintenance: handshake.Maintenance,
+		Clock:       d.Clock, Logger: log, Recorder: d.Recorder,
+		Metrics: reboot.NewMetrics(d.Registry),
+	}), nil
+}
+
+// shutdownGuard wires the shutdown guard (shutdown.enabled) to drainer.
+func (w *wiring) shutdownGuard(d agent.Deps, drainer shutdown.Drainer) (agent.Component, error) {
+	sc := w.cfg.Shutdown
+	g, err := shutdown.NewGuard(shutdown.GuardOptions{
+		Connect:            w.connectLogind,
+		Drainer:            drainer,
+		DrainBudget:        sc.DrainBudget.Duration,
+		SafetyMargin:       sc.SafetyMargin.Duration,
+		ManageLogindConfig: sc.ManageLogindConfig,
+		LogindDropInDir:    sc.LogindDropInDir,
+		Why:                "Draining node " + d.NodeName + " (VMs live-migrate, pods are evicted) before the host goes down",
+		Clock:              d.Clock,
+		Logger:             d.Logger, // the guard adds its own component key
+		Metrics:            shutdown.NewMetrics(d.Registry),
+		OnStatus:           func(s shutdown.Status) { d.Health.SetDetail("shutdown-guard", s.Detail()) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	return component{"shutdown", g.Run}, nil
+}
+
+// connectLogind connects to logind at shutdown.systemBusAddress.
+func (w *wiring) connectLogind(ctx context.Context) (shutdown.Logind, error) {
+	return shutdown.Connect(ctx, w.cfg.Shutdown.SystemBusAddress)
+}
+
+// configWatcher reloads the --config file when it changes, and hands the
+// labeller (nil when off) the new configuration.
+func (w *wiring) configWatcher(d agent.Deps, lab *labeller.Controller) agent.Component {
+	path := w.configFile
+	cw := &config.Watcher{
+		Path: path, Current: w.cfg, Flags: w.flags, Clock: d.Clock, Interval: 2 * time.Second,
+		Logger: d.Logger.With("component", "config"),
+		OnChange: func(next config.Config) {
+			if lab != nil {
+				lab.SetConfig(next.Labeller)
+			}
+		},
+		OnInvalid: func(err error) {
+			d.Recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: d.NodeName, UID: types.UID(d.NodeName)},
+				corev1.EventTypeWarning, "ConfigReloadRefused", "Configuration %s refused, the last good one stays in force: %v", path, err)
+		},
+	}
+	return component{"config", cw.Run}
 }
 
 // component makes an agent component of a loop that needs no NodeView (the
-// shutdown guard, the config file watcher), so their packages need not
-// import pkg/agent.
+// pod access report, the shutdown guard, the config file watcher), so their
+// packages need not import pkg/agent.
 type component struct {
 	name string
 	run  func(context.Context) error
@@ -282,80 +320,6 @@ type component struct {
 func (c component) Name() string { return c.name }
 
 func (c component) Run(ctx context.Context, _ agent.NodeView) error { return c.run(ctx) }
-
-// rebootComponent wires the reboot coordinator (reboot.enabled). It asks
-// selfdrain for the drain through its record on the Node (rebootDrainRequest),
-// takes the drain slots of the maintenance controller, and reboots through
-// logind. podClient lists the node's pods for reboot.blockingPodSelector as
-// the node itself.
-func rebootComponent(cfg config.Config, podClient kube.Interface, rebootSlots reboot.Slots, ownReboot *atomic.Bool) agent.Option {
-	return agent.WithComponent(func(d agent.Deps) (agent.Component, error) {
-		rc := cfg.Reboot
-		window, err := reboot.ParseWindow(rc.Window.Days, rc.Window.Start, rc.Window.End, rc.Window.TimeZone)
-		if err != nil {
-			return nil, err // Validate checked it already
-		}
-		need := reboot.NeedChecker{SentinelFile: rc.SentinelFile, SentinelCommand: rc.SentinelCommand}
-		if len(rc.SentinelCommand) > 0 {
-			need.Runner = &rebootsystemd.Runner{Dial: rebootsystemd.Dial(cfg.Shutdown.SystemBusAddress), Logger: d.Logger.With("component", "reboot")}
-		}
-		var blockers []reboot.BlockerSource
-		if rc.BlockingPodSelector != "" {
-			sel, err := labels.Parse(rc.BlockingPodSelector)
-			if err != nil {
-				return nil, err
-			}
-			blockers = append(blockers, reboot.PodBlockers{Lister: reboot.NodePods{Client: podClient, Node: d.NodeName}, Selector: sel})
-		}
-		if rc.PrometheusURL != "" {
-			re, err := reboot.CompileAlertRegexp(rc.BlockingAlertRegexp)
-			if err != nil {
-				return nil, err
-			}
-			blockers = append(blockers, reboot.AlertBlockers{URL: rc.PrometheusURL, Match: re, Client: &http.Client{Timeout: 10 * time.Second}})
-		}
-		return reboot.NewCoordinator(reboot.Options{
-			Client: d.Client, NodeName: d.NodeName, Need: need, Window: window, Blockers: blockers,
-			LoopBound: rc.LoopBound.Duration, RebootWithoutDrain: rc.RebootWithoutDrain,
-			CheckInterval: rc.CheckInterval.Duration, SlotHoldBound: rc.SlotHoldBound.Duration,
-			Slots:       rebootSlots,
-			Rebooter:    logindRebooter{address: cfg.Shutdown.SystemBusAddress, ownReboot: ownReboot},
-			Maintenance: rebootMaintenance,
-			Clock:       d.Clock, Logger: d.Logger.With("component", "reboot"), Recorder: d.Recorder,
-			Metrics: reboot.NewMetrics(d.Registry),
-		}), nil
-	})
-}
-
-// rebootDrainRequest reads the reboot coordinator's request for a drain
-// from its record on the Node, for selfdrain.
-func rebootDrainRequest(node *corev1.Node) string {
-	rec, err := reboot.ParseRecord(node)
-	if err != nil || rec == nil || !rec.Drain {
-		return ""
-	}
-	return "reboot coordinator: " + rec.Message
-}
-
-// rebootMaintenance tells the coordinator what selfdrain's record on the
-// Node says.
-func rebootMaintenance(node *corev1.Node) (reboot.Maintenance, error) {
-	st, err := selfdrain.ParseStatus(node)
-	if err != nil {
-		return reboot.Maintenance{}, err
-	}
-	m := reboot.Maintenance{Other: strings.TrimSpace(node.Annotations[selfdrain.MaintenanceAnnotation]) != ""}
-	if st.Active() {
-		if st.Trigger != selfdrain.TriggerReboot {
-			m.Other = true
-		} else {
-			m.Active = true
-			m.Drained = st.Phase == selfdrain.PhaseSucceeded
-			m.TimedOut = st.Phase == selfdrain.PhaseFailed
-		}
-	}
-	return m, nil
-}
 
 // maintenanceSlots asks for drain slots for maintenance drains.
 type maintenanceSlots struct{ r *slots.Requester }
@@ -377,27 +341,6 @@ func (b rebootSlots) Acquire(ctx context.Context, onWait func(error)) (reboot.Sl
 		return nil, err
 	}
 	return h, nil
-}
-
-// logindRebooter asks logind to reboot, on a connection of its own, after
-// telling the shutdown guard that this reboot is the coordinator's.
-type logindRebooter struct {
-	address   string
-	ownReboot *atomic.Bool
-}
-
-func (r logindRebooter) Reboot(ctx context.Context) error {
-	l, err := shutdown.Connect(ctx, r.address)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	r.ownReboot.Store(true)
-	if err := l.Reboot(ctx); err != nil {
-		r.ownReboot.Store(false)
-		return err
-	}
-	return nil
 }
 
 // DiscoveryRunner returns the runner of the discovery helper

@@ -1,6 +1,6 @@
 // Package agent owns the lifetime of `node-agent run`: the informer on the
 // agent's own Node, the /metrics and health endpoints, and the components
-// (labeller, self-drain, shutdown guard) that act on that Node. One context
+// that act on that Node (internal/runagent says which). One context
 // flows from main through Run into every component; cancelling it stops all.
 package agent
 
@@ -52,6 +52,11 @@ type Component interface {
 // ComponentFactory builds a component once the agent's shared parts exist.
 type ComponentFactory func(deps Deps) (Component, error)
 
+// ComponentsFactory builds several components that share what they are
+// built from (one pod access, one drain controller), so that no factory
+// reaches into another's results.
+type ComponentsFactory func(deps Deps) ([]Component, error)
+
 // Deps are the shared parts handed to component factories.
 type Deps struct {
 	Client   kube.Interface
@@ -73,7 +78,8 @@ type Agent struct {
 	clock       clock.WithTicker
 	metricsAddr string
 	healthAddr  string
-	factories   []ComponentFactory
+	factories   []ComponentsFactory
+	built       bool
 	health      *Health
 
 	// listeners are set by tests that want the bound addresses.
@@ -104,6 +110,17 @@ func WithHealthAddress(addr string) Option { return func(a *Agent) { a.healthAdd
 
 // WithComponent adds a component built by f when Run starts.
 func WithComponent(f ComponentFactory) Option {
+	return WithComponents(func(d Deps) ([]Component, error) {
+		c, err := f(d)
+		if err != nil {
+			return nil, err
+		}
+		return []Component{c}, nil
+	})
+}
+
+// WithComponents adds the components built by f when Run starts.
+func WithComponents(f ComponentsFactory) Option {
 	return func(a *Agent) { a.factories = append(a.factories, f) }
 }
 
@@ -132,6 +149,28 @@ func New(nodeName string, opts ...Option) (*Agent, error) {
 	}
 	a.logger = a.logger.With("node", nodeName)
 	return a, nil
+}
+
+// Build runs the component factories with the agent's shared parts and
+// recorder, and returns the components in the order they were added,
+// without starting anything. Run calls it; a test of the wiring calls it
+// instead of Run, to see what an agent is made of. Factories register their
+// metrics on the agent's registry, so an agent is built once.
+func (a *Agent) Build(recorder record.EventRecorder) ([]Component, error) {
+	if a.built {
+		return nil, errors.New("agent: components already built; an Agent runs once")
+	}
+	a.built = true
+	deps := Deps{Client: a.client, NodeName: a.nodeName, Logger: a.logger, Registry: a.registry, Clock: a.clock, Health: a.health, Recorder: recorder}
+	var components []Component
+	for _, f := range a.factories {
+		cs, err := f(deps)
+		if err != nil {
+			return nil, err
+		}
+		components = append(components, cs...)
+	}
+	return components, nil
 }
 
 // Health returns the agent's health registry, for components to add checks.
@@ -167,14 +206,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: "node-agent", Host: a.nodeName})
 
-	deps := Deps{Client: a.client, NodeName: a.nodeName, Logger: a.logger, Registry: a.registry, Clock: a.clock, Health: a.health, Recorder: recorder}
-	var components []Component
-	for _, f := range a.factories {
-		c, err := f(deps)
-		if err != nil {
-			return err
-		}
-		components = append(components, c)
+	components, err := a.Build(recorder)
+	if err != nil {
+		return err
 	}
 
 	errCh := make(chan error, 2+len(components))

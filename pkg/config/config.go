@@ -232,10 +232,11 @@ type RebootConfig struct {
 	// it carries another name rather than kured's with the opposite meaning.
 	BlockingAlertRegexp string `json:"blockingAlertRegexp,omitempty"`
 	// RebootWithoutDrain reboots even when the drain did not finish within
-	// drain.timeout. Off: the reboot is reported Failed and not made,
+	// drain.timeout. Off: the reboot is given up (reason DrainFailed),
 	// because rebooting then drops the pods the drain could not move; the
-	// drain is undone (uncordon), and no new attempt starts before
-	// LoopBound has passed, unless an admin asks again.
+	// coordinator withdraws its drain and releases the slot, and the next
+	// attempt waits CheckInterval, doubling with each failure in a row up
+	// to a day (reboot.DrainFailedBackoff), unless an admin asks again.
 	RebootWithoutDrain bool `json:"rebootWithoutDrain"`
 	// CheckInterval is how often the sentinel (and, while a reboot is
 	// needed, the blockers) are looked at. Changes of the Node and of the
@@ -484,7 +485,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Reboot.BlockingPodSelector, "reboot-blocking-pod-selector", c.Reboot.BlockingPodSelector, "Label selector: while a pod on this node matches it, no reboot starts. Empty: no pod blocks.")
 	fs.StringVar(&c.Reboot.PrometheusURL, "reboot-prometheus-url", c.Reboot.PrometheusURL, "Prometheus queried for firing alerts (/api/v1/alerts); a matching alert blocks the reboot, and so does a failed query. Empty: alerts are not checked.")
 	fs.StringVar(&c.Reboot.BlockingAlertRegexp, "reboot-blocking-alert-regexp", c.Reboot.BlockingAlertRegexp, "Regular expression, anchored, for the names of the firing alerts that block a reboot. Empty: every firing alert. The opposite of kured's --alert-filter-regexp, which names the alerts to ignore.")
-	fs.BoolVar(&c.Reboot.RebootWithoutDrain, "reboot-without-drain", c.Reboot.RebootWithoutDrain, "Reboot even when the drain did not finish within --drain-timeout. Off: the node stays cordoned and the reboot is reported Failed.")
+	fs.BoolVar(&c.Reboot.RebootWithoutDrain, "reboot-without-drain", c.Reboot.RebootWithoutDrain, "Reboot even when the drain did not finish within --drain-timeout. Off: the reboot is given up (reason DrainFailed) and tried again after a backoff.")
 	// The name the section prefix gives reboot.rebootWithoutDrain says
 	// reboot twice; it stays, hidden and deprecated, for the DaemonSets
 	// that already pass it.

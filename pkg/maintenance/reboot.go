@@ -221,8 +221,9 @@ func (c *Client) RequestReboot(ctx context.Context, node, reason string) error {
 	return nil
 }
 
-// CancelRebootRequest removes node's reboot request. A reboot whose drain
-// has started goes on: the coordinator no longer reads the request then.
+// CancelRebootRequest removes node's reboot request. While the node drains,
+// that calls the reboot off (the drain is undone) unless a sentinel still
+// asks for it; once the drain is done, the reboot goes on (reboot.Decide).
 func (c *Client) CancelRebootRequest(ctx context.Context, node string) error {
 	n, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -241,7 +242,9 @@ func (c *Client) CancelRebootRequest(ctx context.Context, node string) error {
 	fmt.Fprintf(c.Err, "reboot request of %s removed\n", node)
 	if rec, err := reboot.ParseRecord(n); err == nil && rec != nil {
 		switch rec.Phase {
-		case reboot.PhaseDraining, reboot.PhaseDrained, reboot.PhaseDrainTimedOut, reboot.PhaseRebootRequested:
+		case reboot.PhaseDraining:
+			fmt.Fprintf(c.Err, "the drain of %s is called off and undone, unless a sentinel on the host still asks for the reboot\n", node)
+		case reboot.PhaseDrained, reboot.PhaseRebootRequested:
 			fmt.Fprintf(c.Err, "warning: the reboot of %s is under way (phase %s) and goes on\n", node, rec.Phase)
 		}
 	}

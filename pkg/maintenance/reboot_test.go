@@ -175,15 +175,19 @@ func TestCancelRebootRequest(t *testing.T) {
 		{name: "a waiting request is removed", node: "node-1",
 			wantPatches: []string{`node-1 {"metadata":{"annotations":{"node-agent.io/reboot":null}}}`},
 			wantStderr:  lines("reboot request of node-1 removed")},
-		{name: "a reboot under way goes on", node: "node-2",
+		{name: "a drain under way is called off", node: "node-2",
 			wantPatches: []string{`node-2 {"metadata":{"annotations":{"node-agent.io/reboot":null}}}`},
-			wantStderr:  lines("reboot request of node-2 removed", "warning: the reboot of node-2 is under way (phase Draining) and goes on")},
+			wantStderr:  lines("reboot request of node-2 removed", "the drain of node-2 is called off and undone, unless a sentinel on the host still asks for the reboot")},
+		{name: "a reboot asked of logind goes on", node: "node-4",
+			wantPatches: []string{`node-4 {"metadata":{"annotations":{"node-agent.io/reboot":null}}}`},
+			wantStderr:  lines("reboot request of node-4 removed", "warning: the reboot of node-4 is under way (phase RebootRequested) and goes on")},
 		{name: "no request: nothing to patch", node: "node-3", wantStderr: lines("no reboot of node-3 was requested; nothing was changed")},
 		{name: "a node that does not exist", node: "node-9", wantErr: "no Node node-9; nothing was changed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, false, requested("node-1", reboot.PhaseWaitingForSlot), requested("node-2", reboot.PhaseDraining), node("node-3", "1", "", nil))
+			h := newHarness(t, false, requested("node-1", reboot.PhaseWaitingForSlot), requested("node-2", reboot.PhaseDraining), node("node-3", "1", "", nil),
+				requested("node-4", reboot.PhaseRebootRequested))
 			err := h.client.CancelRebootRequest(t.Context(), tt.node)
 			if tt.wantErr != "" {
 				if err == nil || err.Error() != tt.wantErr {

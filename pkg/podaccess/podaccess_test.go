@@ -154,3 +154,28 @@ func TestReporterSaysEachChangeOnce(t *testing.T) {
 		t.Errorf("second line: %s", lines[1])
 	}
 }
+
+// Run says once, at start, how the pods will be reached, and returns; an
+// apiserver that cannot be asked is a warning, not a failure of the agent.
+func TestReporterRunSaysItOnceAtStart(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		nodeErr error
+		want    string
+	}{
+		{name: "answered", want: "podAccess=node"},
+		{name: "apiserver away", nodeErr: errors.New("connection refused"), want: "asking again before a drain"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			r := &Reporter{Prober: Prober{Node: client(t, tt.nodeErr, nil), Own: client(t, nil, nil), NodeName: "node-1"},
+				Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+			if err := r.Run(context.Background()); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if lines := strings.Split(strings.TrimSpace(buf.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
+				t.Errorf("logged %q, want one line with %q", buf.String(), tt.want)
+			}
+		})
+	}
+}

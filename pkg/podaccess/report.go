@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -68,4 +69,21 @@ func (r *Reporter) Check(ctx context.Context) (Access, error) {
 		r.Logger.Log(ctx, level, acc.Line(), "podAccess", acc.Mode)
 	}
 	return acc, nil
+}
+
+// StartTimeout bounds Run's one check.
+const StartTimeout = 10 * time.Second
+
+// Run checks once, at the agent's start, so that the log says how the
+// node's pods will be reached before a drain or the reboot's pod blockers
+// need them; an apiserver that cannot be asked now is asked again before
+// each of those. It returns when that check is done: Run is the agent
+// component "podaccess", which ends once it has said its line.
+func (r *Reporter) Run(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	if _, err := r.Check(cctx); err != nil && ctx.Err() == nil && r.Logger != nil {
+		r.Logger.Warn("Could not tell yet how this node's pods are reached; asking again before a drain", "err", err)
+	}
+	return nil
 }

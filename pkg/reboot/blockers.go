@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/reboot/policy"
 )
 
@@ -33,17 +33,30 @@ type PodLister interface {
 }
 
 // NodePods lists a node's pods through the apiserver with a spec.nodeName
-// field selector: the Node authorizer lets the node's own identity
-// (podaccess's client in ModeNode) list only that way.
+// field selector, through the client pkg/podaccess chose: as the node itself
+// (ModeNode: the Node authorizer lets the node's identity list its pods only
+// with that selector), or with the ServiceAccount's own grant where the
+// cluster refuses the impersonation (ModeClusterWide), as the drain does.
 type NodePods struct {
-	Client kube.Interface
+	// Access says how the node's pods are reached; it is asked before
+	// every list, as the drain asks before it begins. The wiring hands it
+	// podaccess.Reporter.Check, shared with the drain.
+	Access func(ctx context.Context) (podaccess.Access, error)
 	Node   string
 }
 
 // ListPods implements PodLister; the label selector is applied by the
-// apiserver.
+// apiserver. With no way to the pods (ModeNone), or when the way cannot be
+// found out, it fails, and PodBlockers reports that as a blocker.
 func (n NodePods) ListPods(ctx context.Context, selector labels.Selector) ([]*corev1.Pod, error) {
-	list, err := n.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+	acc, err := n.Access(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("finding out how node %s's pods are reached: %w", n.Node, err)
+	}
+	if acc.Client == nil {
+		return nil, fmt.Errorf("%w: %s; %s", podaccess.ErrNoAccess, acc.Why, podaccess.Fix)
+	}
+	list, err := acc.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Node).String(),
 		LabelSelector: selector.String(),
 	})

@@ -22,27 +22,6 @@ import (
 	"github.com/node-agent/node-agent/pkg/kube"
 )
 
-// Slot is a drain slot the coordinator holds (pkg/slots).
-type Slot interface {
-	Name() string
-	// Release stops renewing and gives the slot back; after
-	// KeepAcrossReboot it only stops renewing.
-	Release()
-	// KeepAcrossReboot keeps the slot held for d without renewal: the
-	// rebooted agent takes it back, or it expires when the node never
-	// returns.
-	KeepAcrossReboot(ctx context.Context, d time.Duration) error
-}
-
-// Slots hands out the cluster's drain slots (pkg/slots, the same Leases as
-// drain.maxConcurrentNodes).
-type Slots interface {
-	// Acquire blocks until this node holds a slot, or ctx ends; a slot
-	// this node still holds (from before a restart or a reboot) is taken
-	// back at once. onWait says why it waits, as in pkg/slots.
-	Acquire(ctx context.Context, onWait func(error)) (Slot, error)
-}
-
 // Rebooter asks the host to reboot: logind's Reboot over D-Bus.
 type Rebooter interface {
 	Reboot(ctx context.Context) error
@@ -54,7 +33,8 @@ type BlockerSource interface {
 }
 
 // Maintenance is what the coordinator needs to know of the node's
-// maintenance (pkg/selfdrain's record on the Node). The wiring reads it.
+// maintenance (pkg/selfdrain's record on the Node); handshake.Maintenance
+// reads it, so that neither package imports the other.
 type Maintenance struct {
 	// Other: a maintenance that is not this reboot's is asked for or
 	// under way.
@@ -72,7 +52,7 @@ type Maintenance struct {
 type Observer interface {
 	Observe(rec *Record)
 	Rebooted()
-	Failed()
+	DrainFailed()
 	Loop()
 }
 
@@ -99,8 +79,11 @@ type Options struct {
 	// rebooted is asked again.
 	RetryReboot time.Duration
 
-	Slots       Slots
-	Rebooter    Rebooter
+	Slots Slots
+	// Rebooter asks the host to reboot; the wiring marks the reboot as the
+	// agent's own for the shutdown guard (handshake.OwnReboot).
+	Rebooter Rebooter
+	// Maintenance reads the node's maintenance (handshake.Maintenance).
 	Maintenance func(node *corev1.Node) (Maintenance, error)
 
 	Clock    clock.WithTicker
@@ -130,6 +113,10 @@ type Coordinator struct {
 	slotErr error
 	// badRecord is the last malformed record reported.
 	badRecord string
+	// replaced is the record value the last write replaced, at wroteAt;
+	// nil once the cache showed another (behind).
+	replaced *string
+	wroteAt  time.Time
 }
 
 type acquired struct {
@@ -202,182 +189,176 @@ func (c *Coordinator) Run(ctx context.Context, view agent.NodeView) error {
 // across the reboot stays held (Slot.Release).
 func (c *Coordinator) stop() { c.dropSlot() }
 
-// step looks at the node once and moves the reboot on.
+// step looks at the node once and moves the reboot on, in named steps: read
+// the record, observe what happened since the last step, gather the Input,
+// ask Decide, apply its Action, and write the Decision. Every choice is
+// Decide's; the steps only find out and carry out.
 func (c *Coordinator) step(ctx context.Context, node *corev1.Node) error {
-	now := c.o.Clock.Now()
-	rec, err := ParseRecord(node)
-	if err != nil {
-		// Bad input changes nothing: the record says what this node
-		// did; acting on a guess could reboot it twice.
-		if raw := node.Annotations[RecordAnnotation]; raw != c.badRecord {
-			c.badRecord = raw
-			c.log.Error("Malformed reboot record; the coordinator does nothing until it is fixed or deleted", "err", err)
-			c.event(corev1.EventTypeWarning, "MalformedRebootRecord", "%v", err)
-		}
+	rec, ok := c.readRecord(node)
+	if !ok {
 		return nil
-	}
-	if rec == nil {
-		rec = &Record{State: NotNeeded, Reason: string(NotNeeded)}
 	}
 	m, err := c.o.Maintenance(node)
 	if err != nil {
 		return fmt.Errorf("reading the node's maintenance: %w", err)
 	}
+	next := c.observe(node, rec, m)
+	d := Decide(c.gather(ctx, node, &next, m))
+	if d, err = c.apply(ctx, node, &next, d); err != nil {
+		return err
+	}
+	return c.write(ctx, node, rec, &next, d)
+}
+
+// readRecord reads the record on node; ok is false when the step must do
+// nothing: the record is malformed (bad input changes nothing: the record
+// says what this node did, and acting on a guess could reboot it twice), or
+// the cache is behind the coordinator's last write.
+func (c *Coordinator) readRecord(node *corev1.Node) (_ *Record, ok bool) {
+	raw := node.Annotations[RecordAnnotation]
+	if c.behind(raw) {
+		return nil, false
+	}
+	rec, err := ParseRecord(node)
+	if err != nil {
+		if raw != c.badRecord {
+			c.badRecord = raw
+			c.log.Error("Malformed reboot record; the coordinator does nothing until it is fixed or deleted", "err", err)
+			c.event(corev1.EventTypeWarning, "MalformedRebootRecord", "%v", err)
+		}
+		return nil, false
+	}
+	if rec == nil {
+		rec = &Record{State: NotNeeded, Reason: string(NotNeeded)}
+	}
+	return rec, true
+}
+
+// behind says the cached Node still shows the record the coordinator's last
+// write replaced. A step on it would carry out the last step's Action again
+// (give up one attempt twice, count one reboot twice); the write's own
+// update of the Node wakes the next step. The guard lasts at most one
+// CheckInterval, so that a record set back to that value by someone else is
+// not ignored for ever.
+func (c *Coordinator) behind(raw string) bool {
+	if c.replaced == nil {
+		return false
+	}
+	if raw == *c.replaced && c.o.Clock.Since(c.wroteAt) < c.o.CheckInterval {
+		return true
+	}
+	c.replaced = nil
+	return false
+}
+
+// observe is the record after what happened since the last step: the
+// reboot's drain finished or timed out, or the host came back (Advance).
+func (c *Coordinator) observe(node *corev1.Node, rec *Record, m Maintenance) Record {
 	next := *rec
-	request := strings.TrimSpace(node.Annotations[RequestAnnotation])
+	boot := node.Status.NodeInfo.BootID
+	next.Phase = rec.Phase.Advance(m, boot != "" && boot != rec.BootID)
+	if next.Phase == PhaseBack && rec.Phase != PhaseBack {
+		next.LastReboot = &metav1.Time{Time: c.o.Clock.Now()}
+		c.log.Info("The host rebooted", "bootID", boot, "requestedAt", rec.RequestedAt)
+		if c.o.Metrics != nil {
+			c.o.Metrics.Rebooted()
+		}
+	}
+	return next
+}
 
-	// What happened since the last step.
-	switch rec.Phase {
-	case PhaseDraining:
-		switch {
-		case m.Drained:
-			next.Phase = PhaseDrained
-		case m.TimedOut:
-			next.Phase = PhaseDrainTimedOut
-		}
-	case PhaseRebootRequested:
-		if boot := node.Status.NodeInfo.BootID; boot != "" && boot != rec.BootID {
-			next.Phase = PhaseBack
-			next.LastReboot = &metav1.Time{Time: now}
-			c.log.Info("The host rebooted", "bootID", boot, "requestedAt", rec.RequestedAt)
-		}
-	}
-	// A slot the node held before a restart or the reboot is taken back,
-	// so that it can be held on or given back.
-	if c.slot == nil && c.acquiring == nil && next.Drain {
-		c.acquire(ctx)
-	}
-
-	idle := next.Phase == PhaseIdle || next.Phase == PhaseWaitingForSlot
-	// A request asks anew after a failure: the coordinator removed the
-	// one that failed (and remembers it, in case the cache still shows
-	// it).
-	if request != "" && idle && request != rec.FailedRequest {
-		next.FailedAt, next.FailedRequest = nil, ""
-	}
-	need, needErr := c.need(ctx, request, next.Phase)
-	if needErr != nil && idle {
-		c.releaseSlot(&next)
-		next.Phase = PhaseIdle
-		return c.write(ctx, node, rec, &next, Decision{State: rec.State, Message: "cannot tell whether the host needs a reboot: " + needErr.Error()}, corev1.ConditionUnknown, ReasonUnknown)
-	}
-	if needErr != nil {
-		// Past the start, an unknown need is no reason to call the
-		// reboot off: only a need seen gone is.
-		need = Need{Needed: true, Why: "the need cannot be checked now (" + needErr.Error() + ")"}
-	}
-	var blockers []Blocker
-	if need.Needed && (idle || next.Phase == PhaseDraining) {
-		for _, b := range c.o.Blockers {
-			blockers = append(blockers, b.Blockers(ctx)...)
-		}
-	}
+// gather finds out what Decide needs: the need, the request, the slot, the
+// blockers (only when Decide wants them), and the record.
+func (c *Coordinator) gather(ctx context.Context, node *corev1.Node, rec *Record, m Maintenance) Input {
+	need, needErr := c.o.Need.Check(ctx)
 	in := Input{
-		Now: now, Need: need, Window: c.o.Window, Blockers: blockers, SlotHeld: c.slot != nil, Phase: next.Phase,
-		LoopBound: c.o.LoopBound, RebootWithoutDrain: c.o.RebootWithoutDrain,
-		InMaintenance: m.Other && idle, NodeReady: nodeReady(node),
+		Now: c.o.Clock.Now(), Need: need, NeedErr: needErr,
+		Request:  strings.TrimSpace(node.Annotations[RequestAnnotation]),
+		Window:   c.o.Window,
+		SlotHeld: c.slot != nil, SlotWaiting: c.acquiring != nil, SlotErr: c.lastSlotErr(),
+		Phase: rec.Phase, Drain: rec.Drain, Previous: rec.State, PreviousMessage: rec.Message,
+		Failure:     Failure{Count: rec.DrainFailures, Request: rec.FailedRequest},
+		Maintenance: m, NodeReady: nodeReady(node),
+		LoopBound: c.o.LoopBound, RebootWithoutDrain: c.o.RebootWithoutDrain, RetryReboot: c.o.RetryReboot,
+		CheckInterval: c.o.CheckInterval,
 	}
-	if next.LastReboot != nil {
-		in.Last = LastReboot{At: next.LastReboot.Time, SentinelSurvived: next.SentinelSurvived}
+	if rec.RequestedAt != nil {
+		in.RequestedAt = rec.RequestedAt.Time
 	}
-	if next.FailedAt != nil {
-		in.FailedAt = next.FailedAt.Time
+	if rec.LastReboot != nil {
+		in.Last = LastReboot{At: rec.LastReboot.Time, SentinelSurvived: rec.SentinelSurvived}
 	}
-	d := Decide(in)
-	if err := c.lastSlotErr(); d.State == Pending && d.Detail == WaitingForSlot && err != nil {
-		d.Message += "; cannot take a slot: " + err.Error()
+	if rec.FailedAt != nil {
+		in.Failure.At = rec.FailedAt.Time
 	}
+	if rec.RetryAt != nil {
+		in.Failure.RetryAt = rec.RetryAt.Time
+	}
+	if in.WantsBlockers() {
+		for _, b := range c.o.Blockers {
+			in.Blockers = append(in.Blockers, b.Blockers(ctx)...)
+		}
+	}
+	return in
+}
 
+// apply carries d out: it answers the request, changes the slot, the host
+// and next as d.Action says (see Action), and records d's Last and Failure.
+// A reboot logind refused is not an error of the step: d's message says so,
+// and Decide asks again at a later step.
+func (c *Coordinator) apply(ctx context.Context, node *corev1.Node, next *Record, d Decision) (Decision, error) {
+	if d.AnswerRequest {
+		// First: a step that fails here changes nothing, and the next one
+		// decides the same again.
+		if err := c.removeRequest(ctx); err != nil {
+			return d, err
+		}
+	}
 	switch d.Action {
 	case ActTakeSlot:
 		next.Phase = PhaseWaitingForSlot
-		if c.acquiring == nil {
-			c.acquire(ctx)
-		}
+		c.acquire(ctx)
+	case ActTakeSlotBack:
+		c.acquire(ctx)
+	case ActReleaseSlot:
+		c.releaseSlot(next)
+		next.Phase = PhaseIdle
 	case ActStartDrain:
 		next.Phase, next.Drain, next.Slot = PhaseDraining, true, c.slot.Name()
-	case ActReleaseSlot:
-		if next.Phase == PhaseDrainTimedOut {
-			// Once: the attempt is over; the drain is undone, then the
-			// slot given back, while Decide keeps saying Failed. The
-			// request it answered is removed, so that asking again is a
-			// new request.
-			next.Phase, next.Drain, next.FailedAt = PhaseIdle, false, &metav1.Time{Time: now}
-			if request != "" {
-				if err := c.removeRequest(ctx); err != nil {
-					return err
-				}
-				next.FailedRequest = request
-			}
-			if c.o.Metrics != nil {
-				c.o.Metrics.Failed()
-			}
-		}
-		if next.Phase == PhaseDraining {
-			next.Phase, next.Drain = PhaseIdle, false
-			c.event(corev1.EventTypeNormal, "RebootCancelled", "%s", d.Message)
-		}
-		if next.Drain || m.Active {
-			// The slot is given back once the drain is undone.
-			break
-		}
-		c.releaseSlot(&next)
-		next.Phase = PhaseIdle
+	case ActCancelDrain:
+		next.Phase, next.Drain = PhaseIdle, false
+		c.event(corev1.EventTypeNormal, "RebootCancelled", "%s", d.Message)
 	case ActReboot:
-		if err := c.reboot(ctx, node, &next); err != nil {
-			d = Decision{State: Rebooting, Message: "drained, but the reboot could not be asked for: " + err.Error() + "; trying again"}
+		if err := c.reboot(ctx, node, next); err != nil {
+			d.Message += "; the reboot could not be asked for: " + err.Error() + "; trying again"
 		}
+	case ActGiveUp:
+		next.Phase, next.Drain = PhaseIdle, false
+		c.releaseSlot(next)
+		if c.o.Metrics != nil {
+			c.o.Metrics.DrainFailed()
+		}
+	case ActUndoDrain:
+		next.Drain = false
 	case ActFinish:
 		next.Drain = false
-		next.SentinelSurvived = need.Needed
-		if m.Active {
-			d = Decision{State: Rebooting, Message: "the host rebooted; undoing the drain (uncordon, drain taint) before giving the slot back"}
-			break
-		}
-		c.releaseSlot(&next)
+		c.releaseSlot(next)
 		next.Phase, next.RequestedAt, next.BootID = PhaseIdle, nil, ""
 		if c.o.Metrics != nil && d.State == RebootLoop {
 			c.o.Metrics.Loop()
 		}
-	default:
-		if next.Phase == PhaseRebootRequested && node.Status.NodeInfo.BootID == rec.BootID &&
-			rec.RequestedAt != nil && now.Sub(rec.RequestedAt.Time) >= c.o.RetryReboot {
-			// The host did not go down: logind refused, or a shutdown
-			// was cancelled. Ask again, as often as RetryReboot.
-			if err := c.reboot(ctx, node, &next); err != nil {
-				d.Message += "; asking again failed: " + err.Error()
-			}
-		}
 	}
-	// A finished reboot answers the request.
-	if request != "" && next.Phase == PhaseIdle && d.Action == ActFinish {
-		if err := c.removeRequest(ctx); err != nil {
-			return err
-		}
-	}
-	status := corev1.ConditionTrue
-	if d.State == NotNeeded || d.State == Done {
-		status = corev1.ConditionFalse
-	}
-	if d.State == NotNeeded && (rec.State == Done || rec.State == Failed) {
-		// Nothing is needed now; keep saying how the last attempt ended.
-		d.State, d.Message = rec.State, rec.Message
-	}
-	return c.write(ctx, node, rec, &next, d, status, d.Reason())
+	next.SentinelSurvived = d.Last.SentinelSurvived
+	next.FailedAt, next.RetryAt = optionalTime(d.Failure.At), optionalTime(d.Failure.RetryAt)
+	next.DrainFailures, next.FailedRequest = d.Failure.Count, d.Failure.Request
+	return d, nil
 }
 
-// need says whether the host needs a reboot. After the reboot (PhaseBack)
-// only the sentinel counts: the request was for the reboot that happened,
-// and must not count as a sentinel that survived it.
-func (c *Coordinator) need(ctx context.Context, request string, phase Phase) (Need, error) {
-	if request != "" && phase != PhaseBack {
-		return Need{Needed: true, Why: fmt.Sprintf("reboot requested (%s: %s)", RequestAnnotation, request)}, nil
-	}
-	return c.o.Need.Check(ctx)
-}
-
-// acquire starts waiting for a slot.
+// acquire starts waiting for a slot, unless a wait is under way.
 func (c *Coordinator) acquire(ctx context.Context) {
+	if c.acquiring != nil {
+		return
+	}
 	actx, cancel := context.WithCancel(ctx)
 	c.acquiring = cancel
 	c.setSlotErr(nil)
@@ -440,26 +421,23 @@ func (c *Coordinator) reboot(ctx context.Context, node *corev1.Node, rec *Record
 		return fmt.Errorf("keeping the drain slot across the reboot: %w", err)
 	}
 	now := metav1.Time{Time: c.o.Clock.Now()}
-	first := rec.Phase != PhaseRebootRequested
 	rec.Phase, rec.BootID, rec.RequestedAt = PhaseRebootRequested, boot, &now
-	if err := c.patchRecord(ctx, rec); err != nil {
+	if err := c.patchRecord(ctx, node, rec); err != nil {
 		return err
 	}
 	c.event(corev1.EventTypeNormal, "Rebooting", "Asking logind to reboot the host (boot %s); the drain slot %s stays held for up to %s", boot, c.slot.Name(), c.o.SlotHoldBound)
 	c.log.Info("Rebooting the host", "bootID", boot, "slot", c.slot.Name(), "slotHoldBound", c.o.SlotHoldBound)
 	if err := c.o.Rebooter.Reboot(ctx); err != nil {
-		c.event(corev1.EventTypeWarning, "RebootFailed", "logind refused the reboot: %v", err)
+		c.event(corev1.EventTypeWarning, "RebootRefused", "logind refused the reboot: %v", err)
 		return fmt.Errorf("asking logind to reboot: %w", err)
-	}
-	if first && c.o.Metrics != nil {
-		c.o.Metrics.Rebooted()
 	}
 	return nil
 }
 
 // write records next with the decision's state, sets the condition, and
 // says what changed in an Event and the log.
-func (c *Coordinator) write(ctx context.Context, node *corev1.Node, prev, next *Record, d Decision, status corev1.ConditionStatus, reason string) error {
+func (c *Coordinator) write(ctx context.Context, node *corev1.Node, prev, next *Record, d Decision) error {
+	status, reason := d.Status, d.Reason()
 	next.State, next.Reason, next.Message = d.State, reason, d.Message
 	now := metav1.Time{Time: c.o.Clock.Now()}
 	switch {
@@ -472,7 +450,7 @@ func (c *Coordinator) write(ctx context.Context, node *corev1.Node, prev, next *
 		c.o.Metrics.Observe(next)
 	}
 	if !recordEqual(prev, next) {
-		if err := c.patchRecord(ctx, next); err != nil {
+		if err := c.patchRecord(ctx, node, next); err != nil {
 			return err
 		}
 	}
@@ -484,7 +462,7 @@ func (c *Coordinator) write(ctx context.Context, node *corev1.Node, prev, next *
 	if prev.Reason != reason {
 		typ := corev1.EventTypeNormal
 		switch reason {
-		case string(Failed), string(RebootLoop), ReasonUnknown:
+		case string(DrainFailed), string(RebootLoop), ReasonUnknown:
 			typ = corev1.EventTypeWarning
 		}
 		c.event(typ, "Reboot"+reason, "%s", d.Message)
@@ -499,7 +477,9 @@ func recordEqual(a, b *Record) bool {
 	return string(x) == string(y)
 }
 
-func (c *Coordinator) patchRecord(ctx context.Context, rec *Record) error {
+// patchRecord writes rec on the Node that node is the cached copy of, and
+// remembers the record it replaced (behind).
+func (c *Coordinator) patchRecord(ctx context.Context, node *corev1.Node, rec *Record) error {
 	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{RecordAnnotation: rec.Encode()}}})
 	if err != nil {
 		return err
@@ -507,6 +487,8 @@ func (c *Coordinator) patchRecord(ctx context.Context, rec *Record) error {
 	if _, err := c.o.Client.CoreV1().Nodes().Patch(ctx, c.o.NodeName, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
 		return fmt.Errorf("writing the reboot record on Node %s: %w", c.o.NodeName, err)
 	}
+	replaced := node.Annotations[RecordAnnotation]
+	c.replaced, c.wroteAt = &replaced, c.o.Clock.Now()
 	return nil
 }
 
@@ -552,6 +534,13 @@ func condition(node *corev1.Node) *corev1.NodeCondition {
 		return nil
 	}
 	return &node.Status.Conditions[i]
+}
+
+func optionalTime(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &metav1.Time{Time: t}
 }
 
 func nodeReady(node *corev1.Node) bool {

@@ -69,7 +69,7 @@ type fakeMetrics struct{ rebooted, failed, loops int }
 
 func (m *fakeMetrics) Observe(*Record) {}
 func (m *fakeMetrics) Rebooted()       { m.rebooted++ }
-func (m *fakeMetrics) Failed()         { m.failed++ }
+func (m *fakeMetrics) DrainFailed()    { m.failed++ }
 func (m *fakeMetrics) Loop()           { m.loops++ }
 
 // bed is one node with a coordinator; the test plays selfdrain (m), the
@@ -285,18 +285,20 @@ func TestCoordinatorFailedDrainIsUndoneNotRebooted(t *testing.T) {
 	b.step()
 	b.m = Maintenance{Active: true, TimedOut: true}
 	rec = b.step()
-	b.expect(rec, Failed, "Failed", PhaseIdle)
-	if rec.Drain || rec.FailedAt == nil || b.reboots.calls != 0 || b.slots.slot.released {
-		t.Fatalf("drain %v failedAt %v reboots %d released %v", rec.Drain, rec.FailedAt, b.reboots.calls, b.slots.slot.released)
+	b.expect(rec, DrainFailed, "DrainFailed", PhaseIdle)
+	// The timed-out drain no longer evicts: the slot goes at once, so that
+	// the next node need not wait for this one's undo.
+	if rec.Drain || rec.FailedAt == nil || b.reboots.calls != 0 || !b.slots.slot.released || rec.Slot != "" || b.metrics.failed != 1 {
+		t.Fatalf("drain %v failedAt %v reboots %d released %v slot %q failed %d", rec.Drain, rec.FailedAt, b.reboots.calls, b.slots.slot.released, rec.Slot, b.metrics.failed)
 	}
 	if _, ok := b.node().Annotations[RequestAnnotation]; ok {
 		t.Fatal("the failed attempt's request is still there")
 	}
 	b.m = Maintenance{}
 	rec = b.step()
-	b.expect(rec, Failed, "Failed", PhaseIdle)
-	if !b.slots.slot.released || b.metrics.failed != 1 {
-		t.Fatalf("released %v failed %d", b.slots.slot.released, b.metrics.failed)
+	b.expect(rec, DrainFailed, "DrainFailed", PhaseIdle)
+	if b.metrics.failed != 1 {
+		t.Fatalf("failed %d: one attempt counted twice", b.metrics.failed)
 	}
 	if cond := condition(b.node()); cond.Status != corev1.ConditionFalse {
 		t.Fatalf("condition status %s: nothing is needed any longer", cond.Status)
@@ -435,5 +437,149 @@ func TestCoordinatorCancelledWhileDraining(t *testing.T) {
 	b.expect(b.step(), NotNeeded, "NotNeeded", PhaseIdle)
 	if !b.slots.slot.released || b.reboots.calls != 0 {
 		t.Fatalf("released %v reboots %d", b.slots.slot.released, b.reboots.calls)
+	}
+}
+
+// A step on a cache that still shows the record the last write replaced
+// does nothing: acting on it would give one attempt up twice.
+func TestCoordinatorIgnoresACacheBehindItsWrite(t *testing.T) {
+	b := newBed(t, alwaysWindow(t))
+	b.setSentinel(true)
+	b.step()
+	b.expect(b.step(), Draining, "Draining", PhaseDraining)
+	b.m = Maintenance{Active: true, TimedOut: true}
+	stale := b.node()
+	b.expect(b.step(), DrainFailed, "DrainFailed", PhaseIdle)
+	rv := b.node().ResourceVersion
+	if err := b.c.step(context.Background(), stale); err != nil {
+		t.Fatal(err)
+	}
+	if b.metrics.failed != 1 || b.node().ResourceVersion != rv {
+		t.Fatalf("failed %d, rv %s→%s: the stale step acted", b.metrics.failed, rv, b.node().ResourceVersion)
+	}
+	// The cache caught up: the guard is gone, even if the old record
+	// comes back later (an admin restores it).
+	b.expect(b.step(), DrainFailed, "DrainFailed", PhaseIdle)
+	if err := b.c.step(context.Background(), stale); err != nil {
+		t.Fatal(err)
+	}
+	if b.metrics.failed != 2 {
+		t.Fatalf("failed %d: a record set back by someone else must be acted on", b.metrics.failed)
+	}
+}
+
+// A host that was asked to reboot and did not go down is asked again after
+// RetryReboot; the reboot is counted once, when the host is back.
+func TestCoordinatorAsksAgainWhenTheHostStaysUp(t *testing.T) {
+	b := newBed(t, alwaysWindow(t))
+	b.reboots.err = errors.New("Access denied")
+	b.setSentinel(true)
+	b.step()
+	b.step()
+	b.m = Maintenance{Active: true, Drained: true}
+	rec := b.step()
+	b.expect(rec, Rebooting, "Rebooting", PhaseRebootRequested)
+	if !strings.Contains(rec.Message, "Access denied") || b.reboots.calls != 1 {
+		t.Fatalf("message %q calls %d", rec.Message, b.reboots.calls)
+	}
+	b.reboots.err = nil
+	b.clock.Step(4 * time.Minute)
+	b.step()
+	if b.reboots.calls != 1 {
+		t.Fatalf("asked logind %d times before RetryReboot", b.reboots.calls)
+	}
+	b.clock.Step(time.Minute)
+	b.expect(b.step(), Rebooting, "Rebooting", PhaseRebootRequested)
+	if b.reboots.calls != 2 || b.metrics.rebooted != 0 {
+		t.Fatalf("calls %d rebooted %d", b.reboots.calls, b.metrics.rebooted)
+	}
+	// The host comes back: one reboot, however often logind was asked.
+	b.update(func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	b.restart()
+	b.expect(b.step(), Rebooting, "Rebooting", PhaseBack)
+	b.step()
+	if b.metrics.rebooted != 1 {
+		t.Fatalf("rebooted %d", b.metrics.rebooted)
+	}
+}
+
+// An agent that restarts while the node drains takes its slot back and
+// lets the drain go on.
+func TestCoordinatorRestartWhileDraining(t *testing.T) {
+	b := newBed(t, alwaysWindow(t))
+	b.setSentinel(true)
+	b.step()
+	b.expect(b.step(), Draining, "Draining", PhaseDraining)
+	b.m = Maintenance{Active: true}
+	b.restart()
+	rec := b.step()
+	b.expect(rec, Draining, "Draining", PhaseDraining)
+	if b.slots.acquires != 2 || b.c.slot == nil || !rec.Drain {
+		t.Fatalf("acquires %d slot %v drain %v", b.slots.acquires, b.c.slot, rec.Drain)
+	}
+	b.m.Drained = true
+	b.expect(b.step(), Rebooting, "Rebooting", PhaseRebootRequested)
+	if b.slots.slot.keptFor != 30*time.Minute {
+		t.Fatalf("slot kept for %s", b.slots.slot.keptFor)
+	}
+}
+
+// A sentinel-driven reboot whose drain keeps failing is tried again after a
+// backoff that doubles from CheckInterval and survives a restart; a reboot
+// that is made clears it.
+func TestCoordinatorRetriesAFailedDrainWithBackoff(t *testing.T) {
+	b := newBed(t, alwaysWindow(t))
+	b.setSentinel(true)
+	fail := func(want int) {
+		t.Helper()
+		b.expect(b.step(), Pending, "WaitingForDrainSlot", PhaseWaitingForSlot)
+		b.expect(b.step(), Draining, "Draining", PhaseDraining)
+		b.m = Maintenance{Active: true, TimedOut: true}
+		rec := b.step()
+		b.expect(rec, DrainFailed, "DrainFailed", PhaseIdle)
+		if rec.DrainFailures != want || !b.slots.slot.released || rec.Drain {
+			t.Fatalf("drainFailures %d released %v drain %v", rec.DrainFailures, b.slots.slot.released, rec.Drain)
+		}
+		b.m = Maintenance{} // selfdrain undid it
+	}
+	fail(1)
+	rec := b.step()
+	b.expect(rec, DrainFailed, "DrainFailed", PhaseIdle)
+	if rec.RetryAt == nil || !rec.RetryAt.Equal(&metav1.Time{Time: b.clock.Now().Add(time.Minute)}) {
+		t.Fatalf("retryAt %v, want a minute (CheckInterval) from now", rec.RetryAt)
+	}
+	b.clock.Step(time.Minute)
+	fail(2)
+	// The second wait is two minutes, also for a restarted agent.
+	b.restart()
+	b.clock.Step(time.Minute)
+	b.expect(b.step(), DrainFailed, "DrainFailed", PhaseIdle)
+	if b.slots.acquires != 2 {
+		t.Fatalf("acquires %d: an attempt started within the backoff", b.slots.acquires)
+	}
+	b.clock.Step(time.Minute)
+	b.expect(b.step(), Pending, "WaitingForDrainSlot", PhaseWaitingForSlot)
+	b.expect(b.step(), Draining, "Draining", PhaseDraining)
+	b.m = Maintenance{Active: true, Drained: true}
+	b.expect(b.step(), Rebooting, "Rebooting", PhaseRebootRequested)
+	b.setSentinel(false)
+	b.update(func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	b.restart()
+	b.step()
+	b.step()
+	b.m = Maintenance{}
+	rec = b.step()
+	b.expect(rec, Done, "Done", PhaseIdle)
+	if rec.DrainFailures != 0 || rec.FailedAt != nil || rec.RetryAt != nil || b.metrics.failed != 2 {
+		t.Fatalf("after a reboot: drainFailures %d failedAt %v retryAt %v; failed %d", rec.DrainFailures, rec.FailedAt, rec.RetryAt, b.metrics.failed)
+	}
+}
+
+// A record an older agent wrote with the state Failed is that of
+// DrainFailed, not a malformed one.
+func TestDecodeRecordLegacyFailed(t *testing.T) {
+	rec, err := DecodeRecord(`{"state":"Failed","reason":"Failed","failedAt":"2026-11-24T03:00:00Z"}`)
+	if err != nil || rec.State != DrainFailed || rec.Reason != string(DrainFailed) {
+		t.Fatalf("record %+v, err %v", rec, err)
 	}
 }

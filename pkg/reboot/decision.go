@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // State is the reason of the Node condition the coordinator keeps: one for
@@ -24,11 +26,13 @@ const (
 	Rebooting State = "Rebooting"
 	// Done: the node came back from the reboot and needs no other.
 	Done State = "Done"
-	// Failed: the drain did not finish within drain.timeout and
-	// reboot.rebootWithoutDrain is off, so the host was not rebooted; the
-	// drain was undone. No other attempt starts before reboot.loopBound has
-	// passed, unless an admin asks again (RequestAnnotation).
-	Failed State = "Failed"
+	// DrainFailed: the drain did not finish within drain.timeout and
+	// reboot.rebootWithoutDrain is off, so the host was not rebooted: the
+	// coordinator withdrew its drain and gave the slot back. The next
+	// attempt waits for DrainFailedBackoff, unless an admin asks again
+	// (RequestAnnotation). pkg/selfdrain's UnderMaintenance condition
+	// names a drain that did not finish the same.
+	DrainFailed State = "DrainFailed"
 	// RebootLoop: the sentinel was still there after a reboot, and that
 	// reboot is less than reboot.loopBound ago; no reboot starts until the
 	// bound has passed.
@@ -36,7 +40,31 @@ const (
 )
 
 // States lists every State, for metric labels and docs.
-var States = []State{NotNeeded, Pending, Draining, Rebooting, Done, Failed, RebootLoop}
+var States = []State{NotNeeded, Pending, Draining, Rebooting, Done, DrainFailed, RebootLoop}
+
+// DrainFailedBackoffCap bounds the wait after failed drains: a day, as
+// reboot.loopBound's default, so that a node whose drain never finishes (a
+// PodDisruptionBudget that allows nothing, a VM that cannot migrate) tries
+// at most once a day, and each try costs the cluster one drain.timeout of a
+// slot.
+const DrainFailedBackoffCap = 24 * time.Hour
+
+// DrainFailedBackoff is how long after the n-th failed drain in a row the
+// next attempt waits: base (reboot.checkInterval) doubled n-1 times, at most
+// DrainFailedBackoffCap. With the default minute: 1m, 2m, 4m, ... 17h04m,
+// then a day. The count is kept on the Node (Record.DrainFailures), so a
+// restart does not shorten the wait; it starts again from base after a
+// reboot that was made, or when an admin asks again.
+func DrainFailedBackoff(base time.Duration, n int) time.Duration {
+	if base <= 0 {
+		base = time.Minute
+	}
+	d := base
+	for i := 1; i < n && d < DrainFailedBackoffCap; i++ {
+		d *= 2
+	}
+	return min(d, DrainFailedBackoffCap)
+}
 
 // Detail says why a Pending reboot waits.
 type Detail string
@@ -60,8 +88,8 @@ const (
 )
 
 // Phase is how far this node's reboot has gone, as the coordinator recorded
-// it. It must survive the reboot: the caller keeps it on the Node or its
-// Lease, not in memory.
+// it. It must survive the reboot: the coordinator keeps it in its Record on
+// the Node, not in memory.
 type Phase string
 
 const (
@@ -87,25 +115,70 @@ const (
 	PhaseBack Phase = "Back"
 )
 
-// Action is what the caller does next to carry the decision out.
+// Advance is the phase after what the coordinator saw since its last step:
+// the reboot's drain finished or timed out (pkg/selfdrain's record, read
+// into m), or the host booted again (booted: the Node reports another boot
+// ID than the one recorded when logind was asked). These are facts, not
+// decisions; every other change of phase is an Action's.
+func (p Phase) Advance(m Maintenance, booted bool) Phase {
+	switch p {
+	case PhaseDraining:
+		switch {
+		case m.Drained:
+			return PhaseDrained
+		case m.TimedOut:
+			return PhaseDrainTimedOut
+		}
+	case PhaseRebootRequested:
+		if booted {
+			return PhaseBack
+		}
+	}
+	return p
+}
+
+// Action is what the coordinator does next to carry a Decision out. Each is
+// one named change of the coordinator's slot, its record or the host; the
+// record fields an Action sets are listed with it.
 type Action string
 
 const (
 	// ActNone: nothing to do (wait, or nothing is needed).
 	ActNone Action = ""
-	// ActTakeSlot: try to take a drain slot; taking one leads to StartDrain
-	// at the next decision.
+	// ActTakeSlot: a reboot may start; wait for a drain slot (Phase
+	// WaitingForSlot). Taking one leads to ActStartDrain at the next step.
 	ActTakeSlot Action = "TakeSlot"
-	// ActReleaseSlot: give back a slot taken for a reboot that may not
-	// start now (the window closed, or a blocker appeared, before the drain
-	// began), or whose drain failed; a slot is never held while waiting.
+	// ActTakeSlotBack: the record says this node holds a drain slot (the
+	// drain asked for, the host rebooting or back) but this process does
+	// not: it restarted, or the host rebooted. Take it back; the phase
+	// stays.
+	ActTakeSlotBack Action = "TakeSlotBack"
+	// ActReleaseSlot: stop waiting for a slot and give back the one held
+	// (Phase Idle): a reboot that may not start now (the window closed, a
+	// blocker appeared) never holds one of the cluster's slots.
 	ActReleaseSlot Action = "ReleaseSlot"
-	// ActStartDrain: drain the node.
+	// ActStartDrain: ask pkg/selfdrain for the drain (Phase Draining,
+	// Drain, Slot).
 	ActStartDrain Action = "StartDrain"
-	// ActReboot: ask logind to reboot the host.
+	// ActCancelDrain: the need went away while the node drained: withdraw
+	// the drain (Phase Idle, no Drain). The slot is given back once the
+	// drain is undone (ActReleaseSlot, at a later step).
+	ActCancelDrain Action = "CancelDrain"
+	// ActReboot: keep the slot across the reboot and ask logind to reboot
+	// the host (Phase RebootRequested, BootID, RequestedAt); also when a
+	// host that was asked did not go down within RetryReboot.
 	ActReboot Action = "Reboot"
-	// ActFinish: the node is back: uncordon it (if the agent cordoned it)
-	// and release the slot.
+	// ActGiveUp: the drain did not finish within drain.timeout: withdraw
+	// the drain and give the slot back at once (Phase Idle, no Drain, the
+	// Decision's Failure recorded).
+	ActGiveUp Action = "GiveUp"
+	// ActUndoDrain: the host is back and Ready: withdraw the drain, so
+	// that pkg/selfdrain uncordons the node (no Drain); ActFinish follows
+	// once it has.
+	ActUndoDrain Action = "UndoDrain"
+	// ActFinish: the host is back and the drain undone: give the slot back
+	// and end the reboot (Phase Idle, no BootID or RequestedAt, the
+	// Decision's Last recorded).
 	ActFinish Action = "Finish"
 )
 
@@ -140,31 +213,72 @@ type LastReboot struct {
 	SentinelSurvived bool
 }
 
-// Input is everything Decide looks at.
-type Input struct {
-	Now    time.Time
-	Need   Need
-	Window Window
-	// Blockers are those found now (pods and alerts).
-	Blockers []Blocker
-	// SlotHeld says this node holds a drain slot.
-	SlotHeld bool
-	Phase    Phase
-	Last     LastReboot
-	// LoopBound is reboot.loopBound; 0 turns the loop guard off.
-	LoopBound time.Duration
-	// FailedAt is when the last attempt failed; zero when it did not.
-	FailedAt time.Time
-	// InMaintenance says the node is under a maintenance that is not this
-	// reboot's.
-	InMaintenance bool
-	// NodeReady says the kubelet reports the Node Ready.
-	NodeReady bool
-	// RebootWithoutDrain is reboot.rebootWithoutDrain.
-	RebootWithoutDrain bool
+// Failure is the last attempt that failed: its drain did not finish within
+// drain.timeout.
+type Failure struct {
+	// At is when it failed; zero when none did.
+	At time.Time
+	// Count is the number of attempts in a row that failed so.
+	Count int
+	// RetryAt is when the next attempt may start (DrainFailedBackoff).
+	RetryAt time.Time
+	// Request is the RequestAnnotation value the failed attempt answered
+	// (and removed); the same value seen again is that request, not a new
+	// one.
+	Request string
 }
 
-// Decision is the state to report and what to do next.
+// Input is everything Decide looks at: the record as the coordinator
+// observed it (Phase, Drain, ...), what the world says now (the need, the
+// blockers, the slot, the drain), and the settings.
+type Input struct {
+	Now time.Time
+	// Need is what the sentinel says. NeedErr, when not nil, says it
+	// could not be found out; Need is then not looked at.
+	Need    Need
+	NeedErr error
+	// Request is the RequestAnnotation's value, trimmed; "" when none.
+	Request string
+	Window  Window
+	// Blockers are those found now (pods and alerts); see
+	// Input.WantsBlockers.
+	Blockers []Blocker
+	// SlotHeld says this process holds a drain slot; SlotWaiting that it
+	// waits for one; SlotErr why taking one fails meanwhile.
+	SlotHeld    bool
+	SlotWaiting bool
+	SlotErr     error
+
+	// Phase is how far the reboot has gone, Drain whether the record asks
+	// for the drain, RequestedAt when logind was asked (zero: not asked).
+	Phase       Phase
+	Drain       bool
+	RequestedAt time.Time
+	Last        LastReboot
+	Failure     Failure
+	// Previous and PreviousMessage are the state and message the record
+	// reports now: how the last attempt ended, while nothing is needed.
+	Previous        State
+	PreviousMessage string
+
+	// Maintenance is what pkg/selfdrain's record on the Node says.
+	Maintenance Maintenance
+	// NodeReady says the kubelet reports the Node Ready.
+	NodeReady bool
+
+	// LoopBound is reboot.loopBound; 0 turns the loop guard off.
+	LoopBound time.Duration
+	// RebootWithoutDrain is reboot.rebootWithoutDrain.
+	RebootWithoutDrain bool
+	// RetryReboot is how long after asking logind a host that has not
+	// rebooted is asked again.
+	RetryReboot time.Duration
+	// CheckInterval is reboot.checkInterval, the first wait after a failed
+	// drain (DrainFailedBackoff).
+	CheckInterval time.Duration
+}
+
+// Decision is the state to report, the condition, and what to do next.
 type Decision struct {
 	State  State
 	Detail Detail // set when State is Pending
@@ -174,102 +288,312 @@ type Decision struct {
 	Action   Action
 	// Message is the condition's message: one line for people.
 	Message string
+	// Status is the condition's status: True while a reboot is needed or
+	// under way, False when none is (NotNeeded, Done), Unknown while the
+	// need cannot be found out.
+	Status corev1.ConditionStatus
+	// Last and Failure are what the record keeps of the last reboot and
+	// the last failed attempt after this decision.
+	Last    LastReboot
+	Failure Failure
+	// AnswerRequest: remove the RequestAnnotation, which the reboot made
+	// (ActFinish) or the failed attempt (ActGiveUp) answered.
+	AnswerRequest bool
 }
 
-// Decide turns what the coordinator knows into the state to report and the
-// next action. It is pure: the caller gathers Input and carries out the
-// Action.
+// WantsBlockers says whether the blockers are looked for: only while they
+// can hold a reboot back or are reported (before the reboot, and while
+// draining). Asking Prometheus or the apiserver at other times costs them
+// and tells nobody anything.
+func (in Input) WantsBlockers() bool {
+	need, _ := in.need()
+	switch in.Phase {
+	case PhaseIdle, PhaseWaitingForSlot, PhaseDraining:
+		return need.Needed
+	}
+	return false
+}
+
+// idle says no reboot is under way: nothing is asked of selfdrain or the
+// host. WaitingForSlot is idle: everything that may keep a reboot from
+// starting is checked again while it waits.
+func (in Input) idle() bool { return in.Phase == PhaseIdle || in.Phase == PhaseWaitingForSlot }
+
+// answered says the request is the one the last failed attempt answered.
+func (in Input) answered() bool { return in.Request != "" && in.Request == in.Failure.Request }
+
+// need is the need Decide goes by, and whether it is known. A request
+// counts until the reboot it asked for happened (PhaseBack: after it only
+// the sentinel counts, or the request would count as a sentinel that
+// survived the reboot). Past the start, a need that cannot be checked is
+// taken as still there: only a need seen gone calls a reboot off.
+func (in Input) need() (Need, bool) {
+	if in.Request != "" && !in.answered() && in.Phase != PhaseBack {
+		return Need{Needed: true, Why: fmt.Sprintf("reboot requested (%s: %s)", RequestAnnotation, in.Request)}, true
+	}
+	if in.NeedErr == nil {
+		return in.Need, true
+	}
+	if in.idle() {
+		return Need{}, false
+	}
+	return Need{Needed: true, Why: "the need cannot be checked now (" + in.NeedErr.Error() + ")"}, true
+}
+
+// Decide turns what the coordinator knows into the state to report, the
+// condition, and the next action. It is pure: the coordinator gathers the
+// Input, carries the Action out and records the Decision, as a
+// controller-runtime Reconcile returns a Result for the queue to act on.
 //
 // The order of the checks before a reboot starts is the order of their cost
 // to the cluster: the window and the blockers come before the slot, so that
 // a node that may not reboot now never holds one of the cluster's slots.
 //
 // Once the drain started, the window and the blockers no longer stop it: a
-// reboot under way finishes (the rule for the window), and a blocker
-// found after the drain started is reported in the Decision but neither
-// undoes the drain nor holds the reboot back. The drain itself raises alerts
+// reboot under way finishes (the window bounds when a reboot starts, not
+// when it ends), and a blocker found after the drain started is reported in
+// the Decision but neither undoes the drain nor holds the reboot back. The drain itself raises alerts
 // (pods pending elsewhere, PodDisruptionBudgets at their limit), so waiting
 // on them would leave the node cordoned and the slot held for as long as
 // they fire.
 func Decide(in Input) Decision {
+	d := decide(in)
+	d = takeSlotBack(in, d)
+	if d.Status == "" {
+		d.Status = corev1.ConditionTrue
+		if d.State == NotNeeded || d.State == Done {
+			d.Status = corev1.ConditionFalse
+		}
+	}
+	if d.State == NotNeeded && d.Status == corev1.ConditionFalse && (in.Previous == Done || in.Previous == DrainFailed) && in.PreviousMessage != "" {
+		// Nothing is needed now; keep saying how the last attempt ended.
+		d.State, d.Message = in.Previous, in.PreviousMessage
+	}
+	if d.State == Pending && d.Detail == WaitingForSlot && in.SlotErr != nil {
+		d.Message += "; cannot take a slot: " + in.SlotErr.Error()
+	}
+	return d
+}
+
+// decide is Decide by phase, before what every phase shares.
+func decide(in Input) Decision {
+	need, known := in.need()
+	// with keeps the record's last reboot and failure as they are.
+	with := func(d Decision) Decision {
+		d.Last, d.Failure = in.Last, in.Failure
+		return d
+	}
 	switch in.Phase {
 	case PhaseIdle, PhaseWaitingForSlot:
+		return decideIdle(in, need, known)
 	case PhaseDraining:
-		if !in.Need.Needed {
+		if !need.Needed {
 			// The sentinel was removed, or the request cancelled: the
 			// admin's way to call a reboot off before the host goes down.
-			return Decision{State: NotNeeded, Action: ActReleaseSlot,
-				Message: "the host no longer needs a reboot (the sentinel went away, or the request was cancelled) while the node drained; the drain is undone and the slot given back"}
+			return with(Decision{State: NotNeeded, Action: ActCancelDrain,
+				Message: "the host no longer needs a reboot (the sentinel went away, or the request was cancelled) while the node drained; the drain is undone and the slot given back"})
 		}
-		return lateBlockers(Decision{State: Draining, Message: "draining the node before the reboot"}, in.Blockers)
+		return with(lateBlockers(Decision{State: Draining, Message: "draining the node before the reboot"}, in.Blockers))
 	case PhaseDrained:
-		return lateBlockers(Decision{State: Rebooting, Action: ActReboot, Message: "drained; rebooting the host"}, in.Blockers)
+		return with(lateBlockers(Decision{State: Rebooting, Action: ActReboot, Message: "drained; rebooting the host"}, in.Blockers))
 	case PhaseDrainTimedOut:
 		if in.RebootWithoutDrain {
-			return lateBlockers(Decision{State: Rebooting, Action: ActReboot,
-				Message: "the drain did not finish within drain.timeout; rebooting anyway, as reboot.rebootWithoutDrain allows"}, in.Blockers)
+			return with(lateBlockers(Decision{State: Rebooting, Action: ActReboot,
+				Message: "the drain did not finish within drain.timeout; rebooting anyway, as reboot.rebootWithoutDrain allows"}, in.Blockers))
 		}
-		return Decision{State: Failed, Action: ActReleaseSlot,
-			Message: fmt.Sprintf("the drain did not finish within drain.timeout, so the host was not rebooted; the drain is undone and the slot released. See the drain's Events; no new attempt before %s (reboot.loopBound) unless one is asked for (node-agent reboot request), or set reboot.rebootWithoutDrain to reboot anyway",
-				in.Now.Add(in.LoopBound).UTC().Format(time.RFC3339))}
+		n := in.Failure.Count + 1
+		f := Failure{At: in.Now, Count: n, RetryAt: in.Now.Add(DrainFailedBackoff(in.CheckInterval, n))}
+		d := Decision{State: DrainFailed, Action: ActGiveUp, Last: in.Last, Failure: f,
+			Message: fmt.Sprintf("the drain did not finish within drain.timeout, so the host was not rebooted; the drain is withdrawn and the slot released. See the drain's Events and the UnderMaintenance condition; %s, or set reboot.rebootWithoutDrain to reboot anyway",
+				retryLine(f))}
+		if in.Request != "" {
+			// The failed attempt answers the request: asking again is a
+			// new request, and starts at once.
+			d.AnswerRequest, d.Failure.Request = true, in.Request
+		}
+		return d
 	case PhaseRebootRequested:
-		return Decision{State: Rebooting, Message: "waiting for the host to reboot"}
+		if !in.RequestedAt.IsZero() && in.RetryReboot > 0 && !in.Now.Before(in.RequestedAt.Add(in.RetryReboot)) {
+			// The host did not go down: logind refused, or a shutdown
+			// was cancelled. Ask again, as often as RetryReboot.
+			return with(Decision{State: Rebooting, Action: ActReboot,
+				Message: fmt.Sprintf("the host did not reboot within %s of asking; asking logind again", in.RetryReboot)})
+		}
+		return with(Decision{State: Rebooting, Message: "waiting for the host to reboot"})
 	case PhaseBack:
 		if !in.NodeReady {
-			return Decision{State: Rebooting, Message: "the host rebooted; waiting for the Node to turn Ready before uncordoning it"}
+			return with(Decision{State: Rebooting, Message: "the host rebooted; waiting for the Node to turn Ready before uncordoning it"})
 		}
-		if in.Need.Needed {
+		if in.Maintenance.Active {
+			// The drain is undone before the slot goes, so that the
+			// next node never drains while this one is still cordoned.
+			act := ActNone
+			if in.Drain {
+				act = ActUndoDrain
+			}
+			return with(Decision{State: Rebooting, Action: act, Message: "the host rebooted; undoing the drain (uncordon, drain taint) before giving the slot back"})
+		}
+		d := Decision{State: Done, Action: ActFinish, Message: "the host rebooted and needs no other reboot",
+			Last: LastReboot{At: in.Last.At, SentinelSurvived: need.Needed}, Failure: Failure{}}
+		if need.Needed {
 			back := in.Last.At
 			if back.IsZero() {
 				back = in.Now
 			}
-			return Decision{State: RebootLoop, Action: ActFinish,
-				Message: fmt.Sprintf("the host rebooted, but still needs a reboot (%s); no other reboot before %s (reboot.loopBound)",
-					in.Need.Why, back.Add(in.LoopBound).UTC().Format(time.RFC3339))}
+			d.State = RebootLoop
+			d.Message = fmt.Sprintf("the host rebooted, but still needs a reboot (%s); no other reboot before %s (reboot.loopBound)",
+				need.Why, back.Add(in.LoopBound).UTC().Format(time.RFC3339))
 		}
-		return Decision{State: Done, Action: ActFinish, Message: "the host rebooted and needs no other reboot"}
-	}
-
-	// PhaseIdle: no reboot under way.
-	release := ActNone
-	if in.SlotHeld {
-		release = ActReleaseSlot
-	}
-	if !in.Need.Needed {
-		return Decision{State: NotNeeded, Action: release, Message: "the host needs no reboot"}
-	}
-	if in.LoopBound > 0 && in.Last.SentinelSurvived && !in.Last.At.IsZero() && in.Now.Before(in.Last.At.Add(in.LoopBound)) {
-		return Decision{State: RebootLoop, Action: release,
-			Message: fmt.Sprintf("the host still needs a reboot (%s) after the reboot at %s; no other reboot before %s (reboot.loopBound). Find what keeps the sentinel",
-				in.Need.Why, in.Last.At.UTC().Format(time.RFC3339), in.Last.At.Add(in.LoopBound).UTC().Format(time.RFC3339))}
-	}
-	if !in.FailedAt.IsZero() && in.Now.Before(in.FailedAt.Add(in.LoopBound)) {
-		return Decision{State: Failed, Action: release,
-			Message: fmt.Sprintf("%s; the last attempt at %s failed (its drain did not finish within drain.timeout); no new attempt before %s (reboot.loopBound) unless one is asked for (node-agent reboot request)",
-				in.Need.Why, in.FailedAt.UTC().Format(time.RFC3339), in.FailedAt.Add(in.LoopBound).UTC().Format(time.RFC3339))}
-	}
-	if !in.Window.Contains(in.Now) {
-		return Decision{State: Pending, Detail: OutsideWindow, Action: release,
-			Message: fmt.Sprintf("%s; outside the reboot window (%s)", in.Need.Why, in.Window)}
-	}
-	if len(in.Blockers) > 0 {
-		d := Decision{State: Pending, Detail: BlockedByAlerts, Blockers: in.Blockers, Action: release}
-		pods, alerts := split(in.Blockers)
-		if len(pods) > 0 {
-			d.Detail = BlockedByPods
-		}
-		d.Message = in.Need.Why + "; " + blockedBy(pods, alerts)
+		// The reboot answers the request.
+		d.AnswerRequest = in.Request != ""
 		return d
 	}
-	if in.InMaintenance {
-		return Decision{State: Pending, Detail: InMaintenance, Action: release,
-			Message: fmt.Sprintf("%s; the node is under a maintenance asked for otherwise (annotation or NodeMaintenance); the reboot waits until it ends", in.Need.Why)}
+	return with(Decision{State: in.Previous, Message: fmt.Sprintf("unknown phase %q", in.Phase)})
+}
+
+// decideIdle decides before a reboot starts.
+func decideIdle(in Input, need Need, known bool) Decision {
+	failure := in.Failure
+	if in.Request != "" && !in.answered() {
+		// A new request asks anew after a failure.
+		failure = Failure{}
+	}
+	d := Decision{Last: in.Last, Failure: failure, Action: release(in)}
+	if in.answered() {
+		// Still there: its removal did not reach the Node, or the cache
+		// is behind. Removing it again changes nothing in the latter case.
+		d.AnswerRequest = true
+	}
+	set := func(s State, detail Detail, msg string) Decision {
+		d.State, d.Detail, d.Message = s, detail, msg
+		return d
+	}
+	if !known {
+		// The state found last stands; the reason says it is unknown.
+		prev := in.Previous
+		if prev == "" {
+			prev = NotNeeded
+		}
+		d.Status = corev1.ConditionUnknown
+		return set(prev, "", "cannot tell whether the host needs a reboot: "+in.NeedErr.Error())
+	}
+	if !need.Needed {
+		return set(NotNeeded, "", "the host needs no reboot")
+	}
+	if in.LoopBound > 0 && in.Last.SentinelSurvived && !in.Last.At.IsZero() && in.Now.Before(in.Last.At.Add(in.LoopBound)) {
+		return set(RebootLoop, "", fmt.Sprintf("the host still needs a reboot (%s) after the reboot at %s; no other reboot before %s (reboot.loopBound). Find what keeps the sentinel",
+			need.Why, in.Last.At.UTC().Format(time.RFC3339), in.Last.At.Add(in.LoopBound).UTC().Format(time.RFC3339)))
+	}
+	if !failure.At.IsZero() {
+		failure = failure.bounded(in.Now, in.CheckInterval)
+		d.Failure = failure
+		if in.Now.Before(failure.RetryAt) {
+			return set(DrainFailed, "", fmt.Sprintf("%s; the drain of the last attempt, at %s, did not finish within drain.timeout; %s",
+				need.Why, failure.At.UTC().Format(time.RFC3339), retryLine(failure)))
+		}
+	}
+	if !in.Window.Contains(in.Now) {
+		return set(Pending, OutsideWindow, fmt.Sprintf("%s; outside the reboot window (%s)", need.Why, in.Window))
+	}
+	if len(in.Blockers) > 0 {
+		pods, alerts := split(in.Blockers)
+		detail := BlockedByAlerts
+		if len(pods) > 0 {
+			detail = BlockedByPods
+		}
+		d.Blockers = in.Blockers
+		return set(Pending, detail, need.Why+"; "+blockedBy(pods, alerts))
+	}
+	if in.Maintenance.Other {
+		return set(Pending, InMaintenance, fmt.Sprintf("%s; the node is under a maintenance asked for otherwise (annotation or NodeMaintenance); the reboot waits until it ends", need.Why))
 	}
 	if !in.SlotHeld {
-		return Decision{State: Pending, Detail: WaitingForSlot, Action: ActTakeSlot,
-			Message: fmt.Sprintf("%s; waiting for a drain slot (drain.maxConcurrentNodes)", in.Need.Why)}
+		d.Action = ActTakeSlot
+		return set(Pending, WaitingForSlot, fmt.Sprintf("%s; waiting for a drain slot (drain.maxConcurrentNodes)", need.Why))
 	}
-	return Decision{State: Draining, Action: ActStartDrain, Message: fmt.Sprintf("%s; draining the node before the reboot", in.Need.Why)}
+	d.Action = ActStartDrain
+	return set(Draining, "", fmt.Sprintf("%s; draining the node before the reboot", need.Why))
+}
+
+// bounded is f with a RetryAt that DrainFailedBackoff allows: a record
+// from before the backoff gets one, a failure recorded in the future (a
+// clock set back, a hand-written record) counts as now, and no RetryAt lies
+// more than DrainFailedBackoffCap after the failure. No value on the Node
+// holds a reboot back for longer than the cap.
+func (f Failure) bounded(now time.Time, base time.Duration) Failure {
+	f.At = minTime(f.At, now)
+	latest := f.At.Add(DrainFailedBackoffCap)
+	if f.RetryAt.IsZero() {
+		f.RetryAt = f.At.Add(DrainFailedBackoff(base, max(f.Count, 1)))
+	}
+	f.RetryAt = minTime(f.RetryAt, latest)
+	return f
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// retryLine says when the attempt after failure starts.
+func retryLine(f Failure) string {
+	times := "once"
+	if f.Count > 1 {
+		times = fmt.Sprintf("%d times in a row", f.Count)
+	}
+	return fmt.Sprintf("the drain failed %s; no new attempt before %s (the wait doubles from reboot.checkInterval up to %s) unless one is asked for (node-agent reboot request)",
+		times, f.RetryAt.UTC().Format(time.RFC3339), formatDuration(DrainFailedBackoffCap))
+}
+
+// formatDuration is d without the zero units time.Duration prints (24h,
+// not 24h0m0s).
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// release is the action of an idle coordinator that may not start a
+// reboot now: give back the slot it holds or waits for, but only once the
+// drain of a reboot called off is undone; until then the slot stays held,
+// so that no other node drains while this one is still cordoned.
+func release(in Input) Action {
+	switch {
+	case in.SlotHeld && in.Maintenance.Active:
+		return ActNone
+	case in.SlotHeld, in.SlotWaiting, in.Phase == PhaseWaitingForSlot:
+		return ActReleaseSlot
+	}
+	return ActNone
+}
+
+// takeSlotBack makes a coordinator whose record holds a slot that this
+// process does not hold (the agent restarted, or the host rebooted) take it
+// back first: to hold it while the drain runs, to keep it across the reboot
+// (ActReboot needs it), and to give it back when the reboot ends rather than
+// leave it to expire. Undoing and finishing go on while it is waited for;
+// calling the reboot off (ActCancelDrain, ActGiveUp) needs no slot at all.
+func takeSlotBack(in Input, d Decision) Decision {
+	if in.SlotHeld || in.idle() || d.Action == ActCancelDrain || d.Action == ActGiveUp {
+		return d
+	}
+	switch {
+	case !in.SlotWaiting:
+		d.Action = ActTakeSlotBack
+	case d.Action == ActReboot:
+		d.Action = ActNone
+	default:
+		return d
+	}
+	d.Message += "; taking back the drain slot this node held before the agent restarted"
+	return d
 }
 
 // lateBlockers reports blockers found after the drain started, without

@@ -7,10 +7,14 @@
 // the drain slot and how far a reboot has gone, into one State with a reason
 // for the Node condition.
 //
-// The coordinator is off by default (reboot.enabled). The decision (Decide)
-// is a pure function; everything that touches the world comes in through
-// small interfaces (the host's systemd, the pod lister, the Prometheus HTTP
-// client), so that the wiring adapts other packages to it and neither side
-// imports the other. Taking the drain slot, draining and the reboot itself
-// belong to the callers of Decide.
+// The coordinator is off by default (reboot.enabled). Every decision is
+// Decide's, a pure function with table tests; the Coordinator observes,
+// gathers the Input, and applies the Action Decide returns (taking and
+// releasing the drain slot, asking for the drain through its Record,
+// asking logind to reboot), as a controller-runtime Reconcile returns a
+// Result. Everything that touches the world comes in through small
+// interfaces or functions (the drain slots, the host's systemd, the pod
+// lister, the Prometheus HTTP client, the drain's record): pkg/handshake
+// supplies the ones that connect it to pkg/selfdrain and pkg/shutdown, so
+// that none of them imports another.
 package reboot

@@ -30,18 +30,20 @@ type Metrics struct {
 
 // The values of reboots_total's result label.
 const (
-	// ResultRebooted: logind was asked to reboot the host after a drain.
+	// ResultRebooted: the host came back from a reboot the coordinator
+	// asked for. The agent after the reboot counts it: the one that asked
+	// goes down with the host before any scrape.
 	ResultRebooted = "rebooted"
-	// ResultFailed: the drain did not finish within drain.timeout, and the
-	// host was not rebooted.
-	ResultFailed = "failed"
+	// ResultDrainFailed: the drain did not finish within drain.timeout,
+	// and the host was not rebooted (reason DrainFailed).
+	ResultDrainFailed = "drain_failed"
 	// ResultLoop: the host came back from a reboot still needing one.
 	ResultLoop = "loop"
 )
 
 // results are the values of reboots_total's result label; each is exported
 // at 0 from the start, so that increase() sees a node's first reboot.
-var results = []string{ResultRebooted, ResultFailed, ResultLoop}
+var results = []string{ResultRebooted, ResultDrainFailed, ResultLoop}
 
 // NewMetrics creates the metrics and registers them on reg when it is not
 // nil. A nil *Metrics records nothing, so every method below may be called
@@ -62,7 +64,7 @@ func NewMetrics(reg prom.Registerer) *Metrics {
 		}),
 		Reboots: prom.NewCounterVec(prom.CounterOpts{
 			Namespace: metrics.Namespace, Name: "reboots_total",
-			Help: "Ends of the reboot coordinator's attempts, by result: rebooted (logind asked to reboot after the drain), failed (the drain did not finish within drain.timeout; no reboot), loop (the host came back still needing a reboot). Exported only with reboot.enabled.",
+			Help: "Ends of the reboot coordinator's attempts, by result: rebooted (the host came back from a reboot the coordinator asked for, counted by the agent that starts after it), drain_failed (the drain did not finish within drain.timeout; no reboot), loop (the host came back still needing a reboot). Exported only with reboot.enabled.",
 		}, []string{"result"}),
 	}
 	for _, r := range results {
@@ -97,12 +99,13 @@ func (m *Metrics) Observe(rec *Record) {
 	metrics.SetOneOf(m.Reason, Reasons, reason)
 }
 
-// Rebooted counts a reboot asked of logind after a drain; once per reboot,
-// not per retry.
+// Rebooted counts a host back from the reboot the coordinator asked for;
+// once per reboot, however often logind was asked.
 func (m *Metrics) Rebooted() { m.count(ResultRebooted) }
 
-// Failed counts an attempt whose drain did not finish within drain.timeout.
-func (m *Metrics) Failed() { m.count(ResultFailed) }
+// DrainFailed counts an attempt whose drain did not finish within
+// drain.timeout.
+func (m *Metrics) DrainFailed() { m.count(ResultDrainFailed) }
 
 // Loop counts a host that came back from a reboot still needing one.
 func (m *Metrics) Loop() { m.count(ResultLoop) }

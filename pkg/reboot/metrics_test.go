@@ -30,8 +30,8 @@ func TestMetricsObserve(t *testing.T) {
 		{name: "done", rec: &Record{State: Done, Reason: string(Done)}, reason: "Done"},
 		{name: "loop", rec: &Record{State: RebootLoop, Reason: string(RebootLoop), Since: &since},
 			required: 1, since: float64(since.Unix()), reason: "RebootLoop"},
-		{name: "failed", rec: &Record{State: Failed, Reason: string(Failed), Since: &since},
-			required: 1, since: float64(since.Unix()), reason: "Failed"},
+		{name: "drain failed", rec: &Record{State: DrainFailed, Reason: string(DrainFailed), Since: &since},
+			required: 1, since: float64(since.Unix()), reason: "DrainFailed"},
 		// The need unknown keeps the state last found; the reason says so.
 		{name: "unknown after not needed", rec: &Record{State: NotNeeded, Reason: ReasonUnknown, Since: &since},
 			since: float64(since.Unix()), reason: ReasonUnknown},
@@ -82,9 +82,9 @@ node_agent_reboot_required 1
 # HELP node_agent_reboot_required_since_timestamp_seconds Unix time since which the node has needed a reboot, or the need has been unknown, without a break; 0 while none is needed. Exported only with reboot.enabled.
 # TYPE node_agent_reboot_required_since_timestamp_seconds gauge
 node_agent_reboot_required_since_timestamp_seconds 1.795e+09
-# HELP node_agent_reboots_total Ends of the reboot coordinator's attempts, by result: rebooted (logind asked to reboot after the drain), failed (the drain did not finish within drain.timeout; no reboot), loop (the host came back still needing a reboot). Exported only with reboot.enabled.
+# HELP node_agent_reboots_total Ends of the reboot coordinator's attempts, by result: rebooted (the host came back from a reboot the coordinator asked for, counted by the agent that starts after it), drain_failed (the drain did not finish within drain.timeout; no reboot), loop (the host came back still needing a reboot). Exported only with reboot.enabled.
 # TYPE node_agent_reboots_total counter
-node_agent_reboots_total{result="failed"} 0
+node_agent_reboots_total{result="drain_failed"} 0
 node_agent_reboots_total{result="loop"} 2
 node_agent_reboots_total{result="rebooted"} 1
 `
@@ -104,9 +104,9 @@ func TestMetricsCountersStartAtZero(t *testing.T) {
 	if n := testutil.CollectAndCount(m.Reboots); n != len(results) {
 		t.Fatalf("reboots_total series = %d, want %d", n, len(results))
 	}
-	m.Failed()
-	if got := testutil.ToFloat64(m.Reboots.WithLabelValues(ResultFailed)); got != 1 {
-		t.Errorf("failed = %v, want 1", got)
+	m.DrainFailed()
+	if got := testutil.ToFloat64(m.Reboots.WithLabelValues(ResultDrainFailed)); got != 1 {
+		t.Errorf("drain_failed = %v, want 1", got)
 	}
 }
 
@@ -115,6 +115,6 @@ func TestNilMetrics(t *testing.T) {
 	var m *Metrics
 	m.Observe(&Record{State: Pending})
 	m.Rebooted()
-	m.Failed()
+	m.DrainFailed()
 	m.Loop()
 }

@@ -17,7 +17,8 @@ const (
 	// RequestAnnotation asks for this node's reboot without a sentinel
 	// (node-agent reboot request NODE); its value is the reason. The
 	// coordinator removes it once the node is back from the reboot it
-	// asked for, or when the reboot failed.
+	// asked for, or when the attempt's drain failed (DrainFailed): asking
+	// again is then a new request, which starts at once.
 	RequestAnnotation = "node-agent.io/reboot"
 
 	// ConditionType is the Node condition the coordinator keeps. Its status
@@ -44,11 +45,13 @@ type Record struct {
 	Since *metav1.Time `json:"since,omitempty"`
 	// Phase is how far the reboot under way has gone.
 	Phase Phase `json:"phase,omitempty"`
-	// Slot is the drain slot Lease the reboot holds, when it holds one.
+	// Slot names the drain slot the reboot holds (Slot.Name), when it
+	// holds one.
 	Slot string `json:"slot,omitempty"`
 	// Drain says the coordinator asks for the node's drain: pkg/selfdrain
-	// reads it as a maintenance request (trigger "reboot"), from the drain
-	// until the node is back from the reboot, or the attempt failed.
+	// reads it as a maintenance request (trigger "reboot", through
+	// handshake.DrainRequest), from the start of the drain until the host
+	// is back and Ready, or the reboot is called off or given up.
 	Drain bool `json:"drain,omitempty"`
 	// BootID is the Node's status.nodeInfo.bootID when logind was asked
 	// to reboot; another boot ID means the host rebooted.
@@ -61,9 +64,12 @@ type Record struct {
 	LastReboot       *metav1.Time `json:"lastReboot,omitempty"`
 	SentinelSurvived bool         `json:"sentinelSurvived,omitempty"`
 	// FailedAt is when the last attempt failed (the drain did not finish
-	// within drain.timeout); no other attempt starts before FailedAt +
-	// reboot.loopBound, or before an admin asks again.
-	FailedAt *metav1.Time `json:"failedAt,omitempty"`
+	// within drain.timeout), DrainFailures how many failed so in a row,
+	// and RetryAt when the next may start (DrainFailedBackoff), unless an
+	// admin asks again first. A reboot that is made clears them.
+	FailedAt      *metav1.Time `json:"failedAt,omitempty"`
+	DrainFailures int          `json:"drainFailures,omitempty"`
+	RetryAt       *metav1.Time `json:"retryAt,omitempty"`
 	// FailedRequest is the value of the RequestAnnotation that the failed
 	// attempt answered (and removed); the same value seen again is that
 	// request, not a new one.
@@ -99,6 +105,14 @@ func DecodeRecord(raw string) (*Record, error) {
 	if err := dec.Decode(&r); err != nil {
 		return nil, fmt.Errorf("annotation %s is not valid reboot record JSON (%w); the coordinator will not act on it: fix it, or delete it to let the coordinator start afresh", RecordAnnotation, err)
 	}
+	if r.State == legacyFailed {
+		// Written before the state was named DrainFailed; the same
+		// failure.
+		r.State = DrainFailed
+		if r.Reason == string(legacyFailed) {
+			r.Reason = string(DrainFailed)
+		}
+	}
 	known := false
 	for _, s := range States {
 		known = known || r.State == s
@@ -114,15 +128,23 @@ func DecodeRecord(raw string) (*Record, error) {
 	return &r, nil
 }
 
+// legacyFailed is what DrainFailed was called before: a record an older
+// agent wrote still decodes, so an upgrade never leaves a node's
+// coordinator stopped on a "malformed" record.
+const legacyFailed State = "Failed"
+
 // Encode renders r as the annotation's value.
 func (r *Record) Encode() string {
 	b, _ := json.Marshal(r) // a struct of strings, times and bools
 	return string(b)
 }
 
-// Reason is the condition reason for d: the State, or for Pending the
-// Detail.
+// Reason is the condition reason for d: ReasonUnknown while the need is
+// unknown, the Detail for Pending, else the State.
 func (d Decision) Reason() string {
+	if d.Status == corev1.ConditionUnknown {
+		return ReasonUnknown
+	}
 	if d.State == Pending && d.Detail != "" {
 		return string(d.Detail)
 	}
@@ -133,5 +155,5 @@ func (d Decision) Reason() string {
 var Reasons = []string{
 	string(NotNeeded), string(OutsideWindow), string(BlockedByPods), string(BlockedByAlerts),
 	string(WaitingForSlot), string(InMaintenance), string(Draining), string(Rebooting), string(Done),
-	string(Failed), string(RebootLoop), ReasonUnknown,
+	string(DrainFailed), string(RebootLoop), ReasonUnknown,
 }

@@ -68,8 +68,8 @@ type ControllerOptions struct {
 	// RebootDrain, when not nil, says whether the reboot coordinator asks
 	// for a drain of node, with the reason ("" when it does not). The
 	// coordinator keeps that request on the Node, so it survives the
-	// reboot; the wiring reads it there, and neither package imports the
-	// other.
+	// reboot; handshake.DrainRequest reads it there, so that neither
+	// package imports the other.
 	RebootDrain func(node *corev1.Node) string
 }
 

@@ -15,7 +15,7 @@
 //   - the cluster-wide drain slots, coordination.k8s.io Leases, and what the
 //     Node shows while a drain waits for one (Slots);
 //   - the hand-off to the shutdown guard: DrainForShutdown and
-//     ShutdownCancelled, which the wiring gives to pkg/shutdown, so this
+//     ShutdownCancelled, which pkg/handshake hands to pkg/shutdown, so this
 //     package knows nothing of logind;
 //   - its metrics (NewMetrics), registered on the registry it is given.
 //

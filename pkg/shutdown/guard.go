@@ -225,6 +225,15 @@ func NewGuard(opts GuardOptions) (*Guard, error) {
 	return g, nil
 }
 
+// Detail is s in one line, for the agent's /readyz details: the state,
+// and what explains it.
+func (s Status) Detail() string {
+	if s.Message == "" {
+		return string(s.State)
+	}
+	return string(s.State) + ": " + s.Message
+}
+
 // Status returns a snapshot for /readyz details.
 func (g *Guard) Status() Status {
 	g.mu.Lock()

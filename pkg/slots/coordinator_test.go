@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -72,7 +73,7 @@ func newBed(t *testing.T, nodes ...string) *bed {
 			t.Fatal(err)
 		}
 	}
-	return &bed{t: t, ctx: t.Context(), client: kubetest.Wrap(f), fake: f, log: slog.New(slog.DiscardHandler)}
+	return &bed{t: t, ctx: t.Context(), client: kubetest.Wrap(f), fake: f, log: testLogger()}
 }
 
 // coordinator starts a coordinator of limit slots; stop ends it.
@@ -333,4 +334,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("SLOTS_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
 }

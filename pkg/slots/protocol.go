@@ -129,8 +129,13 @@ func DecodeRequest(raw string) (*Request, error) {
 	return &r, nil
 }
 
-// Encode renders r as the annotation's value.
-func (r *Request) Encode() string { return encode(r) }
+// Encode renders r as the annotation's value; a nil request renders as "".
+func (r *Request) Encode() string {
+	if r == nil {
+		return ""
+	}
+	return encode(r)
+}
 
 // ParseGrant reads the grant on node: nil when there is none.
 func ParseGrant(node *corev1.Node) (*Grant, error) {

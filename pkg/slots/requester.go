@@ -114,12 +114,18 @@ func (r *Requester) notify() {
 // state reads the request and the grant on the Node, with a channel that is
 // closed at the Node's next change.
 func (r *Requester) state() (*Request, *Grant, <-chan struct{}, error) {
+	req, g, _, changed, err := r.stateRV()
+	return req, g, changed, err
+}
+
+// stateRV is state with the Node's resourceVersion.
+func (r *Requester) stateRV() (*Request, *Grant, string, <-chan struct{}, error) {
 	r.mu.Lock()
 	view, changed := r.view, r.changed
 	r.mu.Unlock()
 	node, err := view.Get()
 	if err != nil {
-		return nil, nil, changed, err
+		return nil, nil, "", changed, err
 	}
 	req, err := ParseRequest(node)
 	if err != nil {
@@ -127,7 +133,7 @@ func (r *Requester) state() (*Request, *Grant, <-chan struct{}, error) {
 		req = nil
 	}
 	g, _ := ParseGrant(node)
-	return req, g, changed, nil
+	return req, g, node.ResourceVersion, changed, nil
 }
 
 // Acquire waits until the node holds a slot for purpose, or ctx ends. A
@@ -180,7 +186,8 @@ func (r *Requester) await(ctx context.Context, purpose Purpose, report func(erro
 	asked := r.Clock.Now()
 	var lastErr string
 	for {
-		req, g, changed, err := r.state()
+		req, g, rv, changed, err := r.stateRV()
+		r.Logger.Debug("Drain slot request", "purpose", purpose, "request", req, "grant", g, "rv", rv, "err", err)
 		switch {
 		case err != nil:
 			// The agent's own Node is not in its cache yet.
@@ -191,7 +198,7 @@ func (r *Requester) await(ctx context.Context, purpose Purpose, report func(erro
 			now := r.Clock.Now()
 			next := &Request{Purpose: purpose, ID: strconv.FormatInt(now.UnixNano(), 36), RequestedAt: now.UTC().Truncate(time.Second)}
 			if err := r.write(ctx, req, next); err != nil {
-				if r.raced(req) {
+				if r.raced(rv, req) {
 					// The Node changed since it was read (the
 					// patch tests the old value): read it again.
 					continue
@@ -209,6 +216,10 @@ func (r *Requester) await(ctx context.Context, purpose Purpose, report func(erro
 			}
 			asked, lastErr = now, ""
 			r.Logger.Info("Asked for a drain slot", "purpose", purpose, "id", next.ID)
+			// Read on once the cache shows the write, so that a stale
+			// view never asks twice.
+			r.raced(rv, req)
+			continue
 		case g.Answers(req) && g.State == Granted:
 			h := &Held{r: r, purpose: purpose, req: *req, slot: g.Slot, lost: make(chan struct{})}
 			r.mu.Lock()
@@ -238,13 +249,14 @@ func (r *Requester) await(ctx context.Context, purpose Purpose, report func(erro
 	}
 }
 
-// raced reports whether the request on the Node is no longer old (nil:
-// none), so a write that tested for old failed only because it was stale.
-// It waits briefly for the agent's cache to catch up with the apiserver.
-func (r *Requester) raced(old *Request) bool {
-	for range 10 {
-		cur, _, changed, err := r.state()
-		if err == nil && (cur == nil) != (old == nil) || cur != nil && old != nil && cur.Encode() != old.Encode() {
+// raced reports whether the Node changed since the agent read it (its
+// resourceVersion rv, and the request old on it), so that a write
+// conditional on what it read failed only because it was stale. It waits
+// briefly for the agent's cache to catch up with the apiserver.
+func (r *Requester) raced(rv string, old *Request) bool {
+	for range 20 {
+		cur, _, curRV, changed, err := r.stateRV()
+		if err == nil && (curRV != rv || cur.Encode() != old.Encode()) {
 			return true
 		}
 		select {
@@ -331,18 +343,24 @@ func (r *Requester) write(ctx context.Context, old, next *Request) error {
 	var ops []map[string]any
 	switch {
 	case old == nil && next != nil:
-		// An add replaces a malformed value as well; add the map when
-		// the Node has no annotations.
+		// Only if the Node is still as this agent saw it (no request,
+		// or a malformed one): a merge patch that names the Node's
+		// resourceVersion fails with a conflict otherwise.
 		node, err := r.view.Get()
-		if err == nil && node.Annotations == nil {
-			ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{}})
+		if err != nil {
+			return err
 		}
-		if err == nil {
-			if raw, ok := node.Annotations[RequestAnnotation]; ok {
-				ops = append(ops, map[string]any{"op": "test", "path": path, "value": raw})
-			}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": node.ResourceVersion,
+			"annotations":     map[string]string{RequestAnnotation: next.Encode()},
+		}})
+		if err != nil {
+			return err
 		}
-		ops = append(ops, map[string]any{"op": "add", "path": path, "value": next.Encode()})
+		if _, err := r.Client.CoreV1().Nodes().Patch(ctx, r.NodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager + "-agent"}); err != nil {
+			return fmt.Errorf("writing the drain slot request on Node %s: %w", r.NodeName, err)
+		}
+		return nil
 	case old != nil:
 		ops = append(ops, map[string]any{"op": "test", "path": path, "value": old.Encode()})
 		if next == nil {
