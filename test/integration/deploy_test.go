@@ -122,6 +122,7 @@ func TestDeploy(t *testing.T) {
 	}
 	t.Run("reboot privilege", b.testRebootPrivilege)
 	t.Run("nodemaintenance privilege", b.testNodeMaintenancePrivilege)
+	t.Run("slot privilege", b.testSlotPrivilege)
 	t.Run("agent", b.testAgent)
 	t.Run("without impersonation", b.testWithoutImpersonation)
 	t.Run("flow control", b.testFlowControl)
