@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 )
@@ -93,6 +94,19 @@ func TestValidate(t *testing.T) {
 		{name: "deleteAfter past the timeout", mutate: func(c *Config) { c.Drain.DeleteAfter.Duration = 2 * time.Hour }, wantErr: "drain.deleteAfter 2h0m0s: must be shorter than drain.timeout 1h0m0s"},
 		{name: "deleteAfter within the timeout is valid", mutate: func(c *Config) { c.Drain.DeleteAfter.Duration = 30 * time.Minute }},
 		{name: "zero concurrency", mutate: func(c *Config) { c.Drain.MaxConcurrentNodes = 0 }, wantErr: "drain.maxConcurrentNodes"},
+		{name: "concurrency past any cluster", mutate: func(c *Config) { c.Drain.MaxConcurrentNodes = 1 << 32 }, wantErr: "drain.maxConcurrentNodes 4294967296: must be between 1 and 100000"},
+		{name: "silence bound too short", mutate: func(c *Config) { c.Drain.SlotSilenceBound.Duration = time.Second }, wantErr: "drain.slotSilenceBound 1s: must be between 10s and 1h"},
+		{name: "pools are valid", mutate: func(c *Config) {
+			pct := intstr.FromString("10%")
+			c.Drain.Pools = []PoolConfig{{Name: "gpu", Selector: "gpu=true", MaxConcurrentNodes: 1}, {Name: "rack-a", Selector: "rack=a", MaxUnavailable: &pct}}
+		}},
+		{name: "pool without a limit", mutate: func(c *Config) { c.Drain.Pools = []PoolConfig{{Name: "gpu", Selector: "gpu=true"}} }, wantErr: "drain.pools[0]: set maxConcurrentNodes or maxUnavailable"},
+		{name: "pool named default", mutate: func(c *Config) { c.Drain.Pools = []PoolConfig{{Name: "default", MaxConcurrentNodes: 1}} }, wantErr: `drain.pools[0].name "default": taken`},
+		{name: "pool with a bad selector", mutate: func(c *Config) { c.Drain.Pools = []PoolConfig{{Name: "p", Selector: "a in (", MaxConcurrentNodes: 1}} }, wantErr: "drain.pools[0].selector"},
+		{name: "pool with a bad percentage", mutate: func(c *Config) {
+			pct := intstr.FromString("150%")
+			c.Drain.Pools = []PoolConfig{{Name: "p", MaxUnavailable: &pct}}
+		}, wantErr: `drain.pools[0].maxUnavailable "150%": want a count, or a percentage from 1% to 100%`},
 		{name: "bad log format", mutate: func(c *Config) { c.LogFormat = "xml" }, wantErr: "logFormat"},
 		// "" turns the subtraction off, as KubeVirt has it.
 		{name: "empty min model is valid", mutate: func(c *Config) { c.Labeller.MinCPUModel = "" }},
@@ -296,5 +310,20 @@ func TestLoadEmptyMinCPUModel(t *testing.T) {
 func TestLibvirtURIAutoIsDiscoverys(t *testing.T) {
 	if hostcpu.AutoURI != LibvirtURIAuto {
 		t.Errorf("hostcpu.AutoURI %q and config.LibvirtURIAuto %q must be one name", hostcpu.AutoURI, LibvirtURIAuto)
+	}
+}
+
+func TestDrainPoolsFlag(t *testing.T) {
+	c := Default()
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{`--drain-pools=[{"name":"gpu","selector":"gpu=true","maxConcurrentNodes":1,"maxUnavailable":"10%"}]`}); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Drain.Pools) != 1 || c.Drain.Pools[0].Name != "gpu" || c.Drain.Pools[0].MaxUnavailable.String() != "10%" {
+		t.Errorf("pools %+v", c.Drain.Pools)
+	}
+	if err := fs.Parse([]string{`--drain-pools=[{"name":"gpu","limit":1}]`}); err == nil || !strings.Contains(err.Error(), `unknown field "limit"`) {
+		t.Errorf("unknown field: %v", err)
 	}
 }
