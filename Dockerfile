@@ -1,4 +1,5 @@
-# node-agent's container image, for deploy/daemonset.yaml.
+# node-agent's container image, for deploy/daemonset.yaml and
+# deploy/coordinator.yaml (the drain slot coordinator runs from it too).
 #
 # For users with Docker. `make image` (hack/image.sh) builds the same image
 # without a container engine, and that is the one the tests run on a real
@@ -12,6 +13,8 @@
 # libvirt, and its discovery helper node-agent-discover (libvirt.org/go/libvirt)
 # loads libvirt.so.0 at run time, so it needs no libvirt headers here and runs
 # (with labels from cpuid alone) where libvirt is missing.
+# node-agent-coordinator, the Deployment's binary, links neither libvirt nor
+# anything of the host.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -21,7 +24,7 @@ ARG VERSION=devel
 ARG COMMIT=unknown
 RUN CGO_ENABLED=1 go build -trimpath -tags libvirt_dlopen \
       -ldflags "-s -w -X github.com/node-agent/node-agent/pkg/version.Version=${VERSION} -X github.com/node-agent/node-agent/pkg/version.Commit=${COMMIT}" \
-      -o /out/ ./cmd/node-agent ./cmd/node-agent-discover
+      -o /out/ ./cmd/node-agent ./cmd/node-agent-discover ./cmd/node-agent-coordinator
 
 # Runtime: Debian bookworm, the same glibc as the build stage, with the
 # packages of hack/image/packages.txt (libvirt0 and the embedded QEMU
@@ -36,8 +39,9 @@ RUN apt-get update \
  && (getent group kvm >/dev/null || groupadd -r kvm) \
  && (getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu) \
  && (getent passwd libvirt-qemu >/dev/null || useradd -r -g libvirt-qemu -G kvm -d /nonexistent -s /usr/sbin/nologin libvirt-qemu)
-# node-agent looks for its discovery helper beside itself.
-COPY --from=build /out/node-agent /out/node-agent-discover /usr/local/bin/
+# node-agent looks for its discovery helper beside itself;
+# deploy/coordinator.yaml runs /usr/local/bin/node-agent-coordinator.
+COPY --from=build /out/node-agent /out/node-agent-discover /out/node-agent-coordinator /usr/local/bin/
 
 # root, on purpose. The shutdown guard takes a systemd-logind delay lock
 # over the host's system bus (and, with
@@ -46,7 +50,8 @@ COPY --from=build /out/node-agent /out/node-agent-discover /usr/local/bin/
 # also runs as root and starts its QEMU probes as libvirt-qemu. The DaemonSet
 # takes away what root does not need: it drops every capability but the seven
 # the embedded driver uses, forbids privilege escalation and mounts the root
-# filesystem read-only.
+# filesystem read-only. The coordinator's Deployment runs the same image as
+# uid 65532, with no capability: it only talks to the API server.
 USER 0:0
 ENTRYPOINT ["/usr/local/bin/node-agent"]
 CMD ["run"]

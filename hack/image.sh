@@ -22,8 +22,10 @@
 #      script and the package list) and cached in
 #      ~/.cache/node-agent/image-base-<hash> (NODE_AGENT_IMAGE_BASE
 #      overrides), since debootstrap takes minutes;
-#   2. /usr/local/bin/node-agent and its discovery helper
-#      /usr/local/bin/node-agent-discover, stripped.
+#   2. /usr/local/bin/node-agent, its discovery helper
+#      /usr/local/bin/node-agent-discover and the drain slot coordinator
+#      /usr/local/bin/node-agent-coordinator (deploy/coordinator.yaml),
+#      stripped.
 # The archive is reproducible: hack/ociimage clamps every mtime to the commit
 # time of HEAD and sorts entries, so the same commit gives the same digest.
 #
@@ -120,10 +122,11 @@ rm -rf "$layer"
 mkdir -p "$layer/usr/local/bin"
 # Stripped, without paths of this machine: the same commit builds the same
 # binaries. cgo with -tags libvirt_dlopen, as `make build`: node-agent and,
-# beside it where it looks, its discovery helper node-agent-discover.
+# beside it where it looks, its discovery helper node-agent-discover; and
+# node-agent-coordinator, which the coordinator's Deployment runs.
 (cd "$root" && CGO_ENABLED=1 go build -trimpath -tags libvirt_dlopen \
 	-ldflags "-s -w -X github.com/node-agent/node-agent/pkg/version.Version=${version} -X github.com/node-agent/node-agent/pkg/version.Commit=${commit}" \
-	-o "$layer/usr/local/bin/" ./cmd/node-agent ./cmd/node-agent-discover)
+	-o "$layer/usr/local/bin/" ./cmd/node-agent ./cmd/node-agent-discover ./cmd/node-agent-coordinator)
 
 (cd "$root" && go run ./hack/ociimage \
 	--name "$image" --out "${bin}/node-agent-image.tar" --summary "${bin}/node-agent-image.txt" \
@@ -136,11 +139,12 @@ mkdir -p "$layer/usr/local/bin"
 	--sbom-dpkg-status "$base/var/lib/dpkg/status" --sbom-distro "$suite" \
 	--sbom-go-binary /usr/local/bin/node-agent="$layer/usr/local/bin/node-agent" \
 	--sbom-go-binary /usr/local/bin/node-agent-discover="$layer/usr/local/bin/node-agent-discover" \
+	--sbom-go-binary /usr/local/bin/node-agent-coordinator="$layer/usr/local/bin/node-agent-coordinator" \
 	--sbom-out "${bin}/node-agent-image.spdx.json") >/dev/null
 
 # shellcheck disable=SC1091
 source "${bin}/node-agent-image.txt"
 echo "image: ${name} ${digest}" >&2
-echo "image: archive $((archive_bytes / 1024 / 1024)) MiB compressed, $((unpacked_bytes / 1024 / 1024)) MiB unpacked, binary $(($(stat -c %s "$layer/usr/local/bin/node-agent") / 1024 / 1024)) MiB, discovery helper $(($(stat -c %s "$layer/usr/local/bin/node-agent-discover") / 1024 / 1024)) MiB; built in $((SECONDS - start))s" >&2
+echo "image: archive $((archive_bytes / 1024 / 1024)) MiB compressed, $((unpacked_bytes / 1024 / 1024)) MiB unpacked, binary $(($(stat -c %s "$layer/usr/local/bin/node-agent") / 1024 / 1024)) MiB, discovery helper $(($(stat -c %s "$layer/usr/local/bin/node-agent-discover") / 1024 / 1024)) MiB, coordinator $(($(stat -c %s "$layer/usr/local/bin/node-agent-coordinator") / 1024 / 1024)) MiB; built in $((SECONDS - start))s" >&2
 echo "image: SBOM (SPDX 2.3) ${sbom_path} ${sbom_digest}, attached to the image as artifact ${sbom_manifest}" >&2
 echo "image: ${bin}/node-agent-image.tar; load it with: ctr -n k8s.io images import FILE | podman load -i FILE | docker load -i FILE | kind load image-archive FILE" >&2

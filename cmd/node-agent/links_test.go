@@ -73,3 +73,30 @@ func TestConfigImportsNoComponent(t *testing.T) {
 		}
 	}
 }
+
+// clientsetPackages are what only node-agent-coordinator links: client-go's
+// scheme of every API group (through its typed clientset) and its leader
+// election.
+var clientsetPackages = []string{
+	"k8s.io/client-go/kubernetes/scheme",
+	"k8s.io/client-go/tools/leaderelection",
+}
+
+// TestLinksNoClientset holds the agent's footprint: leader election and the
+// clientset's scheme of every API group belong to node-agent-coordinator
+// (pkg/slots/election), which needs them; the agent, which runs on every
+// node, links neither.
+func TestLinksNoClientset(t *testing.T) {
+	agent := deps(t, "libvirt_dlopen", "github.com/node-agent/node-agent/cmd/node-agent")
+	for _, p := range clientsetPackages {
+		if slices.Contains(agent, p) {
+			t.Errorf("node-agent links %s; only node-agent-coordinator may", p)
+		}
+	}
+	coordinator := deps(t, "libvirt_dlopen", "github.com/node-agent/node-agent/cmd/node-agent-coordinator")
+	for _, p := range clientsetPackages {
+		if !slices.Contains(coordinator, p) {
+			t.Errorf("node-agent-coordinator does not link %s; the check would hold for nothing", p)
+		}
+	}
+}

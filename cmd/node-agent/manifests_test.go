@@ -16,7 +16,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -24,6 +27,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -95,8 +99,6 @@ func TestDeployManifestsAgreeWithCode(t *testing.T) {
 	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicy", "", deployPolicy, &policy)
 	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicyBinding", "", deployPolicy, &binding)
-	var leases rbacv1.Role
-	testenv.DeployObject(t, objs, "Role", def.Drain.LeaseNamespace, "node-agent-drain-slots", &leases)
 	var cr rbacv1.ClusterRole
 	testenv.DeployObject(t, objs, "ClusterRole", "", "node-agent", &cr)
 
@@ -119,9 +121,27 @@ func TestDeployManifestsAgreeWithCode(t *testing.T) {
 	if got, want := celStrings(policyVariable(t, &policy, "ownedLabelKeys")), slices.Sorted(slices.Values(labeller.OwnedKeys())); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
 		t.Errorf("policy ownedLabelKeys = %v, labeller.OwnedKeys() = %v", got, want)
 	}
-	wantAnnotations := slices.Sorted(slices.Values([]string{selfdrain.StatusAnnotation, reboot.RecordAnnotation}))
+	wantAnnotations := slices.Sorted(slices.Values([]string{selfdrain.StatusAnnotation, reboot.RecordAnnotation, slots.RequestAnnotation}))
 	if got := celStrings(policyVariable(t, &policy, "ownedAnnotations")); !slices.Equal(got, wantAnnotations) {
 		t.Errorf("policy ownedAnnotations = %v, want %v", got, wantAnnotations)
+	}
+	// The grant is the coordinator's: the agent may not write it, and the
+	// rule that says so comes before the general annotation rule, so the
+	// refusal names it.
+	if got := celStrings(policyVariable(t, &policy, "grantAnnotation")); !slices.Equal(got, []string{slots.GrantAnnotation}) {
+		t.Errorf("policy grantAnnotation = %v, want %s", got, slots.GrantAnnotation)
+	}
+	grantRule, generalRule := -1, -1
+	for i, v := range policy.Spec.Validations {
+		if strings.Contains(v.Expression, "variables.grantAnnotation") && strings.Contains(v.Message, "granted only by node-agent-coordinator") {
+			grantRule = i
+		}
+		if strings.Contains(v.Expression, "variables.ownedAnnotations") && generalRule < 0 {
+			generalRule = i
+		}
+	}
+	if grantRule < 0 || generalRule < 0 || grantRule > generalRule {
+		t.Errorf("policy %s: the rule refusing %s (validation %d) must come before the owned-annotations rule (validation %d)", policy.Name, slots.GrantAnnotation, grantRule, generalRule)
 	}
 	if got := celStrings(policyVariable(t, &policy, "removableAnnotation")); !slices.Equal(got, []string{reboot.RequestAnnotation}) {
 		t.Errorf("policy removableAnnotation = %v, want %s", got, reboot.RequestAnnotation)
@@ -230,6 +250,237 @@ func TestDeployManifestsAgreeWithCode(t *testing.T) {
 	if spec.PriorityClassName != "system-node-critical" || len(spec.Tolerations) != 1 || spec.Tolerations[0].Operator != corev1.TolerationOpExists || spec.Tolerations[0].Key != "" {
 		t.Errorf("priorityClassName %q tolerations %+v: want system-node-critical and one operator Exists", spec.PriorityClassName, spec.Tolerations)
 	}
+}
+
+// The identity deploy/coordinator.yaml gives node-agent-coordinator.
+const (
+	coordinatorServiceAccount = "node-agent-coordinator"
+	coordinatorUser           = "system:serviceaccount:" + deployNamespace + ":" + coordinatorServiceAccount
+	coordinatorPolicy         = "node-agent-coordinator-grant-only"
+	// electionLease is node-agent-coordinator's --leader-election-name
+	// default, which the Deployment leaves as it is.
+	electionLease = "node-agent-coordinator"
+	leasePolicy   = "node-agent-slot-leases"
+)
+
+// TestCoordinatorManifestsAgreeWithCode checks what deploy/ says about the
+// drain slots against pkg/slots and the configuration: the coordinator's
+// Deployment runs node-agent-coordinator on the agents' ConfigMap, its
+// policy names the grant, its Lease Role lives in drain.leaseNamespace and
+// names the election Lease; the agent holds no Lease right, and the Lease
+// policy names the slot Leases and the election Lease.
+func TestCoordinatorManifestsAgreeWithCode(t *testing.T) {
+	objs := testenv.ReadDeployObjects(t)
+	def := config.Default()
+
+	var dep appsv1.Deployment
+	testenv.DeployObject(t, objs, "Deployment", deployNamespace, "node-agent-coordinator", &dep)
+	var ds appsv1.DaemonSet
+	testenv.DeployObject(t, objs, "DaemonSet", deployNamespace, "node-agent", &ds)
+	var pdb policyv1.PodDisruptionBudget
+	testenv.DeployObject(t, objs, "PodDisruptionBudget", deployNamespace, "node-agent-coordinator", &pdb)
+
+	spec := dep.Spec.Template.Spec
+	if spec.ServiceAccountName != coordinatorServiceAccount {
+		t.Errorf("the coordinator runs as %s, want %s", spec.ServiceAccountName, coordinatorServiceAccount)
+	}
+	if ptr.Deref(dep.Spec.Replicas, 1) < 2 {
+		t.Errorf("the coordinator has %d replicas; leader election wants at least 2", ptr.Deref(dep.Spec.Replicas, 1))
+	}
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(spec.Containers))
+	}
+	ctr := spec.Containers[0]
+	if len(ctr.Command) != 1 || filepath.Base(ctr.Command[0]) != "node-agent-coordinator" || !filepath.IsAbs(ctr.Command[0]) {
+		t.Errorf("the coordinator's command %q is not the image's node-agent-coordinator", ctr.Command)
+	}
+	if dsImage := ds.Spec.Template.Spec.Containers[0].Image; ctr.Image != dsImage {
+		t.Errorf("the coordinator runs image %s, the DaemonSet %s; both come from one image", ctr.Image, dsImage)
+	}
+	const cfgFile = "/etc/node-agent/config.yaml"
+	if !slices.Equal(ctr.Args, []string{"--config=" + cfgFile}) {
+		t.Errorf("the coordinator's args %q, want --config=%s alone", ctr.Args, cfgFile)
+	}
+	var mount *corev1.VolumeMount
+	for i, m := range ctr.VolumeMounts {
+		if m.MountPath == filepath.Dir(cfgFile) {
+			mount = &ctr.VolumeMounts[i]
+		}
+	}
+	if mount == nil {
+		t.Fatalf("nothing is mounted at %s", filepath.Dir(cfgFile))
+	}
+	var cmVolume *corev1.Volume
+	for i, v := range spec.Volumes {
+		if v.Name == mount.Name {
+			cmVolume = &spec.Volumes[i]
+		}
+	}
+	if cmVolume == nil || cmVolume.ConfigMap == nil || cmVolume.ConfigMap.Name != "node-agent-config" || mount.SubPath != "" || !mount.ReadOnly {
+		t.Errorf("%s is not the whole ConfigMap node-agent-config, read-only: %+v %+v", filepath.Dir(cfgFile), mount, cmVolume)
+	}
+	ports := map[string]int32{}
+	for _, p := range ctr.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	// node-agent-coordinator's --metrics-bind-address and
+	// --health-probe-bind-address defaults.
+	if ports["metrics"] != 9466 || ports["health"] != 9467 {
+		t.Errorf("ports %v, want metrics 9466 and health 9467", ports)
+	}
+	for name, probe := range map[string]*corev1.Probe{"/healthz": ctr.LivenessProbe, "/readyz": ctr.ReadinessProbe} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != name || probe.HTTPGet.Port.String() != "health" {
+			t.Errorf("probe for %s: %+v", name, probe)
+		}
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range ctr.Env {
+		env[e.Name] = e
+	}
+	if e := env["POD_NAME"]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("POD_NAME (the election identity) is not the downward API's metadata.name: %+v", e)
+	}
+	if ctr.Resources.Limits.Memory().IsZero() || ctr.Resources.Requests.Memory().IsZero() || ctr.Resources.Requests.Cpu().IsZero() {
+		t.Errorf("resources %+v: want memory limit and cpu/memory requests", ctr.Resources)
+	}
+	sc, psc := ctr.SecurityContext, spec.SecurityContext
+	if sc == nil || psc == nil || !ptr.Deref(psc.RunAsNonRoot, false) || ptr.Deref(psc.RunAsUser, 0) == 0 ||
+		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+		ptr.Deref(sc.Privileged, false) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
+		t.Errorf("securityContext %+v, pod %+v: want non-root, seccomp RuntimeDefault, read-only root, no privilege escalation, all capabilities dropped", sc, psc)
+	}
+	// The two workloads' selectors keep to their own pods.
+	podLabels := dep.Spec.Template.Labels
+	dsSel, depSel := ds.Spec.Selector.MatchLabels, dep.Spec.Selector.MatchLabels
+	if subset(dsSel, podLabels) || subset(depSel, ds.Spec.Template.Labels) || !subset(depSel, podLabels) {
+		t.Errorf("selectors overlap: DaemonSet %v, Deployment %v, coordinator pods %v", dsSel, depSel, podLabels)
+	}
+	if pdb.Spec.Selector == nil || !maps.Equal(pdb.Spec.Selector.MatchLabels, depSel) || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("PodDisruptionBudget %+v: want maxUnavailable 1 over the coordinator's pods %v", pdb.Spec, depSel)
+	}
+
+	// RBAC: the coordinator's Lease Role lives where the Leases are, and
+	// names the election Lease; the agent's ServiceAccount holds no Lease
+	// right anywhere.
+	var leaseRole rbacv1.Role
+	testenv.DeployObject(t, objs, "Role", def.Drain.LeaseNamespace, "node-agent-coordinator", &leaseRole)
+	var byName []string
+	for _, r := range leaseRole.Rules {
+		if !slices.Contains(r.Resources, "leases") {
+			t.Errorf("the coordinator's Lease Role grants %v", r.Resources)
+		}
+		if len(r.ResourceNames) > 0 {
+			byName = append(byName, r.ResourceNames...)
+			if slices.Contains(r.Verbs, "create") || slices.Contains(r.Verbs, "delete") || slices.Contains(r.Verbs, "list") {
+				t.Errorf("rule %+v: create, delete and list cannot be narrowed by name", r)
+			}
+		}
+	}
+	if !slices.Equal(byName, []string{electionLease}) {
+		t.Errorf("the coordinator's Lease Role names %v, want the election Lease %s", byName, electionLease)
+	}
+	for _, r := range rolesOf(t, objs, deployServiceAccount) {
+		if slices.Contains(r.Resources, "leases") || slices.Contains(r.Resources, "*") {
+			t.Errorf("the agent's ServiceAccount is granted %v on %v; it must hold no Lease right", r.Verbs, r.Resources)
+		}
+	}
+	for _, r := range rolesOf(t, objs, coordinatorServiceAccount) {
+		if slices.Contains(r.Resources, "pods") || slices.Contains(r.Resources, "pods/eviction") || slices.Contains(r.Verbs, "delete") && slices.Contains(r.Resources, "nodes") {
+			t.Errorf("the coordinator is granted %v on %v; it drains nothing", r.Verbs, r.Resources)
+		}
+	}
+
+	// The coordinator's policy: its ServiceAccount, the grant, Deny.
+	var cp admissionregistrationv1.ValidatingAdmissionPolicy
+	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicy", "", coordinatorPolicy, &cp)
+	var cb admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicyBinding", "", coordinatorPolicy, &cb)
+	if len(cp.Spec.MatchConditions) != 1 || !strings.Contains(cp.Spec.MatchConditions[0].Expression, "'"+coordinatorUser+"'") {
+		t.Errorf("policy %s matchConditions %+v do not name %s", cp.Name, cp.Spec.MatchConditions, coordinatorUser)
+	}
+	if got := celStrings(policyVariable(t, &cp, "grantAnnotation")); !slices.Equal(got, []string{slots.GrantAnnotation}) {
+		t.Errorf("policy %s grantAnnotation = %v, want %s", cp.Name, got, slots.GrantAnnotation)
+	}
+	if cb.Spec.PolicyName != cp.Name || !slices.Equal(cb.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %+v does not Deny with policy %s", cb.Spec, cp.Name)
+	}
+
+	// The agent's Lease policy: its ServiceAccount, the slot Leases by name
+	// and label, the election Lease, Deny.
+	var lp admissionregistrationv1.ValidatingAdmissionPolicy
+	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicy", "", leasePolicy, &lp)
+	var lb admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicyBinding", "", leasePolicy, &lb)
+	if len(lp.Spec.MatchConditions) != 1 || !strings.Contains(lp.Spec.MatchConditions[0].Expression, "'"+deployUser+"'") {
+		t.Errorf("policy %s matchConditions %+v do not name %s", lp.Name, lp.Spec.MatchConditions, deployUser)
+	}
+	for v, want := range map[string]string{"slotPrefix": slots.SlotPrefix, "slotLabel": slots.SlotLabel, "electionLease": electionLease} {
+		if got := celStrings(policyVariable(t, &lp, v)); !slices.Equal(got, []string{want}) {
+			t.Errorf("policy %s %s = %v, want %s", lp.Name, v, got, want)
+		}
+	}
+	if !strings.HasPrefix(slots.LeaseName("node-1"), slots.SlotPrefix) {
+		t.Errorf("slots.LeaseName(node-1) = %s does not start with slots.SlotPrefix %s", slots.LeaseName("node-1"), slots.SlotPrefix)
+	}
+	if lb.Spec.PolicyName != lp.Name || !slices.Equal(lb.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %+v does not Deny with policy %s", lb.Spec, lp.Name)
+	}
+}
+
+// subset reports whether every label of sel is in labels.
+func subset(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(sel) > 0
+}
+
+// rolesOf returns the rules of every Role and ClusterRole of objs that a
+// RoleBinding or ClusterRoleBinding of objs grants to the ServiceAccount sa
+// of deployNamespace.
+func rolesOf(t *testing.T, objs []*unstructured.Unstructured, sa string) []rbacv1.PolicyRule {
+	t.Helper()
+	type ref struct{ kind, namespace, name string }
+	rules := map[ref][]rbacv1.PolicyRule{}
+	var bound []ref
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Role", "ClusterRole":
+			var r rbacv1.ClusterRole
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r); err != nil {
+				t.Fatal(err)
+			}
+			rules[ref{o.GetKind(), o.GetNamespace(), o.GetName()}] = r.Rules
+		case "RoleBinding", "ClusterRoleBinding":
+			var b rbacv1.RoleBinding
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &b); err != nil {
+				t.Fatal(err)
+			}
+			if slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool {
+				return s.Kind == rbacv1.ServiceAccountKind && s.Name == sa && s.Namespace == deployNamespace
+			}) {
+				ns := o.GetNamespace()
+				if b.RoleRef.Kind == "ClusterRole" {
+					ns = ""
+				}
+				bound = append(bound, ref{b.RoleRef.Kind, ns, b.RoleRef.Name})
+			}
+		}
+	}
+	if len(bound) == 0 {
+		t.Fatalf("deploy/ binds no role to the ServiceAccount %s/%s", deployNamespace, sa)
+	}
+	var out []rbacv1.PolicyRule
+	for _, r := range bound {
+		if _, ok := rules[r]; !ok {
+			t.Errorf("a binding of %s names %s %s/%s, which deploy/ does not have", sa, r.kind, r.namespace, r.name)
+		}
+		out = append(out, rules[r]...)
+	}
+	return out
 }
 
 // TestRebootComponentAgreesWithCode checks deploy/components/reboot against

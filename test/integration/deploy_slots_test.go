@@ -4,30 +4,21 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/slots"
-	"github.com/node-agent/node-agent/test/testenv"
 )
 
-// The coordinator's identity as deploy/coordinator.yaml installs it.
-const (
-	coordinatorServiceAccount = "node-agent-coordinator"
-	coordinatorUser           = "system:serviceaccount:" + agentNamespace + ":" + coordinatorServiceAccount
-	// Messages of the rules that refuse slot writes.
-	byGrantRule     = "drain slots are granted only by node-agent-coordinator"
-	byCoordinatorRB = `User "` + coordinatorUser + `" cannot`
-)
+// byGrantRule is the message of the rule that keeps the grant from agents.
+const byGrantRule = "drain slots are granted only by node-agent-coordinator"
 
 // testSlotPrivilege is the issue-30 acceptance check of the drain slots on
 // the real control plane with deploy/ as shipped: a token bound to node-1's
 // agent pod cannot take, clear, renew or forge a slot of any node, nor its
-// grant, and may only ask for a slot for node-1, once; the coordinator's own
-// token may write the grant and nothing else of a Node.
+// grant, and may only ask for a slot for node-1, once. What the
+// coordinator's own token may do is testCoordinatorPrivilege.
 func (b *deployBed) testSlotPrivilege(t *testing.T) {
 	ctx := t.Context()
 	sa := b.tokenClient(t, b.boundToken(t, b.agentPod(t, "node-1")))
@@ -110,55 +101,4 @@ func (b *deployBed) testSlotPrivilege(t *testing.T) {
 		own := &slots.Request{Purpose: slots.PurposeMaintenance, ID: "node-1-a", RequestedAt: now}
 		wantAllowed(t, "ask for a slot for node-1", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"annotations": obj{slots.RequestAnnotation: own.Encode()}}}, true))
 	})
-
-	t.Run("coordinator", func(t *testing.T) {
-		pod := b.coordinatorPod(t)
-		co := b.tokenClient(t, b.coordinatorToken(t, pod))
-		revoked := *grant2
-		revoked.State, revoked.Slot = slots.Revoked, ""
-		wantAllowed(t, "the coordinator writes node-2's grant", mergePatchNode(t, co, "node-2", obj{"metadata": obj{"annotations": obj{slots.GrantAnnotation: revoked.Encode()}}}, true))
-		err := mergePatchNode(t, co, "node-2", obj{"metadata": obj{"annotations": obj{slots.RequestAnnotation: nil}}}, true)
-		wantDenied(t, "the coordinator withdraws node-2's request", err, "node-agent-coordinator")
-		err = mergePatchNode(t, co, "node-2", obj{"spec": obj{"unschedulable": true}}, true)
-		wantDenied(t, "the coordinator cordons node-2", err, "node-agent-coordinator")
-		err = mergePatchNode(t, co, "node-2", obj{"metadata": obj{"labels": obj{"cpu-model.node.kubevirt.io/Penryn": "true"}}}, true)
-		wantDenied(t, "the coordinator labels node-2", err, "node-agent-coordinator")
-		err = co.CoreV1().Nodes().Delete(ctx, "node-2", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
-		wantDenied(t, "the coordinator deletes node-2", err, "node-agent-coordinator")
-		_, err = co.CoreV1().Pods("work").List(ctx, metav1.ListOptions{})
-		wantDenied(t, "the coordinator lists pods", err, byCoordinatorRB)
-	})
-}
-
-// coordinatorPod returns a running pod of the coordinator's Deployment.
-func (b *deployBed) coordinatorPod(t *testing.T) *corev1.Pod {
-	t.Helper()
-	var pod *corev1.Pod
-	testenv.WaitFor(t, 2*time.Minute, "a running node-agent-coordinator pod", func() (bool, error) {
-		pods, err := b.c.CoreV1().Pods(agentNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=node-agent-coordinator"})
-		if err != nil {
-			return false, err
-		}
-		for i := range pods.Items {
-			if p := &pods.Items[i]; p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				pod = p
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return pod
-}
-
-// coordinatorToken issues a token of the coordinator's ServiceAccount bound
-// to pod, as the kubelet mounts into it.
-func (b *deployBed) coordinatorToken(t *testing.T, pod *corev1.Pod) string {
-	t.Helper()
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600),
-		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}
-	tr, err := b.c.CoreV1().ServiceAccounts(agentNamespace).CreateToken(t.Context(), coordinatorServiceAccount, req, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
 }

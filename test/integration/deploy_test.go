@@ -32,6 +32,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -79,6 +80,8 @@ type deployBed struct {
 	c        kubernetes.Interface
 	kubectl  string
 	auditLog string
+	// coordinator grants the drain slots from "agent" on (runCoordinator).
+	coordinator *deployedCoordinator
 }
 
 func (b *deployBed) run(t *testing.T, stdin []byte, args ...string) ([]byte, error) {
@@ -98,11 +101,15 @@ func (b *deployBed) run(t *testing.T, stdin []byte, args ...string) ([]byte, err
 // deploy/ applies; the agent's identity, with a token bound to a pod on
 // node-1, can change node-1's own parts and nothing else; and `node-agent
 // run` with exactly that identity labels and drains without a single 403.
+// Since issue 30 the drain needs node-agent-coordinator, which runs as
+// deploy/coordinator.yaml runs it (a token bound to one of its Deployment's
+// pods): its identity may write the drain slot grant and the slot Leases
+// and nothing else, and it grants the agents' slots without a single 403.
 func TestDeploy(t *testing.T) {
 	opts := testenv.DefaultOptions()
 	b := &deployBed{kubectl: kubectlBinary(t, opts)}
 	var err error
-	if opts.APIServerArgs, b.auditLog, err = testenv.AuditLog(t.TempDir(), testenv.UserAuditPolicy(agentUser)); err != nil {
+	if opts.APIServerArgs, b.auditLog, err = testenv.AuditLog(t.TempDir(), usersAuditPolicy(agentUser, coordinatorUser)); err != nil {
 		t.Fatal(err)
 	}
 	b.env = testenv.StartForTest(t, opts)
@@ -123,9 +130,34 @@ func TestDeploy(t *testing.T) {
 	t.Run("reboot privilege", b.testRebootPrivilege)
 	t.Run("nodemaintenance privilege", b.testNodeMaintenancePrivilege)
 	t.Run("slot privilege", b.testSlotPrivilege)
+	t.Run("slot leases denied by the policy alone", b.testSlotLeasePolicy)
+	if !t.Run("coordinator privilege", b.testCoordinatorPrivilege) {
+		t.FailNow()
+	}
+	// From here on the agents drain, so the coordinator runs.
+	began := time.Now()
+	b.runCoordinator(t)
 	t.Run("agent", b.testAgent)
 	t.Run("without impersonation", b.testWithoutImpersonation)
 	t.Run("flow control", b.testFlowControl)
+	t.Run("coordinator", func(t *testing.T) { b.checkCoordinator(t, began) })
+}
+
+// usersAuditPolicy records every request of users at the Metadata level,
+// once complete, and nothing else (testenv.UserAuditPolicy for several).
+func usersAuditPolicy(users ...string) string {
+	quoted := make([]string, len(users))
+	for i, u := range users {
+		quoted[i] = strconv.Quote(u)
+	}
+	return `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    users: [` + strings.Join(quoted, ", ") + `]
+  - level: None
+`
 }
 
 // testApply is acceptance 1: `kubectl kustomize deploy/` applies with a
@@ -212,38 +244,26 @@ func (b *deployBed) testApply(t *testing.T) {
 	// The reboot component renders and applies (dry run).
 	b.applyRebootComponent(t, overlay, base)
 
-	// The apiserver type-checks the policy's CEL against the Node schema;
-	// a warning means an expression that would fail at admission time.
-	testenv.WaitFor(t, time.Minute, "the policy type-checked", func() (bool, error) {
-		p, err := b.c.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(t.Context(), agentPolicy, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if p.Status.ObservedGeneration != p.Generation {
-			return false, nil
-		}
-		if p.Status.TypeChecking != nil && len(p.Status.TypeChecking.ExpressionWarnings) > 0 {
-			for _, w := range p.Status.TypeChecking.ExpressionWarnings {
-				t.Errorf("policy %s: %s: %s", agentPolicy, w.FieldRef, w.Warning)
+	// The apiserver type-checks each policy's CEL against the schema of
+	// what it matches; a warning means an expression that would fail at
+	// admission time.
+	for _, name := range []string{agentPolicy, nmPolicy, slotLeasePolicy, coordinatorPolicy} {
+		testenv.WaitFor(t, time.Minute, "policy "+name+" type-checked", func() (bool, error) {
+			p, err := b.c.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
 			}
-		}
-		return true, nil
-	})
-	testenv.WaitFor(t, time.Minute, "the NodeMaintenance policy type-checked", func() (bool, error) {
-		p, err := b.c.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(t.Context(), nmPolicy, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if p.Status.ObservedGeneration != p.Generation {
-			return false, nil
-		}
-		if p.Status.TypeChecking != nil {
-			for _, w := range p.Status.TypeChecking.ExpressionWarnings {
-				t.Errorf("policy %s: %s: %s", nmPolicy, w.FieldRef, w.Warning)
+			if p.Status.ObservedGeneration != p.Generation {
+				return false, nil
 			}
-		}
-		return true, nil
-	})
+			if p.Status.TypeChecking != nil {
+				for _, w := range p.Status.TypeChecking.ExpressionWarnings {
+					t.Errorf("policy %s: %s: %s", name, w.FieldRef, w.Warning)
+				}
+			}
+			return true, nil
+		})
+	}
 
 	// kwok runs the DaemonSet's pods (no image is pulled), one per node.
 	testenv.WaitFor(t, 2*time.Minute, "a running node-agent pod on every node", func() (bool, error) {
@@ -253,6 +273,9 @@ func (b *deployBed) testApply(t *testing.T) {
 		}
 		return testenv.RunningPods(pods.Items) == 3, nil
 	})
+
+	// And the coordinator's Deployment, once placed (placeCoordinator).
+	b.placeCoordinator(t)
 }
 
 // asList encodes objs as one v1 List for kubectl.
@@ -457,7 +480,7 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 		_, err = sa.CoreV1().Nodes().PatchStatus(ctx, "node-1", []byte(fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"$patch":"delete"}]}}`, selfdrain.ConditionType)))
 		wantAllowed(t, "remove the UnderMaintenance condition", err)
 
-		// The other verbs of the ClusterRole and the two Roles.
+		// The other verbs of the ClusterRole and the Role of Events.
 		_, err = node1.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-1"})
 		wantAllowed(t, "list the pods on node-1 as node-1", err)
 		w, err := node1.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-1"})
@@ -467,15 +490,16 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 		}
 		_, err = sa.AppsV1().DaemonSets(agentNamespace).Get(ctx, "node-agent", metav1.GetOptions{})
 		wantAllowed(t, "get a DaemonSet (kubectl's drain filter)", err)
-		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-agent-drain-slot-test", Namespace: agentNamespace},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-1")}}
-		created, err := sa.CoordinationV1().Leases(agentNamespace).Create(ctx, lease, metav1.CreateOptions{})
-		wantAllowed(t, "create a drain-slot Lease in node-agent", err)
-		if err == nil {
-			created.Spec.HolderIdentity = ptr.To("")
-			_, err = sa.CoordinationV1().Leases(agentNamespace).Update(ctx, created, metav1.UpdateOptions{})
-			wantAllowed(t, "update it", err)
-		}
+
+		// A drain slot is asked for on the agent's own Node, and only there
+		// (pkg/slots Requester: a merge patch to ask, a JSON patch with a
+		// test op to withdraw).
+		request := (&slots.Request{Purpose: slots.PurposeMaintenance, ID: "deploy-test", RequestedAt: time.Now().UTC().Truncate(time.Second)}).Encode()
+		wantAllowed(t, "ask for a drain slot on node-1", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"annotations": obj{slots.RequestAnnotation: request}}}, false))
+		withdraw := fmt.Sprintf(`[{"op":"test","path":"/metadata/annotations/%s","value":%q},{"op":"remove","path":"/metadata/annotations/%[1]s"}]`,
+			strings.ReplaceAll(slots.RequestAnnotation, "/", "~1"), request)
+		_, err = sa.CoreV1().Nodes().Patch(ctx, "node-1", types.JSONPatchType, []byte(withdraw), metav1.PatchOptions{})
+		wantAllowed(t, "withdraw it (JSON patch)", err)
 		ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "node-1.", Namespace: metav1.NamespaceDefault},
 			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "node-1", UID: "node-1"}, Reason: "DeployTest", Message: "deploy test", Type: corev1.EventTypeNormal,
 			Source: corev1.EventSource{Component: "node-agent", Host: "node-1"}}
@@ -535,8 +559,33 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 		wantDenied(t, "get a pod", err, byRBAC+" get resource \"pods\"")
 		err = sa.CoreV1().Pods(agentNamespace).Delete(ctx, b.agentPod(t, "node-2").Name, metav1.DeleteOptions{})
 		wantDenied(t, "delete a pod (drain.deleteAfter is off)", err, byRBAC+" delete resource \"pods\"")
+		// No Lease right at all: not the slots, not the election.
+		for _, name := range []string{slots.LeaseName("node-1"), coordinatorElectionLease} {
+			_, err = sa.CoordinationV1().Leases(agentNamespace).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-1")}}, metav1.CreateOptions{})
+			wantDenied(t, "create the Lease "+name, err, byRBAC+" create resource \"leases\"")
+		}
+		_, err = sa.CoordinationV1().Leases(agentNamespace).List(ctx, metav1.ListOptions{})
+		wantDenied(t, "list the Leases of node-agent", err, byRBAC+" list resource \"leases\"")
 		_, err = sa.CoordinationV1().Leases("work").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
 		wantDenied(t, "create a Lease outside node-agent", err, byRBAC+" create resource \"leases\"")
+
+		// The grant is the coordinator's: the agent may neither grant itself
+		// a slot nor take back or rewrite one it was given.
+		granted := (&slots.Grant{ID: "deploy-test", Purpose: slots.PurposeMaintenance, State: slots.Granted, Slot: slots.LeaseName("node-1"), Time: time.Now().UTC().Truncate(time.Second)}).Encode()
+		const byCoordinatorOnly = "drain slots are granted only by node-agent-coordinator"
+		wantDenied(t, "grant node-1 a drain slot", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"annotations": obj{slots.GrantAnnotation: granted}}}, false), byCoordinatorOnly)
+		request := (&slots.Request{Purpose: slots.PurposeMaintenance, ID: "deploy-test", RequestedAt: time.Now().UTC().Truncate(time.Second)}).Encode()
+		wantDenied(t, "ask for a drain slot on node-2", mergePatchNode(t, sa, "node-2", obj{"metadata": obj{"annotations": obj{slots.RequestAnnotation: request}}}, false), "may change only that Node, not node-2")
+		if err := mergePatchNode(t, b.c, "node-1", obj{"metadata": obj{"annotations": obj{slots.GrantAnnotation: granted}}}, false); err != nil {
+			t.Fatal(err)
+		}
+		queued := (&slots.Grant{ID: "deploy-test", Purpose: slots.PurposeMaintenance, State: slots.Queued, Time: time.Now().UTC().Truncate(time.Second)}).Encode()
+		wantDenied(t, "rewrite node-1's grant", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"annotations": obj{slots.GrantAnnotation: queued}}}, false), byCoordinatorOnly)
+		wantDenied(t, "remove node-1's grant", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"annotations": obj{slots.GrantAnnotation: nil}}}, false), byCoordinatorOnly)
+		if err := mergePatchNode(t, b.c, "node-1", obj{"metadata": obj{"annotations": obj{slots.GrantAnnotation: nil}}}, false); err != nil {
+			t.Fatal(err)
+		}
 		_, err = sa.CoreV1().Events("work").Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "x."},
 			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "work", Name: "x"}}, metav1.CreateOptions{})
 		wantDenied(t, "create an Event outside default", err, byRBAC+" create resource \"events\"")
@@ -818,9 +867,9 @@ func grepLines(s, sub string, n int) string {
 
 // checkAudit reads the apiserver's audit log: every request `node-agent run`
 // (user agent node-agent/node-1) made since began must be one the
-// ClusterRole or Roles of deploy/rbac.yaml grant, and none may have been
-// refused (401, 403, or 422, the code of an admission denial without a
-// reason).
+// ClusterRole or Roles deploy/ binds to the agent's ServiceAccount grant, and
+// none may have been refused (401, 403, or 422, the code of an admission
+// denial without a reason).
 func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 	t.Helper()
 	audit := testenv.NewAuditReader(b.auditLog, "")
@@ -838,7 +887,7 @@ func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 		t.Fatal("the audit log has no request of node-agent/node-1")
 	}
 
-	granted := b.grantedByDeploy(t)
+	granted := b.grantedByDeploy(t, agentServiceAccount)
 	tally := map[string]map[int]int{}
 	impersonated := map[string]int{}
 	for _, e := range last {
@@ -875,7 +924,7 @@ func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 		} else if e.ObjectRef.Resource == "pods" {
 			t.Errorf("the agent's %s went out as the ServiceAccount itself, not as its node", key)
 		}
-		if !granted(verb, e.ObjectRef.APIGroup, res, e.ObjectRef.Namespace) {
+		if !granted(verb, e.ObjectRef.APIGroup, res, e.ObjectRef.Namespace, e.ObjectRef.Name) {
 			t.Errorf("the agent made a request deploy/rbac.yaml does not grant: %s (as %s)", key, verb)
 		}
 	}
@@ -900,30 +949,60 @@ func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 	}
 }
 
-// grantedByDeploy returns whether deploy/rbac.yaml's rules allow a request.
-func (b *deployBed) grantedByDeploy(t *testing.T) func(verb, group, resource, namespace string) bool {
+// grantedByDeploy returns whether the rules deploy/ binds to the
+// ServiceAccount sa of the namespace node-agent allow a request.
+func (b *deployBed) grantedByDeploy(t *testing.T, sa string) func(verb, group, resource, namespace, name string) bool {
 	t.Helper()
 	type rule struct {
-		namespace string // "" for the ClusterRole
+		namespace string // "" for a ClusterRole
 		r         rbacv1.PolicyRule
 	}
-	var rules []rule
-	for _, o := range testenv.ReadDeployObjects(t) {
+	type ref struct{ kind, namespace, name string }
+	objs := testenv.ReadDeployObjects(t)
+	roles := map[ref][]rbacv1.PolicyRule{}
+	for _, o := range objs {
 		switch o.GetKind() {
 		case "ClusterRole", "Role":
 			var role rbacv1.Role
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
 				t.Fatal(err)
 			}
-			for _, r := range role.Rules {
-				rules = append(rules, rule{namespace: o.GetNamespace(), r: r})
+			roles[ref{o.GetKind(), o.GetNamespace(), o.GetName()}] = role.Rules
+		}
+	}
+	var rules []rule
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ClusterRoleBinding", "RoleBinding":
+			var rb rbacv1.RoleBinding
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &rb); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(rb.Subjects, func(s rbacv1.Subject) bool {
+				return s.Kind == rbacv1.ServiceAccountKind && s.Namespace == agentNamespace && s.Name == sa
+			}) {
+				continue
+			}
+			// A RoleBinding grants in its own namespace, whatever it refers to.
+			roleNamespace, grantNamespace := o.GetNamespace(), o.GetNamespace()
+			if rb.RoleRef.Kind == "ClusterRole" {
+				roleNamespace = ""
+			}
+			for _, r := range roles[ref{rb.RoleRef.Kind, roleNamespace, rb.RoleRef.Name}] {
+				rules = append(rules, rule{namespace: grantNamespace, r: r})
 			}
 		}
 	}
-	return func(verb, group, resource, namespace string) bool {
+	if len(rules) == 0 {
+		t.Fatalf("deploy/ grants the ServiceAccount %s nothing", sa)
+	}
+	return func(verb, group, resource, namespace, name string) bool {
 		resource = strings.TrimPrefix(resource, group+"/")
 		for _, r := range rules {
 			if r.namespace != "" && r.namespace != namespace {
+				continue
+			}
+			if len(r.r.ResourceNames) > 0 && !slices.Contains(r.r.ResourceNames, name) {
 				continue
 			}
 			if slices.Contains(r.r.APIGroups, group) && slices.Contains(r.r.Resources, resource) && slices.Contains(r.r.Verbs, verb) {

@@ -24,6 +24,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -518,7 +519,11 @@ func TestHelmLint(t *testing.T) {
 // chart's ServiceAccount, with a token bound to the chart's pod there, and
 // reads the ConfigMap's config.yaml as its --config file: it starts on the
 // installed one and, once the upgraded one replaces the file as the kubelet
-// replaces a mounted ConfigMap, applies it without a restart.
+// replaces a mounted ConfigMap, applies it without a restart. A real
+// node-agent-coordinator runs as the chart's coordinator, with a token bound
+// to one of its pods (placed on node-2 with the values coordinator.tolerations
+// and coordinator.nodeSelector), and grants node-1 the drain slot of a
+// maintenance.
 func TestHelmInstallUpgrade(t *testing.T) {
 	requireLibvirt(t)
 	opts := testenv.DefaultOptions()
@@ -532,8 +537,15 @@ func TestHelmInstallUpgrade(t *testing.T) {
 	}
 
 	// The release record lives in "default"; the chart's objects go to the
-	// namespace node-agent, which the chart itself creates.
-	out, err := h.run(t, "install", "node-agent", chartDir(t), "--namespace", "default")
+	// namespace node-agent, which the chart itself creates. The coordinator
+	// tolerates kwok's taint and runs on node-2, which the test does not
+	// drain: a drain would evict the pod whose token the coordinator runs
+	// with.
+	kwok := testenv.KwokToleration()
+	out, err := h.run(t, "install", "node-agent", chartDir(t), "--namespace", "default",
+		"--set", "coordinator.tolerations[0].key="+kwok.Key, "--set", "coordinator.tolerations[0].value="+kwok.Value,
+		"--set", "coordinator.tolerations[0].effect="+string(kwok.Effect),
+		"--set-string", `coordinator.nodeSelector.kubernetes\.io/hostname=node-2`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,6 +559,10 @@ func TestHelmInstallUpgrade(t *testing.T) {
 			return false, err
 		}
 		return testenv.RunningPods(pods.Items) == 2, nil
+	})
+	testenv.WaitFor(t, 2*time.Minute, "the chart's two node-agent-coordinator pods running on node-2", func() (bool, error) {
+		pods := coordinatorPods(t, env)
+		return len(pods) == 2 && pods[0].Spec.NodeName == "node-2" && pods[1].Spec.NodeName == "node-2", nil
 	})
 	ds, err := c.AppsV1().DaemonSets(agentNamespace).Get(ctx, "node-agent", metav1.GetOptions{})
 	if err != nil {
@@ -615,7 +631,28 @@ func TestHelmInstallUpgrade(t *testing.T) {
 		t.Fatalf("node-agent exited (%v); it should have reloaded the file", err)
 	}
 	t.Logf("the agent reloaded the upgraded config.yaml (obsoleteCPUModels [%s]); its cpu-model-migration label went away", model)
-	// Stopped before the uninstall takes its RBAC away.
+
+	// A maintenance drain of node-1, granted by the chart's coordinator.
+	coordinator := startDeployedCoordinator(t, env, &coordinatorPods(t, env)[0], cm.Data[configKey])
+	out2, err := cli(t, env, "start", "node-1", "--reason", "helm test", "--wait")
+	t.Logf("maintenance start --wait:\n%s", out2)
+	if err != nil {
+		t.Fatalf("maintenance start --wait: %v", err)
+	}
+	if st := nodeStatus(t, c, "node-1"); st.Phase != selfdrain.PhaseSucceeded {
+		t.Errorf("node-1's maintenance is %s, want %s", st.Phase, selfdrain.PhaseSucceeded)
+	}
+	if out2, err = cli(t, env, "stop", "node-1", "--wait"); err != nil {
+		t.Fatalf("maintenance stop --wait: %v\n%s", err, out2)
+	}
+	if g := scrape(t, coordinator.MetricsAddr, "node_agent_drain_slot_grants_total"); g != 1 {
+		t.Errorf("the chart's coordinator granted %v drain slots, want 1", g)
+	}
+
+	// Stopped before the uninstall takes their RBAC away.
+	if err := coordinator.Stop(t); err != nil {
+		t.Errorf("node-agent-coordinator exited with %v after SIGTERM, want status 0", err)
+	}
 	if err := agent.Stop(t); err != nil {
 		t.Errorf("node-agent exited with %v after SIGTERM, want status 0\n%s", err, agent.Tail(40))
 	}

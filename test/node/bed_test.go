@@ -100,6 +100,7 @@ func newBed(t *testing.T) *bed {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
 		defer cancel()
 		_ = b.c.AppsV1().DaemonSets(agentNS).Delete(ctx, "node-agent", metav1.DeleteOptions{})
+		_ = b.c.AppsV1().Deployments(agentNS).Delete(ctx, coordinatorDeployment, metav1.DeleteOptions{})
 		_ = b.c.CoreV1().Namespaces().Delete(ctx, "work", metav1.DeleteOptions{})
 		waitNoPods(ctx, b.c, realNode)
 		if err := node.Stop(context.WithoutCancel(t.Context())); err != nil {
@@ -239,8 +240,14 @@ func (b *bed) applyDeployWith(t *testing.T, components, args []string) {
 			k += fmt.Sprintf("  - %s/%s\n", rel, c)
 		}
 	}
+	// The coordinator's pods may also go to the kwok node: a drain of the
+	// real node evicts its coordinator pod, and its PodDisruptionBudget
+	// lets the second go only once the first one's replacement runs, which
+	// the cordoned real node cannot take.
+	k += "patches:\n  - target:\n      kind: Deployment\n      name: " + coordinatorDeployment + "\n    patch: |-\n" +
+		"      - op: add\n        path: /spec/template/spec/tolerations\n        value: [{key: " + testenv.KwokTaintKey + ", value: " + testenv.KwokNodeValue + ", effect: NoSchedule}]\n"
 	if len(args) > 0 {
-		k += "patches:\n  - target:\n      kind: DaemonSet\n      name: node-agent\n    patch: |-\n"
+		k += "  - target:\n      kind: DaemonSet\n      name: node-agent\n    patch: |-\n"
 		for _, a := range args {
 			k += fmt.Sprintf("      - op: add\n        path: /spec/template/spec/containers/0/args/-\n        value: %q\n", a)
 		}
@@ -279,7 +286,8 @@ func (b *bed) agentPodOn(t *testing.T, node string, timeout time.Duration, not s
 	var last string
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		pods, err := b.c.CoreV1().Pods(agentNS).List(t.Context(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		pods, err := b.c.CoreV1().Pods(agentNS).List(t.Context(), metav1.ListOptions{
+			LabelSelector: "app.kubernetes.io/name=node-agent", FieldSelector: "spec.nodeName=" + node})
 		if err == nil {
 			for i := range pods.Items {
 				p := &pods.Items[i]

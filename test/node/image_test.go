@@ -64,9 +64,10 @@ func TestImageArchive(t *testing.T) {
 	if strings.Join(cfg.Config.Entrypoint, " ") != "/usr/local/bin/node-agent" || strings.Join(cfg.Config.Cmd, " ") != "run" {
 		t.Errorf("docker archive's config: entrypoint %v cmd %v", cfg.Config.Entrypoint, cfg.Config.Cmd)
 	}
-	// node-agent looks for its discovery helper beside itself.
+	// node-agent looks for its discovery helper beside itself;
+	// deploy/coordinator.yaml runs the coordinator from the same image.
 	top := topLayerModes(t, archive)
-	for _, f := range []string{"usr/local/bin/node-agent", "usr/local/bin/node-agent-discover"} {
+	for _, f := range []string{"usr/local/bin/node-agent", "usr/local/bin/node-agent-discover", "usr/local/bin/node-agent-coordinator"} {
 		if mode, ok := top[f]; !ok || mode.Perm()&0o111 == 0 {
 			t.Errorf("the image's top layer has no executable /%s (found: %v, mode %v)", f, ok, mode)
 		}

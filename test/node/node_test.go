@@ -41,6 +41,7 @@ func TestRealNode(t *testing.T) {
 		t.FailNow()
 	}
 	t.Run("identity", b.testIdentity)
+	t.Run("coordinator pod", b.testCoordinatorPod)
 	t.Run("usage", b.testUsage)
 	t.Run("drain", b.testDrain)
 }

@@ -21,7 +21,7 @@ import (
 // image manifest, its blob is the file beside the archive, and what it
 // lists is what the image holds: the base layer's own dpkg status (package
 // count, libvirt's and QEMU's versions) and the modules and Go release
-// built into both binaries of the top layer.
+// built into each binary of the top layer.
 func checkSBOM(t *testing.T, archive string, summary imageSummary) {
 	t.Helper()
 	if summary.sbomPath == "" || summary.sbomDigest == "" || summary.sbomManifest == "" {
@@ -135,7 +135,7 @@ func checkSBOM(t *testing.T, archive string, summary imageSummary) {
 		}
 	}
 	top := blob(man.Layers[len(man.Layers)-1].Digest)
-	for _, path := range []string{"/usr/local/bin/node-agent", "/usr/local/bin/node-agent-discover"} {
+	for _, path := range []string{"/usr/local/bin/node-agent", "/usr/local/bin/node-agent-discover", "/usr/local/bin/node-agent-coordinator"} {
 		binary := filepath.Join(t.TempDir(), filepath.Base(path))
 		if err := os.WriteFile(binary, layerFile(t, top, strings.TrimPrefix(path, "/")), 0o755); err != nil {
 			t.Fatal(err)
@@ -148,7 +148,7 @@ func checkSBOM(t *testing.T, archive string, summary imageSummary) {
 		for _, m := range gb.Deps {
 			want[m.Path] = m.Version
 		}
-		if path == "/usr/local/bin/node-agent" && want["k8s.io/client-go"] == "" {
+		if path != "/usr/local/bin/node-agent-discover" && want["k8s.io/client-go"] == "" {
 			t.Errorf("the image's %s has no k8s.io/client-go in its build information: %+v", path, gb.Deps)
 		}
 		for p, v := range want {

@@ -14,7 +14,7 @@ import (
 )
 
 // DeployFiles are the manifests deploy/kustomization.yaml lists.
-var DeployFiles = []string{"daemonset.yaml", "rbac.yaml", "admission-policy.yaml", "configmap.yaml"}
+var DeployFiles = []string{"daemonset.yaml", "rbac.yaml", "admission-policy.yaml", "configmap.yaml", "coordinator.yaml"}
 
 // DeployDir is the repository's deploy/ directory.
 func DeployDir(tb testing.TB) string {
