@@ -233,7 +233,7 @@ func TestMonitoringComponentDryRun(t *testing.T) {
 			}
 		}
 	}
-	if want := map[string]int{"PodMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1}; !maps.Equal(kinds, want) {
+	if want := map[string]int{"PodMonitor": 2, "PrometheusRule": 1, "ConfigMap": 1}; !maps.Equal(kinds, want) {
 		t.Errorf("component renders %v, want %v", kinds, want)
 	}
 
@@ -278,7 +278,7 @@ func TestMonitoringComponentDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"podmonitor.monitoring.coreos.com/node-agent", "prometheusrule.monitoring.coreos.com/node-agent", "configmap/node-agent-dashboard"} {
+	for _, want := range []string{"podmonitor.monitoring.coreos.com/node-agent", "podmonitor.monitoring.coreos.com/node-agent-coordinator", "prometheusrule.monitoring.coreos.com/node-agent", "configmap/node-agent-dashboard"} {
 		if !bytes.Contains(out, []byte(want+" serverside-applied (server dry run)")) {
 			t.Errorf("dry run output lacks %q", want)
 		}
