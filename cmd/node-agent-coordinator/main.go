@@ -94,6 +94,12 @@ func run(ctx context.Context, args []string) error {
 		}
 		cfg = loaded
 	}
+	// The file is the agents', and Validate checks every key of it, the
+	// agent's own nodeName too; the coordinator runs for no node, and the
+	// shipped ConfigMap names none (each agent gets $NODE_NAME).
+	if cfg.NodeName == "" {
+		cfg.NodeName = "node-agent-coordinator"
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
