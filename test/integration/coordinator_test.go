@@ -119,12 +119,19 @@ func coordinatorFor(t *testing.T, env *testenv.Env, agentArgs []string) {
 	}
 }
 
-// coordinatorOf returns the coordinator startAgent started for env, or nil.
-func coordinatorOf(env *testenv.Env) *testenv.Coordinator {
-	if v, ok := coordinators.Load(env); ok {
-		return v.(*envCoordinator).c
+// coordinatorMetric reads a metric of env's coordinator
+// (testenv.Coordinator.Metric).
+func coordinatorMetric(t *testing.T, env *testenv.Env, series string) float64 {
+	t.Helper()
+	v, ok := coordinators.Load(env)
+	if !ok || v.(*envCoordinator).c == nil {
+		t.Fatal("no coordinator runs for this control plane")
 	}
-	return nil
+	m, err := v.(*envCoordinator).c.Metric(series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // holdSlot makes node hold a drain slot with no agent on it, as admin: it

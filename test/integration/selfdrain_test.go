@@ -592,6 +592,68 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 	}
 }
 
+// TestDrainLimitIsTheCoordinators: the agents run with
+// --drain-max-concurrent-nodes=2, and so (startAgent, coordinatorFor) does
+// the coordinator, which alone applies the limit: of three nodes asked into
+// maintenance together, two drain at once and the third waits in the
+// coordinator's queue until one of them is done.
+func TestDrainLimitIsTheCoordinators(t *testing.T) {
+	b := newDrainBed(t)
+	c := b.env.Client()
+	nodes := []string{"node-1", "node-4", "node-5"}
+	if err := b.env.AddNodes(t.Context(), nodes[1:]); err != nil {
+		t.Fatal(err)
+	}
+	const replicas = 6
+	for _, n := range nodes {
+		// Slow to start under a budget of one disruption: each drain takes
+		// at least (replicas-1) s, time enough to overlap.
+		createSlowStartDeployment(t, c, b.ns, "app-"+n, replicas, n)
+	}
+	for _, n := range nodes {
+		testenv.WaitRunningOn(t.Context(), t, c, b.ns, n, replicas)
+		testenv.CreatePDB(t.Context(), t, c, b.ns, "app-"+n, testenv.MinAvailable(replicas-1), replicas, 1)
+	}
+	b.addTargets(t)
+	for _, n := range nodes {
+		startAgent(t, b.env, n, "--drain-max-concurrent-nodes=2").WaitReady(t)
+	}
+	for _, n := range nodes {
+		if _, err := selfdrain.RequestMaintenance(t.Context(), kubetest.Wrap(c), n, "limit 2"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mostHeld, mostRunning, sawQueued := 0, 0, false
+	testenv.WaitFor(t, 3*time.Minute, "all three drained", func() (bool, error) {
+		running, succeeded := 0, 0
+		for _, n := range nodes {
+			switch st := nodeStatus(t, c, n); {
+			case st == nil:
+			case st.Phase == selfdrain.PhaseRunning:
+				running++
+			case st.Phase == selfdrain.PhaseSucceeded:
+				succeeded++
+			}
+			if g, _ := slots.ParseGrant(getNode(t, c, n)); g != nil && g.State == slots.Queued {
+				sawQueued = true
+			}
+		}
+		held := slotHolders(t, c)
+		if len(held) > 2 || running > 2 {
+			t.Errorf("%d nodes draining, slots held by %v, with maxConcurrentNodes=2", running, held)
+		}
+		mostHeld, mostRunning = max(mostHeld, len(held)), max(mostRunning, running)
+		return succeeded == len(nodes), nil
+	})
+	t.Logf("at most %d slots held and %d nodes draining at once; coordinator: %v grants", mostHeld, mostRunning, coordinatorMetric(t, b.env, "node_agent_drain_slot_grants_total"))
+	if mostHeld != 2 {
+		t.Errorf("at most %d slots held at once, want 2: the coordinator did not read the agents' limit", mostHeld)
+	}
+	if !sawQueued {
+		t.Error("no node was seen queued by the coordinator, with three nodes and two slots")
+	}
+}
+
 // slotHolders lists the nodes that hold a drain slot Lease (pkg/slots).
 func slotHolders(t *testing.T, c kubernetes.Interface) []string {
 	t.Helper()
