@@ -619,8 +619,9 @@ func report(b *testing.B, samples []sample, loadBefore, loadAfter string) {
 	buf.WriteString(`
   WALL: the command's wall time. REQUESTS: API requests received from the tool in the round (audit log, stage
   RequestReceived; a watch counts once); node-agent's include node-agent-coordinator's, which grants and takes
-  back the drain slot (its leader election's renewals are left out). Times marked + are from the command's start: its first request, its first
-  and last eviction, and when the fake kubelet (kwok) deleted the last drained pod (in brackets: pods deleted).
+  back the drain slot (its leader election's renewals are left out). Times marked + are from the command's
+  start: its first request, its first and last eviction, and when the fake kubelet (kwok) deleted the last
+  drained pod (in brackets: pods deleted).
   ENGINE: node-agent's node_agent_drain_duration_seconds (from opening its pod watch until the Succeeded status and
   condition are written; the CLI exits once it sees the status, so ENGINE can exceed WALL).
 

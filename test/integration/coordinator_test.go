@@ -73,6 +73,23 @@ func startCoordinator(t *testing.T, env *testenv.Env, agentArgs ...string) *test
 	c := testenv.StartCoordinator(t, testenv.CoordinatorOptions{
 		Binary: testenv.CoordinatorBinary(agentBinary), Kubeconfig: env.KubeconfigPath(), Config: cfgFile,
 	})
+	useCoordinator(t, env, c, agentArgs...)
+	c.WaitReady(t)
+	c.WaitLeading(t, coordinatorLeadTimeout)
+	return c
+}
+
+// useCoordinator makes c env's coordinator until t ends, for agents run
+// with agentArgs: startAgent then starts none, and checks that every agent
+// agrees with what c reads. startCoordinator uses it; a test that runs its
+// coordinator otherwise (as the coordinator's shipped ServiceAccount, say)
+// calls it before its first startAgent.
+func useCoordinator(t *testing.T, env *testenv.Env, c *testenv.Coordinator, agentArgs ...string) {
+	t.Helper()
+	cfgFile, err := testenv.CoordinatorConfig(agentArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	entry := &envCoordinator{c: c, config: cfgFile, args: agentArgs}
 	if prev, loaded := coordinators.Swap(env, entry); loaded && prev.(*envCoordinator).c != nil {
 		if _, exited := prev.(*envCoordinator).c.Exited(); !exited {
@@ -85,9 +102,6 @@ func startCoordinator(t *testing.T, env *testenv.Env, agentArgs ...string) *test
 			t.Logf("%s log:\n%s", c.Identity, c.Tail(40))
 		}
 	})
-	c.WaitReady(t)
-	c.WaitLeading(t, coordinatorLeadTimeout)
-	return c
 }
 
 // coordinatorLeadTimeout bounds the wait for a coordinator to lead: at
