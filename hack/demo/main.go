@@ -1,7 +1,8 @@
 // Command demo is what `make demo` runs: a local control plane with three
 // kwok nodes, node-agent for node-1 with this host's real CPU data, the CPU
 // labels it writes, and a maintenance that drains a Deployment guarded by a
-// PodDisruptionBudget. It stops everything it started before it exits.
+// PodDisruptionBudget, once node-agent-coordinator grants the drain slot. It
+// stops everything it started before it exits.
 package main
 
 import (
@@ -64,8 +65,11 @@ func run(ctx context.Context) error {
 		bin = dir // the integration test runs the demo with its own build
 	}
 	agentBin := filepath.Join(bin, "node-agent")
-	if _, err := os.Stat(agentBin); err != nil {
-		return fmt.Errorf("%s missing: run `make build` (make demo does)", agentBin)
+	coordinatorBin := filepath.Join(bin, "node-agent-coordinator")
+	for _, b := range []string{agentBin, coordinatorBin} {
+		if _, err := os.Stat(b); err != nil {
+			return fmt.Errorf("%s missing: run `make build` (make demo does)", b)
+		}
 	}
 	logDir, err := os.MkdirTemp("", "node-agent-demo-")
 	if err != nil {
@@ -123,6 +127,29 @@ func run(ctx context.Context) error {
 		}
 	}
 	printPlacement(ctx, c)
+
+	step("Running node-agent-coordinator, which grants the drain slots (drain.maxConcurrentNodes: 1)")
+	coordinatorLog, err := os.Create(filepath.Join(logDir, "node-agent-coordinator.log"))
+	if err != nil {
+		return err
+	}
+	defer coordinatorLog.Close()
+	coordinatorHealth := freeAddr()
+	coordinator := exec.Command(coordinatorBin, "--kubeconfig", env.KubeconfigPath(), "--identity", "demo",
+		"--health-probe-bind-address", coordinatorHealth, "--metrics-bind-address", freeAddr())
+	coordinator.Stdout, coordinator.Stderr = coordinatorLog, coordinatorLog
+	coordinator.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := coordinator.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = coordinator.Process.Signal(syscall.SIGTERM)
+		_ = coordinator.Wait()
+	}()
+	fmt.Printf("  node-agent-coordinator pid %d; log %s\n", coordinator.Process.Pid, coordinatorLog.Name())
+	if err := waitFor(ctx, time.Minute, func() (bool, error) { return httpOK("http://" + coordinatorHealth + "/readyz"), nil }); err != nil {
+		return fmt.Errorf("node-agent-coordinator did not become ready (see %s): %w", coordinatorLog.Name(), err)
+	}
 
 	step("Running node-agent for %s with this host's CPU data (cpuid and the embedded libvirt)", node)
 	healthAddr, metricsAddr := freeAddr(), freeAddr()

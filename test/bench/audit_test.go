@@ -47,14 +47,24 @@ func isPodGone(e testenv.AuditEvent, namespace string) bool {
 
 // The user agents of the measured clients. node-agent's run command sets
 // "node-agent/<node>" and its maintenance CLI "node-agent-maintenance"
-// (cmd/node-agent); kubectl sends "kubectl/<version> (<os>/<arch>) ...".
+// (cmd/node-agent); node-agent-coordinator "node-agent-coordinator/<identity>"
+// for its slot decisions (internal/runcoordinator), and client-go's default
+// with "/node-agent-coordinator/leader-election" appended for its election,
+// which is left out: it renews every 2 s whether nodes drain or not, a cost
+// of the cluster, not of a drain. kubectl sends "kubectl/<version>
+// (<os>/<arch>) ...".
 const (
 	agentUserAgentPrefix = "node-agent/"
 	cliUserAgent         = "node-agent-maintenance"
+	coordinatorUserAgent = testenv.CoordinatorName + "/" + coordinatorIdentity
 	kubectlUserAgent     = "kubectl"
 )
 
-func isAgent(ua string) bool     { return strings.HasPrefix(ua, agentUserAgentPrefix) }
-func isCLI(ua string) bool       { return ua == cliUserAgent }
-func isNodeAgent(ua string) bool { return isAgent(ua) || isCLI(ua) }
+func isAgent(ua string) bool       { return strings.HasPrefix(ua, agentUserAgentPrefix) }
+func isCLI(ua string) bool         { return ua == cliUserAgent }
+func isCoordinator(ua string) bool { return ua == coordinatorUserAgent }
+
+// isNodeAgent: every request a drain by node-agent costs, the
+// coordinator's grant and release included.
+func isNodeAgent(ua string) bool { return isAgent(ua) || isCLI(ua) || isCoordinator(ua) }
 func isKubectl(ua string) bool   { return strings.HasPrefix(ua, kubectlUserAgent) }

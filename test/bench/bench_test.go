@@ -26,6 +26,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -35,10 +36,13 @@ const (
 	drainNode = "node-1"
 	replicas  = 110
 	// workNamespace holds the Deployment; agentNamespace the drain slot
-	// Leases (drain.leaseNamespace), without which the agent cannot drain.
+	// Leases and the coordinator's election (drain.leaseNamespace).
 	workNamespace  = "bench"
 	app            = "web"
 	agentNamespace = "node-agent"
+	// coordinatorIdentity names the drain slot coordinator, whose requests
+	// count as node-agent's (its user agent, isCoordinator).
+	coordinatorIdentity = "bench-coordinator"
 
 	// minRounds is how many drains per tool the comparison needs; `make
 	// bench` runs that many (-benchtime 3x), one node-agent and one kubectl
@@ -80,10 +84,12 @@ type sample struct {
 	// phase, after cordoning, until the last pod was gone.
 	engine time.Duration
 	// requests counts the tool's API requests received in the round's
-	// window; for node-agent, the agent's and the CLI's together.
+	// window; for node-agent, the agent's, the CLI's and the coordinator's
+	// together.
 	requests      int
 	agentRequests int
 	cliRequests   int
+	coordRequests int
 	kinds         map[string]int
 	phases        phases
 	// events are the tool's requests and kwok's pod deletions, for
@@ -121,7 +127,9 @@ type phases struct {
 // Both finish only once every evicted pod is deleted. API requests are counted
 // in the kube-apiserver audit log (stage RequestReceived, by user agent) from
 // the start of the command until settle after it finished and, for
-// node-agent, after the agent released its drain slot.
+// node-agent, after the agent released its drain slot and the coordinator
+// took it back. node-agent-coordinator runs beside the agent, as in a
+// cluster: without it no maintenance drain starts.
 func BenchmarkDrain(b *testing.B) {
 	opts := testenv.DefaultOptions() // kwok pod/fast stages
 	// The harness's progress lines would bury the results; a component that
@@ -188,7 +196,9 @@ type bed struct {
 	audit    *testenv.AuditReader
 	agentBin string
 	agent    *agentProcess
-	kubectl  string
+	// coordinator grants node-agent its drain slot.
+	coordinator *testenv.Coordinator
+	kubectl     string
 	// kubectlCache is kubectl's discovery cache (--cache-dir), kept across
 	// its drains as on an admin's machine.
 	kubectlCache string
@@ -209,6 +219,19 @@ func newBed(b *testing.B, env *testenv.Env, audit *testenv.AuditReader, agentBin
 	if _, err := bd.c.AppsV1().Deployments(workNamespace).Create(bd.ctx, deployment(), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
+	// No maintenance drain starts without a drain slot, and only the
+	// coordinator grants them: it runs as it would in the cluster, beside
+	// the agent, with the agent's (default) drain settings.
+	coordCfg, err := testenv.CoordinatorConfig(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bd.coordinator = testenv.StartCoordinator(b, testenv.CoordinatorOptions{
+		Binary: testenv.CoordinatorBinary(agentBin), Kubeconfig: env.KubeconfigPath(), Config: coordCfg,
+		Identity: coordinatorIdentity, LogLevel: "info",
+	})
+	bd.coordinator.WaitReady(b)
+	bd.coordinator.WaitLeading(b, time.Minute)
 	bd.agent = startAgent(b, env, agentBin, drainNode, "")
 	bd.agent.WaitReady(b)
 	// Fill kubectl's discovery cache once, outside any measured window, so
@@ -427,6 +450,8 @@ func (bd *bed) sample(round int, tool string, start time.Time, wall time.Duratio
 			s.agentRequests++
 		case isCLI(ev.UserAgent):
 			s.cliRequests++
+		case isCoordinator(ev.UserAgent):
+			s.coordRequests++
 		}
 		s.kinds[requestKind(ev)]++
 		if s.requests == 1 {
@@ -457,6 +482,8 @@ func (s sample) logTimeline(b *testing.B) {
 			return "agent"
 		case isCLI(ev.UserAgent):
 			return "CLI"
+		case isCoordinator(ev.UserAgent):
+			return "coordinator"
 		case isKubectl(ev.UserAgent):
 			return "kubectl"
 		}
@@ -510,17 +537,23 @@ func (bd *bed) appPods() ([]corev1.Pod, error) {
 	return l.Items, nil
 }
 
-// slotFree reports whether no node holds the drain slot Lease, so the agent
-// has finished every request of its last drain.
+// slotFree reports whether the drain slot of the last drain is given back
+// all the way: the agent withdrew its request, and the coordinator removed
+// its answer from the Node and deleted the slot Lease. Every request of the
+// drain has then been made.
 func (bd *bed) slotFree() (bool, error) {
-	l, err := bd.c.CoordinationV1().Leases(agentNamespace).Get(bd.ctx, selfdrain.SlotPrefix+"0", metav1.GetOptions{})
+	node := bd.node(drainNode)
+	if _, ok := node.Annotations[slots.RequestAnnotation]; ok {
+		return false, nil
+	}
+	if _, ok := node.Annotations[slots.GrantAnnotation]; ok {
+		return false, nil
+	}
+	_, err := bd.c.CoordinationV1().Leases(agentNamespace).Get(bd.ctx, slots.LeaseName(drainNode), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return true, nil // no drain yet
+		return true, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	return ptr.Deref(l.Spec.HolderIdentity, "") == "", nil
+	return false, err
 }
 
 func (bd *bed) waitFor(what string, cond func() (bool, error)) {
@@ -528,7 +561,7 @@ func (bd *bed) waitFor(what string, cond func() (bool, error)) {
 	ctx, cancel := context.WithTimeout(bd.ctx, waitTimeout)
 	defer cancel()
 	if err := testenv.Poll(ctx, 200*time.Millisecond, what, cond); err != nil {
-		bd.b.Fatalf("%v\nnode-agent log:\n%s", err, bd.agent.Tail(20))
+		bd.b.Fatalf("%v\nnode-agent log:\n%s\nnode-agent-coordinator log:\n%s", err, bd.agent.Tail(20), bd.coordinator.Tail(20))
 	}
 }
 
@@ -575,7 +608,7 @@ func report(b *testing.B, samples []sample, loadBefore, loadAfter string) {
 		reqs := fmt.Sprint(s.requests)
 		engine := "-"
 		if s.tool == toolNodeAgent {
-			reqs = fmt.Sprintf("%d (agent %d, CLI %d)", s.requests, s.agentRequests, s.cliRequests)
+			reqs = fmt.Sprintf("%d (agent %d, CLI %d, coordinator %d)", s.requests, s.agentRequests, s.cliRequests, s.coordRequests)
 			engine = secs(s.engine)
 		}
 		p := s.phases
@@ -585,8 +618,10 @@ func report(b *testing.B, samples []sample, loadBefore, loadAfter string) {
 	_ = tw.Flush()
 	buf.WriteString(`
   WALL: the command's wall time. REQUESTS: API requests received from the tool in the round (audit log, stage
-  RequestReceived; a watch counts once). Times marked + are from the command's start: its first request, its first
-  and last eviction, and when the fake kubelet (kwok) deleted the last drained pod (in brackets: pods deleted).
+  RequestReceived; a watch counts once); node-agent's include node-agent-coordinator's, which grants and takes
+  back the drain slot (its leader election's renewals are left out). Times marked + are from the command's
+  start: its first request, its first and last eviction, and when the fake kubelet (kwok) deleted the last
+  drained pod (in brackets: pods deleted).
   ENGINE: node-agent's node_agent_drain_duration_seconds (from opening its pod watch until the Succeeded status and
   condition are written; the CLI exits once it sees the status, so ENGINE can exceed WALL).
 

@@ -5,7 +5,8 @@
 // self-drain and with `kubectl drain --ignore-daemonsets
 // --delete-emptydir-data --force`, alternating, and reports both tools' wall
 // time, their ratio and the API requests each made, counted in the
-// kube-apiserver audit log. `make bench` runs it; `go test ./...` runs only
+// kube-apiserver audit log. node-agent's drain includes the drain slot
+// node-agent-coordinator grants it, and its requests. `make bench` runs it; `go test ./...` runs only
 // the cheap unit tests of its helpers, never the benchmark.
 //
 // Speed is measured, never asserted: the benchmark fails only when a drain

@@ -73,6 +73,8 @@ func TestUserAgents(t *testing.T) {
 	}{
 		{ua: "node-agent/node-1", nodeAgent: true},
 		{ua: "node-agent-maintenance", nodeAgent: true, cli: true},
+		{ua: "node-agent-coordinator/" + coordinatorIdentity, nodeAgent: true},
+		{ua: "node-agent-coordinator/v0.0.0 (linux/amd64) kubernetes/$Format/node-agent-coordinator/leader-election"},
 		{ua: "kubectl/v1.36.3 (linux/amd64) kubernetes/abcdef", kubectl: true},
 		{ua: "bench.test/v0.0.0 (linux/amd64) kubernetes/$Format"},
 		{ua: "kwok/v0.8.0"},

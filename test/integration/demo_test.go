@@ -21,15 +21,18 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The demo runs bin/node-agent; give it the binary built for this run.
+	// The demo runs bin/node-agent and bin/node-agent-coordinator; give it
+	// the binaries built for this run.
 	bin := t.TempDir()
 	for _, name := range []string{testenv.BinEtcd, testenv.BinKubeAPIServer, testenv.BinKubeControllerManager, testenv.BinKubeScheduler, testenv.BinKwok} {
 		if err := os.Symlink(filepath.Join(root, "bin", name), filepath.Join(bin, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Symlink(agentBinary, filepath.Join(bin, "node-agent")); err != nil {
-		t.Fatal(err)
+	for name, target := range map[string]string{"node-agent": agentBinary, testenv.CoordinatorName: testenv.CoordinatorBinary(agentBinary)} {
+		if err := os.Symlink(target, filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

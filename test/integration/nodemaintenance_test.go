@@ -18,6 +18,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -489,50 +490,57 @@ func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
 	}
 }
 
-// TestNodeMaintenanceSlotErrorSaysWhy is the issue's new-user case: a
-// cluster without the node-agent namespace. The drain slot cannot be taken,
-// and the object's status and a Warning Event say why and name the key.
-// The agent runs as admin here: with the shipped RBAC the Lease request is
-// refused (403) before the apiserver looks for the namespace.
-func TestNodeMaintenanceSlotErrorSaysWhy(t *testing.T) {
-	env := fullEnv(t)
+// TestNodeMaintenanceWithoutCoordinatorSaysWhy is the new user's case: the
+// agents are installed (as the shipped ServiceAccount) but no drain slot
+// coordinator runs. No slot is ever granted, so nothing is cordoned or
+// evicted; the object's status (phase Running, as node-maintenance-operator
+// shows a drain that waits) and a Warning Event say that no coordinator
+// answered and name node-agent-coordinator. Once one runs, the drain goes
+// ahead and the count of errors resets.
+func TestNodeMaintenanceWithoutCoordinatorSaysWhy(t *testing.T) {
+	b := newNMBed(t, false)
+	c := b.env.Client()
 	ctx := context.Background()
-	if err := env.AddNode(ctx, "node-1"); err != nil {
-		t.Fatal(err)
-	}
-	installNodeMaintenanceCRDs(t, env)
-	dyn, err := dynamic.NewForConfig(env.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &nmBed{drainBed: &drainBed{env: env}, dyn: dyn}
-	agent := startAgent(t, env, "node-1", nmFlag)
+	testenv.CreateDeployment(t.Context(), t, c, b.ns, "web", 3, "node-1")
+	testenv.WaitRunningOn(t.Context(), t, c, b.ns, "node-1", 3)
+	b.addTargets(t)
+	withoutCoordinator(t, b.env)
+	agent := startAgent(t, b.env, "node-1", nmFlag)
 	agent.WaitReady(t)
 	b.create(t, medik8sGroup, "nm-node-1", "node-1", "new user")
-	testenv.WaitFor(t, time.Minute, "errorOnLeaseCount at 2", func() (bool, error) {
-		return b.get(t, medik8sGroup, "nm-node-1").Status.ErrorOnLeaseCount >= 2, nil
+	// The agent tells after 30 s without an answer (internal/runagent).
+	testenv.WaitFor(t, 2*time.Minute, "lastError naming the coordinator", func() (bool, error) {
+		st := b.get(t, medik8sGroup, "nm-node-1").Status
+		return st.ErrorOnLeaseCount >= 1 && strings.Contains(st.LastError, "node-agent-coordinator"), nil
 	})
 	nm := b.get(t, medik8sGroup, "nm-node-1")
 	t.Logf("status: %+v", nm.Status)
-	if nm.Status.Phase != selfdrain.PhaseRunning || !strings.Contains(nm.Status.LastError, `namespaces "node-agent" not found`) ||
-		!strings.Contains(nm.Status.LastError, "drain.leaseNamespace") {
-		t.Errorf("status %+v: want phase Running and lastError naming the missing namespace and drain.leaseNamespace", nm.Status)
+	if nm.Status.Phase != selfdrain.PhaseRunning || !strings.Contains(nm.Status.LastError, "no drain slot coordinator answered") {
+		t.Errorf("status %+v: want phase Running and lastError saying that no coordinator answered", nm.Status)
 	}
-	testenv.WaitFor(t, 30*time.Second, "a DrainSlotError Event", func() (bool, error) {
-		evs, err := env.Client().CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-1,reason=DrainSlotError"})
+	if st := nodeStatus(t, c, "node-1"); st.Phase != selfdrain.PhaseWaiting {
+		t.Errorf("node record %s, want phase Waiting", st.Encode())
+	}
+	if n := getNode(t, c, "node-1"); n.Spec.Unschedulable || !hasSlotRequest(t, c, "node-1") {
+		t.Errorf("node-1: unschedulable=%t, request %q; want schedulable, and its request for a slot on the Node",
+			n.Spec.Unschedulable, n.Annotations[slots.RequestAnnotation])
+	}
+	if left, err := testenv.PodsOn(t.Context(), c, b.ns, "node-1"); err != nil || len(left) != 3 {
+		t.Errorf("pods on node-1: %d (%v), want all 3: nothing drains without a slot", len(left), err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "a Warning Event naming the coordinator", func() (bool, error) {
+		evs, err := c.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-1,reason=DrainSlotError"})
 		if err != nil || len(evs.Items) == 0 {
 			return false, err
 		}
 		e := evs.Items[0]
 		t.Logf("Event: %s %s: %s", e.Type, e.Reason, e.Message)
-		return e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "drain.leaseNamespace"), nil
+		return e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "node-agent-coordinator"), nil
 	})
-	// Once the namespace exists, the drain goes ahead and the count resets.
-	if _, err := env.CreateNamespace(ctx, "node-agent"); err != nil {
-		t.Fatal(err)
-	}
-	testenv.WaitFor(t, time.Minute, "phase Succeeded", func() (bool, error) {
+	// Once a coordinator runs, the drain goes ahead and the count resets.
+	startCoordinator(t, b.env, nmFlag)
+	testenv.WaitFor(t, 2*time.Minute, "phase Succeeded", func() (bool, error) {
 		nm := b.get(t, medik8sGroup, "nm-node-1")
-		return nm.Status.Phase == selfdrain.PhaseSucceeded && nm.Status.ErrorOnLeaseCount == 0, nil
+		return nm.Status.Phase == selfdrain.PhaseSucceeded && nm.Status.ErrorOnLeaseCount == 0 && nm.Status.LastError == "", nil
 	})
 }

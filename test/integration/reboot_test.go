@@ -10,14 +10,15 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -27,25 +28,22 @@ import (
 // with a matching alert firing on a real Prometheus never drain or take a
 // slot, and their RebootRequired condition names the reason;
 // `node-agent reboot status` shows them. Once a blocker goes, the node moves
-// on to waiting for the slot (held by another node here, so that nothing
-// reboots).
+// on to waiting for the slot: the coordinator queues its request behind
+// node-9, which holds the only slot here, so that nothing reboots.
 func TestRebootCoordinatorWaitsAndSaysWhy(t *testing.T) {
 	promBin := toolBinary(t, testenv.DefaultOptions(), testenv.BinPrometheus)
 	b := newDrainBed(t)
 	c := b.env.Client()
 	ctx := t.Context()
-	if err := b.env.AddNodes(ctx, []string{"node-2", "node-3"}); err != nil {
+	if err := b.env.AddNodes(ctx, []string{"node-2", "node-3", "node-9"}); err != nil {
 		t.Fatal(err)
 	}
-	// The only slot is another node's, for an hour: whatever the test
-	// unblocks waits there.
-	now := metav1.NewMicroTime(time.Now())
-	if _, err := c.CoordinationV1().Leases("node-agent").Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: selfdrain.SlotPrefix + "0", Namespace: "node-agent"},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-9"), LeaseDurationSeconds: ptr.To(int32(3600)), RenewTime: &now},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// One coordinator for every subtest's agent (their drain settings are
+	// the defaults: one slot), started here so that it outlives them.
+	startCoordinator(t, b.env)
+	// The only slot is node-9's for as long as the test runs: whatever the
+	// test unblocks waits there.
+	held := holdSlot(t, c, "node-9")
 	start := func(t *testing.T, node string, args ...string) {
 		sentinel := filepath.Join(t.TempDir(), "reboot-required")
 		if err := os.WriteFile(sentinel, nil, 0o644); err != nil {
@@ -63,7 +61,7 @@ func TestRebootCoordinatorWaitsAndSaysWhy(t *testing.T) {
 		if cond.Status != corev1.ConditionTrue || !strings.Contains(cond.Message, tomorrow+" 02:00-04:00 UTC") {
 			t.Errorf("condition %s: %s", cond.Status, cond.Message)
 		}
-		holdsNothing(t, c, "node-1")
+		holdsNothing(t, c, "node-1", held)
 		t.Logf("node-1: %s", cond.Message)
 	})
 
@@ -75,14 +73,25 @@ func TestRebootCoordinatorWaitsAndSaysWhy(t *testing.T) {
 		if !strings.Contains(cond.Message, "blocked by pods "+b.ns+"/db-") {
 			t.Errorf("message %q does not name the pod", cond.Message)
 		}
-		holdsNothing(t, c, "node-2")
+		holdsNothing(t, c, "node-2", held)
 		t.Logf("node-2: %s", cond.Message)
 		if err := c.AppsV1().Deployments(b.ns).Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		cond = waitRebootReason(t, c, "node-2", string(reboot.WaitingForSlot))
-		holdsNothing(t, c, "node-2")
-		t.Logf("node-2 after the pod went: %s", cond.Message)
+		// Waiting in the coordinator's queue, not merely in the agent.
+		var g *slots.Grant
+		testenv.WaitFor(t, 30*time.Second, "node-2's request queued by the coordinator", func() (bool, error) {
+			n := getNode(t, c, "node-2")
+			req, err := slots.ParseRequest(n)
+			if err != nil || req == nil {
+				return false, err
+			}
+			g, err = slots.ParseGrant(n)
+			return err == nil && g.Answers(req) && req.Purpose == slots.PurposeReboot && g.State == slots.Queued, err
+		})
+		holdsNothing(t, c, "node-2", held)
+		t.Logf("node-2 after the pod went: %s; the coordinator: %s (%s)", cond.Message, g.State, g.Reason)
 	})
 
 	t.Run("blocked by a firing alert", func(t *testing.T) {
@@ -107,7 +116,7 @@ func TestRebootCoordinatorWaitsAndSaysWhy(t *testing.T) {
 		if !strings.Contains(cond.Message, "alerts MaintenanceFreeze") || strings.Contains(cond.Message, "SomethingElse") {
 			t.Errorf("message %q: want MaintenanceFreeze named, and only it", cond.Message)
 		}
-		holdsNothing(t, c, "node-3")
+		holdsNothing(t, c, "node-3", held)
 		t.Logf("node-3: %s", cond.Message)
 		// Prometheus gone: still blocked (fail closed), and it says so.
 		if err := prom.Stop(); err != nil {
@@ -119,7 +128,7 @@ func TestRebootCoordinatorWaitsAndSaysWhy(t *testing.T) {
 			return cond != nil && cond.Reason == string(reboot.BlockedByAlerts) && !strings.Contains(cond.Message, "MaintenanceFreeze"), nil
 		})
 		cond = rebootCondition(t, c, "node-3")
-		holdsNothing(t, c, "node-3")
+		holdsNothing(t, c, "node-3", held)
 		t.Logf("node-3 with Prometheus stopped: %s", cond.Message)
 	})
 
@@ -158,8 +167,9 @@ func waitRebootReason(t *testing.T, c kubernetes.Interface, node, reason string)
 	return cond
 }
 
-// holdsNothing: the node is neither cordoned nor draining, and holds no slot.
-func holdsNothing(t *testing.T, c kubernetes.Interface, node string) {
+// holdsNothing: the node is neither cordoned nor draining, and holds no
+// slot; the slot held stays node-9's.
+func holdsNothing(t *testing.T, c kubernetes.Interface, node string, held *slots.Grant) {
 	t.Helper()
 	n, err := c.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
 	if err != nil {
@@ -172,8 +182,14 @@ func holdsNothing(t *testing.T, c kubernetes.Interface, node string) {
 	if n.Spec.Unschedulable || rec.Drain || rec.Slot != "" || n.Annotations[selfdrain.StatusAnnotation] != "" {
 		t.Errorf("%s: unschedulable %v, drain %v, slot %q, maintenance %q", node, n.Spec.Unschedulable, rec.Drain, rec.Slot, n.Annotations[selfdrain.StatusAnnotation])
 	}
-	l, err := c.CoordinationV1().Leases("node-agent").Get(t.Context(), selfdrain.SlotPrefix+"0", metav1.GetOptions{})
+	if g, err := slots.ParseGrant(n); err != nil || (g != nil && g.State == slots.Granted) {
+		t.Errorf("%s: grant %+v (%v), want none granted", node, g, err)
+	}
+	if _, err := c.CoordinationV1().Leases("node-agent").Get(t.Context(), slots.LeaseName(node), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("%s's slot Lease: %v, want none", node, err)
+	}
+	l, err := c.CoordinationV1().Leases("node-agent").Get(t.Context(), held.Slot, metav1.GetOptions{})
 	if err != nil || ptr.Deref(l.Spec.HolderIdentity, "") != "node-9" {
-		t.Errorf("slot: %v %v, want still node-9's", l, err)
+		t.Errorf("slot %s: %v %v, want still node-9's", held.Slot, l, err)
 	}
 }

@@ -28,7 +28,9 @@ type agentProcess struct {
 	checkedLog int
 }
 
-// startAgent runs node-agent for node against env with the given extra args.
+// startAgent runs node-agent for node against env with the given extra args,
+// and the drain slot coordinator for env with the first agent (coordinatorFor;
+// withoutCoordinator turns that off).
 func startAgent(t *testing.T, env *testenv.Env, node string, args ...string) *agentProcess {
 	t.Helper()
 	if !slices.ContainsFunc(args, func(a string) bool {
@@ -38,6 +40,7 @@ func startAgent(t *testing.T, env *testenv.Env, node string, args ...string) *ag
 		// of machine it keeps a core busy for about 20 s.
 		args = append(slices.Clone(args), "--labeller-enabled=false")
 	}
+	coordinatorFor(t, env, args)
 	p := &agentProcess{Agent: testenv.StartAgent(t, testenv.AgentOptions{
 		Binary: agentBinary, Kubeconfig: agentKubeconfig(t, env, node), Node: node, Args: args,
 	})}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,10 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -322,12 +326,11 @@ func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 			t.Errorf("blocker %+v, want PodDisruptionBudget %s", bl, budget)
 		}
 	}
-	// The drain gave its slot back when it stopped.
-	if l, err := c.CoordinationV1().Leases("node-agent").Get(t.Context(), selfdrain.SlotPrefix+"0", metav1.GetOptions{}); err != nil {
-		t.Errorf("reading the drain slot: %v", err)
-	} else if h := l.Spec.HolderIdentity; h != nil && *h != "" {
-		t.Errorf("drain slot still held by %q after the timeout", *h)
-	}
+	// The drain gave its slot back when it stopped: its request is gone
+	// from the Node, and the coordinator deleted the slot Lease.
+	testenv.WaitFor(t, 30*time.Second, "node-1's drain slot given back", func() (bool, error) {
+		return len(slotHolders(t, c)) == 0 && !hasSlotRequest(t, c, "node-1"), nil
+	})
 	testenv.WaitFor(t, 30*time.Second, "a DrainTimedOut Event naming the budget", func() (bool, error) {
 		evs, err := c.CoreV1().Events("").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=node-1,reason=DrainTimedOut"})
 		if err != nil {
@@ -561,7 +564,7 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-4", "second"); err != nil {
 		t.Fatal(err)
 	}
-	sawWaiting := false
+	sawWaiting, sawQueued := false, false
 	testenv.WaitFor(t, 3*time.Minute, "both drained", func() (bool, error) {
 		s1, s4 := nodeStatus(t, c, "node-1"), nodeStatus(t, c, "node-4")
 		if s4 != nil && s4.Phase == selfdrain.PhaseWaiting {
@@ -570,14 +573,106 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 				t.Errorf("node-4 waits while node-1 is %s", s1.Phase)
 			}
 		}
+		if g, _ := slots.ParseGrant(getNode(t, c, "node-4")); g != nil && g.State == slots.Queued {
+			sawQueued = true
+		}
 		if s4 != nil && s4.Phase == selfdrain.PhaseRunning && s1.Phase == selfdrain.PhaseRunning {
 			t.Errorf("both nodes drain at once with maxConcurrentNodes=1")
+		}
+		if h := slotHolders(t, c); len(h) > 1 {
+			t.Errorf("slots held by %v at once with maxConcurrentNodes=1", h)
 		}
 		return s1.Phase == selfdrain.PhaseSucceeded && s4 != nil && s4.Phase == selfdrain.PhaseSucceeded, nil
 	})
 	if !sawWaiting {
 		t.Error("node-4 never showed phase Waiting while node-1 drained")
 	}
+	if !sawQueued {
+		t.Error("the coordinator never showed node-4's request Queued while node-1 drained")
+	}
+}
+
+// TestDrainLimitIsTheCoordinators: the agents run with
+// --drain-max-concurrent-nodes=2, and so (startAgent, coordinatorFor) does
+// the coordinator, which alone applies the limit: of three nodes asked into
+// maintenance together, two drain at once and the third waits in the
+// coordinator's queue until one of them is done.
+func TestDrainLimitIsTheCoordinators(t *testing.T) {
+	b := newDrainBed(t)
+	c := b.env.Client()
+	nodes := []string{"node-1", "node-4", "node-5"}
+	if err := b.env.AddNodes(t.Context(), nodes[1:]); err != nil {
+		t.Fatal(err)
+	}
+	const replicas = 6
+	for _, n := range nodes {
+		// Slow to start under a budget of one disruption: each drain takes
+		// at least (replicas-1) s, time enough to overlap.
+		createSlowStartDeployment(t, c, b.ns, "app-"+n, replicas, n)
+	}
+	for _, n := range nodes {
+		testenv.WaitRunningOn(t.Context(), t, c, b.ns, n, replicas)
+		testenv.CreatePDB(t.Context(), t, c, b.ns, "app-"+n, testenv.MinAvailable(replicas-1), replicas, 1)
+	}
+	b.addTargets(t)
+	for _, n := range nodes {
+		startAgent(t, b.env, n, "--drain-max-concurrent-nodes=2").WaitReady(t)
+	}
+	for _, n := range nodes {
+		if _, err := selfdrain.RequestMaintenance(t.Context(), kubetest.Wrap(c), n, "limit 2"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mostHeld, mostRunning, sawQueued := 0, 0, false
+	testenv.WaitFor(t, 3*time.Minute, "all three drained", func() (bool, error) {
+		running, succeeded := 0, 0
+		for _, n := range nodes {
+			switch st := nodeStatus(t, c, n); {
+			case st == nil:
+			case st.Phase == selfdrain.PhaseRunning:
+				running++
+			case st.Phase == selfdrain.PhaseSucceeded:
+				succeeded++
+			}
+			if g, _ := slots.ParseGrant(getNode(t, c, n)); g != nil && g.State == slots.Queued {
+				sawQueued = true
+			}
+		}
+		held := slotHolders(t, c)
+		if len(held) > 2 || running > 2 {
+			t.Errorf("%d nodes draining, slots held by %v, with maxConcurrentNodes=2", running, held)
+		}
+		mostHeld, mostRunning = max(mostHeld, len(held)), max(mostRunning, running)
+		return succeeded == len(nodes), nil
+	})
+	t.Logf("at most %d slots held and %d nodes draining at once; coordinator: %v grants", mostHeld, mostRunning, coordinatorMetric(t, b.env, "node_agent_drain_slot_grants_total"))
+	if mostHeld != 2 {
+		t.Errorf("at most %d slots held at once, want 2: the coordinator did not read the agents' limit", mostHeld)
+	}
+	if !sawQueued {
+		t.Error("no node was seen queued by the coordinator, with three nodes and two slots")
+	}
+}
+
+// slotHolders lists the nodes that hold a drain slot Lease (pkg/slots).
+func slotHolders(t *testing.T, c kubernetes.Interface) []string {
+	t.Helper()
+	l, err := c.CoordinationV1().Leases("node-agent").List(t.Context(), metav1.ListOptions{LabelSelector: slots.SlotLabel + "=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holders []string
+	for _, lease := range l.Items {
+		holders = append(holders, ptr.Deref(lease.Spec.HolderIdentity, lease.Name))
+	}
+	return holders
+}
+
+// hasSlotRequest reports whether node's agent asks for a drain slot.
+func hasSlotRequest(t *testing.T, c kubernetes.Interface, node string) bool {
+	t.Helper()
+	_, ok := getNode(t, c, node).Annotations[slots.RequestAnnotation]
+	return ok
 }
 
 // TestStuckDrainGivesTheSlotToTheNextNode: node-1's drain is held by a
@@ -616,6 +711,7 @@ func TestStuckDrainGivesTheSlotToTheNextNode(t *testing.T) {
 	var sawWaiting bool
 	var failedAt time.Time
 	var failed *selfdrain.Status
+	var granted4 *slots.Grant // the coordinator's grant to node-4
 	testenv.WaitFor(t, 3*time.Minute, "node-4 drained after node-1 timed out", func() (bool, error) {
 		s1, s4 := nodeStatus(t, c, "node-1"), nodeStatus(t, c, "node-4")
 		if s4 != nil && s4.Phase == selfdrain.PhaseWaiting {
@@ -624,8 +720,14 @@ func TestStuckDrainGivesTheSlotToTheNextNode(t *testing.T) {
 		if s1.Phase == selfdrain.PhaseFailed && failed == nil {
 			failed, failedAt = s1, time.Now()
 		}
+		if g, _ := slots.ParseGrant(getNode(t, c, "node-4")); g != nil && g.State == slots.Granted && granted4 == nil {
+			granted4 = g
+		}
 		if s4 != nil && s4.Phase == selfdrain.PhaseRunning && s1.Phase == selfdrain.PhaseRunning {
 			t.Errorf("both nodes drain at once with maxConcurrentNodes=1")
+		}
+		if h := slotHolders(t, c); len(h) > 1 {
+			t.Errorf("slots held by %v at once with maxConcurrentNodes=1", h)
 		}
 		return s4 != nil && s4.Phase == selfdrain.PhaseSucceeded, nil
 	})
@@ -636,10 +738,23 @@ func TestStuckDrainGivesTheSlotToTheNextNode(t *testing.T) {
 		t.Fatal("node-4 drained, but node-1 was never seen Failed: the slot did not wait for its timeout")
 	}
 	s4 := nodeStatus(t, c, "node-4")
-	t.Logf("node-1 Failed at drain.timeout; node-4's drain began %s after that was seen",
-		s4.DrainStartTime.Sub(failedAt).Round(100*time.Millisecond))
-	if s4.DrainStartTime.Time.Before(failed.DrainStartTime.Add(timeout)) {
-		t.Errorf("node-4's drain began at %s, before node-1's drain.timeout passed at %s", s4.DrainStartTime, failed.DrainStartTime.Add(timeout))
+	timedOut := failed.DrainStartTime.Add(timeout)
+	grantedAt := "never seen"
+	if granted4 != nil {
+		grantedAt = granted4.Time.UTC().Format(time.RFC3339Nano)
+	}
+	t.Logf("node-1's drain began at %s and Failed at drain.timeout (seen %s); the coordinator granted node-4 at %s; node-4's drain began %s after node-1's Failed was seen",
+		failed.DrainStartTime.UTC().Format(time.RFC3339), failedAt.UTC().Format(time.RFC3339Nano), grantedAt, s4.DrainStartTime.Sub(failedAt).Round(100*time.Millisecond))
+	if s4.DrainStartTime.Time.Before(timedOut) {
+		t.Errorf("node-4's drain began at %s, before node-1's drain.timeout passed at %s", s4.DrainStartTime, timedOut)
+	}
+	// The slot went from node-1 to node-4 through the coordinator, after
+	// node-1's timeout (drain start times are whole seconds, so timedOut is
+	// at most a second early).
+	if granted4 == nil {
+		t.Error("node-4 drained, but the coordinator's grant to node-4 was never seen")
+	} else if granted4.Time.Before(timedOut) {
+		t.Errorf("the coordinator granted node-4 at %s, before node-1's drain.timeout passed at %s", granted4.Time, timedOut)
 	}
 
 	// node-1 stays as its timeout left it: Failed, cordoned, its budget
@@ -650,6 +765,9 @@ func TestStuckDrainGivesTheSlotToTheNextNode(t *testing.T) {
 	}
 	if !getNode(t, c, "node-1").Spec.Unschedulable {
 		t.Error("node-1 uncordoned with drain.onTimeout keepCordoned")
+	}
+	if hasSlotRequest(t, c, "node-1") || slices.Contains(slotHolders(t, c), "node-1") {
+		t.Errorf("node-1 asks for or holds a drain slot again after its timeout (slots held by %v)", slotHolders(t, c))
 	}
 	if v := scrape(t, a1.MetricsAddr, `node_agent_drain_timeouts_total{trigger="annotation"}`); v != 1 {
 		t.Errorf("node-1 drain_timeouts_total = %v, want 1: its drain was started again", v)

@@ -33,7 +33,9 @@ var agentBuild struct {
 // tree once per test process, as `make build` builds it (cgo, -tags
 // libvirt_dlopen), so a test never runs a stale binary by accident. Either
 // way the discovery helper is beside it (HelperBinary), where node-agent
-// looks for it. TestMain removes that build with RemoveAgentBuild.
+// looks for it, and so is node-agent-coordinator (CoordinatorBinary; checked
+// only by StartCoordinator, so that the tests that run no coordinator run
+// with an older bin/). TestMain removes that build with RemoveAgentBuild.
 func AgentBinary() (string, error) {
 	if p := os.Getenv(AgentBinaryEnv); p != "" {
 		for _, f := range []string{p, HelperBinary(p)} {
@@ -51,7 +53,7 @@ func AgentBinary() (string, error) {
 		}
 		agentBuild.dir = dir
 		// A directory as -o: one build writes both binaries there.
-		cmd := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", dir+"/", ModulePath+"/cmd/node-agent", ModulePath+"/cmd/node-agent-discover")
+		cmd := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", dir+"/", ModulePath+"/cmd/node-agent", ModulePath+"/cmd/node-agent-discover", ModulePath+"/cmd/"+CoordinatorName)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			agentBuild.err = fmt.Errorf("building node-agent: %w\n%s", err, msg)
@@ -94,12 +96,10 @@ type AgentOptions struct {
 // Agent is a running `node-agent run`. Its log (stdout and stderr) goes to
 // LogPath.
 type Agent struct {
-	Cmd         *exec.Cmd
+	child
 	MetricsAddr string
 	HealthAddr  string
 	StateDir    string
-	LogPath     string
-	done        chan error
 }
 
 // StartAgent runs node-agent with free ports for its metrics and probes and
@@ -114,66 +114,83 @@ func StartAgent(tb testing.TB, o AgentOptions) *Agent {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	a := &Agent{MetricsAddr: FreeAddr(tb), HealthAddr: FreeAddr(tb), StateDir: filepath.Join(dir, "state"),
-		LogPath: filepath.Join(dir, "node-agent.log"), done: make(chan error, 1)}
-	logFile, err := os.Create(a.LogPath)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	a := &Agent{MetricsAddr: FreeAddr(tb), HealthAddr: FreeAddr(tb), StateDir: filepath.Join(dir, "state")}
 	level := o.LogLevel
 	if level == "" {
 		level = "debug"
 	}
-	a.Cmd = exec.Command(o.Binary, append([]string{"run",
+	a.start(tb, "node-agent", filepath.Join(dir, "node-agent.log"), exec.Command(o.Binary, append([]string{"run",
 		"--kubeconfig", o.Kubeconfig,
 		"--node-name", o.Node,
 		"--metrics-bind-address", a.MetricsAddr,
 		"--health-probe-bind-address", a.HealthAddr,
 		"--state-dir", a.StateDir,
 		"--log-level", level,
-	}, o.Args...)...)
-	a.Cmd.Stdout, a.Cmd.Stderr = logFile, logFile
-	// The agent must not outlive the test, even one killed by its -timeout.
-	a.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := a.Cmd.Start(); err != nil {
-		logFile.Close()
-		tb.Fatalf("starting node-agent: %v", err)
-	}
+	}, o.Args...)...))
 	tb.Logf("started node-agent (pid %d) for %s; log %s", a.Cmd.Process.Pid, o.Node, a.LogPath)
-	go func() {
-		a.done <- a.Cmd.Wait()
-		logFile.Close()
-	}()
-	tb.Cleanup(func() {
-		if _, exited := a.Exited(); !exited {
-			_ = a.Cmd.Process.Kill()
-			<-a.done
-		}
-	})
+	tb.Cleanup(a.kill)
 	return a
 }
 
-// Exited reports whether the agent has exited, and with what.
-func (a *Agent) Exited() (error, bool) {
+// WaitReady polls /readyz until it answers 200, for at most a minute.
+func (a *Agent) WaitReady(tb testing.TB) {
+	tb.Helper()
+	a.waitReady(tb, a.HealthAddr)
+}
+
+// child is a program a test runs (node-agent, node-agent-coordinator), its
+// output in a log file of its own.
+type child struct {
+	Cmd     *exec.Cmd
+	LogPath string
+	name    string
+	done    chan error
+}
+
+// start runs cmd with its output to logPath; it fails the test when cmd
+// cannot start.
+func (c *child) start(tb testing.TB, name, logPath string, cmd *exec.Cmd) {
+	tb.Helper()
+	c.Cmd, c.LogPath, c.name, c.done = cmd, logPath, name, make(chan error, 1)
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// The child must not outlive the test, even one killed by its -timeout.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		tb.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		c.done <- cmd.Wait()
+		logFile.Close()
+	}()
+}
+
+// Exited reports whether the program has exited, and with what.
+func (c *child) Exited() (error, bool) {
 	select {
-	case err := <-a.done:
-		a.done <- err
+	case err := <-c.done:
+		c.done <- err
 		return err, true
 	default:
 		return nil, false
 	}
 }
 
-// WaitReady polls /readyz until it answers 200, for at most a minute.
-func (a *Agent) WaitReady(tb testing.TB) {
+// waitReady polls http://addr/readyz until it answers 200, for at most a
+// minute.
+func (c *child) waitReady(tb testing.TB, addr string) {
 	tb.Helper()
 	deadline := time.Now().Add(time.Minute)
 	var last string
 	for time.Now().Before(deadline) {
-		if err, exited := a.Exited(); exited {
-			tb.Fatalf("node-agent exited before it was ready: %v\n%s", err, a.Tail(40))
+		if err, exited := c.Exited(); exited {
+			tb.Fatalf("%s exited before it was ready: %v\n%s", c.name, err, c.Tail(40))
 		}
-		resp, err := http.Get("http://" + a.HealthAddr + "/readyz?verbose")
+		resp, err := http.Get("http://" + addr + "/readyz?verbose")
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -186,54 +203,58 @@ func (a *Agent) WaitReady(tb testing.TB) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	tb.Fatalf("node-agent not ready after a minute; last /readyz: %s\n%s", last, a.Tail(40))
+	tb.Fatalf("%s not ready after a minute; last /readyz: %s\n%s", c.name, last, c.Tail(40))
 }
 
-// Stop sends SIGTERM and returns the exit error; it kills the agent and
-// fails the test when the agent is still running 30 s later.
-func (a *Agent) Stop(tb testing.TB) error {
+// Stop sends SIGTERM and returns the exit error; it kills the program and
+// fails the test when it is still running 30 s later.
+func (c *child) Stop(tb testing.TB) error {
 	tb.Helper()
-	if err, exited := a.Exited(); exited {
+	if err, exited := c.Exited(); exited {
 		return err
 	}
-	if err := a.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := c.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		tb.Fatal(err)
 	}
 	select {
-	case err := <-a.done:
-		a.done <- err
+	case err := <-c.done:
+		c.done <- err
 		return err
 	case <-time.After(30 * time.Second):
-		_ = a.Cmd.Process.Kill()
-		tb.Fatalf("node-agent still running 30s after SIGTERM; killed\n%s", a.Tail(40))
+		_ = c.Cmd.Process.Kill()
+		tb.Fatalf("%s still running 30s after SIGTERM; killed\n%s", c.name, c.Tail(40))
 		return nil
 	}
 }
 
-// Kill kills the agent, as a crash or an OOM kill would, and waits for it.
-func (a *Agent) Kill(tb testing.TB) {
+// Kill kills the program, as a crash or an OOM kill would, and waits for
+// it.
+func (c *child) Kill(tb testing.TB) {
 	tb.Helper()
-	if _, exited := a.Exited(); exited {
-		return
-	}
-	if err := a.Cmd.Process.Kill(); err != nil {
-		tb.Fatal(err)
-	}
-	err := <-a.done
-	a.done <- err
+	c.kill()
 }
 
-// Log returns the agent's log so far.
-func (a *Agent) Log() string {
-	b, err := os.ReadFile(a.LogPath)
+func (c *child) kill() {
+	if _, exited := c.Exited(); exited {
+		return
+	}
+	// An error here is a process that exited meanwhile; Wait says so.
+	_ = c.Cmd.Process.Kill()
+	err := <-c.done
+	c.done <- err
+}
+
+// Log returns the program's log so far.
+func (c *child) Log() string {
+	b, err := os.ReadFile(c.LogPath)
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)
 	}
 	return string(b)
 }
 
-// Tail returns up to n last lines of the agent's log.
-func (a *Agent) Tail(n int) string { return TailFile(a.LogPath, n) }
+// Tail returns up to n last lines of the program's log.
+func (c *child) Tail(n int) string { return TailFile(c.LogPath, n) }
 
 // FreeAddr returns a loopback address with a port free at the time of the
 // call.

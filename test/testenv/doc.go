@@ -9,7 +9,9 @@
 //   - the fake and real nodes it serves: kwok's Nodes (AddNode) and a real
 //     kubelet with containerd (RealNode);
 //   - a real systemd to run node-agent under: a systemd-nspawn Container;
-//   - node-agent itself as a process (AgentBinary, StartAgent);
+//   - node-agent itself as a process (AgentBinary, StartAgent), and the
+//     drain slot coordinator it needs for every maintenance drain and
+//     coordinated reboot (StartCoordinator, CoordinatorConfig);
 //   - the workloads the tests drain and how they wait for them
 //     (CreateDeployment, CreatePDB, WaitRunningOn, PodsOn, ...), and the
 //     polling underneath (Poll, WaitFor).
