@@ -113,6 +113,9 @@ func TestDeploy(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.env = testenv.StartForTest(t, opts)
+	// The coordinator is deploy/'s, run as its own ServiceAccount
+	// (runCoordinator), never the harness's admin one.
+	withoutCoordinator(t, b.env)
 	b.c = b.env.Client()
 	if err := b.env.AddNodes(t.Context(), []string{"node-1", "node-2", "node-3"}); err != nil {
 		t.Fatal(err)

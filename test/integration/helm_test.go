@@ -585,6 +585,8 @@ func TestHelmInstallUpgrade(t *testing.T) {
 	// scratch root asked about QEMU's TCG, which runs a few CPU models
 	// (Penryn, Nehalem, Westmere) on any x86 host.
 	identities.Store(env, &deployBed{env: env, c: c, kubectl: kubectlBinary(t, opts)})
+	// The chart's coordinator drains, as its own ServiceAccount (below).
+	withoutCoordinator(t, env)
 	root := t.TempDir()
 	uri := "qemu:///embed?root=" + filepath.Join(root, "libvirt")
 	cfgPath := filepath.Join(root, configKey)
