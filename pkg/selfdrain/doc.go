@@ -12,8 +12,10 @@
 //   - the record of a maintenance on the Node: the status annotation, from
 //     which a restarted agent resumes, and the UnderMaintenance and
 //     NodeShuttingDown conditions (Status);
-//   - the cluster-wide drain slots, coordination.k8s.io Leases, and what the
-//     Node shows while a drain waits for one (Slots);
+//   - what the Node shows while a drain waits for a cluster-wide drain slot
+//     (slotWait), and a drain's end when its slot is taken back; the slots
+//     themselves are pkg/slots', reached through the SlotSource the wiring
+//     hands in;
 //   - the hand-off to the shutdown guard: DrainForShutdown and
 //     ShutdownCancelled, which pkg/handshake hands to pkg/shutdown, so this
 //     package knows nothing of logind;

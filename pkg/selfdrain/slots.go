@@ -85,7 +85,7 @@ func (w *slotWait) report(ctx context.Context, cause error) {
 }
 
 // record writes phase Waiting with msg. A drain that already began (the
-// agent restarted and its slot went to another node, or a Lease request
+// agent restarted and its slot went to another node, or a request
 // failed) keeps its record of what the agent changed, with msg as lastError;
 // a Node that cannot be read is not written at all, so that record is never
 // lost.
