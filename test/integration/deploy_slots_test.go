@@ -1,11 +1,14 @@
 package integration
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/slots"
@@ -42,9 +45,16 @@ func (b *deployBed) testSlotPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = b.c.CoordinationV1().Leases(agentNamespace).Delete(ctx, held.Name, metav1.DeleteOptions{})
-		_ = mergePatchNode(t, b.c, "node-2", obj{"metadata": obj{"annotations": obj{slots.RequestAnnotation: nil, slots.GrantAnnotation: nil}}}, false)
-		_ = mergePatchNode(t, b.c, "node-1", obj{"metadata": obj{"annotations": obj{slots.RequestAnnotation: nil}}}, false)
+		// t.Context() has ended by now.
+		if err := b.c.CoordinationV1().Leases(agentNamespace).Delete(context.Background(), held.Name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting the test's slot Lease: %v", err)
+		}
+		for _, node := range []string{"node-1", "node-2"} {
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null,%q:null}}}`, slots.RequestAnnotation, slots.GrantAnnotation)
+			if _, err := b.c.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Errorf("removing the test's request and grant from %s: %v", node, err)
+			}
+		}
 	})
 
 	t.Run("slot Leases", func(t *testing.T) {
