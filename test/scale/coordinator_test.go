@@ -79,6 +79,7 @@ func qpsNote() string {
 func (c *coordinators) start(limit int) {
 	c.b.Helper()
 	cfg := coordinatorConfig(limit)
+	c.b.Logf("coordinator: %d replicas with drain.maxConcurrentNodes %d", coordinatorReplicas, limit)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cancel != nil {

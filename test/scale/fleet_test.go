@@ -243,8 +243,8 @@ func forEach(items []string, par int, do func(string) error) error {
 	return first
 }
 
-// discardLogger drops the fleet's logs below error level, which would
-// otherwise be a thousand agents' start-up lines.
+// fleetLogger keeps the fleet's warnings and errors: a thousand agents'
+// start-up lines would be most of the log otherwise.
 func fleetLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelError}))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -226,6 +226,7 @@ type nodeTracker struct {
 	// nodes drain, or hold a slot, than limit.
 	limit     int
 	overLimit []string
+	lastOver  string
 	most      int
 }
 
@@ -272,8 +273,13 @@ func (t *nodeTracker) observe(n *corev1.Node) {
 	if t.limit > 0 {
 		t.most = max(t.most, len(t.draining))
 		if len(t.draining) > t.limit || len(t.holding) > t.limit {
-			t.overLimit = append(t.overLimit, fmt.Sprintf("%s: %d nodes Running (%s); %d holding a slot (%s)",
-				now.Format("15:04:05.000"), len(t.draining), strings.Join(sortedKeys(t.draining), ","), len(t.holding), strings.Join(sortedKeys(t.holding), ",")))
+			// Once per state, not per Node update while it lasts.
+			state := fmt.Sprintf("%d nodes Running (%s); %d holding a slot (%s)",
+				len(t.draining), strings.Join(sortedKeys(t.draining), ","), len(t.holding), strings.Join(sortedKeys(t.holding), ","))
+			if state != t.lastOver {
+				t.lastOver = state
+				t.overLimit = append(t.overLimit, now.Format("15:04:05.000")+": "+state)
+			}
 		}
 	}
 	if r := t.rounds[n.Name]; r != nil {
@@ -339,7 +345,7 @@ func (t *nodeTracker) beginRound(nodes []string, limit int) {
 	for _, n := range nodes {
 		t.rounds[n] = &nodeRound{}
 	}
-	t.limit, t.overLimit, t.most = limit, nil, 0
+	t.limit, t.overLimit, t.lastOver, t.most = limit, nil, "", 0
 }
 
 // endRound stops following the round and returns what it saw: each node's
@@ -352,7 +358,7 @@ func (t *nodeTracker) endRound() (rounds map[string]nodeRound, most int, overLim
 		rounds[n] = *r
 	}
 	most, overLimit = t.most, t.overLimit
-	t.rounds, t.limit, t.overLimit, t.most = nil, 0, nil, 0
+	t.rounds, t.limit, t.overLimit, t.lastOver, t.most = nil, 0, nil, "", 0
 	return rounds, most, overLimit
 }
 

@@ -55,6 +55,10 @@ var (
 	// (burst twice that). 0, the default, keeps node-agent-coordinator's:
 	// it sets none, so client-go's 5 per second (burst 10) apply.
 	coordinatorQPS = envInt("SCALE_COORDINATOR_QPS", 0)
+	// SCALE_LOGS: where the fleet's log (warnings and errors) and the
+	// coordinators' log (info) are kept; by default a temporary directory
+	// removed at the end.
+	logDir = os.Getenv("SCALE_LOGS")
 )
 
 // podsPerPoolNode is the pool's workload per node.
@@ -161,7 +165,13 @@ func runScale(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	logFile, err := os.Create(filepath.Join(dir, "fleet.log"))
+	logs := logDir
+	if logs == "" {
+		logs = dir
+	} else if err := os.MkdirAll(logs, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(logs, "fleet.log"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -172,7 +182,7 @@ func runScale(b *testing.B) {
 	// The drain slot coordinator runs through every phase, as its
 	// Deployment does in a cluster; the rolling maintenances restart it
 	// with their limits.
-	coordLogPath := filepath.Join(dir, "coordinator.log")
+	coordLogPath := filepath.Join(logs, "coordinator.log")
 	coordLog, err := os.Create(coordLogPath)
 	if err != nil {
 		b.Fatal(err)
