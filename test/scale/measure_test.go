@@ -448,11 +448,13 @@ type kindCount struct {
 	n    int
 }
 
-func formatKinds(kc []kindCount, perAgent float64) string {
+// formatKinds lists the counts, each also divided by per (0: not) and
+// named unit ("agent", "drained node").
+func formatKinds(kc []kindCount, per float64, unit string) string {
 	var parts []string
 	for _, k := range kc {
-		if perAgent > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d (%.2f/agent)", k.kind, k.n, float64(k.n)/perAgent))
+		if per > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d (%.2f/%s)", k.kind, k.n, float64(k.n)/per, unit))
 		} else {
 			parts = append(parts, fmt.Sprintf("%s %d", k.kind, k.n))
 		}
@@ -530,5 +532,5 @@ func costOf(agent, coordinator []testenv.AuditEvent) slotCost {
 func coordinatorLine(audit *testenv.AuditReader, from, to time.Time) string {
 	ev := window(audit.Events(), coordinatorUser, from, to)
 	return fmt.Sprintf("the coordinator (%d replicas, one leading): %d requests (%.2f per second): %s",
-		coordinatorReplicas, len(ev), float64(len(ev))/to.Sub(from).Seconds(), orNone(formatKinds(byKind(ev), 0)))
+		coordinatorReplicas, len(ev), float64(len(ev))/to.Sub(from).Seconds(), orNone(formatKinds(byKind(ev), 0, "")))
 }

@@ -60,7 +60,7 @@ func (r results) write(b *testing.B) {
 	}
 	w("")
 	for _, p := range r.phases {
-		w("**%s.** Requests by kind: %s.", p.name, orNone(formatKinds(p.byKind, float64(r.n))))
+		w("**%s.** Requests by kind: %s.", p.name, orNone(formatKinds(p.byKind, float64(r.n), "agent")))
 		for _, e := range p.extra {
 			w("- %s", e)
 		}
@@ -104,8 +104,8 @@ func (r results) write(b *testing.B) {
 	}
 	w("")
 	for _, x := range r.rolls {
-		w("- limit %d, the agents' requests by kind: %s", x.limit, orNone(formatKinds(x.agentKinds, float64(r.pool))))
-		w("- limit %d, the coordinator's requests by kind: %s", x.limit, orNone(formatKinds(x.coordinatorKinds, float64(r.pool))))
+		w("- limit %d, the agents' requests by kind: %s", x.limit, orNone(formatKinds(x.agentKinds, float64(r.pool), "drained node")))
+		w("- limit %d, the coordinator's requests by kind: %s", x.limit, orNone(formatKinds(x.coordinatorKinds, float64(r.pool), "drained node")))
 	}
 	w("")
 	w("Before the coordinator (%s), each agent took and renewed a slot Lease itself:", before.run)
