@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,81 +19,59 @@ import (
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
-const (
-	coordinatorBinary   = "node-agent-coordinator"
-	coordinatorIdentity = "node-e2e-coordinator"
-	// electionLease is the coordinator's leader election Lease (its
-	// --leader-election-name default).
-	electionLease = "node-agent-coordinator"
-)
+// electionLease is the coordinator's leader election Lease (its
+// --leader-election-name default).
+const electionLease = "node-agent-coordinator"
 
 // startCoordinator runs node-agent-coordinator (bin/, beside node-agent, as
-// `make build` puts it) on the host until the test ends: without it no drain
-// slot is granted, and a maintenance or a coordinated reboot waits for ever.
+// `make build` puts it) on the host until the test ends, as one more
+// replica beside the pods of deploy/coordinator.yaml.
 //
-// It runs as a host process with the test environment's admin kubeconfig,
-// not as the coordinator's Deployment with its ServiceAccount: this bed's
-// only real node is the one that drains and reboots, so a coordinator pod
-// would have to run on it or on the kwok node (where nothing runs). What the
-// coordinator's ServiceAccount may and may not do is tested on the real
-// control plane in test/integration. It reads the agents' configuration
-// from the ConfigMap deploy/ installed, as its Deployment mounts it.
-func (b *bed) startCoordinator(t *testing.T) {
+// The pods of the coordinator's Deployment run on the real node (the kwok
+// node's are not real processes), which the tests drain and reboot: each
+// drain evicts the coordinator there, and its replacement goes to the kwok
+// node. A slot would then be granted but never given back. The replica on
+// the host stays up through the drain and the reboot. It runs as a host
+// process with the test environment's admin kubeconfig, not the
+// coordinator's ServiceAccount token, which is acceptable here: what that
+// ServiceAccount may and may not do is tested on the real control plane in
+// test/integration, and the pod on the real node runs with it
+// (testCoordinatorPod). It reads the agents' ConfigMap as deploy/ installed
+// it, as the Deployment mounts it.
+func (b *bed) startCoordinator(t *testing.T) *testenv.Coordinator {
 	t.Helper()
-	bin := filepath.Join(b.bin, coordinatorBinary)
+	bin := filepath.Join(b.bin, testenv.CoordinatorName)
 	if _, err := os.Stat(bin); err != nil {
-		requireOrSkip(t, fmt.Errorf("bin/%s: %w; run make build", coordinatorBinary, err))
+		requireOrSkip(t, fmt.Errorf("bin/%s: %w; run make build", testenv.CoordinatorName, err))
 	}
-	dir := t.TempDir()
 	cm, err := b.c.CoreV1().ConfigMaps(agentNS).Get(t.Context(), "node-agent-config", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the agents' ConfigMap: %v", err)
 	}
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cm.Data["config.yaml"]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(dir, "coordinator.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config", cfgPath, "--kubeconfig", b.env.KubeconfigPath(), "--identity", coordinatorIdentity,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--log-level", "debug")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	c := testenv.StartCoordinator(t, testenv.CoordinatorOptions{Binary: bin, Kubeconfig: b.env.KubeconfigPath(),
+		Config: []byte(cm.Data["config.yaml"]), Identity: "host"})
+	c.WaitReady(t)
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		logFile.Close()
 		if t.Failed() {
-			t.Logf("--- last lines of the coordinator's log (%s) ---\n%s", logPath, testenv.TailFile(logPath, 60))
+			t.Logf("--- last lines of the host's coordinator log (%s) ---\n%s", c.LogPath, c.Tail(60))
 		}
 	})
-	waitFor(t, time.Minute, "the coordinator leading", func() (bool, string) {
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("node-agent-coordinator exited: %v\n%s", err, testenv.TailFile(logPath, 20))
-		default:
+	// Leading, or following the pod that leads: either way in the
+	// election, and the leader once the pod is evicted.
+	waitFor(t, time.Minute, "a coordinator leading", func() (bool, string) {
+		if err, exited := c.Exited(); exited {
+			t.Fatalf("node-agent-coordinator exited: %v\n%s", err, c.Tail(20))
 		}
 		l, err := b.c.CoordinationV1().Leases(agentNS).Get(t.Context(), electionLease, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		holder := ptr.Deref(l.Spec.HolderIdentity, "")
-		return holder == coordinatorIdentity, "election Lease held by " + holder
+		return holder != "", "election Lease held by " + holder
 	})
-	t.Logf("node-agent-coordinator leads (log %s)", logPath)
+	leading, _ := c.Leading()
+	t.Logf("node-agent-coordinator on the host is in the election (leading: %v; log %s)", leading, c.LogPath)
+	return c
 }
 
 // slotView is a node's drain slot as the objects show it: the agent's
