@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"testing"
 
 	"gonum.org/v1/plot"
@@ -58,7 +59,9 @@ func requestsPlot(title string, series []rateSeries, bands []band) (*plot.Plot, 
 			ymax = math.Max(ymax, v)
 		}
 	}
-	top := ymax * 1.15
+	// The phases' names just above the lines, the legend above them; the
+	// names after every band, so no band covers its neighbour's name.
+	top := ymax * 1.5
 	for i, b := range bands {
 		poly, err := plotter.NewPolygon(plotter.XYs{{X: b.from, Y: 0}, {X: b.to, Y: 0}, {X: b.to, Y: top}, {X: b.from, Y: top}})
 		if err != nil {
@@ -67,9 +70,11 @@ func requestsPlot(title string, series []rateSeries, bands []band) (*plot.Plot, 
 		poly.Color = shades[i%len(shades)]
 		poly.LineStyle.Width = 0
 		p.Add(poly)
+	}
+	for i, b := range bands {
 		// Names alternate between two heights so neighbours do not
 		// overlap.
-		y := top * (0.97 - 0.05*float64(i%2))
+		y := ymax * (1.05 + 0.1*float64(i%2))
 		labels, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: b.from, Y: y}}, Labels: []string{b.name}})
 		if err != nil {
 			return nil, err
@@ -95,6 +100,7 @@ func requestsPlot(title string, series []rateSeries, bands []band) (*plot.Plot, 
 		p.Legend.Add(s.name, l)
 	}
 	p.Y.Min, p.Y.Max = 0, top
+	p.Y.Tick.Marker = upTo{ymax}
 	p.Add(plotter.NewGrid())
 	return p, nil
 }
@@ -155,6 +161,9 @@ func (u upTo) Ticks(min, max float64) []plot.Tick {
 	var out []plot.Tick
 	for _, t := range (plot.DefaultTicks{}).Ticks(min, u.max) {
 		if t.Value <= u.max {
+			if t.Label != "" {
+				t.Label = strconv.FormatFloat(t.Value, 'f', -1, 64)
+			}
 			out = append(out, t)
 		}
 	}
