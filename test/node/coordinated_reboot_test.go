@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,19 +16,20 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
-const slotLease = selfdrain.SlotPrefix + "0"
-
 // TestRealNodeCoordinatedReboot is issue 23's acceptance on the real node
 // (a systemd-nspawn machine with systemd, logind, containerd and the
-// kubelet), with deploy/ and its reboot component: the sentinel appears
-// while another node holds the only drain slot; the node waits and says so;
-// once the slot is free the agent drains the node (PDB respected), reboots
-// the machine through logind (exit 133), and after the reboot uncordons the
-// node and gives the slot back. Then a sentinel that every boot creates
-// again (a tmpfiles.d entry) causes one reboot, not a second.
+// kubelet), with deploy/ and its reboot component, and the drain slot
+// coordinator (node-agent-coordinator, on the host): the sentinel appears
+// while another node holds the only drain slot; the node asks for a slot,
+// waits and says so; once the slot is free the coordinator grants it, the
+// agent drains the node (PDB respected), keeps the slot across the reboot,
+// reboots the machine through logind (exit 133), and after the reboot
+// uncordons the node and gives the slot back. Then a sentinel that every
+// boot creates again (a tmpfiles.d entry) causes one reboot, not a second.
 func TestRealNodeCoordinatedReboot(t *testing.T) {
 	b, m := setupMachineBed(t)
 	ctx := t.Context()
@@ -38,6 +38,7 @@ func TestRealNodeCoordinatedReboot(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.applyDeployWith(t, []string{"components/reboot"}, []string{"--reboot-check-interval=2s"})
+	b.startCoordinator(t)
 	pod := b.agentPodOn(t, machineName, 3*time.Minute, "")
 	t.Logf("agent pod %s Ready on %s", pod.Name, machineName)
 	waitFor(t, time.Minute, "the agent's delay lock", func() (bool, string) {
@@ -121,26 +122,10 @@ func (b *bed) waitReason(t *testing.T, timeout time.Duration, reason string) *co
 	return cond
 }
 
-func (b *bed) slotHolder(t *testing.T) (string, int32) {
-	l, err := b.c.CoordinationV1().Leases(agentNS).Get(t.Context(), slotLease, metav1.GetOptions{})
-	if err != nil {
-		return "error: " + err.Error(), 0
-	}
-	return ptr.Deref(l.Spec.HolderIdentity, ""), ptr.Deref(l.Spec.LeaseDurationSeconds, 0)
-}
-
 func (b *bed) testCoordinatedReboot(t *testing.T, m *machineNode, ns string, replicas int) {
 	ctx := t.Context()
 	// Another node holds the only slot (drain.maxConcurrentNodes is 1).
-	now := metav1.NewMicroTime(time.Now())
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: slotLease, Namespace: agentNS},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(kwokNode), LeaseDurationSeconds: ptr.To(int32(3600)),
-			AcquireTime: &now, RenewTime: &now},
-	}
-	if _, err := b.c.CoordinationV1().Leases(agentNS).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	release := b.otherNodeHolds(t, kwokNode)
 	before, _, _, err := b.rebootState(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -157,20 +142,32 @@ func (b *bed) testCoordinatedReboot(t *testing.T, m *machineNode, ns string, rep
 	if node, _, _, _ := b.rebootState(ctx); node.Spec.Unschedulable {
 		t.Errorf("the node was cordoned while it waited for a slot")
 	}
+	// The request is on the node's own Node, and the coordinator queues it.
+	var queued slotView
+	waitFor(t, 30*time.Second, "the reboot's request for a slot Queued", func() (bool, string) {
+		v, err := b.slotView(ctx, machineName)
+		if err != nil {
+			return false, err.Error()
+		}
+		queued = v
+		return v.request != nil && v.request.Purpose == slots.PurposeReboot && v.grant.Answers(v.request) && v.grant.State == slots.Queued, v.String()
+	})
+	if queued.lease != nil {
+		t.Errorf("a slot Lease for %s while its request is queued: %s", machineName, queued)
+	}
 	// It keeps waiting while the slot stays taken.
 	time.Sleep(5 * time.Second)
 	if _, rec, _, err := b.rebootState(ctx); err != nil || rec.Reason != string(reboot.WaitingForSlot) {
 		t.Fatalf("after 5s more with the slot taken: %+v %v", rec, err)
 	}
-	t.Logf("sentinel created; condition %s after %s: %s", cond.Reason, waiting.Round(time.Millisecond), cond.Message)
+	t.Logf("sentinel created; condition %s after %s: %s; %s", cond.Reason, waiting.Round(time.Millisecond), cond.Message, queued)
 
 	// Watch the drain from outside.
 	var (
 		mu                           sync.Mutex
 		cordoned, drained, rebooting time.Time
 		minReady                     = replicas
-		holderAtReboot               string
-		durationAtReboot             int32
+		atReboot                     slotView
 		stop                         = make(chan struct{})
 		wg                           sync.WaitGroup
 		exited                       = make(chan time.Time, 1)
@@ -213,21 +210,14 @@ func (b *bed) testCoordinatedReboot(t *testing.T, m *machineNode, ns string, rep
 			}
 			if rebooting.IsZero() && rec != nil && rec.Phase == reboot.PhaseRebootRequested {
 				rebooting = now
-				holderAtReboot, durationAtReboot = b.slotHolder(t)
+				atReboot, _ = b.slotView(ctx, machineName)
 			}
 			mu.Unlock()
 		}
 	})
 
 	released := time.Now()
-	l, err := b.c.CoordinationV1().Leases(agentNS).Get(ctx, slotLease, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Spec.HolderIdentity, l.Spec.RenewTime = nil, nil
-	if _, err := b.c.CoordinationV1().Leases(agentNS).Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	waitCtx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	code, err := m.c.Wait(waitCtx)
 	cancel()
@@ -251,15 +241,20 @@ func (b *bed) testCoordinatedReboot(t *testing.T, m *machineNode, ns string, rep
 	if minReady < replicas-1 {
 		t.Errorf("the PodDisruptionBudget was broken: %d Ready web pods at one point, floor %d", minReady, replicas-1)
 	}
-	if holderAtReboot != machineName || durationAtReboot != 1800 {
-		t.Errorf("at the reboot the slot was held by %q for %ds, want %s for 1800s (reboot.slotHoldBound)", holderAtReboot, durationAtReboot, machineName)
+	// The agent said it would be silent for reboot.slotHoldBound (30m)
+	// before it asked logind to reboot.
+	if !atReboot.held(machineName) || atReboot.request.Purpose != slots.PurposeReboot || atReboot.request.HoldSeconds != 1800 {
+		t.Errorf("at the reboot: %s; want the slot held by %s for a reboot, with holdSeconds 1800 (reboot.slotHoldBound)", atReboot, machineName)
 	}
 	timeline := fmt.Sprintf("slot released → cordoned %s → drained %s → reboot asked %s → machine exit %s (code %d); fewest Ready web pods %d (floor %d)",
 		cordoned.Sub(released).Round(time.Millisecond), drained.Sub(released).Round(time.Millisecond),
 		rebooting.Sub(released).Round(time.Millisecond), exitAt.Sub(released).Round(time.Millisecond), code, minReady, replicas-1)
 	mu.Unlock()
-	if holder, _ := b.slotHolder(t); holder != machineName {
-		t.Errorf("while the machine is down the slot is held by %q, want %s", holder, machineName)
+	if v, err := b.slotView(ctx, machineName); err != nil || !v.held(machineName) {
+		t.Errorf("while the machine is down: %s %v; want the slot held by %s", v, err, machineName)
+	}
+	if v, err := b.slotView(ctx, kwokNode); err != nil || v.request != nil || v.grant != nil || v.lease != nil {
+		t.Errorf("%s after it gave its slot back: %s %v; want no request, grant or Lease", kwokNode, v, err)
 	}
 
 	bootAt := time.Now()
@@ -279,9 +274,15 @@ func (b *bed) testCoordinatedReboot(t *testing.T, m *machineNode, ns string, rep
 	if node.Status.NodeInfo.BootID == bootBefore {
 		t.Errorf("the boot ID did not change: %s", bootBefore)
 	}
-	if holder, _ := b.slotHolder(t); holder != "" {
-		t.Errorf("the slot is still held by %q after Done", holder)
-	}
+	// The agent withdrew its request once the node was back; the
+	// coordinator then deleted the Lease and its grant.
+	waitFor(t, 30*time.Second, "the slot given back after Done", func() (bool, string) {
+		v, err := b.slotView(ctx, machineName)
+		if err != nil {
+			return false, err.Error()
+		}
+		return v.request == nil && v.grant == nil && v.lease == nil, v.String()
+	})
 	if _, err := m.c.Exec(ctx, "test", "-e", "/run/reboot-required"); err == nil {
 		t.Errorf("the sentinel is still there after the reboot")
 	}
@@ -321,8 +322,8 @@ func (b *bed) testRebootLoop(t *testing.T, m *machineNode) {
 		if err == nil && (node.Spec.Unschedulable || rec.Phase != reboot.PhaseIdle) {
 			t.Fatalf("a second attempt started: unschedulable %v, phase %q", node.Spec.Unschedulable, rec.Phase)
 		}
-		if holder, _ := b.slotHolder(t); holder == machineName {
-			t.Fatalf("the node took the slot again")
+		if v, err := b.slotView(ctx, machineName); err == nil && (v.request != nil || v.lease != nil) {
+			t.Fatalf("the node asked for a slot again: %s", v)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

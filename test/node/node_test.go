@@ -27,6 +27,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -36,6 +37,7 @@ func TestRealNode(t *testing.T) {
 	b := newBed(t)
 	t.Logf("image %s %s, archive %.1f MiB", b.image.name, b.image.digest, float64(b.image.archiveBytes)/(1<<20))
 	b.applyDeploy(t)
+	b.startCoordinator(t) // the drain's slot
 
 	if !t.Run("pod", b.testPod) {
 		t.FailNow()
@@ -236,9 +238,10 @@ func (b *bed) testIdentity(t *testing.T) {
 }
 
 // testDrain: maintenance by annotation drains real pods (a Deployment with a
-// PodDisruptionBudget) off the real node, while the agent's own pod is
-// deleted mid-drain; the new pod resumes the drain and completes it, and
-// `maintenance stop` uncordons.
+// PodDisruptionBudget) off the real node in a drain slot the coordinator
+// granted, while the agent's own pod is deleted mid-drain; the new pod
+// resumes the drain in the same slot and completes it, and `maintenance
+// stop` uncordons.
 func (b *bed) testDrain(t *testing.T) {
 	ctx := t.Context()
 	const replicas = 6
@@ -322,6 +325,10 @@ func (b *bed) testDrain(t *testing.T) {
 		return st != nil && st.Phase == selfdrain.PhaseRunning && len(st.PendingPods) > 0, fmt.Sprintf("%+v", st)
 	})
 	st := b.status(t)
+	slot, err := b.slotView(ctx, realNode)
+	if err != nil || !slot.held(realNode) || slot.request.Purpose != slots.PurposeMaintenance {
+		t.Errorf("draining, but the drain slot is not held for a maintenance: %s %v", slot, err)
+	}
 	if err := b.c.CoreV1().Pods(agentNS).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -342,6 +349,17 @@ func (b *bed) testDrain(t *testing.T) {
 	}
 	if !st.StartTime.Equal(&metav1.Time{}) && st.StartTime.Time.After(began.Add(2*time.Second)) {
 		t.Errorf("the new agent started a new drain (startTime %s) instead of resuming the one begun at %s", st.StartTime, began)
+	}
+	// The drain gives its slot back once it is over, maintenance or not.
+	waitFor(t, 30*time.Second, "the drain slot given back", func() (bool, string) {
+		v, err := b.slotView(ctx, realNode)
+		if err != nil {
+			return false, err.Error()
+		}
+		return v.request == nil && v.grant == nil && v.lease == nil, v.String()
+	})
+	if slot.request != nil {
+		t.Logf("drained in the slot granted for request %s", slot.request.ID)
 	}
 	// Succeeded means every evicted pod is gone or finished; the kubelet
 	// deletes a finished pod's object a moment later.

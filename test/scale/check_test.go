@@ -33,7 +33,7 @@ func checkSameCost(b *testing.B, env *testenv.Env, f *fleet, audit *testenv.Audi
 		procs = append(procs, testenv.StartAgent(b, testenv.AgentOptions{Binary: bin, Kubeconfig: kc, Node: n, LogLevel: "info",
 			Args: []string{"--shutdown-enabled=false"}, Dir: filepath.Join(dir, n)}))
 	}
-	f.start(inProcNodes, 1)
+	f.start(inProcNodes)
 	both := append(append([]string{}, procNodes...), inProcNodes...)
 	testenv.WaitFor(b, 5*time.Minute, "the check's nodes labelled", func() (bool, error) {
 		got, _ := tracker.labelledAmong(both)

@@ -3,9 +3,17 @@
 // against N kwok nodes of the test bed's real kube-apiserver, etcd,
 // controller-manager and scheduler, and measures four phases: a joint start,
 // a stretch of idleness, rolling maintenances of a pool of nodes at several
-// drain-slot limits, and a restart of kube-apiserver under all of them. It
+// drain slot limits, and a restart of kube-apiserver under all of them. It
 // compares, in the same run, the lock pattern kured uses (every node reading
 // one shared object on a period), and writes a table and two pictures.
+//
+// The drain slot coordinator runs through every phase: two replicas of
+// internal/runcoordinator (the code node-agent-coordinator runs) in the same
+// process, one leading, restarted with each rolling maintenance's
+// drain.maxConcurrentNodes. Each rolling maintenance reports how many nodes
+// drained, on average, while at least the limit's number of nodes still
+// waited (the slots' use), and the requests on Nodes and Leases per drained
+// node, the agents' and the coordinator's apart.
 //
 // The agents run in the benchmark's process, each built by internal/runagent
 // exactly as `node-agent run` builds its one agent: its own clients (and TCP

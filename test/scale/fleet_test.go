@@ -54,15 +54,15 @@ type inProcessAgent struct {
 }
 
 // agentConfig is the configuration of the DaemonSet's agents that matters
-// here: defaults, no HTTP servers (1,000 agents share one process), no
-// shutdown guard (kwok nodes have no logind), and the drain-slot limit.
-func agentConfig(node string, maxConcurrent int) config.Config {
+// here: defaults, no HTTP servers (1,000 agents share one process) and no
+// shutdown guard (kwok nodes have no logind). The drain slot limit is the
+// coordinator's (coordinatorConfig); agents do not read it.
+func agentConfig(node string) config.Config {
 	cfg := config.Default()
 	cfg.NodeName = node
 	cfg.MetricsBindAddress = "0"
 	cfg.HealthProbeBindAddress = "0"
 	cfg.Shutdown.Enabled = false
-	cfg.Drain.MaxConcurrentNodes = maxConcurrent
 	cfg.LogLevel = "warn"
 	return cfg
 }
@@ -79,11 +79,11 @@ func (f *fleet) restFor(node string) *rest.Config {
 }
 
 // start starts the agents of nodes together (each in its own goroutine).
-func (f *fleet) start(nodes []string, maxConcurrent int) {
+func (f *fleet) start(nodes []string) {
 	f.b.Helper()
 	var wg sync.WaitGroup
 	for _, node := range nodes {
-		cfg := agentConfig(node, maxConcurrent)
+		cfg := agentConfig(node)
 		if err := cfg.Validate(); err != nil {
 			f.b.Fatal(err)
 		}
@@ -243,8 +243,8 @@ func forEach(items []string, par int, do func(string) error) error {
 	return first
 }
 
-// discardLogger drops the fleet's logs below error level, which would
-// otherwise be a thousand agents' start-up lines.
+// fleetLogger keeps the fleet's warnings and errors: a thousand agents'
+// start-up lines would be most of the log otherwise.
 func fleetLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelError}))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -15,29 +15,28 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
-// auditPolicy logs each request of the agents and of the kured-pattern
-// pollers once, when it is received: a watch counts when it is opened,
-// however long it stays open. Nothing else is logged, so the log's own cost
-// stays small.
+// auditPolicy logs each request of the agents, the coordinator and the
+// kured-pattern pollers once, when it is received: a watch counts when it is
+// opened, however long it stays open. Nothing else is logged, so the log's
+// own cost stays small.
 var auditPolicy = fmt.Sprintf(`apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["ResponseStarted", "ResponseComplete"]
 rules:
 - level: Metadata
-  users: [%q, %q]
+  users: [%q, %q, %q]
 - level: None
-`, agentUser, kuredUser)
+`, agentUser, coordinatorUser, kuredUser)
 
 // fleetProcess names this process, the fleet's agents, among the sampled.
 const fleetProcess = "fleet"
@@ -211,40 +210,29 @@ func scrapeAPIServer(ctx context.Context, c kubernetes.Interface) (apiserverMetr
 }
 
 // nodeTracker follows every Node through an informer of the benchmark's
-// own: when each got its CPU labels, and how many nodes are draining (in a
-// drain slot) over time.
+// own: when each got its CPU labels, and, during a rolling maintenance, when
+// each was asked, held a drain slot and drained (nodeRound).
 type nodeTracker struct {
 	mu        sync.Mutex
 	labelled  map[string]time.Time
-	draining  map[string]bool
+	draining  map[string]bool // maintenance status Running
+	holding   map[string]bool // the coordinator's grant Granted
 	succeeded map[string]time.Time
-	series    []point // nodes draining at once, at each change
-	onUpdate  func(*corev1.Node)
-	// holders are the slot Leases' holders, by Lease name.
-	holders map[string]string
+	// rounds holds the nodes of the rolling maintenance under way; nil
+	// between them.
+	rounds   map[string]*nodeRound
+	onUpdate func(*corev1.Node)
 	// overLimit, when set, receives a description of each moment more
-	// nodes drain than limit.
+	// nodes drain, or hold a slot, than limit.
 	limit     int
 	overLimit []string
-}
-
-type point struct {
-	at time.Time
-	v  float64
+	lastOver  string
+	most      int
 }
 
 func newNodeTracker(ctx context.Context, c kubernetes.Interface) (*nodeTracker, error) {
-	t := &nodeTracker{labelled: map[string]time.Time{}, draining: map[string]bool{}, succeeded: map[string]time.Time{}, holders: map[string]string{}}
+	t := &nodeTracker{labelled: map[string]time.Time{}, draining: map[string]bool{}, holding: map[string]bool{}, succeeded: map[string]time.Time{}}
 	f := informers.NewSharedInformerFactory(c, 0)
-	lf := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(agentNamespace))
-	if _, err := lf.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { t.observeLease(o.(*coordinationv1.Lease)) },
-		UpdateFunc: func(_, o any) { t.observeLease(o.(*coordinationv1.Lease)) },
-	}); err != nil {
-		return nil, err
-	}
-	lf.Start(ctx.Done())
-	lf.WaitForCacheSync(ctx.Done())
 	inf := f.Core().V1().Nodes().Informer()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { t.observe(o.(*corev1.Node)) },
@@ -269,40 +257,33 @@ func hasCPULabels(n *corev1.Node) bool {
 	return false
 }
 
-func (t *nodeTracker) observeLease(l *coordinationv1.Lease) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" {
-		t.holders[l.Name] = h
-	} else {
-		delete(t.holders, l.Name)
-	}
-}
-
 func (t *nodeTracker) observe(n *corev1.Node) {
 	now := time.Now()
 	st, _ := selfdrain.ParseStatus(n)
+	g, _ := slots.ParseGrant(n)
+	_, asked := n.Annotations[selfdrain.MaintenanceAnnotation]
+	draining := st.Active() && st.Phase == selfdrain.PhaseRunning
+	holding := g != nil && g.State == slots.Granted
 	t.mu.Lock()
 	if _, ok := t.labelled[n.Name]; !ok && hasCPULabels(n) {
 		t.labelled[n.Name] = now
 	}
-	draining := st.Active() && st.Phase == selfdrain.PhaseRunning
-	if draining != t.draining[n.Name] {
-		if draining {
-			t.draining[n.Name] = true
-		} else {
-			delete(t.draining, n.Name)
-		}
-		t.series = append(t.series, point{now, float64(len(t.draining))})
-		if t.limit > 0 && len(t.draining) > t.limit {
-			var names []string
-			for name := range t.draining {
-				names = append(names, name)
+	setMember(t.draining, n.Name, draining)
+	setMember(t.holding, n.Name, holding)
+	if t.limit > 0 {
+		t.most = max(t.most, len(t.draining))
+		if len(t.draining) > t.limit || len(t.holding) > t.limit {
+			// Once per state, not per Node update while it lasts.
+			state := fmt.Sprintf("%d nodes Running (%s); %d holding a slot (%s)",
+				len(t.draining), strings.Join(sortedKeys(t.draining), ","), len(t.holding), strings.Join(sortedKeys(t.holding), ","))
+			if state != t.lastOver {
+				t.lastOver = state
+				t.overLimit = append(t.overLimit, now.Format("15:04:05.000")+": "+state)
 			}
-			sort.Strings(names)
-			t.overLimit = append(t.overLimit, fmt.Sprintf("%s: %d nodes Running (%s); slot holders %v",
-				now.Format("15:04:05.000"), len(names), strings.Join(names, ","), t.holders))
 		}
+	}
+	if r := t.rounds[n.Name]; r != nil {
+		r.observe(now, asked, holding, draining, st.Active() && st.Phase == selfdrain.PhaseSucceeded)
 	}
 	if st.Active() && st.Phase == selfdrain.PhaseSucceeded {
 		if _, ok := t.succeeded[n.Name]; !ok {
@@ -314,6 +295,71 @@ func (t *nodeTracker) observe(n *corev1.Node) {
 	if cb != nil {
 		cb(n)
 	}
+}
+
+// observe moves the round on by what one Node update shows.
+func (r *nodeRound) observe(now time.Time, asked, holding, draining, succeeded bool) {
+	if r.asked.IsZero() {
+		if !asked {
+			return
+		}
+		r.asked = now
+	}
+	if r.granted.IsZero() && holding {
+		r.granted = now
+	}
+	if !r.granted.IsZero() && r.released.IsZero() && !holding {
+		r.released = now
+	}
+	if r.started.IsZero() && (draining || succeeded) {
+		r.started = now
+	}
+	if !r.started.IsZero() && r.drained.IsZero() && !draining {
+		r.drained = now
+	}
+}
+
+func setMember(m map[string]bool, k string, in bool) {
+	if in {
+		m[k] = true
+	} else {
+		delete(m, k)
+	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// beginRound starts following nodes through a rolling maintenance under
+// limit.
+func (t *nodeTracker) beginRound(nodes []string, limit int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rounds = map[string]*nodeRound{}
+	for _, n := range nodes {
+		t.rounds[n] = &nodeRound{}
+	}
+	t.limit, t.overLimit, t.lastOver, t.most = limit, nil, "", 0
+}
+
+// endRound stops following the round and returns what it saw: each node's
+// way, the most nodes draining at once, and the moments over the limit.
+func (t *nodeTracker) endRound() (rounds map[string]nodeRound, most int, overLimit []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rounds = map[string]nodeRound{}
+	for n, r := range t.rounds {
+		rounds[n] = *r
+	}
+	most, overLimit = t.most, t.overLimit
+	t.rounds, t.limit, t.overLimit, t.lastOver, t.most = nil, 0, nil, "", 0
+	return rounds, most, overLimit
 }
 
 // labelledAmong counts the nodes of names labelled, and the time the last
@@ -343,20 +389,6 @@ func (t *nodeTracker) labelTimes(names []string) []time.Time {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
 	return out
-}
-
-// drainingSeries returns the nodes-draining points between from and to,
-// and the most at once.
-func (t *nodeTracker) drainingSeries(from, to time.Time) (pts []point, most int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, p := range t.series {
-		if !p.at.Before(from) && !p.at.After(to) {
-			pts = append(pts, p)
-			most = max(most, int(p.v))
-		}
-	}
-	return pts, most
 }
 
 func (t *nodeTracker) resetSucceeded() {
@@ -416,11 +448,13 @@ type kindCount struct {
 	n    int
 }
 
-func formatKinds(kc []kindCount, perAgent float64) string {
+// formatKinds lists the counts, each also divided by per (0: not) and
+// named unit ("agent", "drained node").
+func formatKinds(kc []kindCount, per float64, unit string) string {
 	var parts []string
 	for _, k := range kc {
-		if perAgent > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d (%.2f/agent)", k.kind, k.n, float64(k.n)/perAgent))
+		if per > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d (%.2f/%s)", k.kind, k.n, float64(k.n)/per, unit))
 		} else {
 			parts = append(parts, fmt.Sprintf("%s %d", k.kind, k.n))
 		}
@@ -449,4 +483,54 @@ func peak(xs []float64) float64 {
 		m = max(m, x)
 	}
 	return m
+}
+
+// slotCost are the requests of a window that the drain slots change: on
+// Nodes and on Leases, by the agents and by the coordinator.
+type slotCost struct {
+	// agentNodes: the agents' requests on their Nodes (nodes and
+	// nodes/status: cordon, status, request for a slot, reads, watches).
+	agentNodes int
+	// agentLeases: the agents' requests on Leases; none since the
+	// coordinator holds the slots.
+	agentLeases int
+	// coordinatorNodes: the coordinator's requests on Nodes (grants, and
+	// its watch of every Node).
+	coordinatorNodes int
+	// slotLeases and electionLeases: the coordinator's requests on the
+	// slot Leases (create, delete, list) and on its election Lease.
+	slotLeases, electionLeases int
+}
+
+func costOf(agent, coordinator []testenv.AuditEvent) slotCost {
+	var c slotCost
+	for _, e := range agent {
+		switch e.Resource() {
+		case "nodes", "nodes/status":
+			c.agentNodes++
+		case "leases":
+			c.agentLeases++
+		}
+	}
+	for _, e := range coordinator {
+		switch e.Resource() {
+		case "nodes", "nodes/status":
+			c.coordinatorNodes++
+		case "leases":
+			if e.ObjectRef.Name == electionName {
+				c.electionLeases++
+			} else {
+				c.slotLeases++
+			}
+		}
+	}
+	return c
+}
+
+// coordinatorLine says what the coordinator's replicas asked of the
+// apiserver between from and to, for a phase's notes.
+func coordinatorLine(audit *testenv.AuditReader, from, to time.Time) string {
+	ev := window(audit.Events(), coordinatorUser, from, to)
+	return fmt.Sprintf("the coordinator (%d replicas, one leading): %d requests (%.2f per second): %s",
+		coordinatorReplicas, len(ev), float64(len(ev))/to.Sub(from).Seconds(), orNone(formatKinds(byKind(ev), 0, "")))
 }

@@ -3,12 +3,16 @@ package scale
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -56,7 +60,7 @@ func (r results) write(b *testing.B) {
 	}
 	w("")
 	for _, p := range r.phases {
-		w("**%s.** Requests by kind: %s.", p.name, orNone(formatKinds(p.byKind, float64(r.n))))
+		w("**%s.** Requests by kind: %s.", p.name, orNone(formatKinds(p.byKind, float64(r.n), "agent")))
 		for _, e := range p.extra {
 			w("- %s", e)
 		}
@@ -70,16 +74,46 @@ func (r results) write(b *testing.B) {
 	}
 	w("## Rolling maintenance of %d nodes", r.pool)
 	w("")
-	w("Every pool node asked at once; each node's maintenance ended as soon as it was drained. One node's drain alone took %.2f s (the median of three); the ideal is ⌈pool ÷ limit⌉ × that.", r.oneDrain.Seconds())
+	w("Every pool node asked at once; each node's maintenance ended as soon as it was drained. The drain slot coordinator (%d replicas of internal/runcoordinator in this process, one leading, with %s) restarted with each limit. One node's drain alone took %.2f s (the median of three); the ideal is ⌈pool ÷ limit⌉ × that.", coordinatorReplicas, qpsNote(), r.oneDrain.Seconds())
 	w("")
-	w("| drain.maxConcurrentNodes | took | ideal | ratio | most draining at once | agent requests | on Leases | kube-apiserver cores | etcd cores |")
-	w("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	w("A node waits from its maintenance request until its status is Running, and drains while it is Running; it holds a slot while the coordinator's grant on its Node says Granted. The means are over the time in which at least `limit` nodes waited, from the benchmark's watch of every Node. Requests are counted from the requests until every node was given back and the agents were quiet.")
+	w("")
+	w("| drain.maxConcurrentNodes | took | ideal | ratio | most draining at once | mean draining while ≥ limit wait | mean holding a slot then | that time | kube-apiserver cores | etcd cores |")
+	w("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, x := range r.rolls {
-		w("| %d | %.1f s | %.1f s | %.2f | %d | %d | %d | %.2f | %.2f |", x.limit, x.total.Seconds(), x.ideal.Seconds(), x.total.Seconds()/x.ideal.Seconds(), x.most, x.requests, x.leaseReqs, x.apiCores, x.etcdCores)
+		w("| %d | %.1f s | %.1f s | %.2f | %d | %s | %s | %.1f s | %.2f | %.2f |", x.limit, x.total.Seconds(), x.ideal.Seconds(), x.total.Seconds()/x.ideal.Seconds(), x.most,
+			fmtMean(x.meanDraining), fmtMean(x.meanHolding), x.waitingFor, x.apiCores, x.etcdCores)
+	}
+	w("")
+	w("Where a slot's time goes, per node (medians): from the grant until the status is Running; Running (the drain); from the end of the drain until the grant is gone (the agent's release and the coordinator's answer):")
+	w("")
+	w("| drain.maxConcurrentNodes | granted → Running | Running | drained → slot given back |")
+	w("| ---: | ---: | ---: | ---: |")
+	for _, x := range r.rolls {
+		w("| %d | %.2f s | %.2f s | %.2f s |", x.limit, x.steps.grantToRunning, x.steps.running, x.steps.drainedToReleased)
+	}
+	w("")
+	w("Requests per drained node:")
+	w("")
+	w("| drain.maxConcurrentNodes | agents, all | agents on Nodes | agents on Leases | coordinator, all | coordinator on Nodes | on slot Leases | on the election Lease |")
+	w("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, x := range r.rolls {
+		d := float64(r.pool)
+		w("| %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |", x.limit, float64(x.agentRequests)/d, float64(x.cost.agentNodes)/d, float64(x.cost.agentLeases)/d,
+			float64(x.coordinatorRequests)/d, float64(x.cost.coordinatorNodes)/d, float64(x.cost.slotLeases)/d, float64(x.cost.electionLeases)/d)
 	}
 	w("")
 	for _, x := range r.rolls {
-		w("- limit %d, requests by kind: %s", x.limit, formatKinds(x.byKind, float64(r.pool)))
+		w("- limit %d, the agents' requests by kind: %s", x.limit, orNone(formatKinds(x.agentKinds, float64(r.pool), "drained node")))
+		w("- limit %d, the coordinator's requests by kind: %s", x.limit, orNone(formatKinds(x.coordinatorKinds, float64(r.pool), "drained node")))
+	}
+	w("")
+	w("Before the coordinator (%s), each agent took and renewed a slot Lease itself:", before.run)
+	w("")
+	w("| drain.maxConcurrentNodes | took | ratio | mean draining while ≥ limit wait | agents on Nodes per drained node | agents on Leases per drained node |")
+	w("| ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, x := range before.rolls {
+		w("| %d | %.1f s | %.2f | %s | %.2f | %.2f |", x.limit, x.took, x.ratio, x.meanDraining, x.nodes, x.leases)
 	}
 	w("")
 	w("## Storage")
@@ -105,40 +139,73 @@ func (r results) write(b *testing.B) {
 		end = maxTime(end, x.from.Add(x.total))
 	}
 	secs := int(end.Sub(r.origin)/time.Second) + 1
-	rps := perSecond(r.events, agentUser, r.origin, secs)
-	kr := perSecond(r.events, kuredUser, r.origin, secs)
-	xs := make([]float64, secs)
-	for i := range xs {
-		xs[i] = float64(i)
-	}
 	var bands []band
 	for _, p := range r.phases {
 		bands = append(bands, band{name: p.name, from: p.from.Sub(r.origin).Seconds(), to: p.to.Sub(r.origin).Seconds()})
 	}
 	for _, x := range r.rolls {
-		bands = append(bands, band{name: fmt.Sprintf("rolling, limit %d", x.limit), from: x.from.Sub(r.origin).Seconds(), to: x.from.Add(x.total).Sub(r.origin).Seconds()})
+		bands = append(bands, band{name: fmt.Sprintf("limit %d", x.limit), from: x.from.Sub(r.origin).Seconds(), to: x.from.Add(x.total).Sub(r.origin).Seconds()})
 	}
-	c := chart{title: fmt.Sprintf("API requests per second, %d agents", r.n), xLabel: "seconds since the joint start", yLabel: "req/s",
-		series: []series{{name: "node-agent fleet", x: xs, y: rps}, {name: "kured lock pattern", x: xs, y: kr}}, bands: bands}
-	if err := c.write(filepath.Join(outDir, "requests.png")); err != nil {
+	rp, err := requestsPlot(fmt.Sprintf("API requests per second, %d agents", r.n), []rateSeries{
+		{name: "node-agent fleet", colour: colourAgents, perSec: perSecond(r.events, agentUser, r.origin, secs)},
+		{name: "node-agent-coordinator", colour: colourCoordinator, perSec: perSecond(r.events, coordinatorUser, r.origin, secs)},
+		{name: "kured lock pattern", colour: colourKured, perSec: perSecond(r.events, kuredUser, r.origin, secs)},
+	}, bands)
+	if err != nil {
 		b.Fatal(err)
 	}
-	var ds []series
+	if err := savePNG(filepath.Join(outDir, "requests.png"), []*plot.Plot{rp}, 10*vg.Inch, 4*vg.Inch); err != nil {
+		b.Fatal(err)
+	}
+	var dps []*plot.Plot
 	for _, x := range r.rolls {
-		s := series{name: fmt.Sprintf("limit %d", x.limit), step: true, x: []float64{0}, y: []float64{0}}
-		for _, p := range x.points {
-			s.x = append(s.x, p.at.Sub(x.from).Seconds())
-			s.y = append(s.y, p.v)
+		p, err := drainingPlot(x, r.pool)
+		if err != nil {
+			b.Fatal(err)
 		}
-		s.x = append(s.x, x.total.Seconds())
-		s.y = append(s.y, 0)
-		ds = append(ds, s)
+		dps = append(dps, p)
 	}
-	dc := chart{title: fmt.Sprintf("Nodes draining at once, rolling maintenance of %d nodes", r.pool), xLabel: "seconds since the requests", yLabel: "nodes", series: ds}
-	if err := dc.write(filepath.Join(outDir, "draining.png")); err != nil {
-		b.Fatal(err)
+	if len(dps) > 0 {
+		if err := savePNG(filepath.Join(outDir, "draining.png"), dps, 10*vg.Inch, 3*vg.Inch); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.Logf("wrote %s, requests.png and draining.png in %s", "results.md", outDir)
+}
+
+func fmtMean(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// before are the rolling maintenances of the run checked in before the
+// drain slot coordinator (docs/scale/results.md of 2026-11-25, N = 1,000, a
+// pool of 100): the agents took and renewed slot Leases themselves. Node
+// requests are patch nodes, patch nodes/status, get nodes and watch nodes
+// of its breakdown; the mean draining while the limit waited was not
+// measured then (its picture shows 8 to 20 draining at limit 20, in waves).
+var before = struct {
+	run   string
+	rolls []struct {
+		limit         int
+		took, ratio   float64
+		meanDraining  string
+		nodes, leases float64
+	}
+}{
+	run: "the run of 2026-11-25 at N = 1,000, a pool of 100",
+	rolls: []struct {
+		limit         int
+		took, ratio   float64
+		meanDraining  string
+		nodes, leases float64
+	}{
+		{1, 52.8, 1.19, "not measured", 12.27, 5.65},
+		{5, 39.3, 4.42, "not measured", 12.43, 9.08},
+		{20, 40.5, 18.25, "not measured (8 to 20 in waves)", 13.80, 10.90},
+	},
 }
 
 func orNone(s string) string {

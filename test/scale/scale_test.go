@@ -51,6 +51,14 @@ var (
 	checkSize = envInt("SCALE_CHECK", 5)
 	// SCALE_OUT: where the table and pictures go.
 	outDir = os.Getenv("SCALE_OUT")
+	// SCALE_COORDINATOR_QPS: the coordinator's client-side rate limit
+	// (burst twice that). 0, the default, keeps node-agent-coordinator's:
+	// it sets none, so client-go's 5 per second (burst 10) apply.
+	coordinatorQPS = envInt("SCALE_COORDINATOR_QPS", 0)
+	// SCALE_LOGS: where the fleet's log (warnings and errors) and the
+	// coordinators' log (info) are kept; by default a temporary directory
+	// removed at the end.
+	logDir = os.Getenv("SCALE_LOGS")
 )
 
 // podsPerPoolNode is the pool's workload per node.
@@ -80,17 +88,26 @@ type phaseResult struct {
 	extra      []string
 }
 
+// rollResult is one rolling maintenance of the pool, under one limit.
 type rollResult struct {
 	limit        int
 	total, ideal time.Duration
-	most         int
-	leaseReqs    int
-	requests     int
-	points       []point
-	from         time.Time
-	byKind       []kindCount
-	apiCores     float64
-	etcdCores    float64
+	// most is the most nodes draining at once.
+	most   int
+	levels roundLevels
+	// meanDraining and meanHolding are the mean numbers of nodes draining
+	// and holding a slot while at least limit nodes waited, over
+	// waitingFor seconds.
+	meanDraining, meanHolding, waitingFor float64
+	steps                                 stepMedians
+	// agentRequests and coordinatorRequests are everything each made
+	// from the requests until the pool was given back and the agents
+	// were quiet.
+	agentRequests, coordinatorRequests int
+	cost                               slotCost
+	from                               time.Time
+	agentKinds, coordinatorKinds       []kindCount
+	apiCores, etcdCores                float64
 }
 
 func runScale(b *testing.B) {
@@ -148,7 +165,13 @@ func runScale(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	logFile, err := os.Create(filepath.Join(dir, "fleet.log"))
+	logs := logDir
+	if logs == "" {
+		logs = dir
+	} else if err := os.MkdirAll(logs, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(logs, "fleet.log"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -156,6 +179,23 @@ func runScale(b *testing.B) {
 	f := &fleet{b: b, env: env, tokens: tokens, discover: sharedDiscovery(b, dir, slog.New(slog.DiscardHandler)),
 		log: fleetLogger(logFile), agents: map[string]*inProcessAgent{}}
 	defer func() { f.stop(f.all()) }()
+	// The drain slot coordinator runs through every phase, as its
+	// Deployment does in a cluster; the rolling maintenances restart it
+	// with their limits.
+	coordLogPath := filepath.Join(logs, "coordinator.log")
+	coordLog, err := os.Create(coordLogPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer coordLog.Close()
+	coords := &coordinators{b: b, env: env, log: coordLog}
+	defer coords.stop()
+	defer func() {
+		if b.Failed() {
+			b.Logf("--- last lines of the coordinators' log ---\n%s", testenv.TailFile(coordLogPath, 40))
+		}
+	}()
+	coords.start(limits[0])
 
 	// 0. The same agents as processes and in this process cost the same.
 	checkTable := checkSameCost(b, env, f, audit, tracker, checkProc, checkInProc, dir)
@@ -168,7 +208,7 @@ func runScale(b *testing.B) {
 	var memBefore runtime.MemStats
 	runtime.ReadMemStats(&memBefore)
 	startAt := time.Now()
-	f.start(fleetNodes, 1)
+	f.start(fleetNodes)
 	testenv.WaitFor(b, 20*time.Minute, fmt.Sprintf("all %d nodes labelled", n), func() (bool, error) {
 		got, _ := tracker.labelledAmong(fleetNodes)
 		return got == n, nil
@@ -180,6 +220,7 @@ func runScale(b *testing.B) {
 	var memAfter runtime.MemStats
 	runtime.ReadMemStats(&memAfter)
 	start := phase(b, "start together", startAt, startEnd, audit, procs, base, after)
+	start.extra = append(start.extra, coordinatorLine(audit, startAt, startEnd))
 	times := tracker.labelTimes(fleetNodes)
 	start.extra = append(start.extra,
 		fmt.Sprintf("every Node labelled %.1f s after the start (half of them by %.1f s, 99%% by %.1f s)",
@@ -204,16 +245,18 @@ func runScale(b *testing.B) {
 	idle.extra = append(idle.extra,
 		fmt.Sprintf("%d requests in %s: %.1f per minute for the fleet, %.3f per agent; %d of them reopened watches (client-go ends each after 5 to 10 minutes), %d something else",
 			idle.requests, idleFor, float64(idle.requests)/idleFor.Minutes(), float64(idle.requests)/idleFor.Minutes()/float64(n), watches, idle.requests-watches),
-		fmt.Sprintf("open watches: %.0f for the whole control plane, %.0f more than before the fleet started (%.2f per agent)", idleMetrics.watches, agentWatches, agentWatches/float64(n)))
+		fmt.Sprintf("open watches: %.0f for the whole control plane, %.0f more than before the fleet started (%.2f per agent; the coordinator's are among them)", idleMetrics.watches, agentWatches, agentWatches/float64(n)),
+		coordinatorLine(audit, idleAt, idleEnd))
 
 	// 3. The kured lock pattern at the same N.
 	kured := kuredPattern(b, env, audit, procs, fleetNodes, kuredFor)
 
 	// 4. Rolling maintenances.
-	rolls, one := rollingMaintenances(b, env, admin, f, audit, procs, tracker, fleetNodes[:pool])
+	rolls, one := rollingMaintenances(b, env, admin, coords, audit, procs, tracker, fleetNodes[:pool])
 
 	// 5. kube-apiserver restart with every agent connected.
 	restart := restartAPIServer(b, env, audit, procs, f, admin)
+	restart.extra = append(restart.extra, coordinatorLine(audit, restart.from, restart.to))
 
 	stopSampler()
 	if err := audit.Read(); err != nil {
@@ -417,11 +460,11 @@ func kuredPattern(b *testing.B, env *testenv.Env, audit *testenv.AuditReader, pr
 
 // rollingMaintenances drains the pool node by node under each limit:
 // every pool node is asked at once (the maintenance annotation), the agents
-// take drain slots, and each node's maintenance is ended as soon as it is
-// drained, as an admin's automation would after its work. The pool runs a
-// Deployment of podsPerPoolNode pods per node that only pool nodes take, so
-// each drain's pods land on the pool's other nodes.
-func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface, f *fleet, audit *testenv.AuditReader, procs *procSampler, tracker *nodeTracker, pool []string) ([]rollResult, time.Duration) {
+// ask the coordinator for drain slots, and each node's maintenance is ended
+// as soon as it is drained, as an admin's automation would after its work.
+// The pool runs a Deployment of podsPerPoolNode pods per node that only pool
+// nodes take, so each drain's pods land on the pool's other nodes.
+func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface, coords *coordinators, audit *testenv.AuditReader, procs *procSampler, tracker *nodeTracker, pool []string) ([]rollResult, time.Duration) {
 	b.Helper()
 	ctx := b.Context()
 	const poolLabel = "scale.node-agent.io/pool"
@@ -445,7 +488,8 @@ func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface,
 	// nodes drained one after the other.
 	var singles []time.Duration
 	for i := range min(3, len(pool)) {
-		singles = append(singles, drainNodes(b, c, tracker, pool[i:i+1]))
+		took, _ := drainNodes(b, c, tracker, pool[i:i+1])
+		singles = append(singles, took)
 		waitAvailable(b, c, d)
 	}
 	sort.Slice(singles, func(i, j int) bool { return singles[i] < singles[j] })
@@ -454,39 +498,42 @@ func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface,
 
 	var out []rollResult
 	for _, limit := range limits {
-		// drain.maxConcurrentNodes takes effect at start: the pool's
-		// agents restart with it, as a DaemonSet rollout would.
-		f.stop(pool)
-		f.start(pool, limit)
-		tracker.mu.Lock()
-		tracker.limit, tracker.overLimit = limit, nil
-		tracker.mu.Unlock()
+		// drain.maxConcurrentNodes is read by the coordinator when it
+		// starts: its replicas restart with it, as a rollout of its
+		// Deployment would. The agents keep running.
+		coords.restart(limit)
 		time.Sleep(5 * time.Second)
 		settle(b, audit, 3*time.Second)
+		tracker.beginRound(pool, limit)
 		from := time.Now()
-		total := drainNodes(b, c, tracker, pool)
-		to := from.Add(total)
+		total, back := drainNodes(b, c, tracker, pool)
+		settle(b, audit, 3*time.Second)
+		to := time.Now()
+		rounds, most, overLimit := tracker.endRound()
 		if err := audit.Read(); err != nil {
 			b.Fatal(err)
 		}
-		ev := window(audit.Events(), agentUser, from, to)
-		leases := 0
-		for _, e := range ev {
-			if e.Resource() == "leases" {
-				leases++
-			}
-		}
-		pts, most := tracker.drainingSeries(from, to)
+		agentEv := window(audit.Events(), agentUser, from, to)
+		coordEv := window(audit.Events(), coordinatorUser, from, to)
 		ideal := time.Duration(math.Ceil(float64(len(pool))/float64(limit))) * one
-		r := rollResult{limit: limit, total: total, ideal: ideal, most: most, leaseReqs: leases, requests: len(ev), points: pts, from: from, byKind: byKind(ev)}
+		r := rollResult{limit: limit, total: total, ideal: ideal, most: most, from: from,
+			levels:        levelsOf(rounds, from, back),
+			agentRequests: len(agentEv), coordinatorRequests: len(coordEv), cost: costOf(agentEv, coordEv),
+			agentKinds: byKind(agentEv), coordinatorKinds: byKind(coordEv)}
+		r.meanDraining, r.waitingFor = meanWhile(r.levels.draining, r.levels.waiting, limit, r.levels.end)
+		r.meanHolding, _ = meanWhile(r.levels.holding, r.levels.waiting, limit, r.levels.end)
+		r.steps = medians(rounds)
 		r.apiCores, _ = procs.usage(testenv.BinKubeAPIServer, from, to)
 		r.etcdCores, _ = procs.usage(testenv.BinEtcd, from, to)
-		b.Logf("rolling maintenance of %d nodes, limit %d: %s (ideal %s, %.2fx), at most %d draining at once, %d agent requests of which %d on Leases",
-			len(pool), limit, total.Round(100*time.Millisecond), ideal.Round(100*time.Millisecond), total.Seconds()/ideal.Seconds(), most, len(ev), leases)
-		if most > limit {
-			tracker.mu.Lock()
-			b.Errorf("limit %d: %d nodes drained at once:\n%s", limit, most, strings.Join(tracker.overLimit, "\n"))
-			tracker.mu.Unlock()
+		drained := float64(len(pool))
+		b.Logf("rolling maintenance of %d nodes, limit %d: %s (ideal %s, %.2fx), at most %d draining at once; while %d or more waited (%.1f s): %.2f draining, %.2f holding a slot on average; per drained node: %.2f agent and %.2f coordinator requests on Nodes, %.2f on slot Leases and %.2f on the election Lease (coordinator), %.2f on Leases by the agents",
+			len(pool), limit, total.Round(100*time.Millisecond), ideal.Round(100*time.Millisecond), total.Seconds()/ideal.Seconds(), most,
+			limit, r.waitingFor, r.meanDraining, r.meanHolding,
+			float64(r.cost.agentNodes)/drained, float64(r.cost.coordinatorNodes)/drained, float64(r.cost.slotLeases)/drained, float64(r.cost.electionLeases)/drained, float64(r.cost.agentLeases)/drained)
+		b.Logf("limit %d, per node (median): granted to Running %.2f s, Running %.2f s, drained to slot given back %.2f s",
+			limit, r.steps.grantToRunning, r.steps.running, r.steps.drainedToReleased)
+		if len(overLimit) > 0 {
+			b.Errorf("limit %d: more nodes drained or held a slot at once than the limit:\n%s", limit, strings.Join(overLimit, "\n"))
 		}
 		out = append(out, r)
 		waitAvailable(b, c, d)
@@ -497,8 +544,8 @@ func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface,
 // drainNodes asks for maintenance of every node at once, ends each node's
 // maintenance once it is drained, and returns the time from the first
 // request to the last node drained. It then waits for every node to be
-// given back (uncordoned).
-func drainNodes(b *testing.B, c kubernetes.Interface, tracker *nodeTracker, nodes []string) time.Duration {
+// given back (uncordoned), and returns when that was too.
+func drainNodes(b *testing.B, c kubernetes.Interface, tracker *nodeTracker, nodes []string) (took time.Duration, back time.Time) {
 	b.Helper()
 	ctx := b.Context()
 	want := map[string]bool{}
@@ -574,7 +621,7 @@ func drainNodes(b *testing.B, c kubernetes.Interface, tracker *nodeTracker, node
 		}
 		return true, nil
 	})
-	return last.Sub(from)
+	return last.Sub(from), time.Now()
 }
 
 func waitAvailable(b *testing.B, c kubernetes.Interface, d *appsv1.Deployment) {
