@@ -216,6 +216,9 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 		return c.engine.End(ctx, endReason(st.Trigger))
 	case undoAfterTimeout:
 		return c.engine.UndoAfterTimeout(ctx)
+	case handOver:
+		trigger, reason := req.trigger()
+		return c.engine.HandOver(ctx, trigger, reason)
 	}
 	return nil
 }
@@ -250,6 +253,9 @@ const (
 	// undoAfterTimeout undoes what the agent did after a drain that timed
 	// out (drain.onTimeout uncordon); the maintenance stays requested.
 	undoAfterTimeout
+	// handOver gives a drained node the reboot coordinator is done with to
+	// the request that keeps it in maintenance (Engine.HandOver).
+	handOver
 )
 
 // decide compares what is requested (req) with the record on the Node (st,
@@ -271,6 +277,15 @@ func (c *Controller) decide(ctx context.Context, req request, st *Status, perr e
 			break
 		}
 		if st.Active() && st.Trigger != TriggerShutdown && st.Phase == PhaseSucceeded {
+			if st.Trigger == TriggerReboot && req.reboot == "" {
+				// The host is back and the reboot coordinator no longer
+				// asks, but another request keeps the node: it takes the
+				// drained node over. Left to the reboot, the record would
+				// keep the coordinator waiting for its own maintenance to
+				// end, with its drain slot held for as long as the other
+				// request stays (test/property, P8).
+				return handOver, nil
+			}
 			break // drained; maintenance goes on while it is requested
 		}
 		if st.TimedOut() && req.answeredBy(st) {

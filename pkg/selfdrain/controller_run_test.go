@@ -28,6 +28,7 @@ func TestDecide(t *testing.T) {
 	objectTimedOut := &Status{Phase: PhaseFailed, Trigger: TriggerNodeMaintenance, Reason: "NIC replacement", StartTime: &t0}
 	rebootTimedOut := &Status{Phase: PhaseFailed, Trigger: TriggerReboot, Reason: "reboot coordinator: needed", StartTime: &t0}
 	shutdownFailed := &Status{Phase: PhaseFailed, Trigger: TriggerShutdown, StartTime: &t0}
+	rebootDrained := &Status{Phase: PhaseSucceeded, Trigger: TriggerReboot, Reason: "reboot coordinator: kernel", StartTime: &t0}
 	object := nmObject("nodemaintenance.medik8s.io", "nm", t0.Time)
 	unreadable := errors.New("not valid status JSON")
 
@@ -68,6 +69,10 @@ func TestDecide(t *testing.T) {
 		{name: "timed out, uncordon, asked with another reason", req: request{annotation: "kernel 6.12"}, st: timedOutUndone, uncordon: true, want: startDrain, wantTrigger: TriggerAnnotation},
 		{name: "reboot timed out, uncordon: left to the reboot coordinator", req: request{reboot: "reboot coordinator: draining"}, st: rebootTimedOut, uncordon: true, want: keep},
 		{name: "asked, host back from a shutdown drain that failed", req: request{annotation: "kernel"}, st: shutdownFailed, want: startDrain, wantTrigger: TriggerAnnotation},
+		{name: "reboot drained, the reboot still asks", req: request{reboot: "reboot coordinator: rebooting", annotation: "kernel"}, st: rebootDrained, want: keep},
+		{name: "reboot done, the annotation keeps the node", req: request{annotation: "kernel"}, st: rebootDrained, want: handOver},
+		{name: "reboot done, an object keeps the node", req: request{object: object}, st: rebootDrained, want: handOver},
+		{name: "reboot done, nothing keeps the node", st: rebootDrained, want: endMaintenance},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
