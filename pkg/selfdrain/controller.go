@@ -165,6 +165,22 @@ func (r request) trigger() (Trigger, string) {
 	return TriggerReboot, r.reboot
 }
 
+// reasonFor is the reason r asks for a drain of trigger t, and whether it
+// asks for one.
+func (r request) reasonFor(t Trigger) (string, bool) {
+	switch t {
+	case TriggerAnnotation:
+		return r.annotation, r.annotation != ""
+	case TriggerNodeMaintenance:
+		if r.object != nil {
+			return r.object.requestReason(), true
+		}
+	case TriggerReboot:
+		return r.reboot, r.reboot != ""
+	}
+	return "", false
+}
+
 // endReason says why a maintenance started by trigger ends.
 func endReason(t Trigger) string {
 	switch t {
@@ -299,6 +315,16 @@ func (c *Controller) decide(ctx context.Context, req request, st *Status, perr e
 			break
 		}
 		trigger, reason := req.trigger()
+		if st.Active() && st.Phase == PhaseRunning {
+			// A drain the record shows under way resumes as what it was
+			// while that still asks: a reboot's drain resumed as the
+			// annotation's would wait for a maintenance slot behind the
+			// reboot's own, while the reboot coordinator waits for its
+			// drain (test/property, P8).
+			if asked, ok := req.reasonFor(st.Trigger); ok {
+				trigger, reason = st.Trigger, asked
+			}
+		}
 		c.active = c.newRun(ctx, trigger, reason)
 		return startDrain, c.active
 	case !req.wanted() && c.active != nil:
