@@ -165,6 +165,22 @@ func (r request) trigger() (Trigger, string) {
 	return TriggerReboot, r.reboot
 }
 
+// reasonFor is the reason r asks for a drain of trigger t, and whether it
+// asks for one.
+func (r request) reasonFor(t Trigger) (string, bool) {
+	switch t {
+	case TriggerAnnotation:
+		return r.annotation, r.annotation != ""
+	case TriggerNodeMaintenance:
+		if r.object != nil {
+			return r.object.requestReason(), true
+		}
+	case TriggerReboot:
+		return r.reboot, r.reboot != ""
+	}
+	return "", false
+}
+
 // endReason says why a maintenance started by trigger ends.
 func endReason(t Trigger) string {
 	switch t {
@@ -216,6 +232,9 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 		return c.engine.End(ctx, endReason(st.Trigger))
 	case undoAfterTimeout:
 		return c.engine.UndoAfterTimeout(ctx)
+	case handOver:
+		trigger, reason := req.trigger()
+		return c.engine.HandOver(ctx, trigger, reason)
 	}
 	return nil
 }
@@ -250,6 +269,9 @@ const (
 	// undoAfterTimeout undoes what the agent did after a drain that timed
 	// out (drain.onTimeout uncordon); the maintenance stays requested.
 	undoAfterTimeout
+	// handOver gives a drained node the reboot coordinator is done with to
+	// the request that keeps it in maintenance (Engine.HandOver).
+	handOver
 )
 
 // decide compares what is requested (req) with the record on the Node (st,
@@ -271,6 +293,15 @@ func (c *Controller) decide(ctx context.Context, req request, st *Status, perr e
 			break
 		}
 		if st.Active() && st.Trigger != TriggerShutdown && st.Phase == PhaseSucceeded {
+			if st.Trigger == TriggerReboot && req.reboot == "" {
+				// The host is back and the reboot coordinator no longer
+				// asks, but another request keeps the node: it takes the
+				// drained node over. Left to the reboot, the record would
+				// keep the coordinator waiting for its own maintenance to
+				// end, with its drain slot held for as long as the other
+				// request stays (test/property, P8).
+				return handOver, nil
+			}
 			break // drained; maintenance goes on while it is requested
 		}
 		if st.TimedOut() && req.answeredBy(st) {
@@ -284,6 +315,16 @@ func (c *Controller) decide(ctx context.Context, req request, st *Status, perr e
 			break
 		}
 		trigger, reason := req.trigger()
+		if st.Active() && st.Phase == PhaseRunning {
+			// A drain the record shows under way resumes as what it was
+			// while that still asks: a reboot's drain resumed as the
+			// annotation's would wait for a maintenance slot behind the
+			// reboot's own, while the reboot coordinator waits for its
+			// drain (test/property, P8).
+			if asked, ok := req.reasonFor(st.Trigger); ok {
+				trigger, reason = st.Trigger, asked
+			}
+		}
 		c.active = c.newRun(ctx, trigger, reason)
 		return startDrain, c.active
 	case !req.wanted() && c.active != nil:

@@ -28,6 +28,9 @@ func TestDecide(t *testing.T) {
 	objectTimedOut := &Status{Phase: PhaseFailed, Trigger: TriggerNodeMaintenance, Reason: "NIC replacement", StartTime: &t0}
 	rebootTimedOut := &Status{Phase: PhaseFailed, Trigger: TriggerReboot, Reason: "reboot coordinator: needed", StartTime: &t0}
 	shutdownFailed := &Status{Phase: PhaseFailed, Trigger: TriggerShutdown, StartTime: &t0}
+	rebootDrained := &Status{Phase: PhaseSucceeded, Trigger: TriggerReboot, Reason: "reboot coordinator: kernel", StartTime: &t0}
+	rebootRunning := &Status{Phase: PhaseRunning, Trigger: TriggerReboot, Reason: "reboot coordinator: kernel", StartTime: &t0}
+	objectRunning := &Status{Phase: PhaseRunning, Trigger: TriggerNodeMaintenance, Reason: "NIC replacement", StartTime: &t0}
 	object := nmObject("nodemaintenance.medik8s.io", "nm", t0.Time)
 	unreadable := errors.New("not valid status JSON")
 
@@ -68,6 +71,13 @@ func TestDecide(t *testing.T) {
 		{name: "timed out, uncordon, asked with another reason", req: request{annotation: "kernel 6.12"}, st: timedOutUndone, uncordon: true, want: startDrain, wantTrigger: TriggerAnnotation},
 		{name: "reboot timed out, uncordon: left to the reboot coordinator", req: request{reboot: "reboot coordinator: draining"}, st: rebootTimedOut, uncordon: true, want: keep},
 		{name: "asked, host back from a shutdown drain that failed", req: request{annotation: "kernel"}, st: shutdownFailed, want: startDrain, wantTrigger: TriggerAnnotation},
+		{name: "a restarted agent resumes a reboot's drain as the reboot's, the annotation added since", req: request{reboot: "reboot coordinator: draining", annotation: "kernel"}, st: rebootRunning, want: startDrain, wantTrigger: TriggerReboot, wantReason: "reboot coordinator: draining"},
+		{name: "a restarted agent resumes an object's drain as the object's", req: request{annotation: "kernel", object: object}, st: objectRunning, want: startDrain, wantTrigger: TriggerNodeMaintenance, wantReason: "NIC replacement"},
+		{name: "a reboot's drain no longer asked, the annotation takes it over", req: request{annotation: "kernel"}, st: rebootRunning, want: startDrain, wantTrigger: TriggerAnnotation, wantReason: "kernel"},
+		{name: "reboot drained, the reboot still asks", req: request{reboot: "reboot coordinator: rebooting", annotation: "kernel"}, st: rebootDrained, want: keep},
+		{name: "reboot done, the annotation keeps the node", req: request{annotation: "kernel"}, st: rebootDrained, want: handOver},
+		{name: "reboot done, an object keeps the node", req: request{object: object}, st: rebootDrained, want: handOver},
+		{name: "reboot done, nothing keeps the node", st: rebootDrained, want: endMaintenance},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -71,6 +72,54 @@ func TestControllerEndsAnOrphanedMaintenance(t *testing.T) {
 	h.waitFor("the maintenance to end", func() bool { return !h.status().Active() })
 	if h.node().Spec.Unschedulable {
 		t.Error("node still cordoned")
+	}
+}
+
+// A node the reboot coordinator drained, and that the annotation keeps in
+// maintenance after the reboot, is handed over to the annotation once the
+// coordinator no longer asks: the record names the annotation, so that the
+// coordinator sees its own maintenance over and gives its slot back (it
+// held it for as long as the annotation stayed: test/property, P8), and
+// the node stays cordoned until the annotation goes.
+func TestControllerHandsARebootsDrainOver(t *testing.T) {
+	h := newHarness(t)
+	st, err := h.engine.Begin(context.Background(), Request{Trigger: TriggerReboot, Reason: "reboot coordinator: kernel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Phase = PhaseSucceeded
+	h.patchNode(fmt.Sprintf(`{"metadata":{"annotations":{"node-agent.io/maintenance":"NIC",%q:%q}}}`, StatusAnnotation, st.Encode()))
+	rebootAsks := "reboot coordinator: rebooting"
+	c := NewController(ControllerOptions{Engine: h.engine, Slots: h.slots, RebootDrain: func(*corev1.Node) string { return rebootAsks }})
+	_, v := h.controller()
+	reconcile := func() {
+		t.Helper()
+		if err := c.reconcile(context.Background(), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcile()
+	if got := h.status(); got.Trigger != TriggerReboot {
+		t.Fatalf("handed over while the reboot still asks: %s", got.Encode())
+	}
+
+	rebootAsks = ""
+	reconcile()
+	got := h.status()
+	if got.Trigger != TriggerAnnotation || got.Reason != "NIC" || got.Phase != PhaseSucceeded || !got.Active() || !got.CordonedByAgent {
+		t.Fatalf("after the reboot: %s; want the drained record, in force, for the annotation", got.Encode())
+	}
+	if !h.node().Spec.Unschedulable || c.active != nil {
+		t.Fatal("the handed-over node was uncordoned or drained again")
+	}
+	if !hasEvent(h.events(), "Normal MaintenanceHandedOver") {
+		t.Error("no MaintenanceHandedOver Event")
+	}
+
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":null}}}`)
+	reconcile()
+	if st := h.status(); st.Active() || h.node().Spec.Unschedulable {
+		t.Errorf("after the annotation went: %s, unschedulable %t; want ended and uncordoned", st.Encode(), h.node().Spec.Unschedulable)
 	}
 }
 

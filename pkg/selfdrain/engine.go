@@ -323,6 +323,45 @@ func (e *Engine) End(ctx context.Context, why string) error {
 	return nil
 }
 
+// HandOver gives a drained maintenance of the reboot coordinator to the
+// request that keeps the node in maintenance once the coordinator is done
+// with it (trigger and reason): the record stays as it is (Succeeded, with
+// what the agent cordoned and tainted) but names that request, so that the
+// coordinator sees its own maintenance over and gives its drain slot back,
+// and the end of that request undoes the node. A record that is not a
+// drained reboot's is left alone.
+func (e *Engine) HandOver(ctx context.Context, trigger Trigger, reason string) error {
+	now := e.now()
+	var st *Status
+	_, err := updateNode(ctx, e.Client, e.NodeName, e.cached(), func(node *corev1.Node) (bool, error) {
+		prev, perr := ParseStatus(node)
+		if perr != nil {
+			// Fail closed, as End does.
+			return false, perr
+		}
+		if !prev.Active() || prev.Trigger != TriggerReboot || prev.Phase != PhaseSucceeded {
+			st = nil
+			return false, nil
+		}
+		st = prev
+		st.Trigger, st.Reason, st.LastUpdate = trigger, reason, &now
+		setStatusAnnotation(node, st)
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		return nil
+	}
+	if err := e.setCondition(ctx, ReasonDrained, fmt.Sprintf("Drained %d pods (%s)", st.EvictionPods, trigger), now); err != nil {
+		e.Logger.Warn("Could not set the node condition; the status annotation is set", "err", err)
+	}
+	e.event(corev1.EventTypeNormal, "MaintenanceHandedOver", "The reboot coordinator is done with the drained node; the maintenance goes on for %s: %s", trigger, reason)
+	e.Logger.Info("Drained node handed over from the reboot coordinator", "trigger", trigger, "reason", reason)
+	return nil
+}
+
 // undid says what undo did for st.
 func (e *Engine) undid(st *Status) string {
 	var out []string

@@ -198,6 +198,89 @@ func TestSilentHolderLosesItsSlot(t *testing.T) {
 	}
 }
 
+// TestStoppingAgentLeavesItsRequest: an agent that stops (a rollout)
+// while it holds a slot, and one that stops while it waits for one, leave
+// their requests on the Node as they are, although the drain gives its
+// slot back and the waiting caller gives up as the agent stops; the next
+// agent takes up the slot, and the place in the queue, again. Seen in
+// test/property (P7): the slot went back at every stop, and another node
+// drained while this one stayed cordoned mid-drain.
+func TestStoppingAgentLeavesItsRequest(t *testing.T) {
+	b := newBed(t, "n1", "n2")
+	defer b.coordinator(1, time.Minute)()
+	agentCtx, stopAgent := context.WithCancel(b.ctx)
+	r1 := &Requester{Client: b.client, NodeName: "n1", RenewInterval: 50 * time.Millisecond, NoAnswerAfter: 300 * time.Millisecond,
+		ClaimGrace: time.Hour, Clock: clock.RealClock{}, Logger: b.log}
+	r2 := &Requester{Client: b.client, NodeName: "n2", RenewInterval: 50 * time.Millisecond, NoAnswerAfter: 300 * time.Millisecond,
+		ClaimGrace: time.Hour, Clock: clock.RealClock{}, Logger: b.log}
+	var runs sync.WaitGroup
+	for _, r := range []*Requester{r1, r2} {
+		runs.Go(func() { _ = r.Run(agentCtx, newView(agentCtx, b.client, r.NodeName)) })
+	}
+	// The callers' contexts derive from the agent's, as in the agent.
+	h1, err := r1.Acquire(agentCtx, PurposeMaintenance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{}, 1)
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := r2.Acquire(agentCtx, PurposeMaintenance, func(error) {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		})
+		gaveUp <- err
+	}()
+	<-waiting
+	held, _ := ParseRequest(b.node("n1"))
+	queued, _ := ParseRequest(b.node("n2"))
+
+	stopAgent()
+	h1.Release() // as the drain's deferred release runs when the agent stops
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiting Acquire = %v", err)
+	}
+	runs.Wait()
+	for node, want := range map[string]*Request{"n1": held, "n2": queued} {
+		if got, _ := ParseRequest(b.node(node)); got == nil || got.ID != want.ID {
+			t.Errorf("%s's request after its agent stopped: %+v, want %+v kept", node, got, want)
+		}
+	}
+	if g, _ := ParseGrant(b.node("n1")); g == nil || g.State != Granted || g.ID != held.ID {
+		t.Errorf("n1's grant after its agent stopped: %+v, want Granted", g)
+	}
+
+	// The next agents take up the slot and the place.
+	r1b, stop1 := b.requester("n1")
+	defer stop1()
+	h1b, err := r1b.Acquire(b.ctx, PurposeMaintenance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req, _ := ParseRequest(b.node("n1")); req == nil || req.ID != held.ID || h1b.Name() != h1.Name() {
+		t.Errorf("n1's next agent holds %s for %+v, want %s for %s", h1b.Name(), req, h1.Name(), held.ID)
+	}
+	r2b, stop2 := b.requester("n2")
+	defer stop2()
+	got := make(chan *Held, 1)
+	go func() {
+		h, err := r2b.Acquire(b.ctx, PurposeMaintenance, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	h1b.Release()
+	h2 := <-got
+	if req, _ := ParseRequest(b.node("n2")); req == nil || req.ID != queued.ID {
+		t.Errorf("n2's request once served: %+v, want %s, its place kept", req, queued.ID)
+	}
+	h2.Release()
+	waitFor(t, "the slot Lease deleted", func() bool { return b.leases() == 0 })
+}
+
 // TestHolderPastItsBoundLosesItsSlot: a live agent that holds past its
 // purpose's bound is told (Lost) and the slot goes on.
 func TestHolderPastItsBoundLosesItsSlot(t *testing.T) {

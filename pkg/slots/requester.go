@@ -48,6 +48,9 @@ type Requester struct {
 
 	mu   sync.Mutex
 	view agent.NodeView
+	// running is Run's context, the agent's: once it ends, the agent
+	// stops (stopping).
+	running context.Context
 	// changed is closed (and replaced) on every change of the Node.
 	changed chan struct{}
 	// owner is the purpose that asks now, "" for none.
@@ -71,7 +74,9 @@ func (r *Requester) Name() string { return "slots" }
 
 // Run implements agent.Component: it follows the Node, renews the request of
 // a held slot, and withdraws a request no part of the agent claims within
-// ClaimGrace of the start.
+// ClaimGrace of the start. ctx is the agent's: when it ends, the agent stops,
+// and the request on the Node stays for the agent that comes next
+// (stopping).
 func (r *Requester) Run(ctx context.Context, view agent.NodeView) error {
 	r.init()
 	if err := view.AddHandler(cache.ResourceEventHandlerFuncs{
@@ -81,7 +86,7 @@ func (r *Requester) Run(ctx context.Context, view agent.NodeView) error {
 		return err
 	}
 	r.mu.Lock()
-	r.view = view
+	r.view, r.running = view, ctx
 	r.mu.Unlock()
 	close(r.ready)
 	renew := r.Clock.NewTicker(r.RenewInterval)
@@ -267,8 +272,26 @@ func (r *Requester) raced(rv string, old *Request) bool {
 	return false
 }
 
-// giveUp withdraws purpose's request after its caller stopped waiting.
+// stopping reports whether the agent stops (Run's context ended). A request
+// is then left on the Node as it is, with its place in the queue or its
+// slot: the agent that comes next takes it up again (Acquire), and if none
+// comes, the coordinator gives the slot to the next node once the request has
+// been silent for drain.slotSilenceBound. Every caller's context derives from
+// the agent's, which ends before theirs do, so a caller that stops because
+// the agent stops finds stopping true.
+func (r *Requester) stopping() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running != nil && r.running.Err() != nil
+}
+
+// giveUp withdraws purpose's request after its caller stopped waiting,
+// unless the agent stops.
 func (r *Requester) giveUp(purpose Purpose) {
+	if r.stopping() {
+		r.Logger.Info("The agent stops; its request for a drain slot stays on the Node, with its place in the queue, for the agent that comes next", "purpose", purpose)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if req, _, _, err := r.state(); err == nil && req != nil && req.Purpose == purpose {
@@ -468,7 +491,9 @@ func (h *Held) KeepAcrossReboot(ctx context.Context, d time.Duration) error {
 }
 
 // Release gives the slot back by withdrawing the request, unless it is kept
-// across a reboot. It may be called more than once.
+// across a reboot or the agent stops (Requester.stopping): a drain or reboot
+// cut short by the agent's restart goes on in the slot it held. It may be
+// called more than once.
 func (h *Held) Release() {
 	h.wmu.Lock()
 	defer h.wmu.Unlock()
@@ -481,6 +506,10 @@ func (h *Held) Release() {
 	kept, req := h.kept, h.req
 	h.mu.Unlock()
 	r := h.r
+	if !kept && r.stopping() {
+		r.Logger.Info("The agent stops; the drain slot stays with this node for the agent that comes next, or until the coordinator finds it silent", "purpose", h.purpose, "lease", h.slot)
+		return
+	}
 	r.mu.Lock()
 	if r.held == h {
 		r.held = nil
