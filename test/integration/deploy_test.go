@@ -614,6 +614,14 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = b.c.CoreV1().Pods("work").Delete(context.Background(), other.Name, metav1.DeleteOptions{}) }()
+		// NodeRestriction reads the pod from the apiserver's informer: an
+		// eviction asked before that informer has the pod is answered 404,
+		// not 403 (seen once under load). Running means kwok saw it, and
+		// so has the apiserver's cache.
+		testenv.WaitFor(t, time.Minute, "pod elsewhere running", func() (bool, error) {
+			p, err := b.c.CoreV1().Pods("work").Get(ctx, other.Name, metav1.GetOptions{})
+			return err == nil && p.Status.Phase == corev1.PodRunning, err
+		})
 		evict := func(c kubernetes.Interface, name string) error {
 			return c.PolicyV1().Evictions("work").Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "work"}})
 		}
