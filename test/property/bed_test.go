@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -479,9 +478,4 @@ func (b *bed) withdrawAll(ctx context.Context) {
 			b.t.Error(err)
 		}
 	}
-}
-
-// untainted reports whether node carries no drain taint and is schedulable.
-func uncordoned(n *corev1.Node) bool {
-	return !n.Spec.Unschedulable && !testenv.HasTaint(n, testenv.DrainTaint)
 }
