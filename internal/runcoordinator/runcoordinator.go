@@ -69,6 +69,10 @@ func Run(ctx context.Context, o Options) error {
 	}
 	restCfg := rest.CopyConfig(o.REST)
 	restCfg.UserAgent = "node-agent-coordinator/" + o.Identity
+	// The agents' kubeAPIQPS and kubeAPIBurst: client-go's default of 5
+	// requests a second paced the hand-over of slots at limit 20 in make
+	// scale (docs/scale.md), each grant and release being two writes.
+	restCfg.QPS, restCfg.Burst = cfg.KubeAPIQPS, cfg.KubeAPIBurst
 	client, err := kube.New(restCfg)
 	if err != nil {
 		return err
