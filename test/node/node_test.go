@@ -96,7 +96,11 @@ func (b *bed) testPod(t *testing.T) {
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.RestartCount != 0 {
-			t.Errorf("container %s restarted %d times: %s", cs.Name, cs.RestartCount, containerStates(pod))
+			last := ""
+			if term := cs.LastTerminationState.Terminated; term != nil {
+				last = fmt.Sprintf("; the last run ended with exit code %d, %s: %s", term.ExitCode, term.Reason, term.Message)
+			}
+			t.Errorf("container %s restarted %d times: %s%s", cs.Name, cs.RestartCount, containerStates(pod), last)
 		}
 	}
 }
