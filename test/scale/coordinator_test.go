@@ -46,32 +46,37 @@ type coordinators struct {
 }
 
 // coordinatorConfig is the ConfigMap's configuration with the limit of a
-// phase: drain.maxConcurrentNodes is read when the coordinator starts.
+// phase: drain.maxConcurrentNodes is read when the coordinator starts. Its
+// client's rate limit is kubeAPIQPS and kubeAPIBurst, as
+// node-agent-coordinator's: the defaults, or SCALE_COORDINATOR_QPS (burst
+// twice that).
 func coordinatorConfig(limit int) config.Config {
 	cfg := config.Default()
 	cfg.Drain.MaxConcurrentNodes = limit
+	if coordinatorQPS > 0 {
+		cfg.KubeAPIQPS, cfg.KubeAPIBurst = float32(coordinatorQPS), 2*coordinatorQPS
+	}
 	return cfg
 }
 
-// restConfig is what node-agent-coordinator builds from a kubeconfig: no
-// QPS or burst of its own, so client-go's defaults (5 and 10) apply, as
-// in the shipped command; SCALE_COORDINATOR_QPS sets others.
+// restConfig is the coordinators' credential; runcoordinator sets the rate
+// limit from the configuration.
 func (c *coordinators) restConfig() *rest.Config {
 	c.b.Helper()
 	cfg, err := c.env.UserConfig(coordinatorUser, "system:masters")
 	if err != nil {
 		c.b.Fatal(err)
 	}
-	cfg.QPS, cfg.Burst = float32(coordinatorQPS), 2*coordinatorQPS
 	return cfg
 }
 
 // qpsNote says which client-side rate limit the coordinator ran with.
 func qpsNote() string {
+	cfg := coordinatorConfig(1)
 	if coordinatorQPS == 0 {
-		return "client-go's default rate limit of 5 requests per second (burst 10), as node-agent-coordinator sets none"
+		return fmt.Sprintf("the configuration's default client rate limit of %g requests per second (kubeAPIQPS; burst %d), as node-agent-coordinator runs", cfg.KubeAPIQPS, cfg.KubeAPIBurst)
 	}
-	return fmt.Sprintf("a client-side rate limit of %d requests per second (burst %d; SCALE_COORDINATOR_QPS), not node-agent-coordinator's", coordinatorQPS, 2*coordinatorQPS)
+	return fmt.Sprintf("a client rate limit of %g requests per second (burst %d; SCALE_COORDINATOR_QPS), not the configuration's default", cfg.KubeAPIQPS, cfg.KubeAPIBurst)
 }
 
 // start starts coordinatorReplicas replicas with drain.maxConcurrentNodes

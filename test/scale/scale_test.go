@@ -52,8 +52,8 @@ var (
 	// SCALE_OUT: where the table and pictures go.
 	outDir = os.Getenv("SCALE_OUT")
 	// SCALE_COORDINATOR_QPS: the coordinator's client-side rate limit
-	// (burst twice that). 0, the default, keeps node-agent-coordinator's:
-	// it sets none, so client-go's 5 per second (burst 10) apply.
+	// (kubeAPIQPS; burst twice that). 0, the default, keeps the
+	// configuration's default, as node-agent-coordinator runs with it.
 	coordinatorQPS = envInt("SCALE_COORDINATOR_QPS", 0)
 	// SCALE_LOGS: where the fleet's log (warnings and errors) and the
 	// coordinators' log (info) are kept; by default a temporary directory
