@@ -242,8 +242,24 @@ func (c *Coordinator) input() Input {
 	return in
 }
 
-// reconcile decides once and writes what the decision says. It returns how
-// long until the next bound passes.
+// Writers bounds the writes one decision makes at once. Each node's writes
+// are in order; different nodes' go in parallel, so a decision's pace is a
+// round trip per phase rather than per node (the client's rate limit still
+// applies).
+const Writers = 16
+
+// AnswersPerPass bounds the Queued and cleared grants one decision writes:
+// when more changed (the start of a rolling maintenance asks for many), the
+// rest go in the next pass, and a slot given back meanwhile is handed on
+// between the two rather than after every waiting node's answer.
+const AnswersPerPass = 2 * Writers
+
+// reconcile decides once and writes what the decision says, in three
+// phases: slots given back (releases, revocations, repairs), then grants,
+// then the answers to nodes that wait. No grant goes out while a slot the
+// decision counts as free may still be held: when a phase-one write fails,
+// the decision ends there and is made again. It returns how long until the
+// next bound passes.
 func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 	c.mu.Lock()
 	relist := c.relist
@@ -257,49 +273,93 @@ func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 	in := c.input()
 	out := Decide(in)
 	c.o.Metrics.observe(out)
-	var errs []error
+
+	var back []func() error
 	for _, node := range out.Release {
-		if err := c.deleteLease(ctx, node, in.Leases[node].Name); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if n := in.Nodes[node]; n != nil && n.Grant != nil {
-			errs = append(errs, c.writeGrant(ctx, node, nil))
-		}
-		c.log.Info("Drain slot released", "node", node)
+		back = append(back, func() error { return c.release(ctx, in, node) })
 	}
 	for _, r := range out.Revoke {
-		n := in.Nodes[r.Node]
-		g := &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Revoked, Reason: r.Reason, Time: in.Now}
-		if err := c.writeGrant(ctx, r.Node, g); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := c.deleteLease(ctx, r.Node, in.Leases[r.Node].Name); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		c.o.Metrics.revoked()
-		c.log.Warn("Drain slot revoked", "node", r.Node, "reason", r.Reason)
-		c.event(r.Node, corev1.EventTypeWarning, "DrainSlotRevoked", "The drain slot was taken back: %s; the next node may drain", r.Reason)
+		back = append(back, func() error { return c.revoke(ctx, in, r) })
 	}
 	for _, node := range out.Repair {
 		n, l := in.Nodes[node], in.Leases[node]
-		errs = append(errs, c.writeGrant(ctx, node, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Granted, Slot: l.Name, Time: l.AcquiredAt}))
+		back = append(back, func() error {
+			return c.writeGrant(ctx, node, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Granted, Slot: l.Name, Time: l.AcquiredAt})
+		})
 	}
+	if err := inParallel(back); err != nil {
+		return out.Next, fmt.Errorf("no slot granted until every slot given back is: %w", err)
+	}
+
+	var grants []func() error
 	for _, node := range out.Grant {
-		if err := c.grant(ctx, in.Nodes[node], in.Now); err != nil {
-			errs = append(errs, err)
-		}
+		grants = append(grants, func() error { return c.grant(ctx, in.Nodes[node], in.Now) })
 	}
+	errGrant := inParallel(grants)
+
+	var answers []func() error
 	for _, q := range out.Queue {
 		n := in.Nodes[q.Node]
-		errs = append(errs, c.writeGrant(ctx, q.Node, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Queued, Reason: q.Reason, Time: in.Now}))
+		answers = append(answers, func() error {
+			return c.writeGrant(ctx, q.Node, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Queued, Reason: q.Reason, Time: in.Now})
+		})
 	}
 	for _, node := range out.Clear {
-		errs = append(errs, c.writeGrant(ctx, node, nil))
+		answers = append(answers, func() error { return c.writeGrant(ctx, node, nil) })
 	}
-	return out.Next, errors.Join(errs...)
+	if len(answers) > AnswersPerPass {
+		answers = answers[:AnswersPerPass]
+		c.queue.Add(key)
+	}
+	return out.Next, errors.Join(errGrant, inParallel(answers))
+}
+
+// release deletes the slot Lease of a node whose request it no longer
+// answers, and the grant with it.
+func (c *Coordinator) release(ctx context.Context, in Input, node string) error {
+	if err := c.deleteLease(ctx, node, in.Leases[node].Name); err != nil {
+		return err
+	}
+	if n := in.Nodes[node]; n != nil && n.Grant != nil {
+		if err := c.writeGrant(ctx, node, nil); err != nil {
+			return err
+		}
+	}
+	c.log.Info("Drain slot released", "node", node)
+	return nil
+}
+
+// revoke tells the node its slot is taken back, then deletes the Lease.
+func (c *Coordinator) revoke(ctx context.Context, in Input, r Revocation) error {
+	n := in.Nodes[r.Node]
+	g := &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Revoked, Reason: r.Reason, Time: in.Now}
+	if err := c.writeGrant(ctx, r.Node, g); err != nil {
+		return err
+	}
+	if err := c.deleteLease(ctx, r.Node, in.Leases[r.Node].Name); err != nil {
+		return err
+	}
+	c.o.Metrics.revoked()
+	c.log.Warn("Drain slot revoked", "node", r.Node, "reason", r.Reason)
+	c.event(r.Node, corev1.EventTypeWarning, "DrainSlotRevoked", "The drain slot was taken back: %s; the next node may drain", r.Reason)
+	return nil
+}
+
+// inParallel runs fns, at most Writers at once, and joins their errors.
+func inParallel(fns []func() error) error {
+	errs := make([]error, len(fns))
+	sem := make(chan struct{}, Writers)
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = fn()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // grant creates the node's slot Lease, then tells the node. A Lease that
@@ -324,7 +384,11 @@ func (c *Coordinator) grant(ctx context.Context, n *Node, now time.Time) error {
 	}
 	if _, err := c.o.Client.CoordinationV1().Leases(c.o.Namespace).Create(ctx, l, metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			_ = c.listLeases(ctx)
+			// Listed by the next decision: a list here, while other
+			// grants of this decision are written, could drop theirs.
+			c.mu.Lock()
+			c.relist = true
+			c.mu.Unlock()
 			return fmt.Errorf("slot Lease %s/%s exists already; read it again", c.o.Namespace, name)
 		}
 		return fmt.Errorf("creating slot Lease %s/%s: %w", c.o.Namespace, name, err)

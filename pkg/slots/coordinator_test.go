@@ -8,12 +8,16 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -424,4 +428,102 @@ func testLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// ask writes a request on node as an agent would, without an agent.
+func (b *bed) ask(node, id string) {
+	req := &Request{Purpose: PurposeMaintenance, ID: id, RequestedAt: time.Now()}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, RequestAnnotation, req.Encode())
+	if _, err := b.fake.CoreV1().Nodes().Patch(b.ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// TestNoGrantUntilTheSlotIsGivenBack: while the Lease of a slot given back
+// cannot be deleted, the decision that counts it free grants nothing; once
+// it can, the next node gets the slot.
+func TestNoGrantUntilTheSlotIsGivenBack(t *testing.T) {
+	b := newBed(t, "n1", "n2")
+	var failing atomic.Bool
+	b.fake.PrependReactor("delete", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failing.Load() {
+			return true, nil, errors.New("injected: etcd is slow")
+		}
+		return false, nil, nil
+	})
+	defer b.coordinator(1, time.Minute)()
+	r1, stop1 := b.requester("n1")
+	defer stop1()
+	h1, err := r1.Acquire(b.ctx, PurposeMaintenance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, stop2 := b.requester("n2")
+	defer stop2()
+	got := make(chan *Held, 1)
+	queued := make(chan struct{}, 1)
+	go func() {
+		h, err := r2.Acquire(b.ctx, PurposeMaintenance, func(error) {
+			select {
+			case queued <- struct{}{}:
+			default:
+			}
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	<-queued
+	failing.Store(true)
+	h1.Release()
+	waitFor(t, "n1's request withdrawn", func() bool { return b.node("n1").Annotations[RequestAnnotation] == "" })
+	// The coordinator tries again with backoff; a few of its passes fail.
+	waitFor(t, "a failed delete of n1's slot", func() bool {
+		for _, a := range b.fake.Actions() {
+			if a.GetVerb() == "delete" && a.GetResource().Resource == "leases" {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(300 * time.Millisecond)
+	if g, _ := ParseGrant(b.node("n2")); g != nil && g.State == Granted {
+		t.Fatalf("n2 was granted while n1's slot Lease still existed: %+v", g)
+	}
+	failing.Store(false)
+	h2 := <-got
+	if h2.Name() != LeaseName("n2") {
+		t.Errorf("n2 holds %s", h2.Name())
+	}
+	h2.Release()
+	waitFor(t, "every slot Lease deleted", func() bool { return b.leases() == 0 })
+}
+
+// TestEveryWaitingNodeIsAnswered: more nodes ask at once than one decision
+// answers; every one of them is told Queued, in later passes, and the
+// first holds the slot.
+func TestEveryWaitingNodeIsAnswered(t *testing.T) {
+	var names []string
+	for i := range AnswersPerPass*2 + 5 {
+		names = append(names, fmt.Sprintf("n%03d", i))
+	}
+	b := newBed(t, names...)
+	for _, n := range names {
+		b.ask(n, "id-"+n)
+	}
+	defer b.coordinator(1, time.Minute)()
+	waitFor(t, "every node answered", func() bool {
+		granted, queued := 0, 0
+		for _, n := range names {
+			switch g, _ := ParseGrant(b.node(n)); {
+			case g == nil:
+			case g.State == Granted:
+				granted++
+			case g.State == Queued:
+				queued++
+			}
+		}
+		return granted == 1 && queued == len(names)-1
+	})
 }
