@@ -141,6 +141,7 @@ func TestDeploy(t *testing.T) {
 	began := time.Now()
 	b.runCoordinator(t)
 	t.Run("agent", b.testAgent)
+	t.Run("tenant", b.testTenant)
 	t.Run("without impersonation", b.testWithoutImpersonation)
 	t.Run("flow control", b.testFlowControl)
 	t.Run("coordinator", func(t *testing.T) { b.checkCoordinator(t, began) })
