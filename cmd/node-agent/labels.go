@@ -44,7 +44,9 @@ virsh capabilities, virsh hypervisor-cpu-baseline --features). Given any of
 them, nothing of this machine is read: no cpuid, no libvirt, no /dev/kvm, no
 sysctl, so another host's files are never mixed with this one. What no file
 gives is listed as left out. --cpu-map only supplies libvirt's model
-definitions (to expand the host model and --min-cpu-model) and mixes nothing.
+definitions (to expand the host model and --min-cpu-model) and mixes nothing;
+with files and without it, this machine's installed cpu_map is not read
+either, and cpu-feature is left out unless --supported-features gives it.
 
 --min-cpu-model (default Penryn) subtracts that model's features from the
 cpu-feature and host-model-required-features labels. KubeVirt's own labeller

@@ -79,7 +79,8 @@ type Options struct {
 	CPUMapDir string
 	// FallbackCPUMapDir is read when libvirt cannot expand models and
 	// CPUMapDir is empty; empty means DefaultCPUMapDir. A directory that does
-	// not exist disables it.
+	// not exist disables it. Offline discovery never reads it: it holds this
+	// machine's libvirt's definitions, not those of the files' host.
 	FallbackCPUMapDir string
 
 	// ExpandModels are the models whose complete feature sets the snapshot
@@ -312,7 +313,7 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 		h.addGap(FactMachineTypes, reason)
 	}
 
-	exp := d.pickExpander(cmap, conn, uri, virtType)
+	exp := d.pickExpander(cmap, conn, uri, virtType, h.Offline)
 	if sf != nil {
 		h.SupportedFeatures = supportedFeaturesOf(sf, h.Arch)
 		h.FeatureSource = FeatureSourceFile
@@ -534,8 +535,9 @@ func (d *Discoverer) liveDomainCapabilities(ctx context.Context, conn Conn, uri,
 }
 
 // pickExpander chooses how to expand models: an explicit cpu_map directory,
-// else the live libvirt, else the fallback cpu_map directory when it exists.
-func (d *Discoverer) pickExpander(cmap *CPUMap, conn Conn, uri, virtType string) *expander {
+// else the live libvirt, else the fallback cpu_map directory when it exists
+// and discovery is not offline.
+func (d *Discoverer) pickExpander(cmap *CPUMap, conn Conn, uri, virtType string, offline bool) *expander {
 	fromMap := func(m *CPUMap) *expander {
 		return &expander{kind: FeatureSourceCPUMap, detail: m.Dir(), expand: func(_ context.Context, cpu *CPU) (*CPU, error) {
 			return m.Expand(cpu)
@@ -558,6 +560,13 @@ func (d *Discoverer) pickExpander(cmap *CPUMap, conn Conn, uri, virtType string)
 			}
 			return ParseCPU([]byte(s))
 		}}
+	}
+	if offline {
+		// The fallback is this machine's libvirt's model definitions; the
+		// files may come from another host and another libvirt release,
+		// whose host model this one may not define or defines otherwise.
+		// Only a directory the caller names (CPUMapDir) is used offline.
+		return nil
 	}
 	dir := d.opts.FallbackCPUMapDir
 	if _, err := os.Stat(dir); err != nil {

@@ -507,3 +507,33 @@ func TestWriteEmbedConfig(t *testing.T) {
 		t.Errorf("an existing qemu.conf was replaced: %q", got)
 	}
 }
+
+// Offline, the installed cpu_map (the fallback) belongs to this machine's
+// libvirt, not to the host the files describe: a newer host model may be
+// missing from it or defined with other features. Only --cpu-map is used.
+func TestDiscoverOfflineIgnoresFallbackCPUMap(t *testing.T) {
+	c := &discoverCase{opts: Options{
+		DomainCapabilitiesFile: "testdata/domcapabilities-qemu.xml",
+		// It defines the file's host model (EPYC) and Penryn.
+		FallbackCPUMapDir: "testdata/cpu_map",
+		ExpandModels:      []string{"Penryn"},
+	}}
+	h, err := c.discover(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.SupportedFeatures != nil || h.FeatureSource != "" {
+		t.Errorf("supported features from %q: %v; want none offline without a cpu_map directory", h.FeatureSource, h.SupportedFeatures)
+	}
+	if r, ok := h.Missing(FactSupportedFeatures); !ok || !strings.Contains(r, "no cpu_map directory was given") {
+		t.Errorf("supported features: missing %v, reason %q", ok, r)
+	}
+	if slices.ContainsFunc(h.Sources, func(s Source) bool { return s.Kind == FeatureSourceCPUMap }) {
+		t.Errorf("sources %+v: the fallback cpu_map was read offline", h.Sources)
+	}
+	// The minimum model still comes from the definitions built into the
+	// binary, which do not depend on this machine.
+	if _, ok := h.FeaturesOf("Penryn"); !ok || !slices.ContainsFunc(h.Sources, func(s Source) bool { return s.Kind == "builtin" }) {
+		t.Errorf("Penryn not from the built-in definitions: sources %+v", h.Sources)
+	}
+}

@@ -19,8 +19,9 @@
 //     hypervisor-cpu-baseline --features output, and libvirt's cpu_map
 //     directory, whose model definitions are resolved recursively through
 //     <model name=.../>. Given any of the first three, discovery is offline:
-//     it reads nothing of this machine (no cpuid, libvirt or kernel), so that
-//     another host's files are never mixed with this one's facts.
+//     it reads nothing of this machine (no cpuid, libvirt, kernel or
+//     installed cpu_map), so that another host's files are never mixed with
+//     this one's facts.
 //
 // libvirt sits behind the small Conn interface; Options.Dial opens one
 // (pkg/hostcpu/libvirt.Dial). `node-agent run` discovers in a child process,
