@@ -588,7 +588,9 @@ func (d *Discoverer) supportedFeatures(ctx context.Context, h *HostCPU, exp *exp
 	case h.HostModel == nil:
 		reason, _ = h.Missing(FactHostModel)
 	case exp == nil:
-		reason = d.noLibvirtReason(libvirtReason, "cpu_map directory")
+		// A cpu_map only helps on x86: libvirt defines no s390x models
+		// there, so a saved hypervisor-cpu-baseline output is named first.
+		reason = d.noLibvirtReason(libvirtReason, "supported-features file or cpu_map directory")
 	default:
 		cpu, err := exp.expand(ctx, hostModelCPU(h.HostModel))
 		if err == nil {

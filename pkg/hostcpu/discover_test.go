@@ -525,7 +525,7 @@ func TestDiscoverOfflineIgnoresFallbackCPUMap(t *testing.T) {
 	if h.SupportedFeatures != nil || h.FeatureSource != "" {
 		t.Errorf("supported features from %q: %v; want none offline without a cpu_map directory", h.FeatureSource, h.SupportedFeatures)
 	}
-	if r, ok := h.Missing(FactSupportedFeatures); !ok || !strings.Contains(r, "no cpu_map directory was given") {
+	if r, ok := h.Missing(FactSupportedFeatures); !ok || !strings.Contains(r, "no supported-features file or cpu_map directory was given") {
 		t.Errorf("supported features: missing %v, reason %q", ok, r)
 	}
 	if slices.ContainsFunc(h.Sources, func(s Source) bool { return s.Kind == FeatureSourceCPUMap }) {
