@@ -14,7 +14,8 @@
 # loads libvirt.so.0 at run time, so it needs no libvirt headers here and runs
 # (with labels from cpuid alone) where libvirt is missing.
 # node-agent-coordinator, the Deployment's binary, links neither libvirt nor
-# anything of the host.
+# anything of the host. Built on bookworm's glibc (2.36), as `make image`
+# builds on a bookworm host: the binaries run on the runtime's newer glibc.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -26,12 +27,12 @@ RUN CGO_ENABLED=1 go build -trimpath -tags libvirt_dlopen \
       -ldflags "-s -w -X github.com/node-agent/node-agent/pkg/version.Version=${VERSION} -X github.com/node-agent/node-agent/pkg/version.Commit=${COMMIT}" \
       -o /out/ ./cmd/node-agent ./cmd/node-agent-discover ./cmd/node-agent-coordinator
 
-# Runtime: Debian bookworm, the same glibc as the build stage, with the
-# packages of hack/image/packages.txt (libvirt0 and the embedded QEMU
-# driver; the file says why each is there). Those packages create neither
-# the libvirt-qemu user nor the kvm group, and the QEMU driver will not start
-# without them.
-FROM debian:bookworm-slim
+# Runtime: Debian trixie (libvirt 11.3, QEMU 10.0), with the packages of
+# hack/image/packages.txt (libvirt0, the embedded QEMU driver and virsh; the
+# file says why each is there). The QEMU driver will not start without the
+# libvirt-qemu user and the kvm group: trixie's libvirt-daemon-driver-qemu
+# creates both, and the RUN below makes sure of them, as hack/image.sh does.
+FROM debian:trixie-slim
 COPY hack/image/packages.txt /tmp/packages.txt
 RUN apt-get update \
  && grep -v '^[[:space:]]*\(#\|$\)' /tmp/packages.txt | xargs apt-get install -y --no-install-recommends \

@@ -58,7 +58,7 @@ PROPERTY_SEED ?= 4486096272781511898
 export PROPERTY_SEED
 
 .PHONY: test
-test: deps tools build image rootfs ## Run every test: unit, integration (real control plane, real libvirt), real node (kubelet, containerd) and end-to-end (real systemd); discovery again with /dev/kvm hidden
+test: deps tools build image rootfs ## Run every test: unit, integration (real control plane, real libvirt), the image's discovery in its own root filesystem, real node (kubelet, containerd) and end-to-end (real systemd); discovery again with /dev/kvm hidden
 	NODE_AGENT_INTEGRATION=1 NODE_AGENT_E2E=1 $(GO) test -tags $(GOTAGS) -count=1 -timeout $(TEST_TIMEOUT) ./cmd/... ./pkg/... ./internal/... ./hack/...
 	@echo "== discovery again, as on a host without /dev/kvm"
 	hack/without-kvm.sh env NODE_AGENT_INTEGRATION=1 $(GO) test -tags $(GOTAGS) -count=1 -timeout $(TEST_TIMEOUT) $(DISCOVERY_PKGS)
@@ -71,6 +71,13 @@ test: deps tools build image rootfs ## Run every test: unit, integration (real c
 .PHONY: unit
 unit: ## Run only the unit tests (-short: no libvirt, virsh, QEMU or dbus-daemon, no host devices, no root)
 	$(GO) test -tags $(GOTAGS) -count=1 -short ./pkg/... ./cmd/... ./internal/...
+
+# test/image runs `node-agent labels` and `virsh domcapabilities` in the
+# image's root filesystem (the base `make image` caches), with and without
+# /dev/kvm; `make test` runs it among test/... too.
+.PHONY: image-test
+image-test: deps image ## Run the image's CPU discovery in its own root filesystem (systemd-nspawn) and compare it with the image's virsh
+	NODE_AGENT_INTEGRATION=1 $(GO) test -tags $(GOTAGS) -count=1 -timeout $(TEST_TIMEOUT) -v ./test/image/...
 
 .PHONY: node-e2e
 node-e2e: deps tools build image ## Run the shipped DaemonSet on a real kubelet with containerd and runc

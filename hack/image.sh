@@ -5,7 +5,9 @@
 #   bin/node-agent-image.tar   OCI image layout + docker save manifest.json;
 #                              loads with `ctr images import`, `podman load`,
 #                              `docker load` and `kind load image-archive`
-#   bin/node-agent-image.txt   name, digest, sizes, the SBOM's digests (KEY=VALUE)
+#   bin/node-agent-image.txt   name, digest, sizes, the SBOM's digests, and
+#                              where the base and the top layer are as
+#                              directories (KEY=VALUE)
 #   bin/node-agent-image.spdx.json
 #                              the SBOM: every Debian package (from the
 #                              image's dpkg status), Go module and Go release
@@ -16,8 +18,9 @@
 #                              unnamed, with artifactType application/spdx+json)
 #
 # Two layers:
-#   1. the base: Debian bookworm (debootstrap minbase) with the packages of
-#      hack/image/packages.txt, the libvirt-qemu user and the kvm group,
+#   1. the base: Debian trixie (debootstrap minbase, then apt inside it)
+#      with the packages of hack/image/packages.txt (libvirt 11.3, QEMU
+#      10.0), the libvirt-qemu user and the kvm group,
 #      pruned of docs, logs and apt lists. It is built once per recipe (this
 #      script and the package list) and cached in
 #      ~/.cache/node-agent/image-base-<hash> (NODE_AGENT_IMAGE_BASE
@@ -38,7 +41,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=hack/lib.sh
 source "${root}/hack/lib.sh"
 bin="${OUT_DIR:-${root}/bin}"
-suite=bookworm
+suite=trixie
 packages_file="${root}/hack/image/packages.txt"
 
 version=${VERSION:-$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo devel)}
@@ -50,29 +53,56 @@ export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%
 start=$SECONDS
 # The base is rebuilt when the package list or base_recipe changes; bump
 # base_recipe with any change to build_base below.
-base_recipe=1
+base_recipe=2
 recipe=$( (echo "$base_recipe"; cat "$packages_file") | sha256sum | cut -c1-12)
 base=${NODE_AGENT_IMAGE_BASE:-${HOME}/.cache/node-agent/image-base-${recipe}}
 
 build_base() {
 	[[ $(id -u) -eq 0 ]] || { echo "image: debootstrap needs root" >&2; return 1; }
 	command -v debootstrap >/dev/null || { echo "image: debootstrap missing; run hack/install-deps.sh nspawn" >&2; return 1; }
+	[[ -e /usr/share/debootstrap/scripts/$suite ]] || { echo "image: this debootstrap does not know $suite; install Debian 12's (or newer)" >&2; return 1; }
 	local mirror pkgs tmp
 	mirror=$(debian_mirror "$suite")
-	pkgs=$(grep -v '^[[:space:]]*\(#\|$\)' "$packages_file" | paste -sd, -)
+	pkgs=$(grep -v '^[[:space:]]*\(#\|$\)' "$packages_file" | paste -sd' ' -)
 	mkdir -p "$(dirname "$base")"
 	tmp=$(mktemp -d "${base}.tmp.XXXXXX")
 	# shellcheck disable=SC2064
 	trap "rm -rf '$tmp' '$tmp.log'" RETURN
-	echo "image: debootstrap $suite with $pkgs (cold: a few minutes)" >&2
-	debootstrap --variant=minbase --include="$pkgs" "$suite" "$tmp" "$mirror" >"$tmp.log" 2>&1 || {
+	echo "image: debootstrap $suite, then $pkgs (cold: a few minutes)" >&2
+	# Two steps, not debootstrap --include: a bookworm host's debootstrap
+	# (1.0.128) cannot install trixie's systemd, which
+	# libvirt-daemon-driver-qemu pulls in through systemd-container, in one
+	# go: systemd 257 pre-depends on libsystemd-shared, which debootstrap has
+	# unpacked but not configured yet at that point. apt inside the finished
+	# minimal root orders that itself.
+	debootstrap --variant=minbase "$suite" "$tmp" "$mirror" >"$tmp.log" 2>&1 || {
 		echo "image: debootstrap failed; its last lines:" >&2
 		tail -n 20 "$tmp.log" >&2
 		return 1
 	}
+	# In a mount namespace of its own, so that /proc in the root goes away
+	# with the command, whatever way it ends. policy-rc.d keeps maintainer
+	# scripts from starting a service (there is no init to ask anyway).
+	printf '#!/bin/sh\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"
+	chmod 0755 "$tmp/usr/sbin/policy-rc.d"
+	# shellcheck disable=SC2016
+	unshare --mount -- sh -ec '
+		mount --make-rprivate /
+		mount -t proc proc "$1/proc"
+		chroot "$1" apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive chroot "$1" apt-get install -y -qq --no-install-recommends $2
+		chroot "$1" apt-get clean' image "$tmp" "$pkgs" >>"$tmp.log" 2>&1 || {
+		echo "image: installing $pkgs in the $suite root failed; its last lines:" >&2
+		tail -n 20 "$tmp.log" >&2
+		return 1
+	}
+	rm -f "$tmp/usr/sbin/policy-rc.d"
 	chmod 0755 "$tmp"
-	# The Debian packages create neither, and the QEMU driver will not start
-	# without them (same as hack/install-deps.sh on the test host).
+	# The QEMU driver will not start without them. trixie's
+	# libvirt-daemon-driver-qemu creates both when it is configured (uid and
+	# gid 64055); bookworm's, installed by debootstrap --include, left them
+	# out, so this stays as a check (hack/install-deps.sh does the same on
+	# the test host).
 	chroot "$tmp" sh -ec '
 		getent group kvm >/dev/null || groupadd -r kvm
 		getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
@@ -142,6 +172,9 @@ mkdir -p "$layer/usr/local/bin"
 	--sbom-go-binary /usr/local/bin/node-agent-coordinator="$layer/usr/local/bin/node-agent-coordinator" \
 	--sbom-out "${bin}/node-agent-image.spdx.json") >/dev/null
 
+# The image's two layers as directories, for tests that run what the image
+# ships in its root filesystem without a container engine (test/image).
+printf 'base_dir=%s\nlayer_dir=%s\n' "$base" "$layer" >>"${bin}/node-agent-image.txt"
 # shellcheck disable=SC1091
 source "${bin}/node-agent-image.txt"
 echo "image: ${name} ${digest}" >&2

@@ -10,7 +10,11 @@
 #   dbus-daemon:    private buses for the logind stand-in tests;
 #   debootstrap + systemd-container: the systemd-nspawn rootfs for the
 #                   end-to-end shutdown test, and the base of the image
-#                   `make image` builds;
+#                   `make image` builds (Debian trixie: Debian 12's
+#                   debootstrap knows it, and its debian-archive-keyring
+#                   verifies it, since trixie's Release files are signed with
+#                   bookworm's archive key too), in which test/image runs
+#                   the image's discovery;
 #   containerd, runc, CNI plugins: the real node of test/node, where a real
 #                   kubelet runs the shipped DaemonSet (iproute2 makes its
 #                   network namespace), and skopeo, which reads the image

@@ -246,14 +246,11 @@ func newBed(b *testing.B, env *testenv.Env, audit *testenv.AuditReader, agentBin
 // binDir is where testenv finds the control-plane binaries, kubectl among
 // them.
 func binDir(b *testing.B) string {
-	if d := os.Getenv(testenv.BinDirEnv); d != "" {
-		return d
-	}
-	root, err := testenv.RepoRoot()
+	d, err := testenv.BinDir()
 	if err != nil {
 		b.Fatal(err)
 	}
-	return filepath.Join(root, "bin")
+	return d
 }
 
 func (bd *bed) kubectlArgs(args ...string) []string {

@@ -267,20 +267,13 @@ func fileSize(path string) int64 {
 }
 
 // imageSize reads the compressed size `make image` recorded
-// (archive_bytes=N in bin/node-agent-image.txt), or -1.
+// (archive_bytes in bin/node-agent-image.txt), or -1.
 func imageSize(b *testing.B) int64 {
-	data, err := os.ReadFile(filepath.Join(binDir(b), "node-agent-image.txt"))
-	if err != nil {
+	s, err := testenv.ReadImageSummary(filepath.Join(binDir(b), testenv.ImageSummaryFile))
+	if err != nil || s.ArchiveBytes == 0 {
 		return -1
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "archive_bytes="); ok {
-			if n, err := strconv.ParseInt(strings.Trim(v, `"'`), 10, 64); err == nil {
-				return n
-			}
-		}
-	}
-	return -1
+	return s.ArchiveBytes
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }

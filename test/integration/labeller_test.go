@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"encoding/xml"
 	"maps"
 	"os"
 	"os/exec"
@@ -288,36 +287,11 @@ func TestLabelsCommandModelFamilies(t *testing.T) {
 	if err != nil {
 		t.Fatalf("virsh domcapabilities: %v\n%s", err, stderr.String())
 	}
-	var dc struct {
-		Modes []struct {
-			Name   string `xml:"name,attr"`
-			Models []struct {
-				Name   string `xml:",chardata"`
-				Usable string `xml:"usable,attr"`
-			} `xml:"model"`
-		} `xml:"cpu>mode"`
-	}
-	if err := xml.Unmarshal(out, &dc); err != nil {
+	dc, err := testenv.ParseDomainCapabilities(out)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var known, usable []string
-	for _, m := range dc.Modes {
-		if m.Name != "custom" {
-			continue
-		}
-		for _, md := range m.Models {
-			name := strings.TrimSpace(md.Name)
-			if md.Usable == "" || (labeller.Policy{}).IsObsolete(name) {
-				continue
-			}
-			known = append(known, name)
-			if md.Usable != "no" {
-				usable = append(usable, name)
-			}
-		}
-	}
-	slices.Sort(known)
-	slices.Sort(usable)
+	known, usable := dc.ModelFamilies((labeller.Policy{}).IsObsolete)
 
 	cmd := exec.Command(agentBinary, "labels", "-o", "json", "--libvirt-uri", uri, "--virt-type", "qemu", "--state-dir", t.TempDir())
 	stderr.Reset()
@@ -330,16 +304,7 @@ func TestLabelsCommandModelFamilies(t *testing.T) {
 	if err := json.Unmarshal(out, &labels); err != nil {
 		t.Fatalf("labels -o json: %v\n%s", err, out)
 	}
-	family := func(prefix string) []string {
-		var names []string
-		for k, v := range labels {
-			if n, ok := strings.CutPrefix(k, prefix); ok && v == "true" {
-				names = append(names, n)
-			}
-		}
-		slices.Sort(names)
-		return names
-	}
+	family := func(prefix string) []string { return testenv.LabelFamily(labels, prefix) }
 	if got := family(labeller.CPUModelMigrationLabelPrefix); !slices.Equal(got, known) {
 		t.Errorf("cpu-model-migration: %v\nwant every known model of virsh: %v", got, known)
 	}

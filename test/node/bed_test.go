@@ -9,7 +9,6 @@
 package node
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -49,15 +48,8 @@ type bed struct {
 	node     *testenv.RealNode
 	root     string // repository root
 	bin      string
-	image    imageSummary
+	image    testenv.ImageSummary
 	auditLog string
-}
-
-type imageSummary struct {
-	name, digest string
-	archiveBytes int64
-	// The SBOM: its file, its digest and its artifact manifest's.
-	sbomPath, sbomDigest, sbomManifest string
 }
 
 func requireOrSkip(t *testing.T, err error) {
@@ -125,9 +117,7 @@ func setupBed(t *testing.T) *bed {
 	opts.BinDir = b.bin
 	requireOrSkip(t, testenv.CheckBinaries(opts, testenv.BinKubectl, testenv.BinKubelet))
 	requireOrSkip(t, testenv.CheckRealNode(opts))
-	summary, err := readImageSummary(filepath.Join(b.bin, "node-agent-image.txt"))
-	requireOrSkip(t, err)
-	b.image = summary
+	b.image = testenv.RequireImageRootfs(t)
 	if _, err := os.Stat(filepath.Join(b.bin, "node-agent")); err != nil {
 		requireOrSkip(t, fmt.Errorf("bin/node-agent: %w; run make build", err))
 	}
@@ -153,37 +143,6 @@ func setupBed(t *testing.T) *bed {
 	b.c = b.env.Client()
 
 	return b
-}
-
-func readImageSummary(path string) (imageSummary, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return imageSummary{}, fmt.Errorf("node-agent's image: %w; run `make image`", err)
-	}
-	defer f.Close()
-	var s imageSummary
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, _ := strings.Cut(sc.Text(), "=")
-		switch k {
-		case "name":
-			s.name = v
-		case "digest":
-			s.digest = v
-		case "archive_bytes":
-			fmt.Sscan(v, &s.archiveBytes)
-		case "sbom_path":
-			s.sbomPath = v
-		case "sbom_digest":
-			s.sbomDigest = v
-		case "sbom_manifest":
-			s.sbomManifest = v
-		}
-	}
-	if s.name == "" {
-		return s, fmt.Errorf("%s names no image; run `make image`", path)
-	}
-	return s, sc.Err()
 }
 
 // buildTestImages builds the pause (sandbox) image and the workload image,
@@ -229,9 +188,9 @@ func (b *bed) applyDeployWith(t *testing.T, components, args []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newName, newTag, _ := strings.Cut(b.image.name, ":")
-	if i := strings.LastIndex(b.image.name, ":"); i > strings.LastIndex(b.image.name, "/") {
-		newName, newTag = b.image.name[:i], b.image.name[i+1:]
+	newName, newTag, _ := strings.Cut(b.image.Name, ":")
+	if i := strings.LastIndex(b.image.Name, ":"); i > strings.LastIndex(b.image.Name, "/") {
+		newName, newTag = b.image.Name[:i], b.image.Name[i+1:]
 	}
 	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\nimages:\n  - name: node-agent\n    newName: %s\n    newTag: %q\n", rel, newName, newTag)
 	if len(components) > 0 {

@@ -28,24 +28,24 @@ func TestImageArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(root, "bin")
-	if d := os.Getenv(testenv.BinDirEnv); d != "" {
-		bin = d
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
 	}
-	summary, err := readImageSummary(filepath.Join(bin, "node-agent-image.txt"))
+	summary, err := testenv.ReadImageSummary(filepath.Join(bin, testenv.ImageSummaryFile))
 	requireOrSkip(t, err)
 	_, err = exec.LookPath("skopeo")
 	requireOrSkip(t, err)
 	archive := filepath.Join(bin, "node-agent-image.tar")
 
 	// index.json lists the image and its SBOM artifact: name the image.
-	raw, err := exec.Command("skopeo", "inspect", "--raw", "oci-archive:"+archive+":"+tagOf(summary.name)).Output()
+	raw, err := exec.Command("skopeo", "inspect", "--raw", "oci-archive:"+archive+":"+tagOf(summary.Name)).Output()
 	if err != nil {
 		t.Fatalf("skopeo inspect --raw oci-archive: %v", err)
 	}
 	sum := sha256.Sum256(raw)
-	if got := "sha256:" + hex.EncodeToString(sum[:]); got != summary.digest {
-		t.Errorf("the OCI archive's manifest has digest %s; make image printed %s", got, summary.digest)
+	if got := "sha256:" + hex.EncodeToString(sum[:]); got != summary.Digest {
+		t.Errorf("the OCI archive's manifest has digest %s; make image printed %s", got, summary.Digest)
 	}
 
 	out, err := exec.Command("skopeo", "inspect", "--config", "docker-archive:"+archive).Output()
@@ -79,24 +79,24 @@ func TestImageArchive(t *testing.T) {
 	again := t.TempDir()
 	cmd := exec.Command(filepath.Join(root, "hack/image.sh"))
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "OUT_DIR="+again, "IMAGE="+summary.name, "VERSION="+tagOf(summary.name))
+	cmd.Env = append(os.Environ(), "OUT_DIR="+again, "IMAGE="+summary.Name, "VERSION="+tagOf(summary.Name))
 	began := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/image.sh: %v\n%s", err, out)
 	}
-	second, err := readImageSummary(filepath.Join(again, "node-agent-image.txt"))
+	second, err := testenv.ReadImageSummary(filepath.Join(again, testenv.ImageSummaryFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.digest != summary.digest || second.name != summary.name {
-		t.Errorf("two builds of the same tree differ: %s %s, then %s %s", summary.name, summary.digest, second.name, second.digest)
+	if second.Digest != summary.Digest || second.Name != summary.Name {
+		t.Errorf("two builds of the same tree differ: %s %s, then %s %s", summary.Name, summary.Digest, second.Name, second.Digest)
 	}
-	if second.sbomDigest != summary.sbomDigest || second.sbomManifest != summary.sbomManifest {
+	if second.SBOMDigest != summary.SBOMDigest || second.SBOMManifest != summary.SBOMManifest {
 		t.Errorf("two builds of the same tree give two SBOMs: %s (artifact %s), then %s (artifact %s)",
-			summary.sbomDigest, summary.sbomManifest, second.sbomDigest, second.sbomManifest)
+			summary.SBOMDigest, summary.SBOMManifest, second.SBOMDigest, second.SBOMManifest)
 	}
 	checkSBOM(t, archive, summary)
-	t.Logf("%s: %s twice (warm rebuild %s); archive %.1f MiB", summary.name, summary.digest, time.Since(began).Round(time.Second), float64(summary.archiveBytes)/(1<<20))
+	t.Logf("%s: %s twice (warm rebuild %s); archive %.1f MiB", summary.Name, summary.Digest, time.Since(began).Round(time.Second), float64(summary.ArchiveBytes)/(1<<20))
 }
 
 // topLayerModes lists the files of the top layer of the docker save archive

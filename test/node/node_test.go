@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -35,7 +34,7 @@ import (
 // only by the image name, on a real kubelet with containerd and runc.
 func TestRealNode(t *testing.T) {
 	b := newBed(t)
-	t.Logf("image %s %s, archive %.1f MiB", b.image.name, b.image.digest, float64(b.image.archiveBytes)/(1<<20))
+	t.Logf("image %s %s, archive %.1f MiB", b.image.Name, b.image.Digest, float64(b.image.ArchiveBytes)/(1<<20))
 	b.applyDeploy(t)
 	b.startCoordinator(t) // the drain's slot
 
@@ -50,7 +49,8 @@ func TestRealNode(t *testing.T) {
 
 // testPod: the agent's pod is Running and Ready (its probes pass), and the
 // Node's CPU labels come from libvirt inside the container, equal to what
-// `node-agent labels` prints on the host for the same virt type.
+// `node-agent labels` prints in the image's root filesystem for the same
+// virt type.
 func (b *bed) testPod(t *testing.T) {
 	pod := b.agentPod(t, 3*time.Minute, "")
 	var started time.Time
@@ -61,12 +61,14 @@ func (b *bed) testPod(t *testing.T) {
 	}
 	t.Logf("agent pod %s Running and Ready: %s", pod.Name, containerStates(pod))
 
-	want := b.hostLabels(t, false)
-	if withKVM := b.hostLabels(t, true); !maps.Equal(withKVM, want) {
-		t.Logf("with the host's /dev/kvm, `node-agent labels` prints these labels too, which the pod, without /dev/kvm, cannot write: %v", testenv.DiffLabels(withKVM, want))
+	want := b.imageLabels(t, false)
+	if _, err := os.Stat("/dev/kvm"); err == nil {
+		if withKVM := b.imageLabels(t, true); !maps.Equal(withKVM, want) {
+			t.Logf("with the host's /dev/kvm, `node-agent labels` in the image prints these labels instead (- with /dev/kvm, + without), which the pod, without /dev/kvm, cannot write: %v", testenv.DiffLabels(withKVM, want))
+		}
 	}
 	if !hasPrefix(want, labeller.CPUModelMigrationLabelPrefix) {
-		t.Fatalf("`node-agent labels` on the host printed no %s labels; the comparison would prove nothing", labeller.CPUModelMigrationLabelPrefix)
+		t.Fatalf("`node-agent labels` in the image printed no %s labels; the comparison would prove nothing", labeller.CPUModelMigrationLabelPrefix)
 	}
 	var got map[string]string
 	deadline := time.Now().Add(3 * time.Minute)
@@ -80,7 +82,7 @@ func (b *bed) testPod(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the Node's labels never equalled the host's `node-agent labels --virt-type qemu` (- host only, + Node only): %v",
+			t.Fatalf("the Node's labels never equalled `node-agent labels` in the image without /dev/kvm (- image only, + Node only): %v",
 				testenv.DiffLabels(want, got))
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -105,32 +107,17 @@ func (b *bed) testPod(t *testing.T) {
 	}
 }
 
-// hostLabels runs `node-agent labels -o json` on the host with the embedded
-// QEMU driver and virt type qemu: the container has no /dev/kvm (the
-// DaemonSet mounts none unless the kvm component is added), so its "auto"
-// picks qemu, and its image carries the same Debian libvirt and QEMU as the
-// host's hack/install-deps.sh. Without kvm, /dev/kvm is hidden from the
-// command too, by hack/without-kvm.sh (a mount namespace whose /dev lacks
-// it): libvirt reads the TSC counter through /dev/kvm.
-func (b *bed) hostLabels(t *testing.T, kvm bool) map[string]string {
+// imageLabels runs `node-agent labels` in the image's root filesystem
+// (testenv.NewImageContainer), on the libvirt and QEMU the pod has, with or
+// without the host's /dev/kvm. The DaemonSet mounts no /dev/kvm unless the
+// kvm component is added, so the pod's "auto" picks virt type qemu, as the
+// container without kvm does.
+func (b *bed) imageLabels(t *testing.T, kvm bool) map[string]string {
 	t.Helper()
-	root := t.TempDir()
-	args := []string{filepath.Join(b.bin, "node-agent"), "labels", "-o", "json", "--virt-type", "qemu",
-		"--libvirt-uri", "qemu:///embed?root=" + root, "--state-dir", root}
-	if !kvm {
-		// go test runs in the package's directory.
-		args = append([]string{"../../hack/without-kvm.sh"}, args...)
-	}
-	cmd := exec.Command(args[0], args[1:]...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	c := testenv.NewImageContainer(t, b.image, kvm)
+	labels, _, err := testenv.ImageLabels(t.Context(), c, "--state-dir", "/var/lib/node-agent")
 	if err != nil {
-		t.Fatalf("node-agent labels: %v\n%s", err, stderr.String())
-	}
-	var labels map[string]string
-	if err := json.Unmarshal(out, &labels); err != nil {
-		t.Fatalf("node-agent labels -o json: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return labels
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/node-agent/node-agent/internal/sbom"
+	"github.com/node-agent/node-agent/test/testenv"
 )
 
 // checkSBOM checks the SBOM `make image` wrote against the image itself:
@@ -22,9 +23,9 @@ import (
 // lists is what the image holds: the base layer's own dpkg status (package
 // count, libvirt's and QEMU's versions) and the modules and Go release
 // built into each binary of the top layer.
-func checkSBOM(t *testing.T, archive string, summary imageSummary) {
+func checkSBOM(t *testing.T, archive string, summary testenv.ImageSummary) {
 	t.Helper()
-	if summary.sbomPath == "" || summary.sbomDigest == "" || summary.sbomManifest == "" {
+	if summary.SBOMPath == "" || summary.SBOMDigest == "" || summary.SBOMManifest == "" {
 		t.Fatalf("make image wrote no SBOM into its summary: %+v", summary)
 	}
 	blobs := readArchive(t, archive)
@@ -47,12 +48,12 @@ func checkSBOM(t *testing.T, archive string, summary imageSummary) {
 	}
 	found := false
 	for _, m := range idx.Manifests {
-		if m.Digest == summary.sbomManifest {
+		if m.Digest == summary.SBOMManifest {
 			found = m.ArtifactType == sbom.MediaType && m.Annotations["io.containerd.image.name"] == ""
 		}
 	}
 	if !found {
-		t.Fatalf("index.json does not list the SBOM artifact %s (unnamed, artifactType %s): %s", summary.sbomManifest, sbom.MediaType, blobs["index.json"])
+		t.Fatalf("index.json does not list the SBOM artifact %s (unnamed, artifactType %s): %s", summary.SBOMManifest, sbom.MediaType, blobs["index.json"])
 	}
 	var art struct {
 		ArtifactType string                               `json:"artifactType"`
@@ -60,22 +61,22 @@ func checkSBOM(t *testing.T, archive string, summary imageSummary) {
 		Subject      *struct{ MediaType, Digest string }  `json:"subject"`
 		Config       struct{ MediaType string }           `json:"config"`
 	}
-	if err := json.Unmarshal(blob(summary.sbomManifest), &art); err != nil {
+	if err := json.Unmarshal(blob(summary.SBOMManifest), &art); err != nil {
 		t.Fatal(err)
 	}
-	if art.Subject == nil || art.Subject.Digest != summary.digest || len(art.Layers) != 1 || art.Layers[0].Digest != summary.sbomDigest {
+	if art.Subject == nil || art.Subject.Digest != summary.Digest || len(art.Layers) != 1 || art.Layers[0].Digest != summary.SBOMDigest {
 		t.Fatalf("the SBOM artifact's subject or layer is not the image's and the SBOM's: %+v", art)
 	}
-	doc := blob(summary.sbomDigest)
-	if sum := sha256.Sum256(doc); "sha256:"+hex.EncodeToString(sum[:]) != summary.sbomDigest {
+	doc := blob(summary.SBOMDigest)
+	if sum := sha256.Sum256(doc); "sha256:"+hex.EncodeToString(sum[:]) != summary.SBOMDigest {
 		t.Fatal("the SBOM blob does not match its digest")
 	}
-	file, err := os.ReadFile(summary.sbomPath)
+	file, err := os.ReadFile(summary.SBOMPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(file, doc) {
-		t.Errorf("%s differs from the SBOM in the archive", summary.sbomPath)
+		t.Errorf("%s differs from the SBOM in the archive", summary.SBOMPath)
 	}
 	var d struct {
 		SPDXVersion string `json:"spdxVersion"`
@@ -101,7 +102,7 @@ func checkSBOM(t *testing.T, archive string, summary imageSummary) {
 
 	// What the image holds: the manifest's layers, bottom first.
 	var man struct{ Layers []struct{ Digest string } }
-	if err := json.Unmarshal(blob(summary.digest), &man); err != nil {
+	if err := json.Unmarshal(blob(summary.Digest), &man); err != nil {
 		t.Fatal(err)
 	}
 	status := layerFile(t, blob(man.Layers[0].Digest), "var/lib/dpkg/status")
@@ -162,7 +163,7 @@ func checkSBOM(t *testing.T, archive string, summary imageSummary) {
 		nModules--
 	}
 	t.Logf("SBOM %s: SPDX %s, %d Debian packages (libvirt0 %s, qemu-system-x86 %s), %d Go modules (k8s.io/client-go %s, stdlib %s), attached as %s to image %s",
-		summary.sbomDigest, d.SPDXVersion, len(debs), debs["libvirt0"], debs["qemu-system-x86"], nModules, modules["k8s.io/client-go"], modules["stdlib"], summary.sbomManifest, summary.digest)
+		summary.SBOMDigest, d.SPDXVersion, len(debs), debs["libvirt0"], debs["qemu-system-x86"], nModules, modules["k8s.io/client-go"], modules["stdlib"], summary.SBOMManifest, summary.Digest)
 }
 
 // readArchive reads every file of the image archive but the layers into

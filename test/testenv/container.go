@@ -49,11 +49,7 @@ func RequireContainer(t testing.TB) string {
 	t.Helper()
 	rootfs, missing := ContainerPrerequisites()
 	if len(missing) > 0 {
-		msg := "end-to-end prerequisites missing: " + strings.Join(missing, "; ")
-		if os.Getenv(E2EEnv) == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg + "; set " + E2EEnv + "=1 to make this a failure")
+		skipOrFail(t, "end-to-end prerequisites missing: "+strings.Join(missing, "; "), E2EEnv)
 	}
 	return rootfs
 }
@@ -102,7 +98,8 @@ type ContainerOptions struct {
 // Its root is an overlay of the cached rootfs: the rootfs is never written,
 // while the container's own changes survive its reboots (a second Boot sees
 // what the first left), as on a real host. Everything is torn down when the
-// test ends.
+// test ends. Run runs a single command in the same root without booting, as
+// test/image does in the image's root filesystem.
 type Container struct {
 	t     testing.TB
 	opts  ContainerOptions
@@ -232,25 +229,7 @@ func (c *Container) Boot(ctx context.Context) error {
 		return err
 	}
 	defer out.Close()
-	args := []string{
-		"-q", "-D", c.root,
-		// Without a host systemd there is no machined to register with and
-		// no scope to allocate; --keep-unit avoids "Failed to allocate scope".
-		"--register=no", "--keep-unit",
-		// No terminal: the console is a pipe into the log file.
-		"--console=pipe",
-		"--machine=" + c.name,
-	}
-	for _, b := range c.opts.Binds {
-		flag := "--bind="
-		if b.ReadOnly {
-			flag = "--bind-ro="
-		}
-		args = append(args, flag+b.Host+":"+b.Container)
-	}
-	args = append(args, c.opts.ExtraArgs...)
-	args = append(args, "-b")
-	cmd := exec.Command("systemd-nspawn", args...)
+	cmd := exec.Command("systemd-nspawn", append(c.nspawnArgs(), "-b")...)
 	cmd.Stdout = out
 	cmd.Stderr = out
 	// Should the test binary die without its cleanups, systemd-nspawn gets
@@ -281,6 +260,45 @@ func (c *Container) Boot(ctx context.Context) error {
 	b.pid = pid
 	c.t.Logf("container %s: booting (systemd-nspawn %d, PID 1 = host PID %d), console log %s", c.name, cmd.Process.Pid, pid, console)
 	return nil
+}
+
+// nspawnArgs are the systemd-nspawn options of both Boot and Run.
+func (c *Container) nspawnArgs() []string {
+	args := []string{
+		"-q", "-D", c.root,
+		// Without a host systemd there is no machined to register with and
+		// no scope to allocate; --keep-unit avoids "Failed to allocate scope".
+		"--register=no", "--keep-unit",
+		// No terminal: the console is a pipe (into the log file, or the
+		// command's own stdout and stderr, kept apart).
+		"--console=pipe",
+		"--machine=" + c.name,
+	}
+	for _, b := range c.opts.Binds {
+		flag := "--bind="
+		if b.ReadOnly {
+			flag = "--bind-ro="
+		}
+		args = append(args, flag+b.Host+":"+b.Container)
+	}
+	return append(args, c.opts.ExtraArgs...)
+}
+
+// Run returns a command that runs args in the container's root without
+// booting it, with the same binds and options as Boot and its own /dev
+// (which has no /dev/kvm unless a Bind adds it). Its changes stay in the
+// overlay, as a boot's do. Under --as-pid2 a stub init is PID 1 and reaps
+// orphans: libvirt's QEMU probes daemonize, so once libvirt has stopped one
+// its parent is PID 1, and a program of the test as PID 1 would leave it a
+// zombie that libvirt then waits for (the DaemonSet's shareProcessNamespace
+// is there for the same reason). Run and Boot must not overlap.
+func (c *Container) Run(ctx context.Context, args ...string) *exec.Cmd {
+	full := append(c.nspawnArgs(), "--as-pid2", "--")
+	cmd := exec.CommandContext(ctx, "systemd-nspawn", append(full, args...)...)
+	// As for Boot: should the test binary die, systemd-nspawn ends the
+	// container.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	return cmd
 }
 
 // findContainerInit finds the process among nspawn's descendants that is

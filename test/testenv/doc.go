@@ -1,6 +1,6 @@
 // Package testenv is the one test harness of node-agent's integration,
 // end-to-end, real-node and benchmark tests (test/integration, test/e2e,
-// test/node, test/bench). It owns:
+// test/node, test/bench, test/image). It owns:
 //
 //   - a real, throw-away Kubernetes control plane (Env): etcd,
 //     kube-apiserver, kube-controller-manager, kube-scheduler and kwok, each
@@ -9,6 +9,9 @@
 //   - the fake and real nodes it serves: kwok's Nodes (AddNode) and a real
 //     kubelet with containerd (RealNode);
 //   - a real systemd to run node-agent under: a systemd-nspawn Container;
+//     and the image's own root filesystem as a Container
+//     (RequireImageRootfs, NewImageContainer, ImageLabels), to run what the
+//     image ships on the libvirt and QEMU it ships;
 //   - node-agent itself as a process (AgentBinary, StartAgent), and the
 //     drain slot coordinator it needs for every maintenance drain and
 //     coordinated reboot (StartCoordinator, CoordinatorConfig);
@@ -17,7 +20,8 @@
 //     polling underneath (Poll, WaitFor).
 //
 // It does not build the control-plane binaries (hack/build-tools.sh does,
-// through `make tools`) nor the rootfs (hack/rootfs.sh).
+// through `make tools`), the rootfs (hack/rootfs.sh) nor the image
+// (hack/image.sh).
 //
 // kwok plays the kubelet of every Node created with AddNode, so pods get
 // scheduled, become Running and finish terminating without any container

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/node-agent/node-agent/pkg/labeller"
 )
@@ -33,4 +34,17 @@ func DiffLabels(a, b map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// LabelFamily returns, sorted, the names under prefix (such as
+// labeller.CPUModelLabelPrefix) whose label is "true".
+func LabelFamily(labels map[string]string, prefix string) []string {
+	var names []string
+	for k, v := range labels {
+		if n, ok := strings.CutPrefix(k, prefix); ok && v == "true" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
 }

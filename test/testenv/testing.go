@@ -14,14 +14,9 @@ import (
 // broken tools build cannot pass CI as a row of skips.
 func RequireBinaries(t testing.TB, opts Options, extra ...string) {
 	t.Helper()
-	err := CheckBinaries(opts, extra...)
-	if err == nil {
-		return
+	if err := CheckBinaries(opts, extra...); err != nil {
+		skipOrFail(t, err.Error(), IntegrationEnv)
 	}
-	if os.Getenv(IntegrationEnv) == "1" {
-		t.Fatalf("%v (a failure, not a skip, because %s=1)", err, IntegrationEnv)
-	}
-	t.Skipf("%v (set %s=1 to fail instead of skipping)", err, IntegrationEnv)
 }
 
 // StartForTest starts the control plane for one test, as RequireBinaries
