@@ -90,12 +90,21 @@ func (c *Controller) Name() string { return "selfdrain" }
 // enqueue asks for a reconcile of the node.
 func (c *Controller) enqueue() { c.queue.Add(c.node) }
 
+// observe takes a copy of the Node the informer delivers: it may show the
+// engine's last write (ownView), and asks for a reconcile.
+func (c *Controller) observe(obj any) {
+	if node, ok := obj.(*corev1.Node); ok {
+		c.engine.ownView(node)
+	}
+	c.enqueue()
+}
+
 // Run implements agent.Component.
 func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
 	c.engine.UseNodeCache(view.Get)
 	if err := view.AddHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.enqueue() },
-		UpdateFunc: func(_, _ any) { c.enqueue() },
+		AddFunc:    func(obj any) { c.observe(obj) },
+		UpdateFunc: func(_, obj any) { c.observe(obj) },
 	}); err != nil {
 		return err
 	}
@@ -216,7 +225,9 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 		objs = c.nodeMaintenance.Objects()
 		req.object = primaryObject(objs)
 	}
-	st, perr := c.readStatus(node)
+	// The record as the engine last wrote it, until the cache shows that
+	// write (ownwrite.go): a drain that just finished is not resumed.
+	st, perr := c.readStatus(c.engine.ownView(node))
 	if c.nodeMaintenance != nil {
 		// Finalizer first: an object the agent drains for is kept until
 		// the drain is undone.

@@ -59,6 +59,11 @@ type Engine struct {
 	// Jitter returns a factor in [0.75, 1.25) applied to every backoff; tests
 	// may fix it.
 	Jitter func() float64
+
+	// own is the record the engine wrote last, until the cache shows it
+	// (ownwrite.go).
+	ownMu sync.Mutex
+	own   *ownWrite
 }
 
 // EngineOptions configures an Engine. Client and NodeName are required; the
@@ -124,7 +129,11 @@ func (e *Engine) readStatus(ctx context.Context) (*Status, error) {
 
 // patchStatus writes st as the maintenance record on the Node.
 func (e *Engine) patchStatus(ctx context.Context, st *Status) error {
-	return patchStatusAnnotation(ctx, e.Client, e.NodeName, st)
+	node, err := patchStatusAnnotation(ctx, e.Client, e.NodeName, st)
+	if err == nil {
+		e.wrote(node)
+	}
+	return err
 }
 
 // UseNodeCache hands the engine the agent's informer copy of its Node. Its
@@ -177,7 +186,7 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 	}
 	now := e.now()
 	var st *Status
-	_, err = updateNode(ctx, e.Client, e.NodeName, e.cached(), func(node *corev1.Node) (bool, error) {
+	_, err = e.updateRecord(ctx, e.cached(), func(node *corev1.Node) (bool, error) {
 		prev, perr := ParseStatus(node)
 		fresh := true
 		switch {
@@ -289,7 +298,7 @@ func (e *Engine) End(ctx context.Context, why string) error {
 		node = written // nil after an error: the update reads the Node
 	}
 	var st *Status
-	_, err = updateNode(ctx, e.Client, e.NodeName, node, func(node *corev1.Node) (bool, error) {
+	_, err = e.updateRecord(ctx, node, func(node *corev1.Node) (bool, error) {
 		prev, perr := ParseStatus(node)
 		if perr != nil {
 			// Fail closed: without a readable record we cannot know what
@@ -333,7 +342,7 @@ func (e *Engine) End(ctx context.Context, why string) error {
 func (e *Engine) HandOver(ctx context.Context, trigger Trigger, reason string) error {
 	now := e.now()
 	var st *Status
-	_, err := updateNode(ctx, e.Client, e.NodeName, e.cached(), func(node *corev1.Node) (bool, error) {
+	_, err := e.updateRecord(ctx, e.cached(), func(node *corev1.Node) (bool, error) {
 		prev, perr := ParseStatus(node)
 		if perr != nil {
 			// Fail closed, as End does.
