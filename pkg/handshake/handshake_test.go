@@ -204,7 +204,8 @@ func (s *slot) released() bool {
 
 // host is logind: asked to reboot, it announces the shutdown to the
 // shutdown guard, whose drain must let it go, and goes down (the test
-// restarts the agent).
+// restarts the agent). A reboot counts once the guard answered, so that a
+// test that saw it asked reads the guard's result.
 type host struct {
 	mu     sync.Mutex
 	guard  shutdown.Drainer
@@ -221,14 +222,14 @@ func (h *host) setGuard(d shutdown.Drainer) {
 func (h *host) Reboot(ctx context.Context) error {
 	h.mu.Lock()
 	guard := h.guard
-	h.reboot++
 	h.mu.Unlock()
 	res, err := guard.Drain(ctx, time.Now().Add(time.Minute))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reboot++
 	if err != nil {
 		return err
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.result = res
 	return nil
 }

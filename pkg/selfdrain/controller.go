@@ -90,12 +90,21 @@ func (c *Controller) Name() string { return "selfdrain" }
 // enqueue asks for a reconcile of the node.
 func (c *Controller) enqueue() { c.queue.Add(c.node) }
 
+// observe takes a copy of the Node the informer delivers: it may show the
+// engine's last write (ownView), and asks for a reconcile.
+func (c *Controller) observe(obj any) {
+	if node, ok := obj.(*corev1.Node); ok {
+		c.engine.ownView(node)
+	}
+	c.enqueue()
+}
+
 // Run implements agent.Component.
 func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
 	c.engine.UseNodeCache(view.Get)
 	if err := view.AddHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.enqueue() },
-		UpdateFunc: func(_, _ any) { c.enqueue() },
+		AddFunc:    func(obj any) { c.observe(obj) },
+		UpdateFunc: func(_, obj any) { c.observe(obj) },
 	}); err != nil {
 		return err
 	}
@@ -216,7 +225,9 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 		objs = c.nodeMaintenance.Objects()
 		req.object = primaryObject(objs)
 	}
-	st, perr := c.readStatus(node)
+	// The record as the engine last wrote it, until the cache shows that
+	// write (ownwrite.go): a drain that just finished is not resumed.
+	st, perr := c.readStatus(c.engine.ownView(node))
 	if c.nodeMaintenance != nil {
 		// Finalizer first: an object the agent drains for is kept until
 		// the drain is undone.
@@ -233,6 +244,7 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 	case undoAfterTimeout:
 		return c.engine.UndoAfterTimeout(ctx)
 	case handOver:
+		run.stop()
 		trigger, reason := req.trigger()
 		return c.engine.HandOver(ctx, trigger, reason)
 	}
@@ -269,8 +281,10 @@ const (
 	// undoAfterTimeout undoes what the agent did after a drain that timed
 	// out (drain.onTimeout uncordon); the maintenance stays requested.
 	undoAfterTimeout
-	// handOver gives a drained node the reboot coordinator is done with to
-	// the request that keeps it in maintenance (Engine.HandOver).
+	// handOver gives the maintenance of the reboot coordinator, which no
+	// longer asks for it, to the request that keeps the node in
+	// maintenance (Engine.HandOver); the reboot's run, if one runs, is
+	// stopped first.
 	handOver
 )
 
@@ -286,6 +300,22 @@ func (c *Controller) decide(ctx context.Context, req request, st *Status, perr e
 	case c.shutdown:
 		// The shutdown guard owns the engine until the host goes down or
 		// the shutdown is cancelled.
+	case req.wanted() && req.reboot == "" && perr == nil && st.Active() && st.Trigger == TriggerReboot:
+		// The reboot coordinator no longer asks for its drain (the host
+		// is back, the reboot was called off or given up), but another
+		// request keeps the node: it takes the reboot's maintenance over,
+		// whatever its phase. Left to the reboot, the record keeps the
+		// coordinator waiting for its own maintenance to end with its
+		// drain slot held, for as long as the other request stays
+		// (test/property, P8), and that request's drain, which needs a
+		// slot of its own, waits behind the reboot's slot for ever. The
+		// reboot's run stops: the drain goes on in the request's own
+		// slot. Another request's run, waiting for its slot, goes on.
+		var run *maintenanceRun
+		if c.active != nil && c.active.trigger == TriggerReboot {
+			run, c.active = c.active, nil
+		}
+		return handOver, run
 	case req.wanted() && c.active == nil:
 		if perr != nil {
 			// Starting would overwrite a record we cannot read; the
@@ -293,15 +323,6 @@ func (c *Controller) decide(ctx context.Context, req request, st *Status, perr e
 			break
 		}
 		if st.Active() && st.Trigger != TriggerShutdown && st.Phase == PhaseSucceeded {
-			if st.Trigger == TriggerReboot && req.reboot == "" {
-				// The host is back and the reboot coordinator no longer
-				// asks, but another request keeps the node: it takes the
-				// drained node over. Left to the reboot, the record would
-				// keep the coordinator waiting for its own maintenance to
-				// end, with its drain slot held for as long as the other
-				// request stays (test/property, P8).
-				return handOver, nil
-			}
 			break // drained; maintenance goes on while it is requested
 		}
 		if st.TimedOut() && req.answeredBy(st) {

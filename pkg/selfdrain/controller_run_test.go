@@ -1,6 +1,7 @@
 package selfdrain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -30,21 +31,24 @@ func TestDecide(t *testing.T) {
 	shutdownFailed := &Status{Phase: PhaseFailed, Trigger: TriggerShutdown, StartTime: &t0}
 	rebootDrained := &Status{Phase: PhaseSucceeded, Trigger: TriggerReboot, Reason: "reboot coordinator: kernel", StartTime: &t0}
 	rebootRunning := &Status{Phase: PhaseRunning, Trigger: TriggerReboot, Reason: "reboot coordinator: kernel", StartTime: &t0}
+	rebootWaiting := &Status{Phase: PhaseWaiting, Trigger: TriggerReboot, Reason: "reboot coordinator: kernel", StartTime: &t0}
 	objectRunning := &Status{Phase: PhaseRunning, Trigger: TriggerNodeMaintenance, Reason: "NIC replacement", StartTime: &t0}
 	object := nmObject("nodemaintenance.medik8s.io", "nm", t0.Time)
 	unreadable := errors.New("not valid status JSON")
 
 	tests := []struct {
-		name        string
-		req         request
-		st          *Status
-		perr        error
-		active      bool // a drain runs
-		shutdown    bool
-		uncordon    bool // drain.onTimeout uncordon
-		want        decision
-		wantTrigger Trigger // of the run started
-		wantReason  string
+		name          string
+		req           request
+		st            *Status
+		perr          error
+		active        bool    // a drain runs
+		activeTrigger Trigger // its trigger; the annotation when not set
+		shutdown      bool
+		uncordon      bool // drain.onTimeout uncordon
+		want          decision
+		wantTrigger   Trigger // of the run started
+		wantReason    string
+		wantStopped   bool // the running drain is taken from its place, to stop
 	}{
 		{name: "nothing asked, nothing recorded", want: keep},
 		{name: "annotation asks", req: request{annotation: "kernel"}, want: startDrain, wantTrigger: TriggerAnnotation, wantReason: "kernel"},
@@ -73,11 +77,17 @@ func TestDecide(t *testing.T) {
 		{name: "asked, host back from a shutdown drain that failed", req: request{annotation: "kernel"}, st: shutdownFailed, want: startDrain, wantTrigger: TriggerAnnotation},
 		{name: "a restarted agent resumes a reboot's drain as the reboot's, the annotation added since", req: request{reboot: "reboot coordinator: draining", annotation: "kernel"}, st: rebootRunning, want: startDrain, wantTrigger: TriggerReboot, wantReason: "reboot coordinator: draining"},
 		{name: "a restarted agent resumes an object's drain as the object's", req: request{annotation: "kernel", object: object}, st: objectRunning, want: startDrain, wantTrigger: TriggerNodeMaintenance, wantReason: "NIC replacement"},
-		{name: "a reboot's drain no longer asked, the annotation takes it over", req: request{annotation: "kernel"}, st: rebootRunning, want: startDrain, wantTrigger: TriggerAnnotation, wantReason: "kernel"},
 		{name: "reboot drained, the reboot still asks", req: request{reboot: "reboot coordinator: rebooting", annotation: "kernel"}, st: rebootDrained, want: keep},
 		{name: "reboot done, the annotation keeps the node", req: request{annotation: "kernel"}, st: rebootDrained, want: handOver},
 		{name: "reboot done, an object keeps the node", req: request{object: object}, st: rebootDrained, want: handOver},
 		{name: "reboot done, nothing keeps the node", st: rebootDrained, want: endMaintenance},
+		{name: "a reboot's drain no longer asked, the annotation takes it over", req: request{annotation: "kernel"}, st: rebootRunning, want: handOver},
+		{name: "a reboot's drain no longer asked while it runs: stopped, the annotation takes it over", req: request{annotation: "kernel"}, st: rebootRunning, active: true, activeTrigger: TriggerReboot, want: handOver, wantStopped: true},
+		{name: "a reboot's drain no longer asked while the annotation's run waits for its slot: the run goes on", req: request{annotation: "kernel"}, st: rebootTimedOut, active: true, want: handOver},
+		{name: "a reboot's timed-out drain no longer asked, an object keeps the node", req: request{object: object}, st: rebootTimedOut, want: handOver},
+		{name: "a reboot's drain waiting for its slot no longer asked, the annotation takes it over", req: request{annotation: "kernel"}, st: rebootWaiting, want: handOver},
+		{name: "a reboot's drain under way, no longer asked, nothing keeps the node", st: rebootRunning, active: true, activeTrigger: TriggerReboot, want: stopDrain},
+		{name: "a reboot's drain record unreadable, the annotation asks", req: request{annotation: "kernel"}, perr: unreadable, want: keep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,7 +95,7 @@ func TestDecide(t *testing.T) {
 			c, _ := h.controller()
 			var before *maintenanceRun
 			if tt.active {
-				before = c.newRun(context.Background(), TriggerAnnotation, "kernel")
+				before = c.newRun(context.Background(), cmp.Or(tt.activeTrigger, TriggerAnnotation), "kernel")
 				c.active = before
 			}
 			c.shutdown = tt.shutdown
@@ -104,6 +114,13 @@ func TestDecide(t *testing.T) {
 			case stopDrain:
 				if run != before || c.active != nil {
 					t.Errorf("stop returned %p with %p active, want the running drain %p taken from its place", run, c.active, before)
+				}
+			case handOver:
+				if tt.wantStopped && (run != before || c.active != nil) {
+					t.Errorf("hand-over returned %p with %p active, want the reboot's drain %p taken from its place", run, c.active, before)
+				}
+				if !tt.wantStopped && (run != nil || c.active != before) {
+					t.Errorf("hand-over returned %p with %p active; want the run %p left as it is", run, c.active, before)
 				}
 			default:
 				if run != nil || c.active != before {

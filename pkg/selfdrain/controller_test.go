@@ -123,6 +123,96 @@ func TestControllerHandsARebootsDrainOver(t *testing.T) {
 	}
 }
 
+// A reboot's drain under way that the reboot coordinator no longer asks for
+// (the reboot was called off), while the annotation keeps the node in
+// maintenance, is handed over: the reboot's run stops, the record names the
+// annotation and says the drain waits for a slot of its own, so that the
+// coordinator sees its maintenance over and gives the reboot's slot back.
+// Before, the annotation's drain waited for a slot behind the reboot's
+// (the agent asks for one purpose at a time, pkg/slots), and the
+// coordinator held that slot until the reboot's maintenance ended: neither
+// moved. The drain then goes on in the annotation's slot, with the agent's
+// cordon on record.
+func TestControllerHandsARunningRebootDrainOver(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	var mu sync.Mutex
+	refuse := true
+	h.onEvict(func(eviction) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse {
+			return apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}
+		return nil
+	})
+	rebootAsks := "reboot coordinator: kernel"
+	c := NewController(ControllerOptions{Engine: h.engine, Slots: h.slots, RebootDrain: func(*corev1.Node) string { return rebootAsks }})
+	_, v := h.controller()
+	ctx := context.Background()
+	reconcile := func() {
+		t.Helper()
+		if err := c.reconcile(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The reboot's drain began before the annotation came.
+	if _, err := h.engine.Begin(ctx, Request{Trigger: TriggerReboot, Reason: rebootAsks}); err != nil {
+		t.Fatal(err)
+	}
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"NIC"}}}`)
+	reconcile()
+	reboot := c.active
+	if reboot == nil || reboot.trigger != TriggerReboot {
+		t.Fatalf("active run %+v, want the reboot's", reboot)
+	}
+	h.waitFor("the reboot's drain to evict", func() bool { return len(h.evicted()) > 0 })
+
+	rebootAsks = ""
+	h.slots.hold("node-2")
+	reconcile()
+	select {
+	case <-reboot.done:
+	default:
+		t.Fatal("the reboot's run still runs after the hand-over")
+	}
+	st := h.status()
+	if st.Trigger != TriggerAnnotation || st.Reason != "NIC" || st.Phase != PhaseRunning || st.LastError != slotWaitMessage ||
+		!st.CordonedByAgent || !st.TaintedByAgent || st.DrainStartTime != nil {
+		t.Fatalf("after the hand-over: %s; want the annotation's drain, Running and waiting for its slot, with the agent's cordon and taint", st.Encode())
+	}
+	if !h.node().Spec.Unschedulable {
+		t.Fatal("the handed-over node was uncordoned")
+	}
+	if cond := h.condition(ConditionType); cond == nil || cond.Reason != ReasonWaiting {
+		t.Errorf("condition %+v, want %s", cond, ReasonWaiting)
+	}
+	if !hasEvent(h.events(), "Normal MaintenanceHandedOver") {
+		t.Error("no MaintenanceHandedOver Event")
+	}
+
+	// The annotation's drain waits for its own slot, then resumes.
+	reconcile()
+	run := c.active
+	if run == nil || run.trigger != TriggerAnnotation {
+		t.Fatalf("active run %+v, want the annotation's", run)
+	}
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	h.slots.hold("")
+	h.run(func() { <-run.done }, nil)
+	st = h.status()
+	if st.Trigger != TriggerAnnotation || st.Phase != PhaseSucceeded || !st.CordonedByAgent || st.DrainStartTime == nil {
+		t.Fatalf("after the annotation's drain: %s; want it Succeeded, with the agent's cordon on record", st.Encode())
+	}
+
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":null}}}`)
+	reconcile()
+	if st := h.status(); st.Active() || h.node().Spec.Unschedulable {
+		t.Errorf("after the annotation went: %s, unschedulable %t; want ended and uncordoned", st.Encode(), h.node().Spec.Unschedulable)
+	}
+}
+
 // failNodePatches makes the next n patches of the Node (not of its status)
 // fail, and records when on the fake clock each patch was tried.
 func failNodePatches(h *harness, n int) func() []time.Time {

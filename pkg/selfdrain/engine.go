@@ -59,6 +59,11 @@ type Engine struct {
 	// Jitter returns a factor in [0.75, 1.25) applied to every backoff; tests
 	// may fix it.
 	Jitter func() float64
+
+	// own is the record the engine wrote last, until the cache shows it
+	// (ownwrite.go).
+	ownMu sync.Mutex
+	own   *ownWrite
 }
 
 // EngineOptions configures an Engine. Client and NodeName are required; the
@@ -124,7 +129,11 @@ func (e *Engine) readStatus(ctx context.Context) (*Status, error) {
 
 // patchStatus writes st as the maintenance record on the Node.
 func (e *Engine) patchStatus(ctx context.Context, st *Status) error {
-	return patchStatusAnnotation(ctx, e.Client, e.NodeName, st)
+	node, err := patchStatusAnnotation(ctx, e.Client, e.NodeName, st)
+	if err == nil {
+		e.wrote(node)
+	}
+	return err
 }
 
 // UseNodeCache hands the engine the agent's informer copy of its Node. Its
@@ -177,7 +186,7 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 	}
 	now := e.now()
 	var st *Status
-	_, err = updateNode(ctx, e.Client, e.NodeName, e.cached(), func(node *corev1.Node) (bool, error) {
+	_, err = e.updateRecord(ctx, e.cached(), func(node *corev1.Node) (bool, error) {
 		prev, perr := ParseStatus(node)
 		fresh := true
 		switch {
@@ -289,7 +298,7 @@ func (e *Engine) End(ctx context.Context, why string) error {
 		node = written // nil after an error: the update reads the Node
 	}
 	var st *Status
-	_, err = updateNode(ctx, e.Client, e.NodeName, node, func(node *corev1.Node) (bool, error) {
+	_, err = e.updateRecord(ctx, node, func(node *corev1.Node) (bool, error) {
 		prev, perr := ParseStatus(node)
 		if perr != nil {
 			// Fail closed: without a readable record we cannot know what
@@ -323,28 +332,28 @@ func (e *Engine) End(ctx context.Context, why string) error {
 	return nil
 }
 
-// HandOver gives a drained maintenance of the reboot coordinator to the
-// request that keeps the node in maintenance once the coordinator is done
-// with it (trigger and reason): the record stays as it is (Succeeded, with
-// what the agent cordoned and tainted) but names that request, so that the
-// coordinator sees its own maintenance over and gives its drain slot back,
-// and the end of that request undoes the node. A record that is not a
-// drained reboot's is left alone.
+// HandOver gives the maintenance of the reboot coordinator to the request
+// that keeps the node in maintenance once the coordinator no longer asks
+// for it (trigger and reason), with what the agent cordoned and tainted:
+// the record names that request, so that the coordinator sees its own
+// maintenance over and gives its drain slot back, and the end of that
+// request undoes the node (handedOver says what becomes of each phase). A
+// record that is not the reboot's is left alone.
 func (e *Engine) HandOver(ctx context.Context, trigger Trigger, reason string) error {
 	now := e.now()
-	var st *Status
-	_, err := updateNode(ctx, e.Client, e.NodeName, e.cached(), func(node *corev1.Node) (bool, error) {
-		prev, perr := ParseStatus(node)
+	var prev, st *Status
+	_, err := e.updateRecord(ctx, e.cached(), func(node *corev1.Node) (bool, error) {
+		var perr error
+		prev, perr = ParseStatus(node)
 		if perr != nil {
 			// Fail closed, as End does.
 			return false, perr
 		}
-		if !prev.Active() || prev.Trigger != TriggerReboot || prev.Phase != PhaseSucceeded {
+		if !prev.Active() || prev.Trigger != TriggerReboot {
 			st = nil
 			return false, nil
 		}
-		st = prev
-		st.Trigger, st.Reason, st.LastUpdate = trigger, reason, &now
+		st = handedOver(prev, trigger, reason, now)
 		setStatusAnnotation(node, st)
 		return true, nil
 	})
@@ -354,12 +363,46 @@ func (e *Engine) HandOver(ctx context.Context, trigger Trigger, reason string) e
 	if st == nil {
 		return nil
 	}
-	if err := e.setCondition(ctx, ReasonDrained, fmt.Sprintf("Drained %d pods (%s)", st.EvictionPods, trigger), now); err != nil {
+	cond, msg, what := ReasonDrained, fmt.Sprintf("Drained %d pods (%s)", st.EvictionPods, trigger), "the drained node"
+	if st.Phase != PhaseSucceeded {
+		cond, msg, what = ReasonWaiting, slotWaitMessage, "its drain, which waits for a drain slot of its own,"
+	}
+	if err := e.setCondition(ctx, cond, msg, now); err != nil {
 		e.Logger.Warn("Could not set the node condition; the status annotation is set", "err", err)
 	}
-	e.event(corev1.EventTypeNormal, "MaintenanceHandedOver", "The reboot coordinator is done with the drained node; the maintenance goes on for %s: %s", trigger, reason)
-	e.Logger.Info("Drained node handed over from the reboot coordinator", "trigger", trigger, "reason", reason)
+	e.event(corev1.EventTypeNormal, "MaintenanceHandedOver", "The reboot coordinator no longer asks for the drain (%s); %s goes on for %s: %s", prev.Phase, what, trigger, reason)
+	e.Logger.Info("Maintenance handed over from the reboot coordinator", "phase", prev.Phase, "trigger", trigger, "reason", reason)
 	return nil
+}
+
+// handedOver is the reboot's record prev once the request of trigger and
+// reason takes it over, at now. What the agent cordoned and tainted stays on
+// record in every phase, so the end of that request undoes it.
+//
+//   - Succeeded: the node stays drained, for that request.
+//   - Running: the drain goes on for that request, in a drain slot of its
+//     own, which it waits for: the record says so (slotWaitMessage), as a
+//     drain that lost its slot does, and drain.timeout counts from that
+//     slot (Begin sets DrainStartTime).
+//   - Failed: the reboot's attempt timed out; that request's own attempt
+//     begins, counted afresh, and waits for its slot likewise.
+//   - Waiting: nothing changed on the node yet; it waits for that
+//     request's slot.
+func handedOver(prev *Status, trigger Trigger, reason string, now metav1.Time) *Status {
+	st := *prev
+	st.Trigger, st.Reason, st.LastUpdate = trigger, reason, &now
+	switch prev.Phase {
+	case PhaseFailed:
+		st.StartTime = &now
+		st.TotalPods, st.EvictionPods, st.PendingPods, st.DrainProgress = 0, 0, nil, 0
+		st.Blockers = nil
+		fallthrough
+	case PhaseRunning:
+		st.Phase = PhaseRunning
+		st.DrainStartTime = nil
+		st.LastError, st.ErrorOnLeaseCount = slotWaitMessage, 0
+	}
+	return &st
 }
 
 // undid says what undo did for st.

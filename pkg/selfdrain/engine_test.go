@@ -209,3 +209,47 @@ func TestEvictionResult(t *testing.T) {
 		}
 	}
 }
+
+// What each phase of the reboot's record becomes when another request takes
+// it over (HandOver): what the agent cordoned and tainted stays on record;
+// a drain under way or a new attempt after a timeout waits for the
+// request's own slot, and its drain.timeout counts from that slot.
+func TestHandedOver(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	now := metav1.NewTime(t0.Add(time.Hour))
+	reboot := func(phase Phase) *Status {
+		return &Status{Phase: phase, Trigger: TriggerReboot, Reason: "reboot coordinator: kernel", StartTime: &t0, DrainStartTime: &t0,
+			TotalPods: 3, EvictionPods: 2, PendingPods: []string{"ns/a"}, DrainProgress: 50, CordonedByAgent: true, TaintedByAgent: true}
+	}
+	failed := reboot(PhaseFailed)
+	failed.LastError = "drain.timeout (1h0m0s) passed"
+	failed.Blockers = []Blocker{{Pod: "ns/a", Reason: BlockerPodDisruptionBudget}}
+	tests := []struct {
+		name string
+		prev *Status
+		want Status
+	}{
+		{name: "drained: stays drained", prev: reboot(PhaseSucceeded), want: Status{Phase: PhaseSucceeded, StartTime: &t0, DrainStartTime: &t0,
+			TotalPods: 3, EvictionPods: 2, PendingPods: []string{"ns/a"}, DrainProgress: 50}},
+		{name: "under way: goes on, waiting for its slot", prev: reboot(PhaseRunning), want: Status{Phase: PhaseRunning, StartTime: &t0,
+			TotalPods: 3, EvictionPods: 2, PendingPods: []string{"ns/a"}, DrainProgress: 50, LastError: slotWaitMessage}},
+		{name: "timed out: a new attempt, waiting for its slot", prev: failed, want: Status{Phase: PhaseRunning, StartTime: &now, LastError: slotWaitMessage}},
+		{name: "waiting for the reboot's slot: waits for the request's", prev: reboot(PhaseWaiting), want: Status{Phase: PhaseWaiting, StartTime: &t0, DrainStartTime: &t0,
+			TotalPods: 3, EvictionPods: 2, PendingPods: []string{"ns/a"}, DrainProgress: 50}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := tt.prev.Encode()
+			got := handedOver(tt.prev, TriggerAnnotation, "NIC", now)
+			want := tt.want
+			want.Trigger, want.Reason, want.LastUpdate = TriggerAnnotation, "NIC", &now
+			want.CordonedByAgent, want.TaintedByAgent = true, true
+			if got.Encode() != want.Encode() {
+				t.Errorf("handed over:\n got %s\nwant %s", got.Encode(), want.Encode())
+			}
+			if tt.prev.Encode() != before {
+				t.Error("the reboot's record was changed in place")
+			}
+		})
+	}
+}

@@ -204,6 +204,17 @@ func (h *harness) node() *corev1.Node {
 	return n
 }
 
+// trackedNode is the Node as the fake apiserver holds it, read without the
+// clientset, so that a reactor may call it.
+func (h *harness) trackedNode() *corev1.Node {
+	h.t.Helper()
+	o, err := h.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", testNode)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return o.(*corev1.Node).DeepCopy()
+}
+
 func (h *harness) condition(typ corev1.NodeConditionType) *corev1.NodeCondition {
 	for _, c := range h.node().Status.Conditions {
 		if c.Type == typ {
@@ -223,9 +234,32 @@ func testPod(name string) *corev1.Pod {
 }
 
 // nodeView is the controller's view of the Node in the fake clientset.
+// hold makes it show one copy instead, as an informer's cache that is
+// behind the apiserver does.
 type nodeView struct {
 	agenttest.NodeView
 	t *testing.T
+
+	mu   sync.Mutex
+	held *corev1.Node
+}
+
+// Get implements agent.NodeView: the copy held, or the Node as it is.
+func (v *nodeView) Get() (*corev1.Node, error) {
+	v.mu.Lock()
+	held := v.held
+	v.mu.Unlock()
+	if held != nil {
+		return held.DeepCopy(), nil
+	}
+	return v.NodeView.Get()
+}
+
+// hold makes the view show n until hold(nil).
+func (v *nodeView) hold(n *corev1.Node) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.held = n
 }
 
 // touch tells the controller that the Node changed.

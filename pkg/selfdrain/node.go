@@ -135,18 +135,18 @@ func updateNode(ctx context.Context, client kube.Interface, name string, first *
 const FieldManager = "node-agent"
 
 // patchStatusAnnotation writes only the status annotation, with a merge
-// patch that cannot clobber other fields.
-func patchStatusAnnotation(ctx context.Context, client kube.Interface, name string, st *Status) error {
+// patch that cannot clobber other fields. It returns the Node as written.
+func patchStatusAnnotation(ctx context.Context, client kube.Interface, name string, st *Status) (*corev1.Node, error) {
 	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]string{StatusAnnotation: st.Encode()}}}
 	b, err := json.Marshal(patch)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager})
+	node, err := client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
-		return fmt.Errorf("writing maintenance status on Node %s: %w", name, err)
+		return nil, fmt.Errorf("writing maintenance status on Node %s: %w", name, err)
 	}
-	return nil
+	return node, nil
 }
 
 // setCondition writes the UnderMaintenance condition with a strategic merge

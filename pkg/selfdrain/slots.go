@@ -38,6 +38,9 @@ func take(ctx context.Context, s SlotSource, e *Engine, trigger Trigger, reason 
 	return s.Acquire(ctx, func(err error) { w.report(ctx, err) })
 }
 
+// slotWaitMessage is a drain's lastError while it waits for its slot.
+const slotWaitMessage = "waiting for a drain slot from the coordinator (drain.maxConcurrentNodes, drain.pools)"
+
 // slotWait reports, while a drain waits for a slot, why it waits: every
 // slot is held by other nodes, or a slot cannot be taken at all because of
 // an error (the request cannot be written, no coordinator answers), which
@@ -58,7 +61,7 @@ func (w *slotWait) report(ctx context.Context, cause error) {
 	if w.start == nil {
 		w.start = &now
 	}
-	msg := "waiting for a drain slot from the coordinator (drain.maxConcurrentNodes, drain.pools)"
+	msg := slotWaitMessage
 	if cause != nil {
 		w.errors++
 		msg = fmt.Sprintf("cannot get a drain slot: %v", cause)

@@ -95,7 +95,7 @@ func (e *Engine) undoesOnTimeout(trigger Trigger) bool {
 func (e *Engine) UndoAfterTimeout(ctx context.Context) error {
 	now := e.now()
 	var st *Status
-	_, err := updateNode(ctx, e.Client, e.NodeName, e.cached(), func(node *corev1.Node) (bool, error) {
+	_, err := e.updateRecord(ctx, e.cached(), func(node *corev1.Node) (bool, error) {
 		prev, perr := ParseStatus(node)
 		if perr != nil {
 			// Fail closed, as End does.
