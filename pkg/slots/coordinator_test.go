@@ -527,3 +527,63 @@ func TestEveryWaitingNodeIsAnswered(t *testing.T) {
 		return granted == 1 && queued == len(names)-1
 	})
 }
+
+// staleView is a view that can be held at one Node, as a lagging cache.
+type staleView struct {
+	*view
+	mu     sync.Mutex
+	frozen *corev1.Node
+}
+
+func (v *staleView) Get() (*corev1.Node, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.frozen != nil {
+		return v.frozen, nil
+	}
+	return v.view.Get()
+}
+
+func (v *staleView) freeze() {
+	n, _ := v.view.Get()
+	v.mu.Lock()
+	v.frozen = n.DeepCopy()
+	v.mu.Unlock()
+}
+
+// TestReleaseWhenTheCacheLags: the request on the Node was renewed by
+// another holder of this process (same id, a newer heartbeat) and the
+// agent's cache still shows the old value; the release reads the request
+// from the apiserver and withdraws it, rather than leaving the slot held
+// until the coordinator finds the node silent (seen in make scale).
+func TestReleaseWhenTheCacheLags(t *testing.T) {
+	b := newBed(t, "n1")
+	defer b.coordinator(1, time.Minute)()
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	v := &staleView{view: newView(ctx, b.client, "n1")}
+	r := &Requester{Client: b.client, NodeName: "n1", RenewInterval: time.Hour, NoAnswerAfter: 300 * time.Millisecond,
+		ClaimGrace: time.Hour, Clock: clock.RealClock{}, Logger: b.log}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx, v) }()
+	defer func() { cancel(); <-done }()
+	h, err := r.Acquire(b.ctx, PurposeMaintenance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.freeze()
+	req, err := ParseRequest(b.node("n1"))
+	if err != nil || req == nil {
+		t.Fatalf("request %+v, %v", req, err)
+	}
+	renewed := *req
+	renewed.Heartbeat = 99
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, RequestAnnotation, renewed.Encode())
+	if _, err := b.fake.CoreV1().Nodes().Patch(b.ctx, "n1", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	if got := b.node("n1").Annotations[RequestAnnotation]; got != "" {
+		t.Errorf("the request stays after the release: %s", got)
+	}
+}

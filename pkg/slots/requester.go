@@ -350,12 +350,34 @@ func (r *Requester) renew(ctx context.Context) {
 	}
 	h.mu.Unlock()
 	if err := r.write(ctx, &cur, &next); err != nil {
+		// The value on the Node may have changed since (the same
+		// request renewed by an earlier holder in this process, or by
+		// the agent before a restart): take it up from the apiserver,
+		// not the cache, so that the next renewal tests the right value.
+		if stored, ferr := r.fresh(ctx); ferr == nil && stored != nil && stored.ID == cur.ID {
+			h.mu.Lock()
+			h.req = *stored
+			h.mu.Unlock()
+		}
 		r.Logger.Warn("Could not renew the drain slot's request", "err", err)
 		return
 	}
 	h.mu.Lock()
 	h.req = next
 	h.mu.Unlock()
+}
+
+// fresh reads the node's request from the apiserver rather than the cache.
+func (r *Requester) fresh(ctx context.Context) (*Request, error) {
+	node, err := r.Client.CoreV1().Nodes().Get(ctx, r.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading Node %s: %w", r.NodeName, err)
+	}
+	req, err := ParseRequest(node)
+	if err != nil {
+		return nil, nil // malformed: ours to replace, nothing to release
+	}
+	return req, nil
 }
 
 // write replaces the request old (nil: none) with next (nil: remove it),
@@ -528,9 +550,14 @@ func (h *Held) Release() {
 	if err := r.write(ctx, &req, nil); err != nil {
 		// Written since as this process does not know it: remove it
 		// if it is still this request; an admin's withdrawal or a new
-		// request is left alone.
-		cur, _, _, gerr := r.state()
-		if gerr != nil || cur == nil || cur.ID != req.ID {
+		// request is left alone. Read from the apiserver: the cache may
+		// be as stale as the value that failed.
+		cur, gerr := r.fresh(ctx)
+		if gerr != nil {
+			r.Logger.Warn("Could not release the drain slot; the coordinator takes it back once this agent is silent", "lease", h.slot, "err", errors.Join(err, gerr))
+			return
+		}
+		if cur == nil || cur.ID != req.ID {
 			r.Logger.Info("Drain slot request already gone or replaced; nothing to release", "lease", h.slot)
 			return
 		}
