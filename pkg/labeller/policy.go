@@ -180,6 +180,32 @@ func (p Policy) Source() string {
 	return "node-agent's configuration"
 }
 
+// Summary says the settings in force in one line, for the log and reports.
+func (p Policy) Summary() string {
+	var parts []string
+	if r := p.obsoleteRule(); r.marksHostModel {
+		parts = append(parts, "obsolete CPU models "+strings.Join(r.models, ", ")+" (replacing KubeVirt's defaults)")
+	} else {
+		parts = append(parts, "KubeVirt's default obsolete CPU models")
+	}
+	if m := p.MinModel(); m != "" {
+		parts = append(parts, "minimum CPU model "+m)
+	} else {
+		parts = append(parts, "no minimum CPU model")
+	}
+	if kv := p.KubeVirt; kv != nil {
+		if kv.MinCPUModel != "" {
+			parts = append(parts, fmt.Sprintf("minCPUModel %s unused, as KubeVirt leaves it", kv.MinCPUModel))
+		}
+		gate := "off"
+		if kv.CrossArchitectureVirtualization {
+			gate = "on"
+		}
+		parts = append(parts, CrossArchitectureGate+" "+gate)
+	}
+	return p.Source() + ": " + strings.Join(parts, "; ")
+}
+
 // MinModel returns the minimum CPU model in force; empty when none, as
 // always under a KubeVirt CR.
 func (p Policy) MinModel() string {
