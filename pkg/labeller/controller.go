@@ -361,9 +361,10 @@ func (c *Controller) recompute() {
 		c.logger.Info("Waiting for the KubeVirt CR's state before labelling", "resource", "kubevirts.kubevirt.io")
 		return
 	}
-	if settings := policy.Summary(); settings != c.loggedSettings {
-		c.loggedSettings = settings
-		c.logger.Info("Labelling settings", "source", policy.Source(), "settings", settings, "note", policy.KubeVirtNote)
+	// Said once, and again when the settings or the reason for them change.
+	if said := policy.Summary() + "\n" + policy.KubeVirtNote; said != c.loggedSettings {
+		c.loggedSettings = said
+		c.logger.Info("Labelling settings", "source", policy.Source(), "settings", policy.Summary(), "note", policy.KubeVirtNote)
 	}
 	if h == nil {
 		return
