@@ -206,11 +206,12 @@ func (w *wiring) labeller(d agent.Deps) (*labeller.Controller, error) {
 
 // KubeVirtRecheckInterval is how often an agent asks discovery again
 // whether the cluster serves kubevirts.kubevirt.io while it does not (or
-// refuses the agent its CRs): one small GET per node every five minutes, so
-// a KubeVirt installed later is followed within five minutes, without a
-// restart. Where the resource is served, the CR is watched and no request
-// repeats.
-const KubeVirtRecheckInterval = 5 * time.Minute
+// refuses the agent its CRs), so that a KubeVirt installed later is followed
+// without a restart. An idle agent otherwise sends only its watch renewals,
+// about one request every ten minutes (docs/scale.md); a discovery request
+// every 30 minutes adds a third of that where KubeVirt is not installed. Where
+// the resource is served, the CR is watched instead and nothing is polled.
+const KubeVirtRecheckInterval = 30 * time.Minute
 
 // KubeVirtState hands the KubeVirt CR's state as pkg/kubevirtcr reads it to
 // pkg/labeller, which applies it.

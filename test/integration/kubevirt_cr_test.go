@@ -36,7 +36,7 @@ import (
 // Each expected label set is what `node-agent labels` prints for the same
 // host and settings; the properties the issue names are also checked one by
 // one. A CRD installed after the agent started is picked up at the next
-// discovery recheck, five minutes later; kubevirtcr's unit tests show that on
+// discovery recheck, 30 minutes later; kubevirtcr's unit tests show that on
 // a fake clock.
 func TestLabellerFollowsKubeVirtCR(t *testing.T) {
 	requireLibvirt(t)
