@@ -64,7 +64,7 @@ cannot select for it, and may migrate to a node lacking it with nothing in the
 labels to say why.
 
 The KubeVirt CR: "node-agent run" follows the KubeVirt CR of its cluster
-(--kubevirt-cr auto): its obsoleteCPUModels replace --obsolete-cpu-models,
+(--kubevirt-cr auto): its obsoleteCPUModels replace the built-in list and --obsolete-cpu-models,
 no minimum CPU model is subtracted, and its CrossArchitectureVirtualization
 feature gate adds the kubevirt.io/vm-arch-* labels. This command needs no
 cluster and reads the CR only when given one, with --kubeconfig or --context;

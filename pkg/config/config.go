@@ -107,10 +107,10 @@ type LabellerConfig struct {
 	// subtraction off, as KubeVirt's own labeller has it since 2022. Not
 	// applied under a KubeVirt CR, which subtracts nothing.
 	MinCPUModel string `json:"minCPUModel"`
-	// ObsoleteCPUModels, when not empty, replace the built-in obsolete
-	// list, and the host model on them is marked obsolete, as the KubeVirt
-	// CR's obsoleteCPUModels do. Not applied under a KubeVirt CR, whose
-	// own list applies.
+	// ObsoleteCPUModels are added to the built-in obsolete list (as the
+	// HyperConverged CR's obsoleteCPUs are), and the host model on them is
+	// marked obsolete, as the KubeVirt CR's obsoleteCPUModels do. Not
+	// applied under a KubeVirt CR, whose own list applies.
 	ObsoleteCPUModels []string `json:"obsoleteCPUModels,omitempty"`
 }
 
@@ -527,7 +527,7 @@ func (l *LabellerConfig) addFlags(fs *pflag.FlagSet) {
 	fs.Var(durationValue{&l.DiscoveryTimeout}, "discovery-timeout", "How long one CPU discovery (a child process that talks to libvirt) may take before it is killed; the labels stay and the next period tries again. A cold discovery with the embedded libvirt probes QEMU for about 20 s.")
 	fs.StringVar(&l.KubeVirtCR, "kubevirt-cr", l.KubeVirtCR, "auto: where the cluster serves kubevirts.kubevirt.io, follow the KubeVirt CR's obsoleteCPUModels and CrossArchitectureVirtualization feature gate as KubeVirt does, with no minimum CPU model; --min-cpu-model and --obsolete-cpu-models apply only where there is no CR. ignore: never read it.")
 	fs.StringVar(&l.MinCPUModel, "min-cpu-model", l.MinCPUModel, "CPU model every node is assumed to have; its features get no cpu-feature or host-model-required-features label. \"\" labels every supported feature, as KubeVirt's own labeller does since 2022, and as node-agent does under a KubeVirt CR (--kubevirt-cr). With a model set, a VM that needs one of the model's features cannot ask for it in a node selector, and may be live-migrated to a node lacking it with nothing in the labels to say why.")
-	fs.StringSliceVar(&l.ObsoleteCPUModels, "obsolete-cpu-models", l.ObsoleteCPUModels, "CPU models never labelled, replacing the built-in list (KubeVirt's defaults); the host model on them gets node-labeller.kubevirt.io/obsolete-host-model. As the KubeVirt CR's obsoleteCPUModels, which win where there is a CR (--kubevirt-cr).")
+	fs.StringSliceVar(&l.ObsoleteCPUModels, "obsolete-cpu-models", l.ObsoleteCPUModels, "CPU models never labelled, added to the built-in list (KubeVirt's defaults), as the HyperConverged CR's obsoleteCPUs are; the host model on them gets node-labeller.kubevirt.io/obsolete-host-model. Where there is a KubeVirt CR (--kubevirt-cr), its obsoleteCPUModels win and replace the built-in list, as in KubeVirt.")
 }
 
 // Load reads the YAML file at path into a copy of base. An unknown key is an

@@ -159,10 +159,11 @@ type Policy struct {
 	// the subtraction off, as KubeVirt has it since kubevirt/kubevirt#7765:
 	// every supported feature gets its label. Unused while KubeVirt is set.
 	MinCPUModel string
-	// ObsoleteCPUModels, when not empty, replace DefaultObsoleteCPUModels,
-	// and the host model being on them writes ObsoleteHostModelLabel, as
-	// the KubeVirt CR's obsoleteCPUModels do in KubeVirt. A listed model
-	// also covers its -vN aliases. Unused while KubeVirt is set.
+	// ObsoleteCPUModels are added to DefaultObsoleteCPUModels (as the
+	// HyperConverged CR's obsoleteCPUs are), and the host model being on
+	// them writes ObsoleteHostModelLabel, as the KubeVirt CR's
+	// obsoleteCPUModels do in KubeVirt. A listed model also covers its -vN
+	// aliases. Unused while KubeVirt is set.
 	ObsoleteCPUModels []string
 	// KubeVirt are the settings of the KubeVirt CR in force, applied as
 	// KubeVirt's own labeller applies them; nil where there is none.
@@ -183,9 +184,12 @@ func (p Policy) Source() string {
 // Summary says the settings in force in one line, for the log and reports.
 func (p Policy) Summary() string {
 	var parts []string
-	if r := p.obsoleteRule(); r.marksHostModel {
-		parts = append(parts, "obsolete CPU models "+strings.Join(r.models, ", ")+" (replacing KubeVirt's defaults)")
-	} else {
+	switch r := p.obsoleteRule(); {
+	case r.replaced:
+		parts = append(parts, "obsolete CPU models "+strings.Join(r.marks, ", ")+" (replacing KubeVirt's defaults)")
+	case len(r.marks) > 0:
+		parts = append(parts, "KubeVirt's default obsolete CPU models and "+strings.Join(r.marks, ", "))
+	default:
 		parts = append(parts, "KubeVirt's default obsolete CPU models")
 	}
 	if m := p.MinModel(); m != "" {
@@ -226,36 +230,48 @@ func (p Policy) ExpandModels() []string {
 
 // obsoleteRule is the obsolete list in force and how it is read.
 type obsoleteRule struct {
-	// models are sorted and distinct.
+	// models are sorted and distinct: no model or model-migration label
+	// for them.
 	models []string
+	// marks are the models someone listed (sorted, distinct): the host
+	// model on them writes ObsoleteHostModelLabel. KubeVirt's defaults
+	// only keep models out of the model families (KubeVirt d923fdb: a CR
+	// without obsoleteCPUModels never writes the label).
+	marks []string
 	// aliases: a listed model also covers its -vN aliases (node-agent's
 	// configuration); under a KubeVirt CR only exact names count.
 	aliases bool
-	// marksHostModel: the host model on the list writes
-	// ObsoleteHostModelLabel. Only a list someone set does; the defaults
-	// only keep models out of the model families (KubeVirt d923fdb: a CR
-	// without obsoleteCPUModels never writes the label).
-	marksHostModel bool
+	// replaced: the list someone set replaces the defaults (the KubeVirt
+	// CR's, as in KubeVirt) rather than adding to them (node-agent's own
+	// key, as the HyperConverged CR's obsoleteCPUs adds to its defaults).
+	replaced bool
 }
 
 func (p Policy) obsoleteRule() obsoleteRule {
-	listed, aliases := p.ObsoleteCPUModels, true
-	if p.KubeVirt != nil {
-		listed, aliases = p.KubeVirt.ObsoleteCPUModels, false
+	defaults := sortedNames(DefaultObsoleteCPUModels())
+	if kv := p.KubeVirt; kv != nil {
+		listed := sortedNames(kv.ObsoleteCPUModels)
+		if len(listed) == 0 {
+			return obsoleteRule{models: defaults}
+		}
+		return obsoleteRule{models: listed, marks: listed, replaced: true}
 	}
-	r := obsoleteRule{models: sortedNames(listed), aliases: aliases, marksHostModel: true}
-	if len(r.models) == 0 {
-		r.models, r.marksHostModel = sortedNames(DefaultObsoleteCPUModels()), false
-	}
-	return r
+	own := sortedNames(p.ObsoleteCPUModels)
+	return obsoleteRule{models: sortedNames(append(defaults, own...)), marks: own, aliases: true}
 }
 
-func (r obsoleteRule) has(model string) bool {
-	if _, ok := slices.BinarySearch(r.models, model); ok {
+func (r obsoleteRule) has(model string) bool { return r.in(r.models, model) }
+
+// marksHost reports whether the host model model writes
+// ObsoleteHostModelLabel.
+func (r obsoleteRule) marksHost(model string) bool { return r.in(r.marks, model) }
+
+func (r obsoleteRule) in(list []string, model string) bool {
+	if _, ok := slices.BinarySearch(list, model); ok {
 		return true
 	}
 	if m := versionedAlias.FindStringSubmatch(model); r.aliases && m != nil {
-		_, ok := slices.BinarySearch(r.models, m[1])
+		_, ok := slices.BinarySearch(list, m[1])
 		return ok
 	}
 	return false
@@ -498,7 +514,7 @@ func (b *builder) hostModel(h *hostcpu.HostCPU, rules archRules, obsolete obsole
 	hm := h.HostModel
 	if hm != nil {
 		b.add("host model", hm.Name, HostModelCPULabelPrefix, "true")
-		if obsolete.marksHostModel && obsolete.has(hm.Name) {
+		if obsolete.marksHost(hm.Name) {
 			b.res.HostModelObsolete = true
 			b.res.Labels[ObsoleteHostModelLabel] = "true"
 		}

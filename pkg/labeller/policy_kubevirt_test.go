@@ -28,10 +28,11 @@ func kubeVirtHost(hostModel string) *hostcpu.HostCPU {
 
 // TestObsoleteSettings holds the obsolete list to KubeVirt's rule
 // (kubevirt/kubevirt d923fdb, node_labeller.go prepareLabels and
-// cpu_plugin.go filterCpuModels): a list, the CR's or the configuration's,
-// replaces the defaults; the defaults only keep models out of the model
-// families; obsolete-host-model is written only when the host model is on a
-// list someone set. Under a KubeVirt CR names are exact; node-agent's own
+// cpu_plugin.go filterCpuModels): the CR's list replaces the defaults, the
+// configuration's adds to them (as the HyperConverged CR's obsoleteCPUs
+// does); the defaults only keep models out of the model families;
+// obsolete-host-model is written only when the host model is on a list
+// someone set. Under a KubeVirt CR names are exact; node-agent's own
 // list also covers -vN aliases.
 func TestObsoleteSettings(t *testing.T) {
 	tests := []struct {
@@ -44,9 +45,9 @@ func TestObsoleteSettings(t *testing.T) {
 	}{
 		{name: "defaults: qemu64 filtered, host model kvm64 not marked", hostModel: "kvm64",
 			wantModels: []string{"Haswell", "Haswell-v2", "Penryn"}},
-		{name: "configuration list replaces the defaults and marks the host model", hostModel: "Haswell",
+		{name: "configuration list adds to the defaults and marks the host model", hostModel: "Haswell",
 			policy:     Policy{ObsoleteCPUModels: []string{"Haswell"}},
-			wantModels: []string{"Penryn", "kvm64-v2", "qemu64"}, wantMark: true},
+			wantModels: []string{"Penryn"}, wantMark: true},
 		{name: "KubeVirt CR without a list: the defaults, exact names", hostModel: "kvm64",
 			policy:     Policy{KubeVirt: &KubeVirtSettings{CR: "kubevirt/kubevirt"}, ObsoleteCPUModels: []string{"Haswell"}},
 			wantModels: []string{"Haswell", "Haswell-v2", "Penryn", "kvm64-v2"}},
