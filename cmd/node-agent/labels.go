@@ -1,18 +1,25 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
 
+	"github.com/node-agent/node-agent/internal/runagent"
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/kubevirtcr"
 	"github.com/node-agent/node-agent/pkg/labeller"
 )
 
 type labelsOptions struct {
 	cfg        config.Config
+	client     clientFlags
 	configFile string
 	output     string
 	domCaps    string
@@ -56,6 +63,13 @@ it. With a model set, a feature the model has gets no label: a VM needing it
 cannot select for it, and may migrate to a node lacking it with nothing in the
 labels to say why.
 
+The KubeVirt CR: "node-agent run" follows the KubeVirt CR of its cluster
+(--kubevirt-cr auto): its obsoleteCPUModels replace the built-in list and --obsolete-cpu-models,
+no minimum CPU model is subtracted, and its CrossArchitectureVirtualization
+feature gate adds the kubevirt.io/vm-arch-* labels. This command needs no
+cluster and reads the CR only when given one, with --kubeconfig or --context;
+the output says which settings applied.
+
 Output: -o table (the default) groups the labels by prefix and ends with the
 sources used; -o json and -o yaml print a flat label map on stdout and the
 sources on stderr.`,
@@ -68,7 +82,10 @@ sources on stderr.`,
 
   # Another host's saved output, labelled as KubeVirt's labeller would:
   node-agent labels --min-cpu-model "" --domcapabilities dc.xml \
-      --capabilities caps.xml --supported-features supported_features.xml`,
+      --capabilities caps.xml --supported-features supported_features.xml
+
+  # This host, with the settings of the KubeVirt CR of a cluster:
+  node-agent labels --kubeconfig ~/.kube/config`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd)
@@ -85,6 +102,7 @@ sources on stderr.`,
 	fs.StringVar(&o.features, "supported-features", "", "Read the hypervisor-supported features from this `file` (saved with virsh hypervisor-cpu-baseline --features, KubeVirt's supported_features.xml) instead of libvirt.")
 	fs.StringVar(&o.cpuMap, "cpu-map", "", "Expand CPU models from this libvirt cpu_map `directory` instead of libvirt, following <model name=.../> ancestry.")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "Log each discovery step to stderr.")
+	o.client.add(fs)
 	return cmd
 }
 
@@ -113,6 +131,9 @@ func (o *labelsOptions) run(cmd *cobra.Command) error {
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 
 	policy := labeller.Policy{MinCPUModel: cfg.Labeller.MinCPUModel, ObsoleteCPUModels: cfg.Labeller.ObsoleteCPUModels}
+	if err := o.readKubeVirt(cmd, cfg.Labeller, &policy); err != nil {
+		return err
+	}
 	opts := hostcpu.Options{
 		LibvirtURI:             cfg.Labeller.LibvirtURI,
 		StateDir:               cfg.StateDir,
@@ -133,4 +154,44 @@ func (o *labelsOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	return labeller.Report{Host: h, Policy: policy, Result: res}.Write(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.output)
+}
+
+// kubeVirtReadTimeout bounds reading the KubeVirt CR: discovery and one list.
+const kubeVirtReadTimeout = 30 * time.Second
+
+// readKubeVirt puts the KubeVirt CR's settings into policy, from the cluster
+// --kubeconfig or --context names; with neither, no cluster is contacted and
+// the policy's note says so.
+func (o *labelsOptions) readKubeVirt(cmd *cobra.Command, lc config.LabellerConfig, policy *labeller.Policy) error {
+	fs := cmd.Flags()
+	switch {
+	case lc.KubeVirtCR == config.KubeVirtCRIgnore:
+		policy.KubeVirtNote = "the KubeVirt CR is not read: labeller.kubeVirtCR is ignore"
+		return nil
+	case !fs.Changed("kubeconfig") && !fs.Changed("context"):
+		policy.KubeVirtNote = "no KubeVirt CR read: this command reads one only from the cluster --kubeconfig or --context names"
+		return nil
+	}
+	rc, err := o.client.restConfig()
+	if err != nil {
+		return err
+	}
+	rc.UserAgent = "node-agent-labels"
+	client, err := kube.New(rc)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), kubeVirtReadTimeout)
+	defer cancel()
+	st, err := kubevirtcr.Read(ctx, client.Discovery(), dyn)
+	if err != nil {
+		return fmt.Errorf("reading the KubeVirt CR from %s: %w", rc.Host, err)
+	}
+	kv := runagent.KubeVirtState(st)
+	policy.KubeVirt, policy.KubeVirtNote = kv.Settings, kv.Note
+	return nil
 }

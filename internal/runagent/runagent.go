@@ -1,5 +1,6 @@
 // Package runagent assembles `node-agent run`: the Kubernetes clients, the
-// labeller with its discovery helper, the maintenance controller with its
+// labeller with its discovery helper and the KubeVirt CR's watcher, the
+// maintenance controller with its
 // drain slots, the reboot coordinator, the shutdown guard and the --config
 // watcher, each a component of one pkg/agent Agent for one Node.
 //
@@ -15,6 +16,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -30,6 +32,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 	"github.com/node-agent/node-agent/pkg/hostcpu/subprocess"
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/kubevirtcr"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/reboot"
@@ -88,7 +91,7 @@ func New(o Options) (*agent.Agent, error) {
 	if w.podClient, err = kube.New(podaccess.NodeConfig(restCfg, cfg.NodeName)); err != nil {
 		return nil, err
 	}
-	if cfg.Maintenance.NodeMaintenance {
+	if cfg.Maintenance.NodeMaintenance || cfg.Labeller.Enabled {
 		if w.dyn, err = dynamic.NewForConfig(restCfg); err != nil {
 			return nil, err
 		}
@@ -109,8 +112,8 @@ type wiring struct {
 	cfg config.Config
 	// podClient impersonates the node (podaccess.NodeConfig).
 	podClient kube.Interface
-	// dyn reads NodeMaintenance objects; nil unless
-	// maintenance.nodeMaintenance.
+	// dyn reads NodeMaintenance objects and the KubeVirt CR; nil unless
+	// maintenance.nodeMaintenance or labeller.enabled.
 	dyn        dynamic.Interface
 	discover   labeller.DiscoverFunc
 	configFile string
@@ -186,11 +189,41 @@ func (w *wiring) labeller(d agent.Deps) (*labeller.Controller, error) {
 			return r.Discover(ctx, DiscoveryRequest(lc, w.cfg.StateDir, w.cfg.LogLevel))
 		}
 	}
+	log := d.Logger.With("component", "labeller")
+	kv := &kubevirtcr.Watcher{
+		Client: w.dyn, Discovery: d.Client.Discovery(), Logger: log, Clock: d.Clock,
+		RecheckInterval: KubeVirtRecheckInterval,
+	}
 	return labeller.NewController(labeller.Options{
 		Client: d.Client, NodeName: d.NodeName, Config: w.cfg.Labeller, Discover: discover,
-		Logger: d.Logger.With("component", "labeller"), Clock: d.Clock, Recorder: d.Recorder,
+		Logger: log, Clock: d.Clock, Recorder: d.Recorder,
 		Metrics: labeller.NewMetrics(d.Registry),
+		WatchKubeVirt: func(ctx context.Context, report func(labeller.KubeVirtState)) {
+			kv.Run(ctx, func(s kubevirtcr.State) { report(KubeVirtState(s)) })
+		},
 	})
+}
+
+// KubeVirtRecheckInterval is how often an agent asks discovery again
+// whether the cluster serves kubevirts.kubevirt.io while it does not (or
+// refuses the agent its CRs), so that a KubeVirt installed later is followed
+// without a restart. An idle agent otherwise sends only its watch renewals,
+// about one request every ten minutes (docs/scale.md); a discovery request
+// every 30 minutes adds a third of that where KubeVirt is not installed. Where
+// the resource is served, the CR is watched instead and nothing is polled.
+const KubeVirtRecheckInterval = 30 * time.Minute
+
+// KubeVirtState hands the KubeVirt CR's state as pkg/kubevirtcr reads it to
+// pkg/labeller, which applies it.
+func KubeVirtState(s kubevirtcr.State) labeller.KubeVirtState {
+	out := labeller.KubeVirtState{Note: s.Note}
+	if cr := s.Settings; cr != nil {
+		out.Settings = &labeller.KubeVirtSettings{
+			CR: cr.CR, ObsoleteCPUModels: cr.ObsoleteCPUModels, MinCPUModel: cr.MinCPUModel,
+			CrossArchitectureVirtualization: slices.Contains(cr.FeatureGates, labeller.CrossArchitectureGate),
+		}
+	}
+	return out
 }
 
 // maintenance wires the maintenance requests (the annotation, NodeMaintenance

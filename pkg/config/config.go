@@ -32,6 +32,15 @@ import (
 // then the embedded QEMU driver under the state directory.
 const LibvirtURIAuto = "auto"
 
+// Values of labeller.kubeVirtCR.
+const (
+	// KubeVirtCRAuto reads the KubeVirt CR wherever the cluster serves
+	// kubevirts.kubevirt.io, and follows its settings.
+	KubeVirtCRAuto = "auto"
+	// KubeVirtCRIgnore never reads it: the labeller keys apply.
+	KubeVirtCRIgnore = "ignore"
+)
+
 // Config is the whole configuration of `node-agent run`. The JSON tags are the
 // keys of the --config file.
 type Config struct {
@@ -89,12 +98,19 @@ type LabellerConfig struct {
 	// process, killed when this passes; the labels stay as they were and the
 	// next period tries again.
 	DiscoveryTimeout metav1.Duration `json:"discoveryTimeout"`
+	// KubeVirtCR is KubeVirtCRAuto or KubeVirtCRIgnore: whether the
+	// settings of the KubeVirt CR (kubevirts.kubevirt.io) win over
+	// MinCPUModel and ObsoleteCPUModels where the cluster serves it.
+	KubeVirtCR string `json:"kubeVirtCR"`
 	// MinCPUModel is the CPU model whose features every node is assumed to
 	// have; its features get no cpu-feature label. Empty turns the
-	// subtraction off, as KubeVirt's own labeller has it since 2022.
+	// subtraction off, as KubeVirt's own labeller has it since 2022. Not
+	// applied under a KubeVirt CR, which subtracts nothing.
 	MinCPUModel string `json:"minCPUModel"`
-	// ObsoleteCPUModels are added to the built-in obsolete list; it never
-	// replaces it.
+	// ObsoleteCPUModels are added to the built-in obsolete list (as the
+	// HyperConverged CR's obsoleteCPUs are), and the host model on them is
+	// marked obsolete, as the KubeVirt CR's obsoleteCPUModels do. Not
+	// applied under a KubeVirt CR, whose own list applies.
 	ObsoleteCPUModels []string `json:"obsoleteCPUModels,omitempty"`
 }
 
@@ -285,6 +301,7 @@ func Default() Config {
 			VirtType:          "auto",
 			RediscoveryPeriod: metav1.Duration{Duration: 10 * time.Minute},
 			DiscoveryTimeout:  metav1.Duration{Duration: 2 * time.Minute},
+			KubeVirtCR:        KubeVirtCRAuto,
 			MinCPUModel:       "Penryn",
 		},
 		Drain: DrainConfig{
@@ -508,8 +525,9 @@ func (l *LabellerConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&l.VirtType, "virt-type", l.VirtType, "libvirt domain type to ask about: kvm, qemu, or auto (kvm when /dev/kvm exists, else qemu).")
 	fs.Var(durationValue{&l.RediscoveryPeriod}, "rediscovery-period", "How often the host CPU is examined again, so hypervisor or microcode updates show without a restart.")
 	fs.Var(durationValue{&l.DiscoveryTimeout}, "discovery-timeout", "How long one CPU discovery (a child process that talks to libvirt) may take before it is killed; the labels stay and the next period tries again. A cold discovery with the embedded libvirt probes QEMU for about 20 s.")
-	fs.StringVar(&l.MinCPUModel, "min-cpu-model", l.MinCPUModel, "CPU model every node is assumed to have; its features get no cpu-feature or host-model-required-features label. \"\" labels every supported feature, as KubeVirt's own labeller does since 2022: use \"\" when KubeVirt's labeller also runs, or the two fight over those keys. With a model set, a VM that needs one of the model's features cannot ask for it in a node selector, and may be live-migrated to a node lacking it with nothing in the labels to say why.")
-	fs.StringSliceVar(&l.ObsoleteCPUModels, "obsolete-cpu-models", l.ObsoleteCPUModels, "CPU models never labelled, added to the built-in list.")
+	fs.StringVar(&l.KubeVirtCR, "kubevirt-cr", l.KubeVirtCR, "auto: where the cluster serves kubevirts.kubevirt.io, follow the KubeVirt CR's obsoleteCPUModels and CrossArchitectureVirtualization feature gate as KubeVirt does, with no minimum CPU model; --min-cpu-model and --obsolete-cpu-models apply only where there is no CR. ignore: never read it.")
+	fs.StringVar(&l.MinCPUModel, "min-cpu-model", l.MinCPUModel, "CPU model every node is assumed to have; its features get no cpu-feature or host-model-required-features label. \"\" labels every supported feature, as KubeVirt's own labeller does since 2022, and as node-agent does under a KubeVirt CR (--kubevirt-cr). With a model set, a VM that needs one of the model's features cannot ask for it in a node selector, and may be live-migrated to a node lacking it with nothing in the labels to say why.")
+	fs.StringSliceVar(&l.ObsoleteCPUModels, "obsolete-cpu-models", l.ObsoleteCPUModels, "CPU models never labelled, added to the built-in list (KubeVirt's defaults), as the HyperConverged CR's obsoleteCPUs are; the host model on them gets node-labeller.kubevirt.io/obsolete-host-model. Where there is a KubeVirt CR (--kubevirt-cr), its obsoleteCPUModels win and replace the built-in list, as in KubeVirt.")
 }
 
 // Load reads the YAML file at path into a copy of base. An unknown key is an
@@ -791,6 +809,11 @@ func (l *LabellerConfig) Validate() error {
 	}
 	if l.DiscoveryTimeout.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("labeller.discoveryTimeout %s: must be at least 1s", l.DiscoveryTimeout.Duration))
+	}
+	switch l.KubeVirtCR {
+	case KubeVirtCRAuto, KubeVirtCRIgnore:
+	default:
+		errs = append(errs, fmt.Errorf("labeller.kubeVirtCR %q: must be %s or %s", l.KubeVirtCR, KubeVirtCRAuto, KubeVirtCRIgnore))
 	}
 	if l.MinCPUModel != strings.TrimSpace(l.MinCPUModel) {
 		errs = append(errs, fmt.Errorf("labeller.minCPUModel %q: has surrounding spaces; use a model name such as Penryn, or \"\" for no subtraction", l.MinCPUModel))

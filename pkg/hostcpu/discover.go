@@ -60,6 +60,11 @@ type Options struct {
 	// VirtType is kvm, qemu or VirtTypeAuto (also when empty). With a
 	// domain capabilities file, auto means the file's own type.
 	VirtType string
+	// Arch is the host's architecture, libvirt's name (x86_64); empty
+	// means this machine's. libvirt is asked about this guest arch with
+	// KubeVirtMachine's machine type, and about the architectures a host of
+	// this arch may emulate.
+	Arch string
 
 	// DomainCapabilitiesFile replaces libvirt's domain capabilities.
 	DomainCapabilitiesFile string
@@ -135,9 +140,11 @@ func (o *Options) Validate() error {
 // Discover connects, asks, and closes, so a restarted libvirt daemon or an
 // upgraded QEMU is seen by the next call. It is safe for concurrent use.
 //
-// A Discover costs four to five libvirt calls: domain capabilities, host
-// capabilities, the host-model expansion and one expansion per ExpandModels
-// entry. Each is milliseconds while libvirt's QEMU capabilities cache is
+// A Discover costs five to seven libvirt calls: the version, domain
+// capabilities (twice where libvirt offers --supported-cpu-features), host
+// capabilities, the domain capabilities of the architecture KubeVirt would
+// emulate (aarch64 on x86_64), the host-model expansion and one expansion per
+// ExpandModels entry. Each is milliseconds while libvirt's QEMU capabilities cache is
 // valid; where libvirt re-probes QEMU every time (seen on a host whose
 // /dev/kvm the QEMU user cannot open), each takes seconds.
 type Discoverer struct {
@@ -160,6 +167,9 @@ func NewDiscoverer(opts Options) (*Discoverer, error) {
 	}
 	if d.opts.VirtType == "" {
 		d.opts.VirtType = VirtTypeAuto
+	}
+	if d.opts.Arch == "" {
+		d.opts.Arch = libvirtArch(runtime.GOARCH)
 	}
 	if d.opts.FallbackCPUMapDir == "" {
 		d.opts.FallbackCPUMapDir = DefaultCPUMapDir
@@ -236,17 +246,31 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 		}
 	}
 
+	// The flags KubeVirt passes when its libvirt offers them: labelFlags
+	// for the document the models and the host model come from, supFlags
+	// for the one whose host model is expanded into cpu-feature.
+	var labelFlags, supFlags DomCapsFlags
+	if conn != nil {
+		labelFlags, supFlags = d.libvirtFlags(ctx, conn, uri, h)
+	}
 	virtType := d.pickVirtType(dc)
 	if dc == nil && conn != nil {
 		var derr error
-		dc, virtType, derr = d.liveDomainCapabilities(ctx, conn, uri, virtType)
+		var used DomCapsFlags
+		dc, virtType, used, derr = d.liveDomainCapabilities(ctx, conn, uri, d.target(virtType), labelFlags)
 		if derr != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			libvirtReason = fmt.Sprintf("libvirt %s: domain capabilities: %v", uri, derr)
 		} else {
-			h.addSource("libvirt", uri, "domain capabilities")
+			h.addSource("libvirt", uri, strings.Join(append([]string{"domain capabilities"}, used.Options()...), " "))
+			h.DomCapsFlags = used.Options()
+			if used != labelFlags {
+				// libvirt refused the flags: the expanded document
+				// would be refused too.
+				labelFlags, supFlags = used, used
+			}
 		}
 	}
 	if dc != nil {
@@ -303,9 +327,9 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 		if h.TSC == nil {
 			h.addGap(FactTSC, "the host capabilities have no tsc counter")
 		}
-		h.MachineTypes = caps.MachineTypes(h.Arch, virtType)
+		h.MachineTypes = caps.MachineTypes()
 		if len(h.MachineTypes) == 0 {
-			h.addGap(FactMachineTypes, fmt.Sprintf("the host capabilities list no machine types for arch %s", h.Arch))
+			h.addGap(FactMachineTypes, "the host capabilities list no machine types")
 		}
 	} else {
 		reason := d.noLibvirtReason(libvirtReason, "capabilities file")
@@ -313,12 +337,18 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 		h.addGap(FactMachineTypes, reason)
 	}
 
-	exp := d.pickExpander(cmap, conn, uri, virtType, h.Offline)
+	d.emulatedArches(ctx, h, conn, uri, libvirtReason)
+
+	exp := d.pickExpander(cmap, conn, uri, d.target(virtType), h.Offline)
 	if sf != nil {
 		h.SupportedFeatures = supportedFeaturesOf(sf, h.Arch)
 		h.FeatureSource = FeatureSourceFile
 	} else {
-		d.supportedFeatures(ctx, h, exp, libvirtReason)
+		hm := h.HostModel
+		if conn != nil && hm != nil && supFlags != labelFlags {
+			hm = d.supportedHostModel(ctx, h, conn, uri, d.target(virtType), supFlags)
+		}
+		d.supportedFeatures(ctx, h, hm, exp, libvirtReason)
 	}
 	d.expandModels(ctx, h, exp, libvirtReason)
 	if ctx.Err() != nil {
@@ -511,33 +541,131 @@ func (d *Discoverer) pickVirtType(dc *DomainCapabilities) string {
 	return VirtTypeQEMU
 }
 
-// liveDomainCapabilities asks libvirt for the domain capabilities. When auto
-// chose kvm and libvirt refuses it (for example /dev/kvm exists but the QEMU
-// binary lacks KVM support), it asks again for qemu.
-func (d *Discoverer) liveDomainCapabilities(ctx context.Context, conn Conn, uri, virtType string) (*DomainCapabilities, string, error) {
-	get := func(vt string) (*DomainCapabilities, error) {
-		t := time.Now()
-		s, err := conn.DomainCapabilities(ctx, vt)
-		d.log.Debug("libvirt call", "call", "GetDomainCapabilities", "uri", uri, "virtType", vt, "duration", time.Since(t), "err", err)
+// target is what libvirt is asked about for the host's own guests: its arch
+// and KubeVirt's machine type for it.
+func (d *Discoverer) target(virtType string) Target {
+	return Target{Arch: d.opts.Arch, Machine: KubeVirtMachine(d.opts.Arch), VirtType: virtType}
+}
+
+// libvirtFlags reads the live libvirt's version and returns the domain
+// capabilities flags it offers (FlagsFor). A libvirt that cannot tell gets
+// none, as an older virsh without the options.
+func (d *Discoverer) libvirtFlags(ctx context.Context, conn Conn, uri string, h *HostCPU) (labels, supported DomCapsFlags) {
+	v, err := conn.LibVersion(ctx)
+	d.log.Debug("libvirt call", "call", "GetLibVersion", "uri", uri, "version", v, "err", err)
+	if err != nil {
+		d.log.Info("cannot read libvirt's version; asking for domain capabilities without --expand-cpu-features", "uri", uri, "err", err)
+		return DomCapsFlags{}, DomCapsFlags{}
+	}
+	h.LibvirtVersion = fmt.Sprintf("%d.%d.%d", v/1_000_000, v/1_000%1_000, v%1_000)
+	return FlagsFor(v)
+}
+
+// liveDomainCapabilities asks libvirt for the domain capabilities of t with
+// flags, and returns the virttype and flags it got them for. When auto chose
+// kvm and libvirt refuses it (for example /dev/kvm exists but the QEMU binary
+// lacks KVM support), it asks again for qemu. When libvirt refuses the flags
+// (a daemon older than its version said), it asks again without them, as
+// KubeVirt does with a virsh that lacks the options.
+func (d *Discoverer) liveDomainCapabilities(ctx context.Context, conn Conn, uri string, t Target, flags DomCapsFlags) (*DomainCapabilities, string, DomCapsFlags, error) {
+	get := func(t Target, f DomCapsFlags) (*DomainCapabilities, error) {
+		start := time.Now()
+		s, err := conn.DomainCapabilities(ctx, t, f)
+		d.log.Debug("libvirt call", "call", "GetDomainCapabilities", "uri", uri, "arch", t.Arch, "machine", t.Machine, "virtType", t.VirtType, "flags", f.Options(), "duration", time.Since(start), "err", err)
 		if err != nil {
 			return nil, err
 		}
 		return ParseDomainCapabilities([]byte(s))
 	}
-	dc, err := get(virtType)
-	if err != nil && d.opts.VirtType == VirtTypeAuto && virtType == VirtTypeKVM && ctx.Err() == nil {
+	dc, err := get(t, flags)
+	if err != nil && flags != (DomCapsFlags{}) && ctx.Err() == nil {
+		d.log.Info("libvirt refused the domain capabilities flags; asking without them", "uri", uri, "flags", flags.Options(), "err", err)
+		flags = DomCapsFlags{}
+		dc, err = get(t, flags)
+	}
+	if err != nil && d.opts.VirtType == VirtTypeAuto && t.VirtType == VirtTypeKVM && ctx.Err() == nil {
 		d.log.Info("libvirt refused domain capabilities for kvm; trying qemu", "uri", uri, "err", err)
-		if dc2, err2 := get(VirtTypeQEMU); err2 == nil {
-			return dc2, VirtTypeQEMU, nil
+		q := t
+		q.VirtType = VirtTypeQEMU
+		if dc2, err2 := get(q, flags); err2 == nil {
+			return dc2, VirtTypeQEMU, flags, nil
 		}
 	}
-	return dc, virtType, err
+	return dc, t.VirtType, flags, err
+}
+
+// supportedHostModel returns the host-model CPU of the domain capabilities
+// with flags, the input KubeVirt expands into cpu-feature since ffa4593
+// (`virsh domcapabilities --expand-cpu-features --supported-cpu-features |
+// virsh hypervisor-cpu-baseline --features`). When libvirt cannot give it,
+// the host model of the labelled document stands in, and the log says so.
+func (d *Discoverer) supportedHostModel(ctx context.Context, h *HostCPU, conn Conn, uri string, t Target, flags DomCapsFlags) *HostModel {
+	start := time.Now()
+	s, err := conn.DomainCapabilities(ctx, t, flags)
+	d.log.Debug("libvirt call", "call", "GetDomainCapabilities", "uri", uri, "arch", t.Arch, "machine", t.Machine, "virtType", t.VirtType, "flags", flags.Options(), "duration", time.Since(start), "err", err)
+	var dc *DomainCapabilities
+	if err == nil {
+		dc, err = ParseDomainCapabilities([]byte(s))
+	}
+	if err == nil && dc.HostModel == nil {
+		err = errors.New("no host-model CPU in them")
+	}
+	if err != nil {
+		d.log.Info("domain capabilities with the supported CPU features unavailable; expanding the host model without them", "uri", uri, "flags", flags.Options(), "err", err)
+		return h.HostModel
+	}
+	h.addSource("libvirt", uri, strings.Join(append([]string{"domain capabilities"}, flags.Options()...), " ")+" for the supported features")
+	return dc.HostModel
+}
+
+// crossArchTargets are the guests KubeVirt's node-labeller.sh probes for
+// cross-architecture emulation (kubevirt/kubevirt d923fdb): aarch64 with
+// machine virt on an x86_64 host, x86_64 with q35 on an aarch64 host, both
+// for virttype qemu; none on other hosts.
+func crossArchTargets(hostArch string) []Target {
+	switch hostArch {
+	case "x86_64":
+		return []Target{{Arch: "aarch64", Machine: "virt", VirtType: VirtTypeQEMU}}
+	case "aarch64":
+		return []Target{{Arch: "x86_64", Machine: "q35", VirtType: VirtTypeQEMU}}
+	}
+	return nil
+}
+
+// emulatedArches fills EmulatedArches: each cross-architecture target whose
+// domain capabilities libvirt gives and that parse, as KubeVirt counts an
+// architecture emulated (loadCrossArchCapabilities). An error means the
+// emulator is not installed: the arch is not emulated, which is an answer.
+func (d *Discoverer) emulatedArches(ctx context.Context, h *HostCPU, conn Conn, uri, libvirtReason string) {
+	if conn == nil {
+		// Offline files include no other architecture's domain
+		// capabilities.
+		h.addGap(FactEmulatedArches, d.noLibvirtReason(libvirtReason, "cross-architecture domain capabilities file"))
+		return
+	}
+	out := []string{}
+	for _, t := range crossArchTargets(h.Arch) {
+		start := time.Now()
+		s, err := conn.DomainCapabilities(ctx, t, DomCapsFlags{})
+		if err == nil {
+			_, err = ParseDomainCapabilities([]byte(s))
+		}
+		d.log.Debug("libvirt call", "call", "GetDomainCapabilities", "uri", uri, "arch", t.Arch, "machine", t.Machine, "virtType", t.VirtType, "duration", time.Since(start), "err", err)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			out = append(out, t.Arch)
+		}
+	}
+	h.EmulatedArches = sortedSet(out)
+	h.addSource("libvirt", uri, "emulated architectures")
 }
 
 // pickExpander chooses how to expand models: an explicit cpu_map directory,
 // else the live libvirt, else the fallback cpu_map directory when it exists
 // and discovery is not offline.
-func (d *Discoverer) pickExpander(cmap *CPUMap, conn Conn, uri, virtType string, offline bool) *expander {
+func (d *Discoverer) pickExpander(cmap *CPUMap, conn Conn, uri string, t Target, offline bool) *expander {
 	fromMap := func(m *CPUMap) *expander {
 		return &expander{kind: FeatureSourceCPUMap, detail: m.Dir(), expand: func(_ context.Context, cpu *CPU) (*CPU, error) {
 			return m.Expand(cpu)
@@ -552,9 +680,9 @@ func (d *Discoverer) pickExpander(cmap *CPUMap, conn Conn, uri, virtType string,
 			if err != nil {
 				return nil, err
 			}
-			t := time.Now()
-			s, err := conn.ExpandCPU(ctx, virtType, in)
-			d.log.Debug("libvirt call", "call", "BaselineHypervisorCPU", "uri", uri, "model", cpu.Model, "virtType", virtType, "duration", time.Since(t), "err", err)
+			start := time.Now()
+			s, err := conn.ExpandCPU(ctx, t, in)
+			d.log.Debug("libvirt call", "call", "BaselineHypervisorCPU", "uri", uri, "model", cpu.Model, "arch", t.Arch, "machine", t.Machine, "virtType", t.VirtType, "duration", time.Since(start), "err", err)
 			if err != nil {
 				return nil, fmt.Errorf("libvirt %s: expanding model %s: %w", uri, cpu.Model, err)
 			}
@@ -580,26 +708,26 @@ func (d *Discoverer) pickExpander(cmap *CPUMap, conn Conn, uri, virtType string,
 	return fromMap(m)
 }
 
-// supportedFeatures fills SupportedFeatures: the expanded host-model CPU when
-// possible, else cpuid's flags.
-func (d *Discoverer) supportedFeatures(ctx context.Context, h *HostCPU, exp *expander, libvirtReason string) {
+// supportedFeatures fills SupportedFeatures: the expansion of hm, the
+// host-model CPU, when possible, else cpuid's flags.
+func (d *Discoverer) supportedFeatures(ctx context.Context, h *HostCPU, hm *HostModel, exp *expander, libvirtReason string) {
 	var reason string
 	switch {
-	case h.HostModel == nil:
+	case hm == nil:
 		reason, _ = h.Missing(FactHostModel)
 	case exp == nil:
 		// A cpu_map only helps on x86: libvirt defines no s390x models
 		// there, so a saved hypervisor-cpu-baseline output is named first.
 		reason = d.noLibvirtReason(libvirtReason, "supported-features file or cpu_map directory")
 	default:
-		cpu, err := exp.expand(ctx, hostModelCPU(h.HostModel))
+		cpu, err := exp.expand(ctx, hostModelCPU(hm))
 		if err == nil {
 			h.SupportedFeatures = cpu.FeaturesWithPolicy("require")
 			h.FeatureSource = exp.kind
 			h.addSource(exp.kind, exp.detail, "hypervisor-supported features")
 			return
 		}
-		reason = fmt.Sprintf("expanding the host-model CPU %s: %v", h.HostModel.Name, err)
+		reason = fmt.Sprintf("expanding the host-model CPU %s: %v", hm.Name, err)
 	}
 	h.addGap(FactSupportedFeatures, reason)
 	if h.Offline {

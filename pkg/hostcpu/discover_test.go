@@ -19,13 +19,20 @@ type fakeConn struct {
 	t       *testing.T
 	mu      sync.Mutex
 	calls   []string
+	version uint64            // LibVersion's answer; 0 is an error
 	domcaps map[string]string // by virttype; absent means an error
+	// flagged answers the host's domain capabilities asked with flags, by
+	// their virsh options joined with spaces; absent means an error.
+	flagged map[string]string
+	// cross answers other architectures' domain capabilities, by arch;
+	// absent means no emulator.
+	cross   map[string]string
 	capsErr error
 	closed  bool
 }
 
 func newFakeConn(t *testing.T) *fakeConn {
-	return &fakeConn{t: t, domcaps: map[string]string{
+	return &fakeConn{t: t, version: 9_000_000, domcaps: map[string]string{
 		"qemu": string(readTestdata(t, "domcapabilities-qemu.xml")),
 		"kvm":  string(readTestdata(t, "domcapabilities-kvm.xml")),
 	}}
@@ -37,9 +44,36 @@ func (f *fakeConn) record(s string) {
 	f.calls = append(f.calls, s)
 }
 
-func (f *fakeConn) DomainCapabilities(_ context.Context, virtType string) (string, error) {
-	f.record("domcaps " + virtType)
-	if s, ok := f.domcaps[virtType]; ok {
+func (f *fakeConn) LibVersion(context.Context) (uint64, error) {
+	f.record("version")
+	if f.version == 0 {
+		return 0, errors.New("this function is not supported by the connection driver: virConnectGetLibVersion")
+	}
+	return f.version, nil
+}
+
+// DomainCapabilities answers for the host (x86_64, q35, as KubeVirt asks)
+// from domcaps or flagged, and for another arch from cross.
+func (f *fakeConn) DomainCapabilities(_ context.Context, tg Target, fl DomCapsFlags) (string, error) {
+	if tg.Machine != KubeVirtMachine(tg.Arch) {
+		f.t.Errorf("domain capabilities asked for arch %q with machine %q; want KubeVirt's %q", tg.Arch, tg.Machine, KubeVirtMachine(tg.Arch))
+	}
+	if tg.Arch != "x86_64" {
+		f.record("domcaps " + tg.Arch + " " + tg.VirtType)
+		if s, ok := f.cross[tg.Arch]; ok {
+			return s, nil
+		}
+		return "", fmt.Errorf("invalid argument: unable to find any emulator to serve '%s' architecture", tg.Arch)
+	}
+	opts := strings.Join(fl.Options(), " ")
+	f.record(strings.TrimSpace("domcaps " + tg.VirtType + " " + opts))
+	if opts != "" {
+		if s, ok := f.flagged[opts]; ok {
+			return s, nil
+		}
+		return "", fmt.Errorf("invalid argument: unsupported flags (0x%x) in function qemuConnectGetDomainCapabilities", len(opts))
+	}
+	if s, ok := f.domcaps[tg.VirtType]; ok {
 		return s, nil
 	}
 	return "", fmt.Errorf("invalid argument: KVM is not supported by '/usr/bin/qemu-system-x86_64' on this host")
@@ -53,12 +87,16 @@ func (f *fakeConn) Capabilities(context.Context) (string, error) {
 	return string(readTestdata(f.t, "capabilities.xml")), nil
 }
 
-func (f *fakeConn) ExpandCPU(_ context.Context, virtType, cpuXML string) (string, error) {
+func (f *fakeConn) ExpandCPU(_ context.Context, tg Target, cpuXML string) (string, error) {
 	c, err := ParseCPU([]byte(cpuXML))
 	if err != nil {
 		f.t.Errorf("ExpandCPU got unparsable XML %q: %v", cpuXML, err)
 		return "", err
 	}
+	if tg.Arch != "x86_64" || tg.Machine != "q35" {
+		f.t.Errorf("ExpandCPU asked for arch %q, machine %q; want x86_64, q35", tg.Arch, tg.Machine)
+	}
+	virtType := tg.VirtType
 	f.record("expand " + c.Model + " " + virtType)
 	switch {
 	case c.Model == "Penryn" || c.Model == "Haswell":
@@ -97,6 +135,9 @@ type discoverCase struct {
 func (c *discoverCase) discover(t *testing.T) (*HostCPU, error) {
 	t.Helper()
 	o := c.opts
+	if o.Arch == "" {
+		o.Arch = "x86_64"
+	}
 	if o.Dial == nil {
 		o.Dial = func(ctx context.Context, uri string) (Conn, error) {
 			c.dialed = append(c.dialed, uri)
@@ -146,7 +187,7 @@ func TestDiscoverLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCalls := []string{"domcaps qemu", "caps", "expand EPYC qemu", "expand Penryn qemu", "close"}
+	wantCalls := []string{"version", "domcaps qemu", "caps", "domcaps aarch64 qemu", "expand EPYC qemu", "expand Penryn qemu", "close"}
 	if !reflect.DeepEqual(c.conn.calls, wantCalls) {
 		t.Errorf("libvirt calls = %v; want %v", c.conn.calls, wantCalls)
 	}
@@ -173,11 +214,130 @@ func TestDiscoverLive(t *testing.T) {
 		t.Errorf("tsc %+v, %d machine types", h.TSC, len(h.MachineTypes))
 	}
 	lv := h.Sources[1]
-	if lv.Kind != "libvirt" || lv.Detail != "qemu:///test" || len(lv.Provided) != 4 {
+	if lv.Kind != "libvirt" || lv.Detail != "qemu:///test" || len(lv.Provided) != 5 {
 		t.Errorf("libvirt source = %+v", lv)
 	}
 	if !reflect.DeepEqual(h.HyperV, fakeHyperV) {
 		t.Errorf("hyper-v %v; want the fake /dev/kvm's %v", h.HyperV, fakeHyperV)
+	}
+	if h.LibvirtVersion != "9.0.0" || h.DomCapsFlags != nil || h.EmulatedArches == nil || len(h.EmulatedArches) != 0 {
+		t.Errorf("libvirt %q, flags %v, emulated %#v; want 9.0.0, none, an empty list", h.LibvirtVersion, h.DomCapsFlags, h.EmulatedArches)
+	}
+}
+
+// TestDiscoverExpandFlags follows KubeVirt's node-labeller.sh since
+// kubevirt/kubevirt ffa4593: the labelled domain capabilities are asked with
+// --expand-cpu-features where libvirt has it (12.2), and the host model
+// expanded into cpu-feature comes from domain capabilities asked with
+// --expand-cpu-features --supported-cpu-features (12.5). No libvirt this
+// project's machines run has them, so the fake plays a newer one: with
+// --expand-cpu-features the host model gains the features its model implies
+// (fpu here); with both flags it is another host model (EPYC-Milan), whose
+// expansion the fake knows.
+func TestDiscoverExpandFlags(t *testing.T) {
+	qemuDoc := string(readTestdata(t, "domcapabilities-qemu.xml"))
+	expanded := strings.Replace(qemuDoc, "<vendor>AMD</vendor>", "<vendor>AMD</vendor>\n      <feature policy='require' name='fpu'/>", 1)
+	supported := string(readTestdata(t, "domcapabilities-kvm.xml"))
+	const expand, both = "--expand-cpu-features", "--expand-cpu-features --supported-cpu-features"
+	tests := []struct {
+		name      string
+		version   uint64
+		refuse    bool // the daemon refuses the flags its version promises
+		wantCalls []string
+		wantFlags []string
+		wantFPU   bool   // the host model's required features hold fpu
+		wantHost  string // the baseline the supported features come from
+	}{
+		{name: "libvirt 11.3", version: 11_003_000,
+			wantCalls: []string{"version", "domcaps qemu", "caps", "domcaps aarch64 qemu", "expand EPYC qemu", "close"}, wantHost: "qemu"},
+		{name: "version unknown", version: 0,
+			wantCalls: []string{"version", "domcaps qemu", "caps", "domcaps aarch64 qemu", "expand EPYC qemu", "close"}, wantHost: "qemu"},
+		{name: "libvirt 12.2", version: 12_002_000,
+			wantCalls: []string{"version", "domcaps qemu " + expand, "caps", "domcaps aarch64 qemu", "expand EPYC qemu", "close"},
+			wantFlags: []string{expand}, wantFPU: true, wantHost: "qemu"},
+		{name: "libvirt 12.5", version: 12_005_000,
+			wantCalls: []string{"version", "domcaps qemu " + expand, "caps", "domcaps aarch64 qemu", "domcaps qemu " + both, "expand EPYC-Milan qemu", "close"},
+			wantFlags: []string{expand}, wantFPU: true, wantHost: "kvm"},
+		{name: "flags refused", version: 12_005_000, refuse: true,
+			wantCalls: []string{"version", "domcaps qemu " + expand, "domcaps qemu", "caps", "domcaps aarch64 qemu", "expand EPYC qemu", "close"}, wantHost: "qemu"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn := newFakeConn(t)
+			conn.version = tt.version
+			if !tt.refuse {
+				conn.flagged = map[string]string{expand: expanded, both: supported}
+			}
+			c := &discoverCase{conn: conn, opts: Options{LibvirtURI: "qemu:///test", VirtType: VirtTypeQEMU}}
+			h, err := c.discover(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(conn.calls, tt.wantCalls) {
+				t.Errorf("libvirt calls = %v; want %v", conn.calls, tt.wantCalls)
+			}
+			if !reflect.DeepEqual(h.DomCapsFlags, tt.wantFlags) {
+				t.Errorf("flags %v; want %v", h.DomCapsFlags, tt.wantFlags)
+			}
+			if got := slices.Contains(h.HostModel.Required, "fpu"); got != tt.wantFPU {
+				t.Errorf("host model requires fpu: %v; want %v", got, tt.wantFPU)
+			}
+			want := mustParseCPU(t, "baseline-host-model-"+tt.wantHost+".xml").FeaturesWithPolicy("require")
+			if !reflect.DeepEqual(h.SupportedFeatures, want) || h.FeatureSource != FeatureSourceLibvirt {
+				t.Errorf("supported features (%s) = %v; want those of baseline-host-model-%s.xml", h.FeatureSource, h.SupportedFeatures, tt.wantHost)
+			}
+			if len(h.Unavailable) != 0 {
+				t.Errorf("unavailable %v", h.Unavailable)
+			}
+		})
+	}
+	if l, s := FlagsFor(12_004_009); !l.ExpandCPUFeatures || s.SupportedCPUFeatures || !s.ExpandCPUFeatures {
+		t.Errorf("12.4.9: %+v, %+v; want expand for both, supported for neither", l, s)
+	}
+}
+
+// TestDiscoverEmulatedArches: an architecture counts as emulated when libvirt
+// gives domain capabilities for it that parse, as KubeVirt's
+// loadCrossArchCapabilities has it; an error (no emulator) means not.
+func TestDiscoverEmulatedArches(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		cross map[string]string
+		want  []string
+	}{
+		{name: "no emulator", want: []string{}},
+		{name: "qemu-system-aarch64 installed", cross: map[string]string{"aarch64": "<domainCapabilities><arch>aarch64</arch><machine>virt-10.0</machine></domainCapabilities>"}, want: []string{"aarch64"}},
+		{name: "an answer that does not parse", cross: map[string]string{"aarch64": "<capabilities/>"}, want: []string{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conn := newFakeConn(t)
+			conn.cross = tt.cross
+			c := &discoverCase{conn: conn, opts: Options{LibvirtURI: "qemu:///test"}}
+			h, err := c.discover(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(h.EmulatedArches, tt.want) {
+				t.Errorf("emulated %#v; want %#v", h.EmulatedArches, tt.want)
+			}
+		})
+	}
+	c := &discoverCase{}
+	h, err := c.discover(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reason, missing := h.Missing(FactEmulatedArches); !missing || h.EmulatedArches != nil || !strings.Contains(reason, "libvirt unreachable") {
+		t.Errorf("without libvirt: emulated %v, missing %v (%q); want unknown, because libvirt is unreachable", h.EmulatedArches, missing, reason)
+	}
+	for arch, want := range map[string][]Target{
+		"x86_64":  {{Arch: "aarch64", Machine: "virt", VirtType: "qemu"}},
+		"aarch64": {{Arch: "x86_64", Machine: "q35", VirtType: "qemu"}},
+		"s390x":   nil,
+	} {
+		if got := crossArchTargets(arch); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s probes %v; want %v", arch, got, want)
+		}
 	}
 }
 
@@ -249,7 +409,7 @@ func TestDiscoverVirtType(t *testing.T) {
 			}
 			var asked []string
 			for _, call := range conn.calls {
-				if vt, ok := strings.CutPrefix(call, "domcaps "); ok {
+				if vt, ok := strings.CutPrefix(call, "domcaps "); ok && !strings.HasPrefix(vt, "aarch64 ") {
 					asked = append(asked, vt)
 				}
 			}
@@ -374,12 +534,13 @@ func TestDiscoverOffline(t *testing.T) {
 			if h.LibvirtURI != "" || h.LibvirtUnreachable != "" {
 				t.Errorf("libvirt %q, unreachable %q; want neither", h.LibvirtURI, h.LibvirtUnreachable)
 			}
-			// Offline, only this machine's own facts are missing.
+			// Offline, only this machine's own facts are missing, and
+			// the other architectures no file describes.
 			var gaps []Fact
 			for _, g := range h.Unavailable {
 				gaps = append(gaps, g.Fact)
 			}
-			if want := []Fact{FactCPUID, FactHyperV, FactRealtime}; !reflect.DeepEqual(gaps, want) || h.VirtType != vt || h.FeatureSource != FeatureSourceCPUMap {
+			if want := []Fact{FactCPUID, FactEmulatedArches, FactHyperV, FactRealtime}; !reflect.DeepEqual(gaps, want) || h.VirtType != vt || h.FeatureSource != FeatureSourceCPUMap {
 				t.Errorf("unavailable %v (want %v), virttype %s, feature source %s", h.Unavailable, want, h.VirtType, h.FeatureSource)
 			}
 			if !h.Offline || len(h.CPUID.Features) != 0 || h.HyperV != nil || h.Realtime != nil {

@@ -9,9 +9,12 @@
 //     feature names. Always available on x86.
 //   - libvirt (through pkg/hostcpu/libvirt, over libvirt.org/go/libvirt):
 //     domain capabilities (CPU models and whether they are usable, the
-//     host-model CPU), host capabilities (TSC counter, machine types) and
-//     hypervisor-cpu-baseline with expanded features (the features of a named
-//     model, and the hypervisor-supported features).
+//     host-model CPU), asked as KubeVirt's node-labeller.sh asks them (its
+//     machine type, and the expansion flags where libvirt has them), host
+//     capabilities (TSC counter, machine types), hypervisor-cpu-baseline with
+//     expanded features (the features of a named model, and the
+//     hypervisor-supported features), and the domain capabilities of the
+//     architecture KubeVirt would emulate (aarch64 on x86_64).
 //   - the kernel: KVM's Hyper-V enlightenments through /dev/kvm ioctls, and
 //     the realtime sysctl kernel.sched_rt_runtime_us.
 //   - offline files, for debugging, tests and other hosts: a saved domain

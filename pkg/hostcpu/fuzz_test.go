@@ -83,10 +83,9 @@ func FuzzParseCapabilities(f *testing.F) {
 			return
 		}
 		for _, g := range c.Guests {
-			for _, vt := range append([]string{""}, g.Domains...) {
-				assertSortedSet(t, "machine types", c.MachineTypes(g.Arch, vt))
-			}
+			assertSortedSet(t, "guest machine types", g.Machines)
 		}
+		assertSortedSet(t, "machine types", c.MachineTypes())
 	})
 }
 

@@ -22,8 +22,12 @@ const (
 	FactModelFeatures Fact = "model features"
 	// FactTSC is the TSC counter of the host capabilities.
 	FactTSC Fact = "tsc counter"
-	// FactMachineTypes is the list of machine types for the host arch.
+	// FactMachineTypes is the list of machine types of every guest arch.
 	FactMachineTypes Fact = "machine types"
+	// FactEmulatedArches is the list of the other guest architectures
+	// libvirt can run here by emulation (KubeVirt's cross-architecture
+	// guests).
+	FactEmulatedArches Fact = "emulated architectures"
 	// FactLaunchSecurity is the confidential-guest support of the domain
 	// capabilities' <features>: SEV, SEV-ES, SEV-SNP, TDX, s390-pv.
 	FactLaunchSecurity Fact = "launch security"
@@ -80,8 +84,21 @@ type HostCPU struct {
 	ModelFeatures map[string][]string
 	// TSC is the host's TSC counter, nil when unknown or absent.
 	TSC *TSC
-	// MachineTypes are the machine types libvirt offers for Arch, sorted.
+	// MachineTypes are the machine types libvirt offers, for every guest
+	// architecture, sorted.
 	MachineTypes []string
+	// EmulatedArches are the guest architectures other than Arch (libvirt's
+	// names) whose domain capabilities libvirt gives for virttype qemu, as
+	// KubeVirt probes them for cross-architecture guests: aarch64 on an
+	// x86_64 host, x86_64 on an aarch64 host, none elsewhere. Sorted; nil
+	// when unknown, empty when none.
+	EmulatedArches []string
+	// LibvirtVersion is the version of the live libvirt discovery talked
+	// to (12.5.0); empty when it used none or could not tell.
+	LibvirtVersion string `json:",omitempty"`
+	// DomCapsFlags are the virsh options of the domain capabilities the
+	// families come from (--expand-cpu-features), chosen by LibvirtVersion.
+	DomCapsFlags []string `json:",omitempty"`
 	// LibvirtURI is the URI of the live libvirt discovery talked to; empty
 	// when it used none.
 	LibvirtURI string
@@ -129,6 +146,12 @@ type HostModel struct {
 	Required []string
 	// Disabled are the features with policy "disable", sorted.
 	Disabled []string
+	// Other are the features with any other policy, in libvirt's order.
+	// The host-model modes this project has seen list require and disable
+	// only; a feature with another policy (one --supported-cpu-features
+	// might add) is kept, policy and all, in the CPU that is expanded
+	// into cpu-feature, rather than dropped.
+	Other []CPUFeature `json:",omitempty"`
 }
 
 // TSC describes the host's time stamp counter.

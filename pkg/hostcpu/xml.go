@@ -136,6 +136,10 @@ func ParseDomainCapabilities(data []byte) (*DomainCapabilities, error) {
 					req = append(req, f.Name)
 				case "disable":
 					dis = append(dis, f.Name)
+				default:
+					if name := strings.TrimSpace(f.Name); name != "" {
+						hm.Other = append(hm.Other, CPUFeature{Name: name, Policy: f.Policy})
+					}
 				}
 			}
 			hm.Required, hm.Disabled = sortedSet(req), sortedSet(dis)
@@ -181,11 +185,8 @@ type Capabilities struct {
 type Guest struct {
 	OSType string
 	Arch   string
-	// Machines are the machine types listed directly under <arch>.
+	// Machines are the machine types listed under <arch>, sorted.
 	Machines []string
-	// DomainMachines are the machine types listed under a <domain type=...>,
-	// keyed by type, for the hypervisors that list their own.
-	DomainMachines map[string][]string
 	// Domains are the domain types (kvm, qemu) this arch can run.
 	Domains []string
 }
@@ -208,8 +209,7 @@ type capsXML struct {
 			Name     string   `xml:"name,attr"`
 			Machines []string `xml:"machine"`
 			Domains  []struct {
-				Type     string   `xml:"type,attr"`
-				Machines []string `xml:"machine"`
+				Type string `xml:"type,attr"`
 			} `xml:"domain"`
 		} `xml:"arch"`
 	} `xml:"guest"`
@@ -246,12 +246,6 @@ func ParseCapabilities(data []byte) (*Capabilities, error) {
 		}
 		for _, d := range g.Arch.Domains {
 			guest.Domains = append(guest.Domains, d.Type)
-			if len(d.Machines) > 0 {
-				if guest.DomainMachines == nil {
-					guest.DomainMachines = map[string][]string{}
-				}
-				guest.DomainMachines[d.Type] = sortedSet(append(guest.DomainMachines[d.Type], d.Machines...))
-			}
 		}
 		guest.Domains = sortedSet(guest.Domains)
 		c.Guests = append(c.Guests, guest)
@@ -259,19 +253,16 @@ func ParseCapabilities(data []byte) (*Capabilities, error) {
 	return c, nil
 }
 
-// MachineTypes returns the machine types of the hvm guests of arch: those
-// listed under <arch> and, when virtType is not empty, those listed under its
-// <domain>. It is the list KubeVirt labels as machine-type.node.kubevirt.io/.
-func (c *Capabilities) MachineTypes(arch, virtType string) []string {
+// MachineTypes returns the machine types of every guest, whatever its
+// architecture: the machine-type.node.kubevirt.io/ family, as KubeVirt
+// computes it (cmd/virt-handler getMachines at kubevirt/kubevirt d923fdb: the
+// <machine> elements under each <guest>'s <arch>, all under one prefix, with
+// no architecture in the key). A host with qemu-system-aarch64 installed thus
+// gets the virt machines too, which cross-architecture VMs select.
+func (c *Capabilities) MachineTypes() []string {
 	var out []string
 	for _, g := range c.Guests {
-		if g.Arch != arch || (g.OSType != "" && g.OSType != "hvm") {
-			continue
-		}
 		out = append(out, g.Machines...)
-		if virtType != "" {
-			out = append(out, g.DomainMachines[virtType]...)
-		}
 	}
 	return sortedSet(out)
 }
@@ -374,7 +365,7 @@ func (c *CPU) XML() (string, error) {
 
 // hostModelCPU is the host-model CPU as `virsh hypervisor-cpu-baseline` builds
 // it from a domcapabilities document: a custom CPU with match='exact' that
-// keeps the host model's require and disable features.
+// keeps the host model's features with their policies.
 func hostModelCPU(hm *HostModel) *CPU {
 	c := &CPU{Mode: "custom", Match: "exact", Model: hm.Name, Fallback: "forbid", Vendor: hm.Vendor}
 	for _, f := range hm.Required {
@@ -383,6 +374,7 @@ func hostModelCPU(hm *HostModel) *CPU {
 	for _, f := range hm.Disabled {
 		c.Features = append(c.Features, CPUFeature{Name: f, Policy: "disable"})
 	}
+	c.Features = append(c.Features, hm.Other...)
 	return c
 }
 

@@ -37,6 +37,26 @@ const FieldManager = "node-agent-labeller"
 // path of a Node event.
 type DiscoverFunc func(ctx context.Context, cfg config.LabellerConfig) (*hostcpu.HostCPU, error)
 
+// KubeVirtState is what the cluster says about the KubeVirt CR.
+type KubeVirtState struct {
+	// Settings are those of the KubeVirt CR in force; nil when none is.
+	Settings *KubeVirtSettings
+	// Note says why none is, or remarks on the one chosen.
+	Note string
+}
+
+// WatchKubeVirtFunc follows the KubeVirt CR until ctx ends: it calls report
+// once the state is known and after each change, and never while it cannot
+// tell (pkg/kubevirtcr Watcher, adapted by the wiring).
+type WatchKubeVirtFunc func(ctx context.Context, report func(KubeVirtState))
+
+// kubeVirtReport is one report of a watcher, tagged with the watcher's
+// generation so that a stopped watcher's last word is not taken.
+type kubeVirtReport struct {
+	gen   int
+	state KubeVirtState
+}
+
 // Controller keeps the owned CPU labels of the agent's own Node equal to
 // what the policy computes from the latest discovery. It writes only when the
 // desired and current labels differ, and never touches a key it does not own.
@@ -50,6 +70,10 @@ type Controller struct {
 	metrics  *Metrics
 
 	configs chan config.LabellerConfig
+	// watchKubeVirt follows the KubeVirt CR while labeller.kubeVirtCR is
+	// auto; nil never reads it.
+	watchKubeVirt WatchKubeVirtFunc
+	kubeVirt      chan kubeVirtReport
 	// queue holds the one key, the node's name, while a sync is due: on a
 	// Node event, after a discovery, and rate-limited after a failed patch.
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -58,11 +82,17 @@ type Controller struct {
 	cfg     config.LabellerConfig
 	desired *Result
 	host    *hostcpu.HostCPU
+	// kv is the KubeVirt CR's state in force; nil while a watcher has not
+	// said yet, and then nothing is written: labels computed with the
+	// configuration first and the CR's settings a moment later would change
+	// a node's labels twice at every start.
+	kv *KubeVirtState
 
-	// Things said once.
+	// Things said once, and again on change.
 	warnedLibvirt  bool
 	warnedObsolete string
 	warnedSkip     string
+	loggedSettings string
 }
 
 // Options configures a Controller.
@@ -77,6 +107,9 @@ type Options struct {
 	// Metrics are built by the caller with NewMetrics on the agent's
 	// registry; nil gives unregistered ones.
 	Metrics *Metrics
+	// WatchKubeVirt follows the KubeVirt CR while labeller.kubeVirtCR is
+	// auto; nil leaves it unread, as ignore does.
+	WatchKubeVirt WatchKubeVirtFunc
 }
 
 // NewController returns a labeller for opts.NodeName.
@@ -99,7 +132,9 @@ func NewController(o Options) (*Controller, error) {
 	return &Controller{
 		client: o.Client, nodeName: o.NodeName, logger: o.Logger, clock: o.Clock, recorder: o.Recorder,
 		discover: o.Discover, metrics: o.Metrics, cfg: o.Config,
-		configs: make(chan config.LabellerConfig, 1),
+		configs:       make(chan config.LabellerConfig, 1),
+		watchKubeVirt: o.WatchKubeVirt,
+		kubeVirt:      make(chan kubeVirtReport, 1),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryAfterFailure, retryAfterFailureCap),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "labeller", Clock: o.Clock}),
@@ -127,10 +162,18 @@ func (c *Controller) nodeRef() *corev1.ObjectReference {
 func (c *Controller) enqueue() { c.queue.Add(c.nodeName) }
 
 // Run implements agent.Component. Discovery runs here, at start, every
-// rediscovery period and on a configuration change; syncs run in one worker
-// off the queue, so a Node event never waits for a discovery.
+// rediscovery period and on a configuration change; the KubeVirt CR's
+// watcher runs beside it while labeller.kubeVirtCR is auto, and its reports
+// recompute the labels from the last discovery; syncs run in one worker off
+// the queue, so a Node event never waits for a discovery.
 func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
 	defer c.queue.ShutDown()
+	kv := &kubeVirtWatch{c: c}
+	defer kv.stop()
+	c.mu.Lock()
+	mode := c.cfg.KubeVirtCR
+	c.mu.Unlock()
+	kv.start(ctx, mode)
 	c.rediscover(ctx)
 	if err := view.AddHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.enqueue() },
@@ -155,20 +198,90 @@ func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
 		case cfg := <-c.configs:
 			c.mu.Lock()
 			changed := cfg.RediscoveryPeriod != c.cfg.RediscoveryPeriod
+			modeChanged := cfg.KubeVirtCR != c.cfg.KubeVirtCR
 			c.cfg = cfg
 			c.mu.Unlock()
 			if changed {
 				ticker.Stop()
 				ticker = c.clock.NewTicker(cfg.RediscoveryPeriod.Duration)
 			}
+			if modeChanged {
+				kv.stop()
+				kv.start(ctx, cfg.KubeVirtCR)
+			}
 			c.logger.Info("Configuration changed; discovering again")
 			c.rediscover(ctx)
+			c.enqueue()
+		case r := <-c.kubeVirt:
+			if r.gen != kv.gen {
+				continue // a stopped watcher's
+			}
+			c.setKubeVirt(&r.state)
+			c.recompute()
 			c.enqueue()
 		case <-ticker.C():
 			c.rediscover(ctx)
 			c.enqueue()
 		}
 	}
+}
+
+// kubeVirtWatch runs the KubeVirt CR's watcher for one labeller.kubeVirtCR
+// setting at a time.
+type kubeVirtWatch struct {
+	c      *Controller
+	gen    int
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// start follows the CR when mode is auto and there is a watcher; otherwise
+// the CR's state is known at once: none.
+func (w *kubeVirtWatch) start(ctx context.Context, mode string) {
+	w.gen++
+	if mode != config.KubeVirtCRAuto || w.c.watchKubeVirt == nil {
+		note := "labeller.kubeVirtCR is " + mode
+		if mode == config.KubeVirtCRAuto {
+			note = "the KubeVirt CR is not watched"
+		}
+		w.c.setKubeVirt(&KubeVirtState{Note: note})
+		return
+	}
+	w.c.setKubeVirt(nil)
+	wctx, cancel := context.WithCancel(ctx)
+	gen, done := w.gen, make(chan struct{})
+	w.cancel, w.done = cancel, done
+	go func() {
+		defer close(done)
+		w.c.watchKubeVirt(wctx, func(s KubeVirtState) {
+			r := kubeVirtReport{gen: gen, state: s}
+			// Only the latest report matters: replace an unread one.
+			for {
+				select {
+				case w.c.kubeVirt <- r:
+					return
+				case <-w.c.kubeVirt:
+				case <-wctx.Done():
+					return
+				}
+			}
+		})
+	}()
+}
+
+func (w *kubeVirtWatch) stop() {
+	if w.cancel != nil {
+		w.cancel()
+		<-w.done
+		w.cancel = nil
+	}
+}
+
+// setKubeVirt records the KubeVirt CR's state; nil means not known yet.
+func (c *Controller) setKubeVirt(s *KubeVirtState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.kv = s
 }
 
 // worker syncs the node's labels each time its key comes off the queue. A
@@ -211,7 +324,51 @@ func (c *Controller) rediscover(ctx context.Context) {
 		source = "cpuid"
 	}
 	c.metrics.DiscoveryDuration.WithLabelValues(source).Observe(c.clock.Since(start).Seconds())
-	policy := Policy{MinCPUModel: cfg.MinCPUModel, ObsoleteCPUModels: cfg.ObsoleteCPUModels}
+	c.mu.Lock()
+	c.host = h
+	c.mu.Unlock()
+	if h.LibvirtUnreachable == "" {
+		c.warnedLibvirt = false
+	}
+	c.logger.Info("Host CPU discovered", "source", source, "duration", c.clock.Since(start))
+	c.recompute()
+}
+
+// policy is the label policy in force: the configuration's keys, and the
+// KubeVirt CR's settings where there is one; ok is false while the CR's
+// state is not known yet.
+func (c *Controller) policy() (p Policy, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p = Policy{MinCPUModel: c.cfg.MinCPUModel, ObsoleteCPUModels: c.cfg.ObsoleteCPUModels}
+	if c.kv == nil {
+		return p, false
+	}
+	p.KubeVirt, p.KubeVirtNote = c.kv.Settings, c.kv.Note
+	return p, true
+}
+
+// recompute turns the last discovery into the desired labels under the
+// policy in force. Until discovery has succeeded once, or while the
+// KubeVirt CR's state is not known, there is nothing to compute, and the
+// Node's labels stay as they are.
+func (c *Controller) recompute() {
+	c.mu.Lock()
+	h := c.host
+	c.mu.Unlock()
+	policy, ok := c.policy()
+	if !ok {
+		c.logger.Info("Waiting for the KubeVirt CR's state before labelling", "resource", "kubevirts.kubevirt.io")
+		return
+	}
+	// Said once, and again when the settings or the reason for them change.
+	if said := policy.Summary() + "\n" + policy.KubeVirtNote; said != c.loggedSettings {
+		c.loggedSettings = said
+		c.logger.Info("Labelling settings", "source", policy.Source(), "settings", policy.Summary(), "note", policy.KubeVirtNote)
+	}
+	if h == nil {
+		return
+	}
 	res, err := policy.Labels(h)
 	if err != nil {
 		c.logger.Error("Computing labels failed; keeping the labels computed before", "err", err)
@@ -230,19 +387,19 @@ func (c *Controller) rediscover(ctx context.Context) {
 		c.recorder.Eventf(c.nodeRef(), corev1.EventTypeWarning, "LibvirtUnavailable",
 			"libvirt unavailable (%s); CPU labels come from cpuid only, and these are not computed: %s", h.LibvirtUnreachable, strings.Join(res.OmittedPrefixes(), ", "))
 	}
-	if h.LibvirtUnreachable == "" {
-		c.warnedLibvirt = false
-	}
 	if res.HostModelObsolete && h.HostModel != nil && c.warnedObsolete != h.HostModel.Name {
 		c.warnedObsolete = h.HostModel.Name
 		c.recorder.Eventf(c.nodeRef(), corev1.EventTypeWarning, "ObsoleteHostModel",
-			"The host-model CPU %s is on the obsolete list; KubeVirt will not schedule host-model VMs here", h.HostModel.Name)
+			"The host-model CPU %s is on the obsolete list (%s); KubeVirt will not schedule host-model VMs here", h.HostModel.Name, policy.Source())
+	}
+	if !res.HostModelObsolete {
+		c.warnedObsolete = ""
 	}
 	c.mu.Lock()
-	c.desired, c.host = res, h
+	c.desired = res
 	c.mu.Unlock()
 	c.metrics.Managed.Set(float64(len(res.Labels)))
-	c.logger.Info("Host CPU discovered", "source", source, "labels", len(res.Labels), "duration", c.clock.Since(start))
+	c.logger.Info("Labels computed", "labels", len(res.Labels), "source", policy.Source())
 }
 
 // Diff returns the labels to set and the owned keys to remove so that current

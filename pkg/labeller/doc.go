@@ -6,7 +6,9 @@
 // into the label map KubeVirt's scheduler expects, with KubeVirt's exact keys
 // (cpu-model.node.kubevirt.io/, cpu-feature.node.kubevirt.io/,
 // hyperv.node.kubevirt.io/, kubevirt.io/sev, ...) and KubeVirt's rules, per
-// architecture; docs/labels.md lists the deliberate differences. It skips,
+// architecture, under the settings of the KubeVirt CR where there is one
+// (read by pkg/kubevirtcr, handed over by the wiring) and of node-agent's
+// configuration otherwise; docs/labels.md lists the deliberate differences. It skips,
 // with a warning, any name that is not a valid Kubernetes label, and says
 // which label families it could not compute and why: those are unknown, and
 // the controller leaves their labels alone.

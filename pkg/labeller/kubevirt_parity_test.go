@@ -357,12 +357,8 @@ func kubevirtRules(t *testing.T, domcapsPath, featuresPath string) map[string]st
 			labels[CPUVendorLabelPrefix+vendor] = "true"
 			// KubeVirt at d923fdb checks the host model against the
 			// KubeVirt CR's list only, which a default install lacks, so
-			// it never writes this label there; this is node-agent's rule
-			// (its default list), and no file here has an obsolete host
-			// model. docs/labels.md lists the difference.
-			if obsolete[hm] {
-				labels[ObsoleteHostModelLabel] = "true"
-			}
+			// it writes no obsolete-host-model label here, whatever the
+			// host model.
 			for _, f := range mode.Features {
 				if f.Policy == "require" {
 					labels[HostModelRequiredFeaturesLabelPrefix+f.Name] = "true"

@@ -141,18 +141,19 @@ func discoverEmbedded(t *testing.T) (virshOutput, *hostcpu.HostCPU) {
 			return p
 		}
 		var v virshOutput
-		if v.domcaps, err = virsh("domcapabilities", "--virttype", "qemu"); err != nil {
+		// As KubeVirt's node-labeller.sh asks: the host's arch, q35.
+		if v.domcaps, err = virsh("domcapabilities", "--arch", "x86_64", "--machine", "q35", "--virttype", "qemu"); err != nil {
 			embedded.err = err
 			return
 		}
 		// The pipeline KubeVirt runs: virsh domcapabilities | virsh hypervisor-cpu-baseline --features.
 		dcFile := write("domcaps.xml", v.domcaps)
-		if v.baseline, err = virsh("hypervisor-cpu-baseline", "--features", "--virttype", "qemu", dcFile); err != nil {
+		if v.baseline, err = virsh("hypervisor-cpu-baseline", "--features", "--arch", "x86_64", "--machine", "q35", "--virttype", "qemu", dcFile); err != nil {
 			embedded.err = err
 			return
 		}
 		penrynFile := write("penryn.xml", []byte(`<cpu mode='custom' match='exact'><model fallback='forbid'>Penryn</model></cpu>`))
-		if v.penryn, err = virsh("hypervisor-cpu-baseline", "--features", "--virttype", "qemu", penrynFile); err != nil {
+		if v.penryn, err = virsh("hypervisor-cpu-baseline", "--features", "--arch", "x86_64", "--machine", "q35", "--virttype", "qemu", penrynFile); err != nil {
 			embedded.err = err
 			return
 		}
@@ -321,11 +322,10 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 	}
 	checkKVMFacts(t, h, wantGaps...)
 	t.Logf("virsh capabilities: tsc counter %v", virshTSC)
+	// Every guest's machines, as KubeVirt's getMachines (cmd/virt-handler).
 	var machines []string
 	for _, g := range caps.Guests {
-		if g.Arch.Name == caps.Host.Arch {
-			machines = append(machines, g.Arch.Machines...)
-		}
+		machines = append(machines, g.Arch.Machines...)
 	}
 
 	eq := func(what string, got, want any) {
@@ -578,7 +578,7 @@ func checkKVMFacts(t *testing.T, h *hostcpu.HostCPU, libvirtGaps ...hostcpu.Fact
 		switch g.Fact {
 		case hostcpu.FactHyperV:
 		case hostcpu.FactModels, hostcpu.FactHostModel, hostcpu.FactSupportedFeatures, hostcpu.FactModelFeatures,
-			hostcpu.FactTSC, hostcpu.FactMachineTypes, hostcpu.FactLaunchSecurity:
+			hostcpu.FactTSC, hostcpu.FactMachineTypes, hostcpu.FactLaunchSecurity, hostcpu.FactEmulatedArches:
 			if h.LibvirtUnreachable == "" && !slices.Contains(libvirtGaps, g.Fact) {
 				t.Errorf("libvirt answered, yet %s is missing: %s", g.Fact, g.Reason)
 			}

@@ -72,6 +72,7 @@ var tableGroups = []string{
 	CPUTimerLabelPrefix,
 	MachineTypeLabelPrefix,
 	HyperVLabelPrefix,
+	VMArchLabelPrefix,
 }
 
 // WriteTable prints the labels grouped by prefix, the names of each group in
@@ -120,7 +121,11 @@ func (r Report) WriteSources(w io.Writer) error {
 	if h.Offline {
 		mode = "offline files only"
 	}
-	fmt.Fprintf(&b, "\nSources (%s; arch %s, virttype %s, minimum CPU model %s):\n", mode, h.Arch, h.VirtType, minModel)
+	fmt.Fprintf(&b, "\nSettings: %s\n", r.Policy.Summary())
+	if r.Policy.KubeVirtNote != "" {
+		fmt.Fprintf(&b, "  (%s)\n", r.Policy.KubeVirtNote)
+	}
+	fmt.Fprintf(&b, "Sources (%s; arch %s, virttype %s, minimum CPU model %s):\n", mode, h.Arch, h.VirtType, minModel)
 	for _, s := range h.Sources {
 		fmt.Fprintf(&b, "  %-8s %s: %s\n", s.Kind, s.Detail, strings.Join(s.Provided, ", "))
 	}

@@ -121,6 +121,7 @@ func TestReportTable(t *testing.T) {
 		SEVLabel+"=true",
 		"8 labels",
 		"",
+		"Settings: node-agent's configuration: KubeVirt's default obsolete CPU models; minimum CPU model Penryn",
 		"Sources (this machine; arch x86_64, virttype kvm, minimum CPU model Penryn):",
 		"  cpuid    GenuineIntel: features, vendor",
 		"  libvirt  qemu:///system: models",
@@ -147,6 +148,7 @@ func TestReportMachineReadable(t *testing.T) {
 	r.Result.Omitted, r.Result.Notes, r.Result.Warnings = nil, nil, nil
 	wantErr := lines(
 		"",
+		"Settings: node-agent's configuration: KubeVirt's default obsolete CPU models; no minimum CPU model",
 		"Sources (offline files only; arch x86_64, virttype kvm, minimum CPU model none):",
 		"  cpuid    GenuineIntel: features, vendor",
 		"  libvirt  qemu:///system: models",

@@ -56,7 +56,17 @@ const (
 	S390PVLabel = "kubevirt.io/s390-pv"
 	// RealtimeLabel is "true" when kernel.sched_rt_runtime_us is -1.
 	RealtimeLabel = "kubevirt.io/realtime"
+	// VMArchLabelPrefix + Go architecture (amd64, arm64, s390x): VMs of that
+	// architecture can run here, natively or emulated (KubeVirt v1.9.0,
+	// written only while the KubeVirt CR turns on the
+	// CrossArchitectureVirtualization feature gate).
+	VMArchLabelPrefix = "kubevirt.io/vm-arch-"
 )
+
+// CrossArchitectureGate is KubeVirt's feature gate for cross-architecture VMs
+// (pkg/virt-config/featuregate, Alpha since v1.9.0: on only when listed in
+// spec.configuration.developerConfiguration.featureGates).
+const CrossArchitectureGate = "CrossArchitectureVirtualization"
 
 // DefaultMinCPUModel is the default of labeller.minCPUModel, as the OpenShift
 // documentation this project follows sets it. KubeVirt itself stopped
@@ -77,6 +87,7 @@ func OwnedPrefixes() []string {
 		CPUTimerLabelPrefix,
 		MachineTypeLabelPrefix,
 		HyperVLabelPrefix,
+		VMArchLabelPrefix,
 	}
 }
 
@@ -102,7 +113,8 @@ func IsOwnedKey(key string) bool {
 // DefaultObsoleteCPUModels returns KubeVirt's default obsolete models
 // (pkg/virt-handler/node-labeller/util, DefaultObsoleteCPUModels, at
 // kubevirt/kubevirt d923fdb), with their -v1 aliases written out as KubeVirt
-// lists them. An admin's list adds to these, never replaces them.
+// lists them. A list of the KubeVirt CR's or of the configuration replaces
+// them, as in KubeVirt.
 func DefaultObsoleteCPUModels() []string {
 	var out []string
 	for _, m := range []string{
@@ -119,19 +131,91 @@ func DefaultObsoleteCPUModels() []string {
 // Cascadelake-Server-v4: the base name, then -v and a number.
 var versionedAlias = regexp.MustCompile(`^(.+)-v[0-9]+$`)
 
-// Policy decides the labels of a host CPU.
+// KubeVirtSettings are the fields of a KubeVirt CR (kubevirts.kubevirt.io,
+// spec.configuration) the labeller follows; pkg/kubevirtcr reads them.
+type KubeVirtSettings struct {
+	// CR names the KubeVirt CR, namespace/name.
+	CR string
+	// ObsoleteCPUModels are the keys of obsoleteCPUModels, whatever their
+	// values: KubeVirt tests a model's presence in the map, not its value
+	// (node_labeller.go prepareLabels, cpu_plugin.go filterCpuModels).
+	// Empty when the CR lists none.
+	ObsoleteCPUModels []string
+	// MinCPUModel is minCPUModel, which KubeVirt has ignored since
+	// kubevirt/kubevirt#7765 (2022) and marked deprecated (54cb962): it is
+	// reported, never applied.
+	MinCPUModel string
+	// CrossArchitectureVirtualization is true when
+	// developerConfiguration.featureGates lists CrossArchitectureGate.
+	CrossArchitectureVirtualization bool
+}
+
+// Policy decides the labels of a host CPU. Its settings come from the
+// KubeVirt CR when KubeVirt is set, and from node-agent's configuration
+// otherwise.
 type Policy struct {
 	// MinCPUModel is the model every node is assumed to have; its features
 	// get no cpu-feature or host-model-required-features label. Empty turns
 	// the subtraction off, as KubeVirt has it since kubevirt/kubevirt#7765:
-	// every supported feature gets its label.
+	// every supported feature gets its label. Unused while KubeVirt is set.
 	MinCPUModel string
-	// ObsoleteCPUModels are added to DefaultObsoleteCPUModels.
+	// ObsoleteCPUModels are added to DefaultObsoleteCPUModels (as the
+	// HyperConverged CR's obsoleteCPUs are), and the host model being on
+	// them writes ObsoleteHostModelLabel, as the KubeVirt CR's
+	// obsoleteCPUModels do in KubeVirt. A listed model also covers its -vN
+	// aliases. Unused while KubeVirt is set.
 	ObsoleteCPUModels []string
+	// KubeVirt are the settings of the KubeVirt CR in force, applied as
+	// KubeVirt's own labeller applies them; nil where there is none.
+	KubeVirt *KubeVirtSettings
+	// KubeVirtNote says why no KubeVirt CR's settings apply, or remarks on
+	// the one chosen, for reports.
+	KubeVirtNote string
 }
 
-// MinModel returns the minimum CPU model in force; empty when none.
+// Source names where the settings come from, for logs and reports.
+func (p Policy) Source() string {
+	if p.KubeVirt != nil {
+		return "KubeVirt CR " + p.KubeVirt.CR
+	}
+	return "node-agent's configuration"
+}
+
+// Summary says the settings in force in one line, for the log and reports.
+func (p Policy) Summary() string {
+	var parts []string
+	switch r := p.obsoleteRule(); {
+	case r.replaced:
+		parts = append(parts, "obsolete CPU models "+strings.Join(r.marks, ", ")+" (replacing KubeVirt's defaults)")
+	case len(r.marks) > 0:
+		parts = append(parts, "KubeVirt's default obsolete CPU models and "+strings.Join(r.marks, ", "))
+	default:
+		parts = append(parts, "KubeVirt's default obsolete CPU models")
+	}
+	if m := p.MinModel(); m != "" {
+		parts = append(parts, "minimum CPU model "+m)
+	} else {
+		parts = append(parts, "no minimum CPU model")
+	}
+	if kv := p.KubeVirt; kv != nil {
+		if kv.MinCPUModel != "" {
+			parts = append(parts, fmt.Sprintf("minCPUModel %s unused, as KubeVirt leaves it", kv.MinCPUModel))
+		}
+		gate := "off"
+		if kv.CrossArchitectureVirtualization {
+			gate = "on"
+		}
+		parts = append(parts, CrossArchitectureGate+" "+gate)
+	}
+	return p.Source() + ": " + strings.Join(parts, "; ")
+}
+
+// MinModel returns the minimum CPU model in force; empty when none, as
+// always under a KubeVirt CR.
 func (p Policy) MinModel() string {
+	if p.KubeVirt != nil {
+		return ""
+	}
 	return strings.TrimSpace(p.MinCPUModel)
 }
 
@@ -142,6 +226,66 @@ func (p Policy) ExpandModels() []string {
 		return []string{m}
 	}
 	return nil
+}
+
+// obsoleteRule is the obsolete list in force and how it is read.
+type obsoleteRule struct {
+	// models are sorted and distinct: no model or model-migration label
+	// for them.
+	models []string
+	// marks are the models someone listed (sorted, distinct): the host
+	// model on them writes ObsoleteHostModelLabel. KubeVirt's defaults
+	// only keep models out of the model families (KubeVirt d923fdb: a CR
+	// without obsoleteCPUModels never writes the label).
+	marks []string
+	// aliases: a listed model also covers its -vN aliases (node-agent's
+	// configuration); under a KubeVirt CR only exact names count.
+	aliases bool
+	// replaced: the list someone set replaces the defaults (the KubeVirt
+	// CR's, as in KubeVirt) rather than adding to them (node-agent's own
+	// key, as the HyperConverged CR's obsoleteCPUs adds to its defaults).
+	replaced bool
+}
+
+func (p Policy) obsoleteRule() obsoleteRule {
+	defaults := sortedNames(DefaultObsoleteCPUModels())
+	if kv := p.KubeVirt; kv != nil {
+		listed := sortedNames(kv.ObsoleteCPUModels)
+		if len(listed) == 0 {
+			return obsoleteRule{models: defaults}
+		}
+		return obsoleteRule{models: listed, marks: listed, replaced: true}
+	}
+	own := sortedNames(p.ObsoleteCPUModels)
+	return obsoleteRule{models: sortedNames(append(defaults, own...)), marks: own, aliases: true}
+}
+
+func (r obsoleteRule) has(model string) bool { return r.in(r.models, model) }
+
+// marksHost reports whether the host model model writes
+// ObsoleteHostModelLabel.
+func (r obsoleteRule) marksHost(model string) bool { return r.in(r.marks, model) }
+
+func (r obsoleteRule) in(list []string, model string) bool {
+	if _, ok := slices.BinarySearch(list, model); ok {
+		return true
+	}
+	if m := versionedAlias.FindStringSubmatch(model); r.aliases && m != nil {
+		_, ok := slices.BinarySearch(list, m[1])
+		return ok
+	}
+	return false
+}
+
+func sortedNames(in []string) []string {
+	var out []string
+	for _, m := range in {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // archRules says which label families KubeVirt computes on an architecture
@@ -162,34 +306,17 @@ func rulesFor(arch string) archRules {
 	return archRules{}
 }
 
-// ObsoleteModels returns the obsolete list in force: the defaults plus the
-// admin's additions, sorted.
+// ObsoleteModels returns the obsolete list in force, sorted: the KubeVirt
+// CR's or the configuration's list, else the defaults.
 func (p Policy) ObsoleteModels() []string {
-	all := DefaultObsoleteCPUModels()
-	for _, m := range p.ObsoleteCPUModels {
-		if m = strings.TrimSpace(m); m != "" {
-			all = append(all, m)
-		}
-	}
-	slices.Sort(all)
-	return slices.Compact(all)
+	return p.obsoleteRule().models
 }
 
-// IsObsolete reports whether model is obsolete: listed, or a versioned alias
-// (-vN) of a listed model. Names are case-sensitive, as in libvirt.
+// IsObsolete reports whether model is obsolete: listed, or, with node-agent's
+// configuration in force, a versioned alias (-vN) of a listed model. Names
+// are case-sensitive, as in libvirt.
 func (p Policy) IsObsolete(model string) bool {
-	return isObsolete(p.ObsoleteModels(), model)
-}
-
-func isObsolete(sortedObsolete []string, model string) bool {
-	if _, ok := slices.BinarySearch(sortedObsolete, model); ok {
-		return true
-	}
-	if m := versionedAlias.FindStringSubmatch(model); m != nil {
-		_, ok := slices.BinarySearch(sortedObsolete, m[1])
-		return ok
-	}
-	return false
+	return p.obsoleteRule().has(model)
 }
 
 // Result is the outcome of Policy.Labels.
@@ -238,7 +365,7 @@ func (p Policy) Labels(h *hostcpu.HostCPU) (*Result, error) {
 		return nil, errors.New("computing labels: no host CPU snapshot; run discovery first")
 	}
 	b := &builder{res: &Result{Labels: map[string]string{}}}
-	obsolete := p.ObsoleteModels()
+	obsolete := p.obsoleteRule()
 	rules := rulesFor(h.Arch)
 	minModel := p.MinModel()
 	minFeatures, minKnown := h.FeaturesOf(minModel)
@@ -324,6 +451,10 @@ func (p Policy) Labels(h *hostcpu.HostCPU) (*Result, error) {
 		b.res.Labels[RealtimeLabel] = "true"
 	}
 
+	if p.KubeVirt != nil && p.KubeVirt.CrossArchitectureVirtualization {
+		b.vmArch(h)
+	}
+
 	if cpuidFeatures {
 		b.noteCPUIDFeatures(h)
 	}
@@ -343,7 +474,7 @@ func (p Policy) Labels(h *hostcpu.HostCPU) (*Result, error) {
 //     this host cannot start from scratch may still take a running guest.
 //
 // Models without a usable attribute, and obsolete ones, get neither label.
-func (b *builder) models(h *hostcpu.HostCPU, rules archRules, obsolete []string) {
+func (b *builder) models(h *hostcpu.HostCPU, rules archRules, obsolete obsoleteRule) {
 	if !rules.namedModels {
 		return
 	}
@@ -352,7 +483,7 @@ func (b *builder) models(h *hostcpu.HostCPU, rules archRules, obsolete []string)
 		return
 	}
 	for _, m := range h.Models {
-		if !modelKnown(m) || isObsolete(obsolete, m.Name) {
+		if !modelKnown(m) || obsolete.has(m.Name) {
 			continue
 		}
 		if modelUsable(m) {
@@ -376,14 +507,14 @@ func modelUsable(m hostcpu.Model) bool {
 // obsolete-host-model labels, on the architectures where KubeVirt has a host
 // model. The host model is not added to cpu-model-migration on its own: it
 // is there when it is a known custom model, as KubeVirt at d923fdb has it.
-func (b *builder) hostModel(h *hostcpu.HostCPU, rules archRules, obsolete []string, minKnown bool, minReason string, without func([]string) []string) {
+func (b *builder) hostModel(h *hostcpu.HostCPU, rules archRules, obsolete obsoleteRule, minKnown bool, minReason string, without func([]string) []string) {
 	if !rules.hostModel {
 		return
 	}
 	hm := h.HostModel
 	if hm != nil {
 		b.add("host model", hm.Name, HostModelCPULabelPrefix, "true")
-		if isObsolete(obsolete, hm.Name) {
+		if obsolete.marksHost(hm.Name) {
 			b.res.HostModelObsolete = true
 			b.res.Labels[ObsoleteHostModelLabel] = "true"
 		}
@@ -407,6 +538,43 @@ func (b *builder) hostModel(h *hostcpu.HostCPU, rules archRules, obsolete []stri
 	default:
 		b.omit(fmt.Sprintf("neither a host-model CPU nor cpuid (vendor %q) names a vendor libvirt knows", h.CPUID.VendorString), CPUVendorLabelPrefix+"*")
 	}
+}
+
+// vmArch adds KubeVirt's vm-arch labels (node_labeller.go prepareLabels,
+// kubevirt d923fdb): the node's own architecture and each one libvirt
+// emulates here, by their Go names, as virt-handler's runtime.GOARCH names
+// its own.
+func (b *builder) vmArch(h *hostcpu.HostCPU) {
+	native := goArch(h.Arch)
+	if native == "" {
+		b.omit("the host's architecture is unknown", VMArchLabelPrefix+"*")
+		return
+	}
+	if h.EmulatedArches == nil {
+		reason, _ := h.Missing(hostcpu.FactEmulatedArches)
+		b.omit(reason, VMArchLabelPrefix+"*")
+		return
+	}
+	b.add("vm architecture", native, VMArchLabelPrefix, "true")
+	for _, a := range h.EmulatedArches {
+		if g := goArch(a); g != "" {
+			b.add("vm architecture", g, VMArchLabelPrefix, "true")
+		}
+	}
+}
+
+// goArch maps libvirt's architecture names to Go's, which KubeVirt's vm-arch
+// labels use.
+func goArch(libvirtArch string) string {
+	switch libvirtArch {
+	case "x86_64":
+		return "amd64"
+	case "aarch64":
+		return "arm64"
+	case "i686":
+		return "386"
+	}
+	return libvirtArch
 }
 
 type builder struct {

@@ -26,9 +26,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-agent/node-agent/pkg/kubevirtcr"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
@@ -338,6 +340,26 @@ func (b *deployBed) tokenClient(t *testing.T, token string) kubernetes.Interface
 	return c
 }
 
+func (b *deployBed) tokenDynamic(t *testing.T, token string) dynamic.Interface {
+	t.Helper()
+	c, err := dynamic.NewForConfig(b.env.TokenConfig(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// wantAllowedNotServed expects a request on a resource the cluster does not
+// serve to pass authorization: no error, or the 404 that follows it.
+func wantAllowedNotServed(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("%s: %v, want allowed (404 without the CRD)", what, err)
+		return
+	}
+	t.Logf("allowed: %s (%v)", what, err)
+}
+
 // impersonatingClient sends token and impersonates node, the user only (no
 // Impersonate-Group header), as pkg/podaccess does.
 func (b *deployBed) impersonatingClient(t *testing.T, token, node string) kubernetes.Interface {
@@ -495,6 +517,18 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 		_, err = sa.AppsV1().DaemonSets(agentNamespace).Get(ctx, "node-agent", metav1.GetOptions{})
 		wantAllowed(t, "get a DaemonSet (kubectl's drain filter)", err)
 
+		// The KubeVirt CR, read only (pkg/kubevirtcr). No CRD is installed
+		// here: an allowed request passes authorization and meets the 404
+		// of a resource not served; a refused one stops at 403.
+		kvs := b.tokenDynamic(t, token).Resource(kubevirtcr.GVR)
+		_, err = kvs.List(ctx, metav1.ListOptions{})
+		wantAllowedNotServed(t, "list the KubeVirt CRs of every namespace", err)
+		kw, err := kvs.Watch(ctx, metav1.ListOptions{})
+		wantAllowedNotServed(t, "watch them", err)
+		if err == nil {
+			kw.Stop()
+		}
+
 		// A drain slot is asked for on the agent's own Node, and only there
 		// (pkg/slots Requester: a merge patch to ask, a JSON patch with a
 		// test op to withdraw).
@@ -590,6 +624,16 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 		if err := mergePatchNode(t, b.c, "node-1", obj{"metadata": obj{"annotations": obj{slots.GrantAnnotation: nil}}}, false); err != nil {
 			t.Fatal(err)
 		}
+		kvs := b.tokenDynamic(t, token).Resource(kubevirtcr.GVR).Namespace("kubevirt")
+		_, err = kvs.Get(ctx, "kubevirt", metav1.GetOptions{})
+		wantDenied(t, "get a KubeVirt CR (list and watch are enough)", err, byRBAC+` get resource "kubevirts"`)
+		_, err = kvs.Create(ctx, &unstructured.Unstructured{Object: obj{"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt", "metadata": obj{"name": "kubevirt"}}}, metav1.CreateOptions{})
+		wantDenied(t, "create a KubeVirt CR", err, byRBAC+` create resource "kubevirts"`)
+		_, err = kvs.Patch(ctx, "kubevirt", types.MergePatchType, []byte(`{"spec":{"configuration":{"obsoleteCPUModels":{"Haswell":true}}}}`), metav1.PatchOptions{})
+		wantDenied(t, "patch a KubeVirt CR", err, byRBAC+` patch resource "kubevirts"`)
+		err = kvs.Delete(ctx, "kubevirt", metav1.DeleteOptions{})
+		wantDenied(t, "delete a KubeVirt CR", err, byRBAC+` delete resource "kubevirts"`)
+
 		_, err = sa.CoreV1().Events("work").Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "x."},
 			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "work", Name: "x"}}, metav1.CreateOptions{})
 		wantDenied(t, "create an Event outside default", err, byRBAC+" create resource \"events\"")

@@ -96,11 +96,23 @@ type libvirtConn struct {
 	c *golibvirt.Connect
 }
 
-func (l *libvirtConn) DomainCapabilities(ctx context.Context, virtType string) (string, error) {
-	// No emulator, arch and machine ask libvirt for the host's defaults,
-	// as virsh does without --emulatorbin, --arch and --machine.
+func (l *libvirtConn) LibVersion(ctx context.Context) (uint64, error) {
+	v, err := callWithContext(ctx, "GetLibVersion", l.c.GetLibVersion)
+	return uint64(v), err
+}
+
+func (l *libvirtConn) DomainCapabilities(ctx context.Context, t hostcpu.Target, f hostcpu.DomCapsFlags) (string, error) {
+	// No emulator asks for the default one of t.Arch, as virsh does
+	// without --emulatorbin.
+	var flags golibvirt.ConnectGetDomainCapabilitiesFlags
+	if f.ExpandCPUFeatures {
+		flags |= golibvirt.DOMAIN_CAPABILITIES_EXPAND_CPU_FEATURES
+	}
+	if f.SupportedCPUFeatures {
+		flags |= golibvirt.DOMAIN_CAPABILITIES_SUPPORTED_CPU_FEATURES
+	}
 	return callWithContext(ctx, "GetDomainCapabilities", func() (string, error) {
-		return l.c.GetDomainCapabilities("", "", "", virtType, 0)
+		return l.c.GetDomainCapabilities("", t.Arch, t.Machine, t.VirtType, flags)
 	})
 }
 
@@ -108,9 +120,9 @@ func (l *libvirtConn) Capabilities(ctx context.Context) (string, error) {
 	return callWithContext(ctx, "GetCapabilities", l.c.GetCapabilities)
 }
 
-func (l *libvirtConn) ExpandCPU(ctx context.Context, virtType, cpuXML string) (string, error) {
+func (l *libvirtConn) ExpandCPU(ctx context.Context, t hostcpu.Target, cpuXML string) (string, error) {
 	return callWithContext(ctx, "BaselineHypervisorCPU", func() (string, error) {
-		return l.c.BaselineHypervisorCPU("", "", "", virtType, []string{cpuXML}, golibvirt.CONNECT_BASELINE_CPU_EXPAND_FEATURES)
+		return l.c.BaselineHypervisorCPU("", t.Arch, t.Machine, t.VirtType, []string{cpuXML}, golibvirt.CONNECT_BASELINE_CPU_EXPAND_FEATURES)
 	})
 }
 
