@@ -1,8 +1,7 @@
 package integration
 
 import (
-	"os"
-	"path/filepath"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -34,9 +33,10 @@ const (
 // ServiceAccounts: a tenant who may only run pods and PodDisruptionBudgets
 // in its namespace can touch no Node, slot Lease, grant or configuration,
 // and the most it can do to maintenance (a budget that allows nothing on
-// node-2) holds node-2's drain until drain.timeout and no longer: node-3's
+// node-2) holds node-2's drain until drain.timeout and no longer: node-1's
 // maintenance, waiting for the only slot, starts after that timeout, and
-// node-2's condition names the budget.
+// node-2's condition names the budget. (node-3 runs the coordinator's pods,
+// which no subtest drains: placeCoordinator.)
 func (b *deployBed) testTenant(t *testing.T) {
 	ctx := t.Context()
 	c := b.c
@@ -82,26 +82,32 @@ func (b *deployBed) testTenant(t *testing.T) {
 	}
 	testenv.CreatePDB(ctx, t, tenant, tenantNamespace, "held", testenv.MinAvailable(replicas), replicas, 0)
 	t.Cleanup(func() {
-		ctx := t.Context()
-		_ = c.AppsV1().Deployments(tenantNamespace).Delete(ctx, "held", metav1.DeleteOptions{})
-		_ = c.PolicyV1().PodDisruptionBudgets(tenantNamespace).Delete(ctx, "held", metav1.DeleteOptions{})
+		// t.Context() is done by now. The pods go before the subtest
+		// ends: a later drain of node-2 must not meet them.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := c.PolicyV1().PodDisruptionBudgets(tenantNamespace).Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting the tenant's budget: %v", err)
+		}
+		if err := c.AppsV1().Deployments(tenantNamespace).Delete(ctx, "held", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+			t.Errorf("deleting the tenant's Deployment: %v", err)
+		}
+		for ctx.Err() == nil {
+			pods, err := c.CoreV1().Pods(tenantNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=held"})
+			if err == nil && len(pods.Items) == 0 {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Errorf("the tenant's pods are still there after 2m")
 	})
 
-	// The agents of node-2 and node-3, each with a token bound to its own
+	// The agents of node-2 and node-1, each with a token bound to its own
 	// DaemonSet pod and the shipped configuration, but a short timeout.
 	const timeout = 20 * time.Second
 	dir := t.TempDir()
-	var cm corev1.ConfigMap
-	testenv.DeployObject(t, testenv.ReadDeployObjects(t), "ConfigMap", agentNamespace, "node-agent-config", &cm)
-	cfgFile := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgFile, []byte(cm.Data["config.yaml"]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, node := range []string{"node-2", "node-3"} {
-		kubeconfig := filepath.Join(dir, node+".kubeconfig")
-		if err := testenv.WriteKubeconfig(kubeconfig, b.env.TokenConfig(b.boundToken(t, b.agentPod(t, node)))); err != nil {
-			t.Fatal(err)
-		}
+	for _, node := range []string{"node-1", "node-2"} {
+		cfgFile, kubeconfig := b.agentFiles(t, dir, node)
 		a := startAgent(t, b.env, node, "--config", cfgFile, "--kubeconfig", kubeconfig, "--labeller-enabled=false",
 			"--shutdown-enabled=false", "--drain-timeout", timeout.String())
 		a.WaitReady(t)
@@ -115,9 +121,14 @@ func (b *deployBed) testTenant(t *testing.T) {
 		})
 	}
 	t.Cleanup(func() {
-		for _, node := range []string{"node-2", "node-3"} {
+		for _, node := range []string{"node-1", "node-2"} {
 			if out, err := cli(t, b.env, "stop", node, "--wait"); err != nil {
 				t.Errorf("maintenance stop %s: %v\n%s", node, err, out)
+			}
+			// The ended record stays on the Node; the subtests after
+			// this one want node-2 as they had it.
+			if err := patchNode(c, node, `{"metadata":{"annotations":{"`+selfdrain.StatusAnnotation+`":null}}}`); err != nil {
+				t.Errorf("removing the tenant test's maintenance record from %s: %v", node, err)
 			}
 		}
 	})
@@ -127,33 +138,34 @@ func (b *deployBed) testTenant(t *testing.T) {
 	}
 	testenv.WaitFor(t, time.Minute, "node-2 draining", func() (bool, error) {
 		st := nodeStatus(t, c, "node-2")
-		return st != nil && st.Phase == selfdrain.PhaseRunning, nil
+		return st.Active() && st.Phase == selfdrain.PhaseRunning, nil
 	})
-	if out, err := cli(t, b.env, "start", "node-3", "--reason", "tenant test: next"); err != nil {
-		t.Fatalf("maintenance start node-3: %v\n%s", err, out)
+	if out, err := cli(t, b.env, "start", "node-1", "--reason", "tenant test: next"); err != nil {
+		t.Fatalf("maintenance start node-1: %v\n%s", err, out)
 	}
 	var s2 *selfdrain.Status
-	testenv.WaitFor(t, 3*time.Minute, "node-3 drained after node-2's timeout", func() (bool, error) {
+	testenv.WaitFor(t, 3*time.Minute, "node-1 drained after node-2's timeout", func() (bool, error) {
 		s2 = nodeStatus(t, c, "node-2")
-		s3 := nodeStatus(t, c, "node-3")
-		if s2.Phase == selfdrain.PhaseRunning && s3 != nil && s3.Phase == selfdrain.PhaseRunning {
-			t.Errorf("node-2 and node-3 drain at once with maxConcurrentNodes 1")
+		s1 := nodeStatus(t, c, "node-1")
+		if s2.Phase == selfdrain.PhaseRunning && s1.Active() && s1.Phase == selfdrain.PhaseRunning {
+			t.Errorf("node-2 and node-1 drain at once with maxConcurrentNodes 1")
 		}
-		return s3 != nil && s3.Phase == selfdrain.PhaseSucceeded, nil
+		// node-1's record of testAgent's maintenance stays, ended.
+		return s1.Active() && s1.Phase == selfdrain.PhaseSucceeded, nil
 	})
-	s3 := nodeStatus(t, c, "node-3")
+	s1 := nodeStatus(t, c, "node-1")
 	if s2.Phase != selfdrain.PhaseFailed {
-		t.Errorf("node-2 is %s once node-3 drained, want Failed at its timeout", s2.Phase)
+		t.Errorf("node-2 is %s once node-1 drained, want Failed at its timeout", s2.Phase)
 	}
-	if s2.DrainStartTime == nil || s3.DrainStartTime == nil {
-		t.Fatalf("drain start times missing: node-2 %s, node-3 %s", s2.Encode(), s3.Encode())
+	if s2.DrainStartTime == nil || s1.DrainStartTime == nil {
+		t.Fatalf("drain start times missing: node-2 %s, node-1 %s", s2.Encode(), s1.Encode())
 	}
 	// Start times are whole seconds: a second of slack.
-	if timedOut := s2.DrainStartTime.Add(timeout - time.Second); s3.DrainStartTime.Time.Before(timedOut) {
-		t.Errorf("node-3's drain began at %s, before node-2's drain.timeout passed at %s", s3.DrainStartTime, timedOut)
+	if timedOut := s2.DrainStartTime.Add(timeout - time.Second); s1.DrainStartTime.Time.Before(timedOut) {
+		t.Errorf("node-1's drain began at %s, before node-2's drain.timeout passed at %s", s1.DrainStartTime, timedOut)
 	}
-	t.Logf("node-2's drain began at %s and failed at its timeout; node-3's began at %s",
-		s2.DrainStartTime.UTC().Format(time.RFC3339), s3.DrainStartTime.UTC().Format(time.RFC3339))
+	t.Logf("node-2's drain began at %s and failed at its timeout; node-1's began at %s",
+		s2.DrainStartTime.UTC().Format(time.RFC3339), s1.DrainStartTime.UTC().Format(time.RFC3339))
 	cond := nodeCondition(getNode(t, c, "node-2"))
 	if cond == nil || !strings.Contains(cond.Message, "PodDisruptionBudget "+tenantNamespace+"/held") {
 		t.Errorf("node-2's condition %+v does not name the tenant's budget", cond)

@@ -298,6 +298,24 @@ func asList(t *testing.T, objs []*unstructured.Unstructured) []byte {
 	return b
 }
 
+// agentFiles writes into dir what the DaemonSet gives node's agent: the
+// shipped config file, as mounted from the ConfigMap, and a kubeconfig with
+// a token bound to the agent's pod on node. It returns their paths.
+func (b *deployBed) agentFiles(t *testing.T, dir, node string) (cfgFile, kubeconfig string) {
+	t.Helper()
+	var cm corev1.ConfigMap
+	testenv.DeployObject(t, testenv.ReadDeployObjects(t), "ConfigMap", agentNamespace, "node-agent-config", &cm)
+	cfgFile = filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cm.Data["config.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig = filepath.Join(dir, node+".kubeconfig")
+	if err := testenv.WriteKubeconfig(kubeconfig, b.env.TokenConfig(b.boundToken(t, b.agentPod(t, node)))); err != nil {
+		t.Fatal(err)
+	}
+	return cfgFile, kubeconfig
+}
+
 // agentPod returns the running node-agent DaemonSet pod on node.
 func (b *deployBed) agentPod(t *testing.T, node string) *corev1.Pod {
 	t.Helper()
@@ -760,17 +778,7 @@ func (b *deployBed) testAgent(t *testing.T) {
 	c := b.c
 	dir := t.TempDir()
 
-	// The shipped config file, as the DaemonSet mounts it.
-	var cm corev1.ConfigMap
-	testenv.DeployObject(t, testenv.ReadDeployObjects(t), "ConfigMap", agentNamespace, "node-agent-config", &cm)
-	cfgFile := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgFile, []byte(cm.Data["config.yaml"]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(dir, "node-agent.kubeconfig")
-	if err := testenv.WriteKubeconfig(kubeconfig, b.env.TokenConfig(b.boundToken(t, b.agentPod(t, "node-1")))); err != nil {
-		t.Fatal(err)
-	}
+	cfgFile, kubeconfig := b.agentFiles(t, dir, "node-1")
 
 	// A small Deployment on node-1: keep the other nodes cordoned while it
 	// settles.
