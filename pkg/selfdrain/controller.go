@@ -457,14 +457,15 @@ func (r *maintenanceRun) drainInSlot() error {
 }
 
 // takeSlot waits for a cluster-wide drain slot, saying on the Node why the
-// drain waits meanwhile. It fails only when the run is stopped. A reboot's
-// drain takes none of its own: the reboot coordinator takes the slot before
-// it asks for the drain, and holds it until the node is back from the
-// reboot. It waits for that slot all the same (RebootSlot): the record
-// that asks for the drain outlives the slot, which the coordinator takes
-// back from an agent silent for longer than drain.slotSilenceBound, and a
-// restarted agent resumed the drain and evicted before the coordinator had
-// its slot again.
+// drain waits meanwhile. It fails only when the run is stopped, or for a
+// reboot's drain when no RebootSlot is wired. A reboot's drain takes none
+// of its own: the reboot coordinator takes the slot before it asks for the
+// drain, and holds it until the node is back from the reboot. It waits for
+// that slot all the same (RebootSlot): the record that asks for the drain
+// outlives the slot, which node-agent-coordinator takes back from an agent
+// silent for longer than drain.slotSilenceBound, and a restarted agent
+// resumed the drain and evicted before the reboot coordinator had its slot
+// again.
 func (r *maintenanceRun) takeSlot() (Slot, error) {
 	if r.trigger == TriggerReboot {
 		if r.c.rebootSlot == nil {
