@@ -151,7 +151,7 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 		Clock: d.Clock, Logger: d.Logger.With("component", "slots"),
 	}
 	out = append(out, requester)
-	ctrl := w.maintenance(d, access, maintenanceSlots{requester})
+	ctrl := w.maintenance(d, access, maintenanceSlots{requester}, rebootDrainSlot{requester})
 	out = append(out, ctrl)
 	own := new(handshake.OwnReboot)
 	if w.cfg.Reboot.Enabled {
@@ -229,8 +229,9 @@ func KubeVirtState(s kubevirtcr.State) labeller.KubeVirtState {
 // maintenance wires the maintenance requests (the annotation, NodeMaintenance
 // objects when maintenance.nodeMaintenance is on, and the reboot
 // coordinator's record when reboot.enabled is on) to the drain engine, which
-// reaches the node's pods as access says.
-func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlots selfdrain.SlotSource) *selfdrain.Controller {
+// reaches the node's pods as access says. A maintenance drain takes its slot
+// from drainSlots; the reboot's drain follows the coordinator's (rebootSlot).
+func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlots, rebootSlot selfdrain.SlotSource) *selfdrain.Controller {
 	cfg := w.cfg
 	engine := selfdrain.NewEngine(selfdrain.EngineOptions{
 		Client: d.Client, NodeName: d.NodeName, Config: cfg.Drain,
@@ -246,7 +247,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 	}
 	co := selfdrain.ControllerOptions{Engine: engine, Slots: drainSlots, NodeMaintenance: nm}
 	if cfg.Reboot.Enabled {
-		co.RebootDrain = handshake.DrainRequest
+		co.RebootDrain, co.RebootSlot = handshake.DrainRequest, rebootSlot
 	}
 	return selfdrain.NewController(co)
 }
@@ -363,6 +364,18 @@ func (m maintenanceSlots) Acquire(ctx context.Context, onWait func(error)) (self
 		return nil, err
 	}
 	return h, nil
+}
+
+// rebootDrainSlot follows, for the reboot's drain, the slot the reboot
+// coordinator holds: it asks for none.
+type rebootDrainSlot struct{ r *slots.Requester }
+
+func (b rebootDrainSlot) Acquire(ctx context.Context, onWait func(error)) (selfdrain.Slot, error) {
+	f, err := b.r.Await(ctx, slots.PurposeReboot, onWait)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // rebootSlots asks for drain slots for coordinated reboots.

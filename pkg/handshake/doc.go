@@ -11,8 +11,11 @@
 //   - DrainRequest (reboot → selfdrain): the coordinator asks for its drain
 //     through its record on the Node (reboot.Record.Drain), which survives
 //     the reboot; selfdrain reads it as a maintenance request with the
-//     trigger reboot, and takes no drain slot for it (the coordinator holds
-//     one).
+//     trigger reboot, and takes no drain slot for it: it drains only while
+//     the node holds the one the coordinator took, which outlives neither
+//     a revocation nor the coordinator's release as the record does
+//     (selfdrain.ControllerOptions.RebootSlot, wired to
+//     slots.Requester.Await).
 //   - Maintenance (selfdrain → reboot): what selfdrain's record on the Node
 //     says to the coordinator: another maintenance in force (the reboot
 //     waits), its own drain under way, finished, or past drain.timeout.

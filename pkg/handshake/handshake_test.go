@@ -57,7 +57,7 @@ func TestHandshakeRebootThroughDrainAndShutdown(t *testing.T) {
 				engine := selfdrain.NewEngine(selfdrain.EngineOptions{Client: d.Client, NodeName: d.NodeName,
 					Config: config.Default().Drain, Logger: log, Clock: d.Clock, Recorder: d.Recorder})
 				ctrl := selfdrain.NewController(selfdrain.ControllerOptions{Engine: engine, RebootDrain: DrainRequest,
-					Slots: noMaintenanceSlots{}})
+					RebootSlot: slot.following(), Slots: noMaintenanceSlots{}})
 				host.setGuard(own.Drainer(ShutdownDrainer(ctrl)))
 				window, err := reboot.ParseWindow(nil, "00:00", "00:00", "UTC")
 				if err != nil {
@@ -152,12 +152,17 @@ func TestHandshakeRebootThroughDrainAndShutdown(t *testing.T) {
 	}
 }
 
-// slot is the coordinator's drain slot: free at once, kept or released.
+// slot is the coordinator's drain slot: free at once, kept or released,
+// never taken back. The reboot's drain follows it (following).
 type slot struct {
 	mu       sync.Mutex
 	acquires int
 	kept     time.Duration
 	release  bool
+	// holding: the coordinator holds the slot; changed is closed when
+	// that changes.
+	holding bool
+	changed chan struct{}
 }
 
 func (s *slot) Acquire(context.Context, func(error)) (reboot.Slot, error) {
@@ -166,6 +171,7 @@ func (s *slot) Acquire(context.Context, func(error)) (reboot.Slot, error) {
 	s.acquires++
 	// A new holder: kept across no reboot yet.
 	s.release, s.kept = false, 0
+	s.setHolding(true)
 	return s, nil
 }
 
@@ -175,7 +181,54 @@ func (s *slot) Release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.release = s.kept == 0
+	s.setHolding(!s.release)
 }
+
+func (s *slot) Lost() <-chan struct{} { return nil }
+func (s *slot) LostReason() string    { return "" }
+
+func (s *slot) setHolding(h bool) {
+	s.holding = h
+	if s.changed != nil {
+		close(s.changed)
+	}
+	s.changed = make(chan struct{})
+}
+
+// following is the slot as the reboot's drain follows it
+// (selfdrain.ControllerOptions.RebootSlot): Acquire waits until the
+// coordinator holds it, and takes none.
+func (s *slot) following() selfdrain.SlotSource { return following{s} }
+
+type following struct{ s *slot }
+
+func (f following) Acquire(ctx context.Context, _ func(error)) (selfdrain.Slot, error) {
+	for {
+		f.s.mu.Lock()
+		if f.s.changed == nil {
+			f.s.changed = make(chan struct{})
+		}
+		holding, changed := f.s.holding, f.s.changed
+		f.s.mu.Unlock()
+		if holding {
+			return followed{}, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// followed is the coordinator's slot as the drain holds it: not the
+// drain's to give back.
+type followed struct{}
+
+func (followed) Name() string          { return "node-agent-drain-slot-0" }
+func (followed) Release()              {}
+func (followed) Lost() <-chan struct{} { return nil }
+func (followed) LostReason() string    { return "" }
 
 func (s *slot) KeepAcrossReboot(_ context.Context, d time.Duration) error {
 	s.mu.Lock()

@@ -174,6 +174,8 @@ func (c *Coordinator) Run(ctx context.Context, view agent.NodeView) error {
 			}
 			c.slot = a.slot
 			c.log.Info("Holding a drain slot for the reboot", "lease", a.slot.Name())
+		case <-c.slotLost():
+			c.loseSlot()
 		}
 		node, err := view.Get()
 		if err != nil {
@@ -381,6 +383,27 @@ func (c *Coordinator) lastSlotErr() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.slotErr
+}
+
+// slotLost is closed when the slot held was taken back; nil while none is
+// held.
+func (c *Coordinator) slotLost() <-chan struct{} {
+	if c.slot == nil {
+		return nil
+	}
+	return c.slot.Lost()
+}
+
+// loseSlot lets go of a slot that was taken back (held past its bound, or
+// its agent found silent for a while). The record still says the reboot
+// holds one, so the next step takes it back (ActTakeSlotBack), as after a
+// restart: the reboot's drain, which drains only in this slot, waits
+// meanwhile, and no reboot is asked for without it. Kept, the lost slot
+// left the drain waiting for ever.
+func (c *Coordinator) loseSlot() {
+	c.log.Warn("The drain slot was taken back; asking for it again", "lease", c.slot.Name(), "reason", c.slot.LostReason())
+	c.event(corev1.EventTypeWarning, "DrainSlotLost", "The drain slot %s was taken back: %s; the reboot asks for it again", c.slot.Name(), c.slot.LostReason())
+	c.dropSlot()
 }
 
 // releaseSlot stops waiting for a slot and gives back the one held.

@@ -20,15 +20,19 @@ import (
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 )
 
-// fakeSlot records what the coordinator does with its slot.
+// fakeSlot records what the coordinator does with its slot; a test takes
+// it back by closing lost.
 type fakeSlot struct {
 	released bool
 	keptFor  time.Duration
 	keepErr  error
+	lost     chan struct{}
 }
 
-func (s *fakeSlot) Name() string { return "node-agent-drain-slot-0" }
-func (s *fakeSlot) Release()     { s.released = true }
+func (s *fakeSlot) Name() string          { return "node-agent-drain-slot-0" }
+func (s *fakeSlot) Release()              { s.released = true }
+func (s *fakeSlot) Lost() <-chan struct{} { return s.lost }
+func (s *fakeSlot) LostReason() string    { return "held past its bound" }
 func (s *fakeSlot) KeepAcrossReboot(_ context.Context, d time.Duration) error {
 	if s.keepErr != nil {
 		return s.keepErr
@@ -54,7 +58,7 @@ func (f *fakeSlots) Acquire(ctx context.Context, onWait func(error)) (Slot, erro
 			return nil, ctx.Err()
 		}
 	}
-	f.slot = &fakeSlot{}
+	f.slot = &fakeSlot{lost: make(chan struct{})}
 	return f.slot, nil
 }
 
@@ -158,6 +162,21 @@ func (b *bed) expect(rec *Record, state State, reason string, phase Phase) {
 	cond := condition(b.node())
 	if cond == nil || cond.Reason != reason || cond.Message != rec.Message {
 		b.t.Fatalf("condition %+v does not match the record %s: %s", cond, reason, rec.Message)
+	}
+}
+
+// sawEvent takes the Events recorded so far and reports whether one starts
+// with prefix.
+func (b *bed) sawEvent(prefix string) bool {
+	for {
+		select {
+		case e := <-b.events.Events:
+			if strings.HasPrefix(e, prefix) {
+				return true
+			}
+		default:
+			return false
+		}
 	}
 }
 
@@ -521,6 +540,44 @@ func TestCoordinatorRestartWhileDraining(t *testing.T) {
 	b.expect(b.step(), Rebooting, "Rebooting", PhaseRebootRequested)
 	if b.slots.slot.keptFor != 30*time.Minute {
 		t.Fatalf("slot kept for %s", b.slots.slot.keptFor)
+	}
+}
+
+// A slot taken back while the node drains (held past its bound, the agent
+// found silent) is let go and asked for again, and the reboot goes on once
+// it is held again: the reboot's drain, which drains only in that slot,
+// would otherwise wait for ever, and the reboot be asked for without it.
+func TestCoordinatorTakesALostSlotBack(t *testing.T) {
+	b := newBed(t, alwaysWindow(t))
+	b.setSentinel(true)
+	b.step()
+	b.expect(b.step(), Draining, "Draining", PhaseDraining)
+	b.m = Maintenance{Active: true}
+	lost := b.slots.slot
+	select {
+	case <-b.c.slotLost():
+		t.Fatal("a slot counts as lost before it was taken back")
+	default:
+	}
+	close(lost.lost)
+	select {
+	case <-b.c.slotLost():
+	default:
+		t.Fatal("the slot taken back is not seen")
+	}
+	b.c.loseSlot()
+	if !lost.released || b.c.slot != nil || !b.sawEvent("Warning DrainSlotLost") {
+		t.Fatalf("released %t, slot %v; want the lost slot let go, with an Event", lost.released, b.c.slot)
+	}
+	rec := b.step()
+	b.expect(rec, Draining, "Draining", PhaseDraining)
+	if b.slots.acquires != 2 || b.c.slot == nil || !rec.Drain {
+		t.Fatalf("acquires %d slot %v drain %v; want the slot asked for again, the drain still asked for", b.slots.acquires, b.c.slot, rec.Drain)
+	}
+	b.m.Drained = true
+	b.expect(b.step(), Rebooting, "Rebooting", PhaseRebootRequested)
+	if b.slots.slot.keptFor != 30*time.Minute || lost.keptFor != 0 {
+		t.Fatalf("kept the new slot for %s, the lost one for %s", b.slots.slot.keptFor, lost.keptFor)
 	}
 }
 

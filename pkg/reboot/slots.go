@@ -23,6 +23,11 @@ type Slot interface {
 	// and Release no longer gives it back. The agent that starts after the
 	// reboot takes it back (Slots.Acquire).
 	KeepAcrossReboot(ctx context.Context, d time.Duration) error
+	// Lost is closed when the slot was taken back without Release (the
+	// cluster's coordinator revoked it, or an admin withdrew its
+	// request); LostReason then says why.
+	Lost() <-chan struct{}
+	LostReason() string
 }
 
 // Slots hands out the cluster's drain slots.

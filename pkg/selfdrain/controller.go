@@ -2,6 +2,7 @@ package selfdrain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -28,6 +29,9 @@ import (
 type Controller struct {
 	engine *Engine
 	slots  SlotSource
+	// rebootSlot follows the slot the reboot coordinator holds for its
+	// drain.
+	rebootSlot SlotSource
 	// nodeMaintenance, when not nil, serves NodeMaintenance objects.
 	nodeMaintenance *NodeMaintenanceSource
 	// rebootDrain, when not nil, reads the reboot coordinator's request.
@@ -71,13 +75,20 @@ type ControllerOptions struct {
 	// reboot; handshake.DrainRequest reads it there, so that neither
 	// package imports the other.
 	RebootDrain func(node *corev1.Node) string
+	// RebootSlot, required with RebootDrain, is the drain slot the reboot
+	// coordinator holds for its drain: its Acquire returns once this node
+	// holds that slot, without asking for one (the coordinator asked),
+	// and the slot it returns is lost when the coordinator's is taken
+	// back, and is not the drain's to give back (Release only stops
+	// following it).
+	RebootSlot SlotSource
 }
 
 // NewController returns a controller for o.
 func NewController(o ControllerOptions) *Controller {
 	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryAfterFailure, retryAfterFailureCap)
 	e := o.Engine
-	return &Controller{engine: e, slots: o.Slots, nodeMaintenance: o.NodeMaintenance, rebootDrain: o.RebootDrain,
+	return &Controller{engine: e, slots: o.Slots, rebootSlot: o.RebootSlot, nodeMaintenance: o.NodeMaintenance, rebootDrain: o.RebootDrain,
 		metrics: e.Metrics, node: e.NodeName, log: e.Logger,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{
 			Name: "selfdrain", Clock: e.Clock,
@@ -446,24 +457,26 @@ func (r *maintenanceRun) drainInSlot() error {
 }
 
 // takeSlot waits for a cluster-wide drain slot, saying on the Node why the
-// drain waits meanwhile. It fails only when the run is stopped. A reboot's
-// drain takes none: the reboot coordinator took the slot before it asked
-// for the drain, and holds it until the node is back from the reboot.
+// drain waits meanwhile. It fails only when the run is stopped, or for a
+// reboot's drain when no RebootSlot is wired. A reboot's drain takes none
+// of its own: the reboot coordinator takes the slot before it asks for the
+// drain, and holds it until the node is back from the reboot. It waits for
+// that slot all the same (RebootSlot): the record that asks for the drain
+// outlives the slot, which node-agent-coordinator takes back from an agent
+// silent for longer than drain.slotSilenceBound, and a restarted agent
+// resumed the drain and evicted before the reboot coordinator had its slot
+// again.
 func (r *maintenanceRun) takeSlot() (Slot, error) {
 	if r.trigger == TriggerReboot {
-		return noSlot{}, nil
+		if r.c.rebootSlot == nil {
+			err := errors.New("no drain slot source for the reboot's drain is wired (ControllerOptions.RebootSlot); the drain does not start without its slot")
+			r.c.log.Error("Cannot drain for the reboot", "err", err)
+			return nil, err
+		}
+		return take(r.ctx, r.c.rebootSlot, r.c.engine, r.trigger, r.reason)
 	}
 	return take(r.ctx, r.c.slots, r.c.engine, r.trigger, r.reason)
 }
-
-// noSlot stands for the slot the reboot coordinator holds for a reboot's
-// drain: never lost here, and not this run's to release.
-type noSlot struct{}
-
-func (noSlot) Name() string          { return "" }
-func (noSlot) Release()              {}
-func (noSlot) Lost() <-chan struct{} { return nil }
-func (noSlot) LostReason() string    { return "" }
 
 // begin cordons and taints the node and records the start, or resumes the
 // record a previous agent left.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -407,18 +408,75 @@ func TestRunDrainsAndGivesUpItsPlace(t *testing.T) {
 
 // A reboot's drain takes no slot of its own: the reboot coordinator holds
 // one, as the same node, and a second hold would give it back at the end of
-// the drain while the host still has to reboot.
-func TestRunRebootTakesNoSlot(t *testing.T) {
+// the drain while the host still has to reboot. It waits for the
+// coordinator's all the same, and leaves it held.
+func TestRunRebootWaitsForTheCoordinatorsSlot(t *testing.T) {
 	h := newHarness(t)
 	h.slots.hold("node-2")
+	h.rebootSlot.hold("")
+	h.rebootSlot.onWaitHook = func() { h.rebootSlot.hold(testNode) }
 	c, _ := h.controller()
-	slot, err := c.newRun(context.Background(), TriggerReboot, "reboot coordinator").takeSlot()
+	var slot Slot
+	var err error
+	h.run(func() { slot, err = c.newRun(context.Background(), TriggerReboot, "reboot coordinator").takeSlot() }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if st := h.status(); st == nil || st.Phase != PhaseWaiting || st.Trigger != TriggerReboot || st.LastError != slotWaitMessage {
+		t.Errorf("status while it waited: %+v, want Waiting for the reboot, saying why", st)
+	}
 	slot.Release()
-	if got := h.slotHolder(); got != "node-2" {
-		t.Errorf("slot held by %q, want node-2 untouched", got)
+	if got, reboot := h.slotHolder(), h.rebootSlot.holderName(); got != "node-2" || reboot != testNode {
+		t.Errorf("maintenance slot held by %q, the reboot's by %q; want node-2 untouched and the coordinator's slot kept", got, reboot)
+	}
+}
+
+// A reboot's drain that a restarted agent resumes while the coordinator
+// does not hold its slot (taken back from the silent agent, asked for
+// anew) evicts nothing until the coordinator holds it again: the record
+// stays Running and says the drain waits. A slot taken back mid-drain
+// stops the drain, as a maintenance slot's does.
+func TestControllerResumesARebootDrainOnlyInTheCoordinatorsSlot(t *testing.T) {
+	h := newHarness(t, testPod("a"), testPod("b"))
+	h.onEvict(func(ev eviction) error {
+		if ev.key == "ns/b" {
+			return apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}
+		return nil
+	})
+	ctx := context.Background()
+	const asks = "reboot coordinator: draining"
+	if _, err := h.engine.Begin(ctx, Request{Trigger: TriggerReboot, Reason: asks}); err != nil {
+		t.Fatal(err)
+	}
+	h.rebootSlot.hold("")
+	c := NewController(ControllerOptions{Engine: h.engine, Slots: h.slots, RebootSlot: h.rebootSlot, RebootDrain: func(*corev1.Node) string { return asks }})
+	_, v := h.controller()
+	if err := c.reconcile(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	run := c.active
+	if run == nil || run.trigger != TriggerReboot {
+		t.Fatalf("active run %+v, want the reboot's", run)
+	}
+	h.waitFor("the drain to say it waits", func() bool { return h.status().LastError == slotWaitMessage })
+	h.clock.Step(time.Minute)
+	if ev := h.evicted(); len(ev) != 0 {
+		t.Fatalf("evicted %v without the coordinator's slot", ev)
+	}
+	if st := h.status(); st.Phase != PhaseRunning || st.Trigger != TriggerReboot || !st.CordonedByAgent {
+		t.Errorf("status while it waits: %s; want the resumed drain's record kept", st.Encode())
+	}
+
+	h.rebootSlot.hold(testNode)
+	h.waitFor("the eviction of a", func() bool { return len(h.evicted()) > 0 })
+	close(h.rebootSlot.lost)
+	h.run(func() { <-run.done }, nil)
+	if c.queue.NumRequeues(testNode) != 1 || !hasEvent(h.events(), "Warning DrainSlotLost") {
+		t.Errorf("requeues %d, want the run stopped by the lost slot and retried", c.queue.NumRequeues(testNode))
+	}
+	if got := h.rebootSlot.holderName(); got != testNode {
+		t.Errorf("the coordinator's slot held by %q, want it left to the coordinator", got)
 	}
 }
 

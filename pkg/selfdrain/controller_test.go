@@ -90,7 +90,7 @@ func TestControllerHandsARebootsDrainOver(t *testing.T) {
 	st.Phase = PhaseSucceeded
 	h.patchNode(fmt.Sprintf(`{"metadata":{"annotations":{"node-agent.io/maintenance":"NIC",%q:%q}}}`, StatusAnnotation, st.Encode()))
 	rebootAsks := "reboot coordinator: rebooting"
-	c := NewController(ControllerOptions{Engine: h.engine, Slots: h.slots, RebootDrain: func(*corev1.Node) string { return rebootAsks }})
+	c := NewController(ControllerOptions{Engine: h.engine, Slots: h.slots, RebootSlot: h.rebootSlot, RebootDrain: func(*corev1.Node) string { return rebootAsks }})
 	_, v := h.controller()
 	reconcile := func() {
 		t.Helper()
@@ -146,7 +146,7 @@ func TestControllerHandsARunningRebootDrainOver(t *testing.T) {
 		return nil
 	})
 	rebootAsks := "reboot coordinator: kernel"
-	c := NewController(ControllerOptions{Engine: h.engine, Slots: h.slots, RebootDrain: func(*corev1.Node) string { return rebootAsks }})
+	c := NewController(ControllerOptions{Engine: h.engine, Slots: h.slots, RebootSlot: h.rebootSlot, RebootDrain: func(*corev1.Node) string { return rebootAsks }})
 	_, v := h.controller()
 	ctx := context.Background()
 	reconcile := func() {

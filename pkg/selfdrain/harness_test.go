@@ -35,6 +35,9 @@ type harness struct {
 	recorder *record.FakeRecorder
 	engine   *Engine
 	slots    *fakeSlots
+	// rebootSlot is the reboot coordinator's slot, which a reboot's drain
+	// follows: held when its holder is testNode.
+	rebootSlot *fakeSlots
 
 	mu        sync.Mutex
 	evictions []eviction
@@ -42,8 +45,11 @@ type harness struct {
 
 // fakeSlots is a SlotSource of one slot. Another node may hold it (hold);
 // a waiting Acquire reports the wait, calls onWaitHook, and takes the slot
-// once free.
+// once free. One that follows (the reboot coordinator's slot) takes
+// nothing: its Acquire waits until the slot is held by testNode, and its
+// Release leaves it held.
 type fakeSlots struct {
+	follow  bool
 	mu      sync.Mutex
 	holder  string
 	changed chan struct{}
@@ -55,6 +61,12 @@ type fakeSlots struct {
 
 func newFakeSlots() *fakeSlots {
 	return &fakeSlots{changed: make(chan struct{}), lost: make(chan struct{})}
+}
+
+func newFollowedSlot() *fakeSlots {
+	f := newFakeSlots()
+	f.follow = true
+	return f
 }
 
 func (f *fakeSlots) hold(node string) {
@@ -75,7 +87,7 @@ func (f *fakeSlots) Acquire(ctx context.Context, onWait func(error)) (Slot, erro
 	waited := false
 	for {
 		f.mu.Lock()
-		if f.holder == "" || f.holder == testNode {
+		if f.holder == testNode || (f.holder == "" && !f.follow) {
 			f.holder = testNode
 			f.mu.Unlock()
 			return fakeSlot{f}, nil
@@ -102,7 +114,7 @@ type fakeSlot struct{ f *fakeSlots }
 func (s fakeSlot) Name() string { return "node-agent-drain-slot-" + testNode }
 func (s fakeSlot) Release() {
 	s.f.mu.Lock()
-	if s.f.holder == testNode {
+	if s.f.holder == testNode && !s.f.follow {
 		s.f.holder = ""
 	}
 	s.f.mu.Unlock()
@@ -126,7 +138,10 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 		clock:    clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 		recorder: record.NewFakeRecorder(1000),
 		slots:    newFakeSlots(),
+		// The reboot coordinator holds its slot unless a test says not.
+		rebootSlot: newFollowedSlot(),
 	}
+	h.rebootSlot.hold(testNode)
 	cfg := config.Default().Drain
 	cfg.Parallelism = 2
 	h.engine = NewEngine(EngineOptions{
@@ -272,7 +287,7 @@ func (v *nodeView) touch() {
 // controller returns a maintenance controller on the harness's engine with
 // its one fake drain slot, and its view.
 func (h *harness) controller() (*Controller, *nodeView) {
-	return NewController(ControllerOptions{Engine: h.engine, Slots: h.slots}), &nodeView{NodeView: agenttest.NodeView{Client: kubetest.Wrap(h.client), Name: testNode}, t: h.t}
+	return NewController(ControllerOptions{Engine: h.engine, Slots: h.slots, RebootSlot: h.rebootSlot}), &nodeView{NodeView: agenttest.NodeView{Client: kubetest.Wrap(h.client), Name: testNode}, t: h.t}
 }
 
 // patchNode applies a merge patch to the Node.

@@ -25,7 +25,9 @@
 //     grant through the agent's watch of its own Node, keeps the request alive
 //     with a heartbeat while it holds the slot, and removes it to release the
 //     slot. Each purpose (a maintenance drain, a reboot) asks under its own
-//     name, so one never adopts the other's slot.
+//     name, so one never adopts the other's slot. Await lets another part
+//     of the agent follow a slot without asking for one: the reboot's drain
+//     runs only while the reboot coordinator holds its slot.
 //
 // Nothing an agent writes can make another node wait longer: the coordinator
 // judges liveness by when it saw a heartbeat change on its own clock, never by

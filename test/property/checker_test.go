@@ -553,6 +553,13 @@ func (st *nodeState) busy() bool {
 		switch st.record.Phase {
 		case reboot.PhaseDrained, reboot.PhaseRebootRequested:
 			return true
+		case reboot.PhaseDraining:
+			// The drain is over and the host goes down: the coordinator
+			// keeps its slot across the reboot (holdSeconds, which
+			// changes the heartbeat) one write before it records that it
+			// asked for the reboot. A renewal between the two writes
+			// is no idle renewal.
+			return st.req.HoldSeconds > 0
 		}
 	}
 	return false
