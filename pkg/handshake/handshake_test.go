@@ -52,6 +52,9 @@ func TestHandshakeRebootThroughDrainAndShutdown(t *testing.T) {
 		own := new(OwnReboot)
 		clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC))
 		log := slog.New(slog.DiscardHandler)
+		if os.Getenv("HANDSHAKE_TEST_LOG") != "" {
+			log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
 		a, err := agent.New("node-1", agent.WithKubernetesClient(client), agent.WithLogger(log), agent.WithClock(clk),
 			agent.WithComponents(func(d agent.Deps) ([]agent.Component, error) {
 				engine := selfdrain.NewEngine(selfdrain.EngineOptions{Client: d.Client, NodeName: d.NodeName,
