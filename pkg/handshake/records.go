@@ -1,8 +1,6 @@
 package handshake
 
 import (
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/node-agent/node-agent/pkg/reboot"
@@ -29,16 +27,19 @@ func DrainRequest(node *corev1.Node) string {
 // Maintenance reads selfdrain's record on node for the reboot coordinator
 // (reboot.Options.Maintenance). A maintenance whose trigger is not the
 // reboot's (the annotation, a NodeMaintenance object, a shutdown) is Other,
-// and so is the maintenance annotation set while none has started: the
-// reboot waits until it ends rather than share its drain or its slot. A
-// status that cannot be read is an error: the coordinator does not act on
-// a guess.
+// and so is the maintenance annotation set to a value the agent accepts
+// while none has started: the reboot waits until it ends rather than share
+// its drain or its slot. A status that cannot be read is an error: the
+// coordinator does not act on a guess.
 func Maintenance(node *corev1.Node) (reboot.Maintenance, error) {
 	st, err := selfdrain.ParseStatus(node)
 	if err != nil {
 		return reboot.Maintenance{}, err
 	}
-	m := reboot.Maintenance{Other: strings.TrimSpace(node.Annotations[selfdrain.MaintenanceAnnotation]) != ""}
+	// A refused value of the annotation (such as "false") asks for no
+	// maintenance; one it asked for before is in the status below.
+	asked, _ := selfdrain.ParseMaintenanceRequest(node)
+	m := reboot.Maintenance{Other: asked != ""}
 	if !st.Active() {
 		return m, nil
 	}

@@ -62,6 +62,11 @@ func TestMaintenance(t *testing.T) {
 		{name: "none"},
 		{name: "annotation asked, not started", annotations: map[string]string{selfdrain.MaintenanceAnnotation: "kernel"}, want: reboot.Maintenance{Other: true}},
 		{name: "blank annotation asks for nothing", annotations: map[string]string{selfdrain.MaintenanceAnnotation: "  "}},
+		// The agent refuses "false" and starts nothing: the reboot need not
+		// wait for it.
+		{name: "refused annotation asks for nothing", annotations: map[string]string{selfdrain.MaintenanceAnnotation: "false"}},
+		{name: "refused annotation over the annotation's maintenance, which goes on", annotations: map[string]string{
+			selfdrain.MaintenanceAnnotation: "Off", selfdrain.StatusAnnotation: st(selfdrain.TriggerAnnotation, selfdrain.PhaseSucceeded)}, want: reboot.Maintenance{Other: true}},
 		{name: "annotation maintenance running", annotations: map[string]string{selfdrain.StatusAnnotation: st(selfdrain.TriggerAnnotation, selfdrain.PhaseRunning)}, want: reboot.Maintenance{Other: true}},
 		{name: "NodeMaintenance waiting for a slot", annotations: map[string]string{selfdrain.StatusAnnotation: st(selfdrain.TriggerNodeMaintenance, selfdrain.PhaseWaiting)}, want: reboot.Maintenance{Other: true}},
 		{name: "after a shutdown drain, not yet undone", annotations: map[string]string{selfdrain.StatusAnnotation: st(selfdrain.TriggerShutdown, selfdrain.PhaseSucceeded)}, want: reboot.Maintenance{Other: true}},

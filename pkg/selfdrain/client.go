@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,13 +17,19 @@ import (
 	toolswatch "k8s.io/client-go/tools/watch"
 
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/reasontext"
 )
 
 // RequestMaintenance sets the maintenance annotation on node. It is what
 // `node-agent maintenance start` does; the agent on that node does the rest.
+// A reason the agent would refuse (ParseMaintenanceRequest) is refused here,
+// before the Node changes.
 func RequestMaintenance(ctx context.Context, client kube.Interface, node, reason string) (*corev1.Node, error) {
-	if reason == "" {
+	if strings.TrimSpace(reason) == "" {
 		return nil, fmt.Errorf("maintenance of %s: the reason must not be empty (it is the annotation's value)", node)
+	}
+	if _, err := reasontext.ParseRequest(MaintenanceAnnotation, reason); err != nil {
+		return nil, fmt.Errorf("maintenance of %s: %w; nothing was changed", node, err)
 	}
 	return patchAnnotation(ctx, client, node, &reason)
 }

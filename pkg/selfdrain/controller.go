@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/node-agent/node-agent/pkg/agent"
+	"github.com/node-agent/node-agent/pkg/reasontext"
 )
 
 // Controller turns maintenance requests for the agent's own Node into
@@ -47,6 +47,9 @@ type Controller struct {
 	// badStatus is the last malformed status value reported, so each one is
 	// reported once. Only reconcile touches it, and one worker runs that.
 	badStatus string
+	// badRequest is, the same way, the last refused value of the
+	// maintenance annotation reported; "" once the value is accepted again.
+	badRequest string
 
 	mu sync.Mutex
 	// active is the drain running now, if any.
@@ -221,7 +224,8 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 	if err != nil {
 		return nil // the Node's arrival in the cache adds the key again
 	}
-	req := request{annotation: strings.TrimSpace(node.Annotations[MaintenanceAnnotation])}
+	annotation, refusal := ParseMaintenanceRequest(node)
+	req := request{annotation: annotation}
 	if c.rebootDrain != nil {
 		req.reboot = c.rebootDrain(node)
 	}
@@ -239,6 +243,11 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 	// The record as the engine last wrote it, until the cache shows that
 	// write (ownwrite.go): a drain that just finished is not resumed.
 	st, perr := c.readStatus(c.engine.ownView(node))
+	if refusal != nil {
+		req.annotation = c.refuse(refusal, st, perr)
+	} else {
+		c.badRequest = ""
+	}
 	if c.nodeMaintenance != nil {
 		// Finalizer first: an object the agent drains for is kept until
 		// the drain is undone.
@@ -273,6 +282,45 @@ func (c *Controller) readStatus(node *corev1.Node) (*Status, error) {
 		c.engine.event(corev1.EventTypeWarning, "MalformedMaintenanceStatus", "%v", perr)
 	}
 	return st, perr
+}
+
+// refuse answers a maintenance annotation whose value is refused
+// (reasontext.ParseRequest: it reads as no, such as "false"): it changes
+// nothing on the node. A maintenance the annotation asked for before goes on
+// as recorded, until the annotation is removed: "false" is not how it ends,
+// and ending it would uncordon the node on a value the agent does not
+// accept. None starts. Each refused value is reported once, with a Warning
+// Event on the Node that says what is accepted. It returns the reason the
+// annotation stands for now: the earlier one, or "".
+func (c *Controller) refuse(refusal error, st *Status, perr error) string {
+	held := c.heldAnnotation(st, perr)
+	var re *reasontext.RefusedError
+	if !errors.As(refusal, &re) || re.Value == c.badRequest {
+		return held
+	}
+	c.badRequest = re.Value
+	then := "no maintenance starts"
+	if held != "" {
+		then = fmt.Sprintf("the maintenance asked for before (reason %q) goes on", held)
+	}
+	c.log.Warn("Maintenance request refused; nothing on the node changes", "err", refusal, "heldReason", held)
+	c.engine.event(corev1.EventTypeWarning, "MaintenanceRequestRefused", "%v. Nothing on the node changed: %s", refusal, then)
+	return held
+}
+
+// heldAnnotation is the reason of the maintenance the annotation asked for
+// before it took a refused value: the one recorded in force, or the one a
+// drain waiting for its slot serves; "" when there is none.
+func (c *Controller) heldAnnotation(st *Status, perr error) string {
+	if perr == nil && st.Active() && st.Trigger == TriggerAnnotation {
+		return st.Reason
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.active != nil && c.active.trigger == TriggerAnnotation {
+		return c.active.reason
+	}
+	return ""
 }
 
 // decision is what reconcile does about the drain.

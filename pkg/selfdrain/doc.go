@@ -1,9 +1,11 @@
 // Package selfdrain owns the drain of the agent's own Node, from the request
 // to the undo:
 //
-//   - the maintenance requests: the node-agent.io/maintenance annotation and
-//     NodeMaintenance objects that name the node (Controller,
-//     NodeMaintenanceSource), and the calls behind the maintenance commands
+//   - the maintenance requests: the node-agent.io/maintenance annotation
+//     (ParseMaintenanceRequest, which refuses a value such as "false" by
+//     pkg/reasontext's rule) and NodeMaintenance objects that name the node
+//     (Controller, NodeMaintenanceSource), and the calls behind the
+//     maintenance commands
 //     (RequestMaintenance, EndMaintenance, RequestNodeMaintenance, WatchNode,
 //     and Plan for a dry run);
 //   - the drain engine, which cordons, taints and evicts through the

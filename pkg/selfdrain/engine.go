@@ -27,6 +27,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/podaccess"
+	"github.com/node-agent/node-agent/pkg/reasontext"
 )
 
 // Backoff of one pod's eviction retries after a 429 or an error: it starts
@@ -95,11 +96,13 @@ func NewEngine(o EngineOptions) *Engine {
 	return &Engine{EngineOptions: o, Jitter: func() float64 { return 0.75 + rand.Float64()/2 }}
 }
 
-// event records an Event on the Node. The kubelet uses the node name as the
-// reference's UID for the same reason: Events then show in describe node.
+// event records an Event on the Node, its message cut to
+// reasontext.MaxMessage: it may quote a reason or an error someone else
+// wrote. The kubelet uses the node name as the reference's UID for the same
+// reason: Events then show in describe node.
 func (e *Engine) event(typ, reason, format string, args ...any) {
 	ref := &corev1.ObjectReference{Kind: "Node", Name: e.NodeName, UID: types.UID(e.NodeName)}
-	e.Recorder.Eventf(ref, typ, reason, format, args...)
+	e.Recorder.Event(ref, typ, reason, reasontext.Cut(fmt.Sprintf(format, args...), reasontext.MaxMessage))
 }
 
 // now is the engine's clock as an API time.

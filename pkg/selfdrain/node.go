@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/reasontext"
 )
 
 // hasTaint reports whether node carries a NoSchedule taint with key.
@@ -160,7 +161,8 @@ func setCondition(ctx context.Context, client kube.Interface, name string, known
 // the status (Draining, then Drained, both True) keeps it too. known, when
 // not nil, is a recent copy of the Node (the informer's) to read the
 // condition's last transition from instead of a GET; the condition is the
-// agent's own, so only the agent changes it.
+// agent's own, so only the agent changes it. The message is cut to
+// reasontext.MaxMessage: it may quote a reason someone else wrote.
 func patchCondition(ctx context.Context, client kube.Interface, name string, known *corev1.Node, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
 	node := known
 	if node == nil {
@@ -176,7 +178,7 @@ func patchCondition(ctx context.Context, client kube.Interface, name string, kno
 		}
 	}
 	cond := map[string]any{
-		"type": typ, "status": status, "reason": reason, "message": message,
+		"type": typ, "status": status, "reason": reason, "message": reasontext.Cut(message, reasontext.MaxMessage),
 		"lastHeartbeatTime": now, "lastTransitionTime": transition,
 	}
 	b, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{cond}}})

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/node-agent/node-agent/pkg/reasontext"
 )
 
 // NodeMaintenance objects are the maintenance API that the KubeVirt and
@@ -107,10 +109,10 @@ func (nm *NodeMaintenance) hasFinalizer() bool {
 }
 
 // requestReason is the reason recorded on the node for a maintenance this
-// object asks for.
+// object asks for, cut as the annotation's reason is.
 func (nm *NodeMaintenance) requestReason() string {
 	if nm.Spec.Reason != "" {
-		return nm.Spec.Reason
+		return reasontext.Cut(nm.Spec.Reason, reasontext.MaxReason)
 	}
 	return "NodeMaintenance " + nm.Name
 }
@@ -212,7 +214,7 @@ func planObjects(objs []*NodeMaintenance, st *Status, perr error, annotation boo
 func mirrorStatus(cur NodeMaintenanceStatus, st *Status, perr error) *NodeMaintenanceStatus {
 	if perr != nil {
 		s := cur
-		s.LastError = perr.Error()
+		s.LastError = reasontext.Cut(perr.Error(), reasontext.MaxMessage)
 		return &s
 	}
 	if !st.Active() {
@@ -222,7 +224,7 @@ func mirrorStatus(cur NodeMaintenanceStatus, st *Status, perr error) *NodeMainte
 		Phase:             st.Phase,
 		DrainProgress:     st.DrainProgress,
 		LastUpdate:        st.LastUpdate,
-		LastError:         st.LastError,
+		LastError:         reasontext.Cut(st.LastError, reasontext.MaxMessage),
 		PendingPods:       st.PendingPods,
 		TotalPods:         st.TotalPods,
 		EvictionPods:      st.EvictionPods,

@@ -7,11 +7,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/node-agent/node-agent/pkg/reasontext"
 )
 
 const (
-	// MaintenanceAnnotation requests maintenance; its value is the reason.
-	// Removing it ends maintenance.
+	// MaintenanceAnnotation requests maintenance; its value is the reason
+	// (ParseMaintenanceRequest says which values ask for it). Removing it
+	// ends maintenance.
 	MaintenanceAnnotation = "node-agent.io/maintenance"
 	// StatusAnnotation holds the Status as JSON.
 	StatusAnnotation = "node-agent.io/maintenance-status"
@@ -194,14 +197,41 @@ func DecodeStatus(raw string) (*Status, error) {
 	return &s, nil
 }
 
-// Encode returns the annotation value for s.
+// Encode returns the annotation value for s, its texts cut (bounded).
 func (s *Status) Encode() string {
-	b, err := json.Marshal(s)
+	b, err := json.Marshal(s.bounded())
 	if err != nil {
 		// A struct of strings, ints and times always marshals.
 		return "{}"
 	}
 	return string(b)
+}
+
+// bounded is a copy of s whose texts are cut to their bounds
+// (pkg/reasontext): the reason comes from whoever wrote the request, and
+// the errors and a blocker's detail from the apiserver's answers, and none
+// may grow the record without bound. The Node's annotations share 256 KiB;
+// a 128 KiB reason copied whole failed every write of the record.
+func (s *Status) bounded() *Status {
+	b := *s
+	b.Reason = reasontext.Cut(s.Reason, reasontext.MaxReason)
+	b.LastError = reasontext.Cut(s.LastError, reasontext.MaxMessage)
+	if len(s.Blockers) > 0 {
+		b.Blockers = make([]Blocker, len(s.Blockers))
+		for i, bl := range s.Blockers {
+			bl.Detail = reasontext.Cut(bl.Detail, reasontext.MaxReason)
+			b.Blockers[i] = bl
+		}
+	}
+	return &b
+}
+
+// ParseMaintenanceRequest reads MaintenanceAnnotation on node: the reason,
+// trimmed and cut to reasontext.MaxReason; "" when there is none or it is
+// blank; or a *reasontext.RefusedError for a value that reads as no (such
+// as "false"), which asks for nothing and changes nothing.
+func ParseMaintenanceRequest(node *corev1.Node) (string, error) {
+	return reasontext.ParseRequest(MaintenanceAnnotation, node.Annotations[MaintenanceAnnotation])
 }
 
 // progress returns the drain progress in percent.
