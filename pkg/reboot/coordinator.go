@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/agent"
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/reasontext"
 )
 
 // Rebooter asks the host to reboot: logind's Reboot over D-Bus.
@@ -113,6 +113,9 @@ type Coordinator struct {
 	slotErr error
 	// badRecord is the last malformed record reported.
 	badRecord string
+	// badRequest is the last refused request value reported; "" once the
+	// value is accepted again.
+	badRequest string
 	// replaced is the record value the last write replaced, at wroteAt;
 	// nil once the cache showed another (behind).
 	replaced *string
@@ -192,9 +195,9 @@ func (c *Coordinator) Run(ctx context.Context, view agent.NodeView) error {
 func (c *Coordinator) stop() { c.dropSlot() }
 
 // step looks at the node once and moves the reboot on, in named steps: read
-// the record, observe what happened since the last step, gather the Input,
-// ask Decide, apply its Action, and write the Decision. Every choice is
-// Decide's; the steps only find out and carry out.
+// the record, observe what happened since the last step, report a refused
+// request, gather the Input, ask Decide, apply its Action, and write the
+// Decision. Every choice is Decide's; the steps only find out and carry out.
 func (c *Coordinator) step(ctx context.Context, node *corev1.Node) error {
 	rec, ok := c.readRecord(node)
 	if !ok {
@@ -205,6 +208,7 @@ func (c *Coordinator) step(ctx context.Context, node *corev1.Node) error {
 		return fmt.Errorf("reading the node's maintenance: %w", err)
 	}
 	next := c.observe(node, rec, m)
+	c.reportRefusal(node, &next)
 	d := Decide(c.gather(ctx, node, &next, m))
 	if d, err = c.apply(ctx, node, &next, d); err != nil {
 		return err
@@ -273,13 +277,16 @@ func (c *Coordinator) observe(node *corev1.Node, rec *Record, m Maintenance) Rec
 // blockers (only when Decide wants them), and the record.
 func (c *Coordinator) gather(ctx context.Context, node *corev1.Node, rec *Record, m Maintenance) Input {
 	need, needErr := c.o.Need.Check(ctx)
+	request, refusal := ParseRequest(node)
 	in := Input{
 		Now: c.o.Clock.Now(), Need: need, NeedErr: needErr,
-		Request:  strings.TrimSpace(node.Annotations[RequestAnnotation]),
+		Request: request, RequestRefused: refusal != nil,
 		Window:   c.o.Window,
 		SlotHeld: c.slot != nil, SlotWaiting: c.acquiring != nil, SlotErr: c.lastSlotErr(),
 		Phase: rec.Phase, Drain: rec.Drain, Previous: rec.State, PreviousMessage: rec.Message,
-		Failure:     Failure{Count: rec.DrainFailures, Request: rec.FailedRequest},
+		// Cut as the request is: a record an older agent wrote holds it
+		// whole.
+		Failure:     Failure{Count: rec.DrainFailures, Request: reasontext.Cut(rec.FailedRequest, reasontext.MaxReason)},
 		Maintenance: m, NodeReady: nodeReady(node),
 		LoopBound: c.o.LoopBound, RebootWithoutDrain: c.o.RebootWithoutDrain, RetryReboot: c.o.RetryReboot,
 		CheckInterval: c.o.CheckInterval,
@@ -302,6 +309,29 @@ func (c *Coordinator) gather(ctx context.Context, node *corev1.Node, rec *Record
 		}
 	}
 	return in
+}
+
+// reportRefusal reports a value of RequestAnnotation on node that is
+// refused (reasontext.ParseRequest: it reads as no, such as "false"), once
+// for each value, with a Warning Event on the Node that says what is
+// accepted. Decide lets it change nothing (Input.RequestRefused).
+func (c *Coordinator) reportRefusal(node *corev1.Node, rec *Record) {
+	_, refusal := ParseRequest(node)
+	var re *reasontext.RefusedError
+	if !errors.As(refusal, &re) {
+		c.badRequest = ""
+		return
+	}
+	if re.Value == c.badRequest {
+		return
+	}
+	c.badRequest = re.Value
+	then := "no reboot starts for it"
+	if rec.Phase != PhaseIdle && rec.Phase != PhaseWaitingForSlot {
+		then = "the reboot under way goes on"
+	}
+	c.log.Warn("Reboot request refused; it changes nothing", "err", refusal)
+	c.event(corev1.EventTypeWarning, "RebootRequestRefused", "%v. Nothing changed: %s", refusal, then)
 }
 
 // apply carries d out: it answers the request, changes the slot, the host
@@ -460,6 +490,9 @@ func (c *Coordinator) reboot(ctx context.Context, node *corev1.Node, rec *Record
 // write records next with the decision's state, sets the condition, and
 // says what changed in an Event and the log.
 func (c *Coordinator) write(ctx context.Context, node *corev1.Node, prev, next *Record, d Decision) error {
+	// Cut as the record and the condition keep it, so that a long message
+	// compares equal to what they hold and is not written again each step.
+	d.Message = reasontext.Cut(d.Message, reasontext.MaxMessage)
 	status, reason := d.Status, d.Reason()
 	next.State, next.Reason, next.Message = d.State, reason, d.Message
 	now := metav1.Time{Time: c.o.Clock.Now()}
@@ -529,7 +562,7 @@ func (c *Coordinator) patchCondition(ctx context.Context, node *corev1.Node, sta
 		transition = cond.LastTransitionTime
 	}
 	b, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{map[string]any{
-		"type": ConditionType, "status": status, "reason": reason, "message": message,
+		"type": ConditionType, "status": status, "reason": reason, "message": reasontext.Cut(message, reasontext.MaxMessage),
 		"lastHeartbeatTime": now, "lastTransitionTime": transition,
 	}}}})
 	if err != nil {
@@ -541,11 +574,14 @@ func (c *Coordinator) patchCondition(ctx context.Context, node *corev1.Node, sta
 	return nil
 }
 
+// event records an Event on the Node, its message cut to
+// reasontext.MaxMessage: it may quote the request's reason.
 func (c *Coordinator) event(typ, reason, format string, args ...any) {
 	if c.o.Recorder == nil {
 		return
 	}
-	c.o.Recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: c.o.NodeName, UID: types.UID(c.o.NodeName)}, typ, reason, format, args...)
+	c.o.Recorder.Event(&corev1.ObjectReference{Kind: "Node", Name: c.o.NodeName, UID: types.UID(c.o.NodeName)}, typ, reason,
+		reasontext.Cut(fmt.Sprintf(format, args...), reasontext.MaxMessage))
 }
 
 // FieldManager is the coordinator's field manager on the Node.

@@ -237,9 +237,11 @@ type Input struct {
 	// could not be found out; Need is then not looked at.
 	Need    Need
 	NeedErr error
-	// Request is the RequestAnnotation's value, trimmed; "" when none.
-	Request string
-	Window  Window
+	// Request is the RequestAnnotation's reason (ParseRequest); "" when
+	// none, or when its value is refused: RequestRefused then.
+	Request        string
+	RequestRefused bool
+	Window         Window
 	// Blockers are those found now (pods and alerts); see
 	// Input.WantsBlockers.
 	Blockers []Blocker
@@ -326,10 +328,16 @@ func (in Input) answered() bool { return in.Request != "" && in.Request == in.Fa
 // counts until the reboot it asked for happened (PhaseBack: after it only
 // the sentinel counts, or the request would count as a sentinel that
 // survived the reboot). Past the start, a need that cannot be checked is
-// taken as still there: only a need seen gone calls a reboot off.
+// taken as still there: only a need seen gone calls a reboot off. So is a
+// request whose value is refused: it changes nothing, neither starting a
+// reboot nor calling one off ("false" is not how a request is withdrawn).
 func (in Input) need() (Need, bool) {
 	if in.Request != "" && !in.answered() && in.Phase != PhaseBack {
 		return Need{Needed: true, Why: fmt.Sprintf("reboot requested (%s: %s)", RequestAnnotation, in.Request)}, true
+	}
+	sentinel := in.NeedErr == nil && in.Need.Needed
+	if in.RequestRefused && !in.idle() && in.Phase != PhaseBack && !sentinel {
+		return Need{Needed: true, Why: fmt.Sprintf("the reboot under way goes on: the value of %s is refused, and changes nothing; remove the annotation to call the reboot off", RequestAnnotation)}, true
 	}
 	if in.NeedErr == nil {
 		return in.Need, true

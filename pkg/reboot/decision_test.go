@@ -80,6 +80,13 @@ func TestDecide(t *testing.T) {
 		{name: "need unknown gives the slot back", in: with(func(in *Input) { in.NeedErr = errors.New("no bus"); in.SlotHeld = true }), state: NotNeeded, action: ActReleaseSlot, status: corev1.ConditionUnknown},
 		{name: "need unknown while draining: the drain goes on", in: at(PhaseDraining, func(in *Input) { in.NeedErr = errors.New("no bus") }), state: Draining},
 
+		// A refused request (node-agent.io/reboot=false) changes nothing:
+		// it neither starts a reboot nor calls one off.
+		{name: "refused request asks for nothing", in: with(func(in *Input) { in.Need = Need{}; in.RequestRefused = true }), state: NotNeeded, status: corev1.ConditionFalse},
+		{name: "refused request beside the sentinel: the sentinel asks", in: with(func(in *Input) { in.RequestRefused = true }), state: Pending, detail: WaitingForSlot, action: ActTakeSlot, msgContains: []string{"/run/reboot-required"}},
+		{name: "refused request while draining: the drain goes on", in: at(PhaseDraining, func(in *Input) { in.Need = Need{}; in.RequestRefused = true }), state: Draining},
+		{name: "refused request after the reboot: done", in: at(PhaseBack, func(in *Input) { in.Need = Need{}; in.RequestRefused = true }), state: Done, action: ActFinish, status: corev1.ConditionFalse},
+
 		// Once the drain started, it finishes.
 		{name: "draining", in: at(PhaseDraining, nil), state: Draining},
 		{name: "need gone while draining: call it off", in: at(PhaseDraining, func(in *Input) { in.Need = Need{} }), state: NotNeeded, action: ActCancelDrain, status: corev1.ConditionFalse, msgContains: []string{"undone"}},

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/node-agent/node-agent/pkg/reasontext"
 )
 
 const (
@@ -15,7 +17,9 @@ const (
 	// it reads where the last one stopped.
 	RecordAnnotation = "node-agent.io/reboot-status"
 	// RequestAnnotation asks for this node's reboot without a sentinel
-	// (node-agent reboot request NODE); its value is the reason. The
+	// (node-agent reboot request NODE); its value is the reason, and
+	// ParseRequest says which values ask (a value such as "false" does
+	// not: it is refused). The
 	// coordinator removes it once the node is back from the reboot it
 	// asked for, or when the attempt's drain failed (DrainFailed): asking
 	// again is then a new request, which starts at once.
@@ -133,10 +137,23 @@ func DecodeRecord(raw string) (*Record, error) {
 // coordinator stopped on a "malformed" record.
 const legacyFailed State = "Failed"
 
-// Encode renders r as the annotation's value.
+// Encode renders r as the annotation's value, its texts cut to their
+// bounds (pkg/reasontext): the message may quote the request's reason, and
+// FailedRequest is that reason, written by whoever may annotate the Node.
 func (r *Record) Encode() string {
-	b, _ := json.Marshal(r) // a struct of strings, times and bools
-	return string(b)
+	b := *r
+	b.Message = reasontext.Cut(r.Message, reasontext.MaxMessage)
+	b.FailedRequest = reasontext.Cut(r.FailedRequest, reasontext.MaxReason)
+	out, _ := json.Marshal(&b) // a struct of strings, times and bools
+	return string(out)
+}
+
+// ParseRequest reads RequestAnnotation on node: the reason, trimmed and cut
+// to reasontext.MaxReason; "" when there is none or it is blank; or a
+// *reasontext.RefusedError for a value that reads as no (such as "false"),
+// which asks for no reboot.
+func ParseRequest(node *corev1.Node) (string, error) {
+	return reasontext.ParseRequest(RequestAnnotation, node.Annotations[RequestAnnotation])
 }
 
 // Reason is the condition reason for d: ReasonUnknown while the need is
