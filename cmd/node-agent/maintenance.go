@@ -22,7 +22,9 @@ is on).
                              NodeMaintenance object nm-NODE. The agent on that
                              node cordons it, adds the drain taint (so VMs
                              live-migrate) and evicts its pods, respecting
-                             PodDisruptionBudgets.
+                             PodDisruptionBudgets. A TEXT that reads as no
+                             (0, f, false, n, no, off, null, ~, nil, none, in
+                             any case) is refused, here and by the agent.
   stop NODE                  removes the annotation, or deletes the node's
                              NodeMaintenance objects. The agent stops evicting and
                              undoes only what it did: a node an admin had
@@ -144,7 +146,12 @@ keeps on the Node (the annotation API) and the NodeMaintenance objects with
 their status. A NodeMaintenance object whose node does not exist is listed
 with a note: no agent serves it, so it stays without status until deleted.
 With one NODE, it also shows the node's reboot (the RebootRequired condition;
-see node-agent reboot status) when a reboot coordinator reports on it.`,
+see node-agent reboot status) when a reboot coordinator reports on it.
+
+REQUESTED is the annotation's reason, or its value followed by (refused) when
+the agent refuses it (such as false): nothing changes on the node for it. Text
+from the cluster is shown with control characters escaped (\n, \x1b, \u202e,
+and \\ for a backslash), so each node keeps one row.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := maintenance.ParseAPI(api, true)

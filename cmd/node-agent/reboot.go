@@ -30,6 +30,9 @@ node-agent.io/reboot-status annotation, Events and metrics.
                                 treats it as a need and removes it once the
                                 node is back, or when the attempt's drain
                                 failed (asking again then starts at once).
+                                A TEXT that reads as no (0, f, false, n, no,
+                                off, null, ~, nil, none, in any case) is
+                                refused, here and by the coordinator.
   request NODE --cancel         removes the request; while the node drains,
                                 that calls the reboot off unless a sentinel
                                 asks for it; once drained, the reboot goes on.`,
@@ -69,9 +72,14 @@ func newRebootStatusCommand(client clientFunc) *cobra.Command {
              NeedUnknown.
   SINCE      how long the node has needed the reboot (or its need has been
              unknown); - when none is needed.
-  REQUESTED  the value of a pending node-agent.io/reboot request.
+  REQUESTED  the reason of a pending node-agent.io/reboot request, or its
+             value followed by (refused) when the coordinator refuses it
+             (such as false): it neither starts a reboot nor calls one off.
   MESSAGE    the condition's message, cut short when several nodes are
              listed; name one node to read it whole.
+
+Text from the cluster is shown with control characters escaped (\n, \x1b,
+\u202e, and \\ for a backslash), so each node keeps one row.
 
 It exits non-zero when a named node does not exist.`,
 		Example: "  node-agent reboot status\n  node-agent reboot status node-1",

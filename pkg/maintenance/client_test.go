@@ -53,6 +53,18 @@ func TestStart(t *testing.T) {
 			t.Error("the annotation API built a dynamic client")
 		}
 	})
+	t.Run("a reason the agent refuses changes nothing", func(t *testing.T) {
+		h := newHarness(t, true, node("node-1", "1", "", nil))
+		err := h.client.Start(t.Context(), StartOptions{Node: "node-1", Reason: "false", API: APIAnnotation})
+		if err == nil || !strings.Contains(err.Error(), `node-agent.io/maintenance="false" is refused`) || !strings.Contains(err.Error(), "nothing was changed") {
+			t.Fatalf("error %v", err)
+		}
+		for _, a := range h.kube.Actions() {
+			if a.GetVerb() == "patch" {
+				t.Errorf("the Node was patched: %v", a)
+			}
+		}
+	})
 	t.Run("nodemaintenance", func(t *testing.T) {
 		h := newHarness(t, true, node("node-1", "1", "", nil))
 		if err := h.client.Start(t.Context(), StartOptions{Node: "node-1", Reason: "BIOS update", API: APINodeMaintenance}); err != nil {

@@ -3,7 +3,8 @@
 // and ends the maintenance of a node (the node-agent.io/maintenance
 // annotation or a NodeMaintenance object), follows the drain that the agent
 // on that node reports until it ends, and prints for a person the status of
-// nodes and NodeMaintenance objects and the plan of a dry run.
+// nodes and NodeMaintenance objects and the plan of a dry run, every text
+// from the cluster escaped for the terminal (printable).
 //
 // It is also the client side of the reboot coordinator (pkg/reboot), as
 // `node-agent reboot` uses it: the reboot state of nodes, and requests for

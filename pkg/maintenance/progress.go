@@ -32,13 +32,13 @@ func newProgress(out io.Writer) *progress {
 func statusLine(st *selfdrain.Status) string {
 	filled := min(max(st.DrainProgress, 0), 100) * progressWidth / 100
 	line := fmt.Sprintf("[%s%s] %3d%%  %s  %d/%d pods left", strings.Repeat("#", filled), strings.Repeat(".", progressWidth-filled),
-		st.DrainProgress, st.Phase, len(st.PendingPods), st.EvictionPods)
+		st.DrainProgress, printable(string(st.Phase)), len(st.PendingPods), st.EvictionPods)
 	// Until the agent has listed the pods, 0 of 0 would read as done.
 	if st.EvictionPods == 0 && st.Phase == selfdrain.PhaseRunning {
 		line = fmt.Sprintf("[%s] cordoned, listing pods", strings.Repeat(".", progressWidth))
 	}
 	if st.LastError != "" {
-		line += "  blocker: " + st.LastError
+		line += "  blocker: " + printable(st.LastError)
 	}
 	return line
 }

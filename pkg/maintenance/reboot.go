@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/node-agent/node-agent/pkg/reasontext"
 	"github.com/node-agent/node-agent/pkg/reboot"
 )
 
@@ -90,11 +91,12 @@ func writeRebootTable(out io.Writer, nodes []corev1.Node, whole bool, now time.T
 		case s.since != nil:
 			since = duration.HumanDuration(now.Sub(s.since.Time))
 		}
-		msg := dash(s.message)
+		msg := dash(printable(s.message))
 		if !whole {
 			msg = truncate(msg, maxMessage)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", nodes[i].Name, s.required, dash(s.reason), since, dash(s.requested), msg)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(nodes[i].Name), s.required, dash(printable(s.reason)), since,
+			requestCell(s.requested, s.requestErr), msg)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -113,16 +115,20 @@ type rebootState struct {
 	reported bool
 	// required is yes, no or unknown, from the condition's status; "-"
 	// when the node has no condition.
-	required  string
-	reason    string
-	message   string
-	since     *metav1.Time
-	requested string
-	recordErr error
+	required string
+	reason   string
+	message  string
+	since    *metav1.Time
+	// requested is the reason of a pending request, or requestErr its
+	// refusal (reboot.ParseRequest).
+	requested  string
+	requestErr error
+	recordErr  error
 }
 
 func rebootStateOf(n *corev1.Node) rebootState {
-	s := rebootState{required: "-", requested: strings.TrimSpace(n.Annotations[reboot.RequestAnnotation])}
+	s := rebootState{required: "-"}
+	s.requested, s.requestErr = reboot.ParseRequest(n)
 	var cond *corev1.NodeCondition
 	for i := range n.Status.Conditions {
 		if n.Status.Conditions[i].Type == reboot.ConditionType {
@@ -173,18 +179,21 @@ func rebootLine(n *corev1.Node) string {
 		return ""
 	}
 	if s.recordErr != nil {
-		return "Reboot: " + s.message
+		return "Reboot: " + printable(s.message)
 	}
-	detail := dash(s.reason)
+	detail := dash(printable(s.reason))
 	if s.since != nil {
 		detail += " since " + s.since.UTC().Format(time.RFC3339)
 	}
 	line := fmt.Sprintf("Reboot required: %s (%s)", s.required, detail)
 	if s.message != "" {
-		line += ": " + s.message
+		line += ": " + printable(s.message)
 	}
-	if s.requested != "" {
-		line += fmt.Sprintf(" [requested: %s]", s.requested)
+	switch {
+	case s.requestErr != nil:
+		line += fmt.Sprintf(" [request refused: %s]", printable(s.requestErr.Error()))
+	case s.requested != "":
+		line += fmt.Sprintf(" [requested: %s]", printable(s.requested))
 	}
 	return line
 }
@@ -196,6 +205,9 @@ func rebootLine(n *corev1.Node) string {
 func (c *Client) RequestReboot(ctx context.Context, node, reason string) error {
 	if strings.TrimSpace(reason) == "" {
 		return errors.New("--reason must not be blank: it is the request's value, and a blank one asks for nothing")
+	}
+	if _, err := reasontext.ParseRequest(reboot.RequestAnnotation, reason); err != nil {
+		return fmt.Errorf("--reason: %w; nothing was changed", err)
 	}
 	n, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -211,7 +223,7 @@ func (c *Client) RequestReboot(ctx context.Context, node, reason string) error {
 	s := rebootStateOf(n)
 	switch {
 	case s.recordErr != nil:
-		fmt.Fprintf(c.Err, "warning: the coordinator on %s will not act while its record is unreadable: %v\n", node, s.recordErr)
+		fmt.Fprintf(c.Err, "warning: the coordinator on %s will not act while its record is unreadable: %s\n", node, printable(s.recordErr.Error()))
 	case !s.reported:
 		fmt.Fprintf(c.Err, "warning: no reboot coordinator reports on %s (no %s annotation, no %s condition): the request waits until node-agent runs there with reboot.enabled (deploy/components/reboot)\n",
 			node, reboot.RecordAnnotation, reboot.ConditionType)

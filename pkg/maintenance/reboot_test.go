@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/node-agent/node-agent/pkg/reasontext"
 	"github.com/node-agent/node-agent/pkg/reboot"
 )
 
@@ -82,6 +83,10 @@ func TestRebootStatus(t *testing.T) {
 			wantErr: "no Node node-9"},
 		{name: "only a missing node", nodes: []string{"node-9"}, objs: rebootNodes(), wantErr: "no Node node-9"},
 		{name: "no node at all", want: "No Node in the cluster.\n"},
+		{name: "a refused request shows as refused", objs: []runtime.Object{refusedRebootNode()}, want: lines(
+			"NODE    REQUIRED  REASON     SINCE  REQUESTED        MESSAGE",
+			"node-7  no        NotNeeded  -      False (refused)  the host needs no reboot",
+		)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,6 +103,13 @@ func TestRebootStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refusedRebootNode is a node whose request the coordinator refuses.
+func refusedRebootNode() *corev1.Node {
+	n := rebootNode("node-7", &reboot.Record{State: reboot.NotNeeded, Reason: string(reboot.NotNeeded), Message: "the host needs no reboot"}, corev1.ConditionFalse)
+	n.Annotations[reboot.RequestAnnotation] = " False "
+	return n
 }
 
 // patches returns the merge patches the client sent to Nodes.
@@ -137,6 +149,8 @@ func TestRequestReboot(t *testing.T) {
 				`warning: the coordinator on node-5 will not act while its record is unreadable: annotation node-agent.io/reboot-status has unknown state "Sleeping"; the coordinator will not act on it: fix it, or delete it to let the coordinator start afresh`)},
 		{name: "a node that does not exist is refused", node: "node-9", reason: "x", wantErr: "no Node node-9; nothing was changed"},
 		{name: "a blank reason is refused", node: "node-1", reason: " ", wantErr: "--reason must not be blank"},
+		{name: "a reason the coordinator refuses is refused first", node: "node-1", reason: "false",
+			wantErr: `--reason: node-agent.io/reboot="false" is refused: its value is the reason`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,6 +243,9 @@ func TestRebootLine(t *testing.T) {
 		{"node-4", "Reboot required: unknown (NeedUnknown since 2026-01-01T09:59:10Z): cannot tell whether the host needs a reboot: sentinel command /usr/bin/needs-restarting -r: unit failed [requested: kernel 6.12]"},
 		{"node-5", `Reboot: annotation node-agent.io/reboot-status has unknown state "Sleeping"; the coordinator will not act on it: fix it, or delete it to let the coordinator start afresh`},
 	}
+	byName["node-7"] = refusedRebootNode()
+	tests = append(tests, struct{ node, want string }{"node-7", "Reboot required: no (NotNeeded): the host needs no reboot [request refused: " +
+		`node-agent.io/reboot=" False " is refused: ` + reasontext.Accepted + "]"})
 	for _, tt := range tests {
 		if got := rebootLine(byName[tt.node]); got != tt.want {
 			t.Errorf("%s:\n got %q\nwant %q", tt.node, got, tt.want)

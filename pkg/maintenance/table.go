@@ -1,6 +1,7 @@
 package maintenance
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/node-agent/node-agent/pkg/podaccess"
+	"github.com/node-agent/node-agent/pkg/reasontext"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
 
@@ -18,7 +20,7 @@ func newTabWriter(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w,
 // writePlan prints a dry run's plan of a drain of node; cordoned says
 // whether an admin has cordoned it already.
 func writePlan(out io.Writer, node string, cordoned bool, plan []selfdrain.PlannedPod) error {
-	fmt.Fprintf(out, "Dry run: nothing changed. A drain of %s now would:\n", node)
+	fmt.Fprintf(out, "Dry run: nothing changed. A drain of %s now would:\n", printable(node))
 	if cordoned {
 		fmt.Fprintln(out, "  leave the node cordoned (it is cordoned already, so ending maintenance keeps it cordoned)")
 	} else {
@@ -34,7 +36,7 @@ func writePlan(out io.Writer, node string, cordoned bool, plan []selfdrain.Plann
 		if len(p.Blockers) > 0 {
 			note = "blocked now: " + strings.Join(p.Blockers, "; ")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Pod, p.Action, note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", printable(p.Pod), printable(p.Action), printable(note))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -54,17 +56,16 @@ func writeStatusTable(out io.Writer, nodes []corev1.Node, one bool) error {
 	fmt.Fprintln(tw, "NODE\tREQUESTED\tPHASE\tTRIGGER\tPROGRESS\tPENDING\tCORDONED\tSTARTED\tLAST ERROR")
 	for _, n := range nodes {
 		st, err := selfdrain.ParseStatus(&n)
-		requested := n.Annotations[selfdrain.MaintenanceAnnotation]
-		if requested == "" {
-			requested = "-"
-		}
+		reason, refusal := selfdrain.ParseMaintenanceRequest(&n)
+		requested := requestCell(reason, refusal)
+		name := printable(n.Name)
 		switch {
 		case err != nil:
-			fmt.Fprintf(tw, "%s\t%s\t?\t\t\t\t%t\t\t%v\n", n.Name, requested, n.Spec.Unschedulable, err)
+			fmt.Fprintf(tw, "%s\t%s\t?\t\t\t\t%t\t\t%s\n", name, requested, n.Spec.Unschedulable, printable(err.Error()))
 		case st == nil:
-			fmt.Fprintf(tw, "%s\t%s\t-\t\t\t\t%t\t\t\n", n.Name, requested, n.Spec.Unschedulable)
+			fmt.Fprintf(tw, "%s\t%s\t-\t\t\t\t%t\t\t\n", name, requested, n.Spec.Unschedulable)
 		default:
-			phase := string(st.Phase)
+			phase := printable(string(st.Phase))
 			if !st.Active() {
 				phase += " (ended)"
 			}
@@ -72,8 +73,8 @@ func writeStatusTable(out io.Writer, nodes []corev1.Node, one bool) error {
 			if st.StartTime != nil {
 				started = st.StartTime.Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d%%\t%d/%d\t%t\t%s\t%s\n", n.Name, requested, phase, st.Trigger,
-				st.DrainProgress, len(st.PendingPods), st.EvictionPods, n.Spec.Unschedulable, started, st.LastError)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d%%\t%d/%d\t%t\t%s\t%s\n", name, requested, phase, printable(string(st.Trigger)),
+				st.DrainProgress, len(st.PendingPods), st.EvictionPods, n.Spec.Unschedulable, started, printable(st.LastError))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -83,9 +84,12 @@ func writeStatusTable(out io.Writer, nodes []corev1.Node, one bool) error {
 		return nil
 	}
 	var more []string
+	if _, refusal := selfdrain.ParseMaintenanceRequest(&nodes[0]); refusal != nil {
+		more = append(more, "Request refused, nothing changed for it: "+printable(refusal.Error()))
+	}
 	st, perr := selfdrain.ParseStatus(&nodes[0])
 	if perr == nil && st != nil && len(st.PendingPods) > 0 {
-		more = append(more, "Pending pods: "+strings.Join(st.PendingPods, ", "))
+		more = append(more, "Pending pods: "+printable(strings.Join(st.PendingPods, ", ")))
 	}
 	if perr == nil && st != nil && st.PodAccess != "" {
 		more = append(more, "Pods reached as: "+podAccessText(st.PodAccess))
@@ -113,17 +117,17 @@ func writeNodeMaintenanceTable(out io.Writer, objs []*selfdrain.NodeMaintenance,
 	for _, o := range objs {
 		var notes []string
 		if !exist[o.Spec.NodeName] {
-			notes = append(notes, "node "+o.Spec.NodeName+" does not exist: no agent serves this object; delete it")
+			notes = append(notes, "node "+printable(o.Spec.NodeName)+" does not exist: no agent serves this object; delete it")
 		}
 		if o.DeletionTimestamp != nil {
 			notes = append(notes, "deleted; kept until the agent has restored the node")
 		}
-		phase := string(o.Status.Phase)
+		phase := printable(string(o.Status.Phase))
 		if phase == "" {
 			phase = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%d/%d\t%s\t%s\n", o.ID(), o.Spec.NodeName, phase, o.Status.DrainProgress,
-			len(o.Status.PendingPods), o.Status.EvictionPods, o.Status.LastError, strings.Join(notes, "; "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%d/%d\t%s\t%s\n", printable(o.ID()), printable(o.Spec.NodeName), phase, o.Status.DrainProgress,
+			len(o.Status.PendingPods), o.Status.EvictionPods, printable(o.Status.LastError), strings.Join(notes, "; "))
 	}
 	return tw.Flush()
 }
@@ -136,6 +140,20 @@ func podAccessText(mode string) string {
 	case podaccess.ModeClusterWide:
 		return "cluster-wide (the ServiceAccount's own grant, deploy/components/cluster-wide-eviction)"
 	default:
-		return mode
+		return printable(mode)
 	}
+}
+
+// requestCell is the REQUESTED cell for a request annotation's reason, or
+// for its refusal (pkg/reasontext): the agent acts on neither a blank nor a
+// refused value.
+func requestCell(reason string, refusal error) string {
+	var re *reasontext.RefusedError
+	switch {
+	case errors.As(refusal, &re):
+		return printable(strings.TrimSpace(re.Value)) + " (refused)"
+	case reason == "":
+		return "-"
+	}
+	return printable(reason)
 }

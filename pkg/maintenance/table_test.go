@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/node-agent/node-agent/pkg/reasontext"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
@@ -81,6 +82,17 @@ func TestWriteStatusTable(t *testing.T) {
 				"node-6  -          -                                  false              ",
 				"",
 				"Reboot required: no (NotNeeded): the host needs no reboot",
+			),
+		},
+		{
+			name:  "a refused request shows as refused, and one node says why",
+			nodes: []corev1.Node{*node("node-7", "1", "false", nil)},
+			one:   true,
+			want: lines(
+				"NODE    REQUESTED        PHASE  TRIGGER  PROGRESS  PENDING  CORDONED  STARTED  LAST ERROR",
+				"node-7  false (refused)  -                                  false              ",
+				"",
+				`Request refused, nothing changed for it: node-agent.io/maintenance="false" is refused: `+reasontext.Accepted,
 			),
 		},
 		{

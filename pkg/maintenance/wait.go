@@ -44,7 +44,7 @@ func (c *Client) waitForDrain(ctx context.Context, node string, since time.Time)
 		return err
 	}
 	if final.Phase == selfdrain.PhaseFailed {
-		return fmt.Errorf("drain of %s failed: %d pods left; last error: %s", node, len(final.PendingPods), final.LastError)
+		return fmt.Errorf("drain of %s failed: %d pods left; last error: %s", node, len(final.PendingPods), printable(final.LastError))
 	}
 	fmt.Fprintf(c.Err, "%s drained: %d pods evicted in %s\n", node, final.EvictionPods, final.LastUpdate.Sub(final.StartTime.Time).Round(time.Second))
 	return nil
