@@ -10,10 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -129,8 +129,8 @@ type DrainConfig struct {
 	// leave (a PodDisruptionBudget that allows nothing, a VM that cannot
 	// migrate) never holds every other node's maintenance; OnTimeout says
 	// what becomes of the node. It must be between MinDrainTimeout and
-	// MaxDrainTimeout: no timeout at all would let one drain hold its slot
-	// for ever.
+	// MaxDrainTimeout (Bounds): no timeout at all would let one drain hold
+	// its slot for ever.
 	Timeout metav1.Duration `json:"timeout"`
 	// OnTimeout is what a maintenance drain that passed Timeout leaves on
 	// the node: OnTimeoutKeepCordoned or OnTimeoutUncordon. A reboot's
@@ -185,17 +185,6 @@ const (
 	// removed, only where the agent did them), so the node serves again
 	// while the maintenance stays requested and Failed.
 	OnTimeoutUncordon = "uncordon"
-)
-
-// Bounds of drain.timeout.
-const (
-	// MinDrainTimeout is the shortest drain.timeout: anything shorter
-	// than a second is a typo.
-	MinDrainTimeout = time.Second
-	// MaxDrainTimeout is the longest: a drain allowed more than a day
-	// holds its drain slot, and so every other node's maintenance, for
-	// longer than anyone waits without looking.
-	MaxDrainTimeout = 24 * time.Hour
 )
 
 // ShutdownConfig configures the systemd-logind shutdown guard.
@@ -373,10 +362,6 @@ func (c Config) NormalizeEmpty() Config {
 	return c
 }
 
-// maxNodes bounds node counts in the configuration: Kubernetes supports
-// 5,000 nodes a cluster; the bound leaves room and keeps arithmetic small.
-const maxNodes = 100000
-
 // validatePools checks drain.pools.
 func validatePools(pools []PoolConfig) []error {
 	var errs []error
@@ -392,25 +377,10 @@ func validatePools(pools []PoolConfig) []error {
 		if _, err := labels.Parse(p.Selector); err != nil {
 			errs = append(errs, fmt.Errorf("%s.selector %q: %w", at, p.Selector, err))
 		}
-		if p.MaxConcurrentNodes < 0 || p.MaxConcurrentNodes > maxNodes {
-			errs = append(errs, fmt.Errorf("%s.maxConcurrentNodes %d: must be between 0 and %d", at, p.MaxConcurrentNodes, maxNodes))
-		}
+		// The ranges of maxConcurrentNodes and maxUnavailable are
+		// Bounds'.
 		if p.MaxConcurrentNodes == 0 && p.MaxUnavailable == nil {
 			errs = append(errs, fmt.Errorf("%s: set maxConcurrentNodes or maxUnavailable, or the pool limits nothing", at))
-		}
-		if u := p.MaxUnavailable; u != nil {
-			switch u.Type {
-			case intstr.Int:
-				if u.IntVal < 1 || u.IntVal > maxNodes {
-					errs = append(errs, fmt.Errorf("%s.maxUnavailable %d: must be between 1 and %d", at, u.IntVal, maxNodes))
-				}
-			default:
-				v, ok := strings.CutSuffix(u.StrVal, "%")
-				n, err := strconv.Atoi(v)
-				if !ok || err != nil || n < 1 || n > 100 {
-					errs = append(errs, fmt.Errorf("%s.maxUnavailable %q: want a count, or a percentage from 1%% to 100%%", at, u.StrVal))
-				}
-			}
 		}
 	}
 	return errs
@@ -534,9 +504,12 @@ func (l *LabellerConfig) addFlags(fs *pflag.FlagSet) {
 // error that names the key. Flags that were set explicitly on fs are then
 // applied again on top, so the command line wins over the file.
 func Load(path string, base Config, fs *pflag.FlagSet) (Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readLimited(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("reading config file: %w", err)
+	}
+	if len(data) > MaxConfigFileBytes {
+		return Config{}, fmt.Errorf("config file %s: larger than %d bytes (1 MiB), the most a ConfigMap holds; this is not a node-agent configuration", path, MaxConfigFileBytes)
 	}
 	cfg, err := Parse(data, base)
 	if err != nil {
@@ -569,6 +542,17 @@ func Load(path string, base Config, fs *pflag.FlagSet) (Config, error) {
 		return Config{}, ferr
 	}
 	return cfg, nil
+}
+
+// readLimited reads at most MaxConfigFileBytes+1 bytes of the file at path:
+// enough to tell that it is too large, without reading a large one whole.
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, MaxConfigFileBytes+1))
 }
 
 // Parse decodes YAML config data over base, refusing unknown keys.
@@ -665,12 +649,9 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("logLevel %q: must be debug, info, warn or error", c.LogLevel))
 	}
-	if c.KubeAPIQPS <= 0 {
-		errs = append(errs, fmt.Errorf("kubeAPIQPS %g: must be positive", c.KubeAPIQPS))
-	}
-	if c.KubeAPIBurst < 1 {
-		errs = append(errs, fmt.Errorf("kubeAPIBurst %d: must be at least 1", c.KubeAPIBurst))
-	}
+	// Every number and size is checked against its bound (bounds.go);
+	// the labeller's by Labeller.Validate.
+	errs = append(errs, checkBounds(c, func(key string) bool { return !labellerKey(key) })...)
 	if err := c.Labeller.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -680,61 +661,17 @@ func (c *Config) Validate() error {
 	if _, err := labels.Parse(c.Drain.PodSelector); err != nil {
 		errs = append(errs, fmt.Errorf("drain.podSelector %q: %w", c.Drain.PodSelector, err))
 	}
-	errs = append(errs, c.Drain.validateTimeout()...)
-	if c.Drain.MaxConcurrentNodes < 1 || c.Drain.MaxConcurrentNodes > maxNodes {
-		errs = append(errs, fmt.Errorf("drain.maxConcurrentNodes %d: must be between 1 and %d", c.Drain.MaxConcurrentNodes, maxNodes))
-	}
-	if d := c.Drain.SlotSilenceBound.Duration; d < 10*time.Second || d > time.Hour {
-		errs = append(errs, fmt.Errorf("drain.slotSilenceBound %s: must be between 10s and 1h", d))
+	switch c.Drain.OnTimeout {
+	case OnTimeoutKeepCordoned, OnTimeoutUncordon:
+	default:
+		errs = append(errs, fmt.Errorf("drain.onTimeout %q: must be %s or %s", c.Drain.OnTimeout, OnTimeoutKeepCordoned, OnTimeoutUncordon))
 	}
 	errs = append(errs, validatePools(c.Drain.Pools)...)
-	if c.Drain.Parallelism < 1 {
-		errs = append(errs, fmt.Errorf("drain.parallelism %d: must be at least 1", c.Drain.Parallelism))
-	}
 	if msgs := validation.IsDNS1123Label(c.Drain.LeaseNamespace); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("drain.leaseNamespace %q: %s", c.Drain.LeaseNamespace, strings.Join(msgs, "; ")))
 	}
-	if c.Shutdown.DrainBudget.Duration <= 0 {
-		errs = append(errs, fmt.Errorf("shutdown.drainBudget %s: must be positive", c.Shutdown.DrainBudget.Duration))
-	}
-	if c.Shutdown.SafetyMargin.Duration < 0 {
-		errs = append(errs, fmt.Errorf("shutdown.safetyMargin %s: must not be negative", c.Shutdown.SafetyMargin.Duration))
-	}
 	errs = append(errs, c.Reboot.validate()...)
 	return joinErrors(errs)
-}
-
-// validateTimeout checks drain.timeout, drain.onTimeout and
-// drain.deleteAfter, which acts only within the timeout.
-func (d *DrainConfig) validateTimeout() []error {
-	var errs []error
-	switch t := d.Timeout.Duration; {
-	case t == 0:
-		errs = append(errs, fmt.Errorf("drain.timeout 0s: a drain that never times out holds its drain slot for as long as one pod cannot leave, and every other node's maintenance waits behind it; set a timeout between %s and %s (default %s)", MinDrainTimeout, fmtHours(MaxDrainTimeout), fmtHours(Default().Drain.Timeout.Duration)))
-	case t < MinDrainTimeout || t > MaxDrainTimeout:
-		errs = append(errs, fmt.Errorf("drain.timeout %s: must be between %s and %s", t, MinDrainTimeout, fmtHours(MaxDrainTimeout)))
-	}
-	switch d.OnTimeout {
-	case OnTimeoutKeepCordoned, OnTimeoutUncordon:
-	default:
-		errs = append(errs, fmt.Errorf("drain.onTimeout %q: must be %s or %s", d.OnTimeout, OnTimeoutKeepCordoned, OnTimeoutUncordon))
-	}
-	switch a := d.DeleteAfter.Duration; {
-	case a < 0:
-		errs = append(errs, fmt.Errorf("drain.deleteAfter %s: must not be negative", a))
-	case a > 0 && d.Timeout.Duration > 0 && a >= d.Timeout.Duration:
-		errs = append(errs, fmt.Errorf("drain.deleteAfter %s: must be shorter than drain.timeout %s, or the drain stops before it deletes any pod", a, d.Timeout.Duration))
-	}
-	return errs
-}
-
-// fmtHours prints a whole number of hours as "24h" rather than
-// time.Duration's "24h0m0s".
-func fmtHours(d time.Duration) string {
-	if d%time.Hour == 0 {
-		return fmt.Sprintf("%dh", d/time.Hour)
-	}
-	return d.String()
 }
 
 // validate checks the reboot keys. They are checked even when the
@@ -773,15 +710,7 @@ func (r *RebootConfig) validate() []error {
 	if _, err := policy.CompileAlertRegexp(r.BlockingAlertRegexp); err != nil {
 		errs = append(errs, fmt.Errorf("reboot.blockingAlertRegexp %q: %w", r.BlockingAlertRegexp, err))
 	}
-	if r.LoopBound.Duration < 0 {
-		errs = append(errs, fmt.Errorf("reboot.loopBound %s: must not be negative", r.LoopBound.Duration))
-	}
-	if r.CheckInterval.Duration < time.Second {
-		errs = append(errs, fmt.Errorf("reboot.checkInterval %s: must be at least 1s", r.CheckInterval.Duration))
-	}
-	if r.SlotHoldBound.Duration < time.Minute {
-		errs = append(errs, fmt.Errorf("reboot.slotHoldBound %s: must be at least 1m, longer than the host takes to reboot", r.SlotHoldBound.Duration))
-	}
+	// reboot.loopBound, checkInterval and slotHoldBound: Bounds.
 	return errs
 }
 
@@ -804,12 +733,8 @@ func (l *LabellerConfig) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("labeller.virtType %q: must be auto, kvm or qemu", l.VirtType))
 	}
-	if l.RediscoveryPeriod.Duration < time.Second {
-		errs = append(errs, fmt.Errorf("labeller.rediscoveryPeriod %s: must be at least 1s", l.RediscoveryPeriod.Duration))
-	}
-	if l.DiscoveryTimeout.Duration < time.Second {
-		errs = append(errs, fmt.Errorf("labeller.discoveryTimeout %s: must be at least 1s", l.DiscoveryTimeout.Duration))
-	}
+	c := Config{Labeller: *l}
+	errs = append(errs, checkBounds(&c, labellerKey)...)
 	switch l.KubeVirtCR {
 	case KubeVirtCRAuto, KubeVirtCRIgnore:
 	default:

@@ -96,5 +96,13 @@ func Reference() string {
 	for _, k := range Keys() {
 		fmt.Fprintf(&b, "| `%s` | `--%s` | %s | `%s` | %s |\n", k.Path, k.Flag, k.Type, k.Default, strings.ReplaceAll(k.Usage, "|", `\|`))
 	}
+	b.WriteString("\n## Bounds\n\n")
+	b.WriteString("Every number and size has a lower and an upper bound; a value outside them is refused at start ")
+	b.WriteString("(and at a reload) with an error that names the key, the value, the bound and why. ")
+	fmt.Fprintf(&b, "The `--config` file itself may hold at most %d bytes (1 MiB), the most a ConfigMap holds.\n\n", MaxConfigFileBytes)
+	b.WriteString("| key | min | max | why |\n| --- | --- | --- | --- |\n")
+	for _, bd := range Bounds() {
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", bd.Key, bd.Min, bd.Max, strings.ReplaceAll(bd.Why, "|", `\|`))
+	}
 	return b.String()
 }

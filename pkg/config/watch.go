@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"os"
 	"reflect"
 	"time"
 
@@ -33,7 +32,7 @@ type Watcher struct {
 
 // Run polls the file until ctx ends.
 func (w *Watcher) Run(ctx context.Context) error {
-	last, _ := os.ReadFile(w.Path)
+	last, _ := readLimited(w.Path)
 	t := w.Clock.NewTicker(w.Interval)
 	defer t.Stop()
 	for {
@@ -42,7 +41,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			return nil
 		case <-t.C():
 		}
-		data, err := os.ReadFile(w.Path)
+		data, err := readLimited(w.Path)
 		if err != nil || bytes.Equal(data, last) {
 			continue
 		}
