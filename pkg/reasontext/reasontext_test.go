@@ -2,6 +2,7 @@ package reasontext
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -80,6 +81,16 @@ func TestRefusedErrorSaysWhatIsAccepted(t *testing.T) {
 	}
 	if strings.Contains(msg, "\n") {
 		t.Errorf("message spans lines: %q", msg)
+	}
+	// Accepted is written out: it must name the length and every value
+	// refused.
+	if !strings.Contains(Accepted, "cut to "+strconv.Itoa(MaxReason)+" bytes") {
+		t.Errorf("Accepted %q does not give MaxReason", Accepted)
+	}
+	for _, v := range refused {
+		if !strings.Contains(Accepted, v+", ") {
+			t.Errorf("Accepted %q does not list %q", Accepted, v)
+		}
 	}
 	_, err = ParseRequest(key, "off"+strings.Repeat(" ", 10000))
 	if len(err.Error()) > 1000 {
