@@ -105,10 +105,10 @@ func (c *Controller) Name() string { return "selfdrain" }
 func (c *Controller) enqueue() { c.queue.Add(c.node) }
 
 // observe takes a copy of the Node the informer delivers: it may show the
-// engine's last write (ownView), and asks for a reconcile.
+// engine's last write (ownCopy), and asks for a reconcile.
 func (c *Controller) observe(obj any) {
 	if node, ok := obj.(*corev1.Node); ok {
-		c.engine.ownView(node)
+		c.engine.ownCopy(node)
 	}
 	c.enqueue()
 }
@@ -220,6 +220,9 @@ func endReason(t Trigger) string {
 // reconcile starts or ends the drain as the requests ask. It returns an
 // error only when ending or undoing the maintenance failed.
 func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
+	// Taken before the read: the copies the handler passes after it may
+	// be newer than the one read (ownwrite.go).
+	mark := c.engine.ownMark()
 	node, err := view.Get()
 	if err != nil {
 		return nil // the Node's arrival in the cache adds the key again
@@ -242,7 +245,7 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 	}
 	// The record as the engine last wrote it, until the cache shows that
 	// write (ownwrite.go): a drain that just finished is not resumed.
-	st, perr := c.readStatus(c.engine.ownView(node))
+	st, perr := c.readStatus(c.engine.ownView(node, mark))
 	if refusal != nil {
 		req.annotation = c.refuse(refusal, st, perr)
 	} else {

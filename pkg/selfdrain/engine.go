@@ -62,9 +62,11 @@ type Engine struct {
 	Jitter func() float64
 
 	// own is the record the engine wrote last, until the cache shows it
-	// (ownwrite.go).
-	ownMu sync.Mutex
-	own   *ownWrite
+	// (ownwrite.go); ownCopies counts the copies of the Node the
+	// controller's handler passed (ownCopy).
+	ownMu     sync.Mutex
+	own       *ownWrite
+	ownCopies uint64
 }
 
 // EngineOptions configures an Engine. Client and NodeName are required; the

@@ -257,17 +257,31 @@ type nodeView struct {
 
 	mu   sync.Mutex
 	held *corev1.Node
+	// after runs once, after the next Get took its copy and before it
+	// returns it: what the informer does meanwhile.
+	after func()
 }
 
 // Get implements agent.NodeView: the copy held, or the Node as it is.
 func (v *nodeView) Get() (*corev1.Node, error) {
 	v.mu.Lock()
-	held := v.held
+	held, after := v.held, v.after
+	v.after = nil
 	v.mu.Unlock()
+	if after != nil {
+		defer after()
+	}
 	if held != nil {
 		return held.DeepCopy(), nil
 	}
 	return v.NodeView.Get()
+}
+
+// afterNextGet runs f once, after the next Get took its copy.
+func (v *nodeView) afterNextGet(f func()) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.after = f
 }
 
 // hold makes the view show n until hold(nil).

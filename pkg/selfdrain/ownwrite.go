@@ -19,6 +19,18 @@ import (
 // in 20 of pkg/handshake's TestHandshakeRebootThroughDrainAndShutdown). As
 // pkg/slots' Coordinator does with the grants it wrote, the controller
 // decides from the engine's last write until the cache shows it.
+//
+// Whether the cache showed the write is learnt from the copies the
+// informer delivers to the controller's handler, while reconcile reads its
+// copy from the informer's store. The store takes a copy before the handler
+// is given it, so a copy reconcile read is at least as new as every copy
+// the handler passed before that read, but it may be older than one the
+// handler passes after it. Trusted that way, a write shown by a copy
+// delivered between reconcile's read and its decision let the read's older
+// copy, still Running, start the drain that had just succeeded again (1 run
+// in about 150 of that test). So the handler's copies are counted
+// (ownMark), and a write counts as shown for a copy only when it was shown
+// by a copy passed before that copy was read.
 
 // ownWriteBound bounds how long the engine's last write stands in for the
 // cache's record: an informer that relists may skip that write's version,
@@ -32,10 +44,11 @@ type ownWrite struct {
 	rv  string
 	at  time.Time
 	// shown: the cache showed this write or went past it; the controller
-	// decides from the cache again. The write is still remembered as the
-	// record the next write replaces, which the cache shows until it
-	// shows that one.
-	shown bool
+	// decides from the cache again, for copies read at or after mark
+	// shownBy (ownMark). The write is still remembered as the record the
+	// next write replaces, which the cache shows until it shows that one.
+	shown   bool
+	shownBy uint64
 	// older are the records known to precede this write, with when each
 	// was last seen so: those the engine wrote before, and those its
 	// writes replaced. A cache that shows one of them is behind; one that
@@ -69,23 +82,49 @@ func (e *Engine) wrote(node *corev1.Node, replaced ...string) {
 	e.own = w
 }
 
-// ownView is node as the controller decides on it: with the record the
-// engine wrote last while node shows a record known to precede that write.
-// The write counts as shown once a copy of the Node shows it (its
-// resourceVersion, or its record) or a record the engine knows nothing of
-// (written since by someone else), or after ownWriteBound. The
-// controller's handler passes every copy the informer delivers, in order.
-func (e *Engine) ownView(node *corev1.Node) *corev1.Node {
+// ownMark is the count of copies of the Node the controller's handler has
+// passed (ownCopy). Reconcile takes it before it reads its copy from the
+// cache, and gives it to ownView with that copy.
+func (e *Engine) ownMark() uint64 {
 	e.ownMu.Lock()
 	defer e.ownMu.Unlock()
+	return e.ownCopies
+}
+
+// ownCopy takes node as the controller's handler passes it: every copy the
+// informer delivers, in order. It is how the write is seen shown by a copy
+// that reconcile does not read, such as one an admin's change replaced
+// at once.
+func (e *Engine) ownCopy(node *corev1.Node) {
+	e.ownMu.Lock()
+	defer e.ownMu.Unlock()
+	e.ownCopies++
+	e.ownViewLocked(node, e.ownCopies)
+}
+
+// ownView is node, read from the cache after ownMark returned mark, as the
+// controller decides on it: with the record the engine wrote last while
+// node shows a record known to precede that write. The write counts as
+// shown once a copy of the Node shows it (its resourceVersion, or its
+// record) or a record the engine knows nothing of (written since by someone
+// else), or after ownWriteBound. For node it counts only when that copy is
+// node itself or one the handler passed by mark: a copy passed later may be
+// newer than node.
+func (e *Engine) ownView(node *corev1.Node, mark uint64) *corev1.Node {
+	e.ownMu.Lock()
+	defer e.ownMu.Unlock()
+	return e.ownViewLocked(node, mark)
+}
+
+func (e *Engine) ownViewLocked(node *corev1.Node, mark uint64) *corev1.Node {
 	w := e.own
-	if w == nil || w.shown {
+	if w == nil || (w.shown && w.shownBy <= mark) {
 		return node
 	}
 	cur := node.Annotations[StatusAnnotation]
 	_, behind := w.older[cur]
 	if !behind || (w.rv != "" && node.ResourceVersion == w.rv) || e.Clock.Since(w.at) > ownWriteBound {
-		w.shown = true
+		w.shown, w.shownBy = true, mark
 		return node
 	}
 	out := *node
