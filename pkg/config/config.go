@@ -464,7 +464,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Shutdown.LogindDropInDir, "shutdown-logind-drop-in-dir", c.Shutdown.LogindDropInDir, "Directory for that drop-in (the host's /etc/systemd/logind.conf.d).")
 	fs.BoolVar(&c.Reboot.Enabled, "reboot-enabled", c.Reboot.Enabled, "Reboot this node when the host needs it (sentinel file or command), inside the window, one drain slot at a time, never past a blocker.")
 	fs.StringVar(&c.Reboot.SentinelFile, "reboot-sentinel-file", c.Reboot.SentinelFile, "File, as the agent sees it, whose existence means the host needs a reboot. Empty: no file.")
-	fs.StringArrayVar(&c.Reboot.SentinelCommand, "reboot-sentinel-command", c.Reboot.SentinelCommand, "Command run on the host as a transient systemd unit; exit status 0 means the host needs a reboot. One flag per argument. Empty: no command.")
+	fs.StringArrayVar(&c.Reboot.SentinelCommand, "reboot-sentinel-command", c.Reboot.SentinelCommand, "Command run on the host as a transient systemd unit; exit status 0 means the host needs a reboot. One flag per argument. Empty: no command. Only on the command line (the DaemonSet's arguments): a config file that sets it is refused, so that writing the ConfigMap cannot run a program as root on the hosts.")
 	fs.StringSliceVar(&c.Reboot.Window.Days, "reboot-window-days", c.Reboot.Window.Days, "Days of the week a reboot may start: sun, mon, tue, wed, thu, fri, sat. Empty: every day.")
 	fs.StringVar(&c.Reboot.Window.Start, "reboot-window-start", c.Reboot.Window.Start, "Time of day (HH:MM) from which a reboot may start, in --reboot-window-time-zone.")
 	fs.StringVar(&c.Reboot.Window.End, "reboot-window-end", c.Reboot.Window.End, "Time of day (HH:MM) from which no reboot starts. Before the start: the window crosses midnight. Equal to the start: the whole day.")
@@ -491,7 +491,7 @@ func (c *Config) AddLabellerFlags(fs *pflag.FlagSet) {
 
 func (l *LabellerConfig) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&l.Enabled, "labeller-enabled", l.Enabled, "Keep the Node's CPU labels (cpu-model, cpu-feature, host-model, ...) in step with the host.")
-	fs.StringVar(&l.LibvirtURI, "libvirt-uri", l.LibvirtURI, "libvirt connection URI. \"auto\" tries qemu:///system, then the embedded QEMU driver under --state-dir.")
+	fs.StringVar(&l.LibvirtURI, "libvirt-uri", l.LibvirtURI, "libvirt connection URI. \"auto\" tries qemu:///system, then the embedded QEMU driver under --state-dir. Accepted: \"auto\"; qemu:///system or qemu+unix:///system, optionally with ?socket=<absolute path>; qemu:///embed?root=<absolute path>. Other transports (qemu+ext runs a program, qemu+ssh, qemu+tcp, qemu+tls reach other hosts) and drivers are refused.")
 	fs.StringVar(&l.VirtType, "virt-type", l.VirtType, "libvirt domain type to ask about: kvm, qemu, or auto (kvm when /dev/kvm exists, else qemu).")
 	fs.Var(durationValue{&l.RediscoveryPeriod}, "rediscovery-period", "How often the host CPU is examined again, so hypervisor or microcode updates show without a restart.")
 	fs.Var(durationValue{&l.DiscoveryTimeout}, "discovery-timeout", "How long one CPU discovery (a child process that talks to libvirt) may take before it is killed; the labels stay and the next period tries again. A cold discovery with the embedded libvirt probes QEMU for about 20 s.")
@@ -581,7 +581,48 @@ func Parse(data []byte, base Config) (Config, error) {
 		}
 		return Config{}, errors.New(strings.Join(msgs, "; "))
 	}
+	if err := hostOnlyKeys(js); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
+}
+
+// ErrHostOnlyKey is returned by Parse for a config file that sets a key
+// taken only from the command line.
+var ErrHostOnlyKey = errors.New("host-only key in a config file")
+
+// hostOnlyKeys refuses, in config file data (as JSON), the keys that would
+// let whoever writes the file run a program as root on the host:
+// reboot.sentinelCommand runs as a transient systemd unit in the host's
+// namespaces. The file is a ConfigMap, and writing a ConfigMap in the
+// agent's namespace is a smaller right than writing the DaemonSet, whose
+// pod template is the host's root already; so such a key comes only from
+// the DaemonSet's arguments (--reboot-sentinel-command). An empty list is
+// allowed: it asks for nothing.
+func hostOnlyKeys(js []byte) error {
+	var doc struct {
+		Reboot struct {
+			SentinelCommand []string `json:"sentinelCommand"`
+		} `json:"reboot"`
+	}
+	if json.Unmarshal(js, &doc) != nil {
+		return nil // the strict decode above has said what is wrong
+	}
+	if len(doc.Reboot.SentinelCommand) > 0 {
+		return fmt.Errorf("%w: reboot.sentinelCommand %s runs a program as root on the host, so it is taken only from the DaemonSet's arguments (--reboot-sentinel-command, one flag per argument), never from a config file: whoever may write the ConfigMap could otherwise run any program on every node",
+			ErrHostOnlyKey, quoteList(doc.Reboot.SentinelCommand))
+	}
+	return nil
+}
+
+// quoteList shows a command line with each argument quoted, control
+// characters escaped.
+func quoteList(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = fmt.Sprintf("%q", a)
+	}
+	return "[" + strings.Join(q, " ") + "]"
 }
 
 // durationKeys are the keys whose values are Go durations.
@@ -725,8 +766,8 @@ func unwrapAll(err error) []error {
 // Validate checks the labelling keys; `node-agent labels` uses it alone.
 func (l *LabellerConfig) Validate() error {
 	var errs []error
-	if l.LibvirtURI == "" {
-		errs = append(errs, errors.New(`labeller.libvirtURI: empty; use "auto" or a libvirt URI such as qemu:///system`))
+	if err := CheckLibvirtURI(l.LibvirtURI); err != nil {
+		errs = append(errs, err)
 	}
 	switch l.VirtType {
 	case "auto", "kvm", "qemu":

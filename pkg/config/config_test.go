@@ -40,15 +40,18 @@ func TestParse(t *testing.T) {
 		{name: "keys are case-sensitive", yaml: "labeller:\n  minCpuModel: x\n", wantErr: `unknown field "labeller.minCpuModel"`},
 		{name: "bad duration names the key", yaml: "shutdown:\n  drainBudget: 5 minutes\n", wantErr: "shutdown.drainBudget"},
 		{name: "bad duration beside top-level keys", yaml: "nodeName: node-1\nlogLevel: info\ndrain:\n  timeout: soon\n", wantErr: "drain.timeout"},
-		{name: "reboot section", yaml: "reboot:\n  enabled: true\n  sentinelCommand: [/usr/bin/test, -e, /var/run/reboot-required]\n  window:\n    days: [sat, sun]\n    start: \"22:00\"\n    end: \"04:00\"\n    timeZone: Europe/Berlin\n  loopBound: 12h\n", check: func(t *testing.T, c Config) {
+		{name: "reboot section", yaml: "reboot:\n  enabled: true\n  sentinelCommand: []\n  window:\n    days: [sat, sun]\n    start: \"22:00\"\n    end: \"04:00\"\n    timeZone: Europe/Berlin\n  loopBound: 12h\n", check: func(t *testing.T, c Config) {
 			r := c.Reboot
-			if !r.Enabled || len(r.SentinelCommand) != 3 || strings.Join(r.Window.Days, ",") != "sat,sun" || r.Window.End != "04:00" || r.LoopBound.Duration != 12*time.Hour {
+			if !r.Enabled || len(r.SentinelCommand) != 0 || strings.Join(r.Window.Days, ",") != "sat,sun" || r.Window.End != "04:00" || r.LoopBound.Duration != 12*time.Hour {
 				t.Errorf("not applied: %+v", r)
 			}
 			if r.SentinelFile != "/run/reboot-required" {
 				t.Errorf("sibling default lost: %q", r.SentinelFile)
 			}
 		}},
+		// A ConfigMap writer must not pick a program the host runs as root.
+		{name: "sentinel command in a file", yaml: "reboot:\n  enabled: true\n  sentinelCommand: [/usr/bin/touch, /etc/owned]\n", wantErr: `reboot.sentinelCommand ["/usr/bin/touch" "/etc/owned"] runs a program as root on the host, so it is taken only from the DaemonSet's arguments (--reboot-sentinel-command`},
+		{name: "sentinel command in a file, quoted", yaml: "reboot:\n  sentinelCommand: [\"/bin/sh\\u001b[2J\"]\n", wantErr: `reboot.sentinelCommand ["/bin/sh\x1b[2J"]`},
 		{name: "bad reboot duration names the key", yaml: "reboot:\n  loopBound: a day\n", wantErr: "reboot.loopBound"},
 		{name: "unknown reboot key", yaml: "reboot:\n  window:\n    timezone: UTC\n", wantErr: `unknown field "reboot.window.timezone"`},
 		{name: "wrong type", yaml: "drain:\n  maxConcurrentNodes: many\n", wantErr: "maxConcurrentNodes"},
@@ -235,7 +238,7 @@ func TestRebootWithoutDrainFlag(t *testing.T) {
 // with a comma must reach the command whole, and flags must win over the file.
 func TestLoadRebootFlags(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(path, []byte("nodeName: node-1\nreboot:\n  sentinelCommand: [/bin/false]\n  window:\n    days: [mon]\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("nodeName: node-1\nreboot:\n  sentinelFile: /run/x\n  window:\n    days: [mon]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c := Default()

@@ -92,6 +92,10 @@ func Reference() string {
 	b.WriteString("at start, naming the key. The `labeller` keys are applied again when the file changes (a mounted ")
 	b.WriteString("ConfigMap); an invalid change is refused with an Event on the Node and the last good configuration ")
 	b.WriteString("stays. Other keys take effect at the next start. Durations use Go syntax: `90s`, `5m`, `1h`.\n\n")
+	b.WriteString("Keys that would let the file's writer run a program on the host are taken only from the command line ")
+	b.WriteString("(the DaemonSet's arguments), never from the file: `reboot.sentinelCommand` (a file that sets it is ")
+	b.WriteString("refused). `labeller.libvirtURI` accepts only local QEMU connections and the embedded driver. ")
+	b.WriteString("See the README's security section for who can change what.\n\n")
 	b.WriteString("| key | flag | type | default | meaning |\n| --- | --- | --- | --- | --- |\n")
 	for _, k := range Keys() {
 		fmt.Fprintf(&b, "| `%s` | `--%s` | %s | `%s` | %s |\n", k.Path, k.Flag, k.Type, k.Default, strings.ReplaceAll(k.Usage, "|", `\|`))

@@ -1,6 +1,7 @@
 package reboot
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -170,14 +171,14 @@ func (a AlertBlockers) firing(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAlertsBody+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading the answer of %s: %w", u.Redacted(), err)
-	}
-	if len(body) > maxAlertsBody {
+	// Streamed: the answer is decoded alert by alert, keeping only the
+	// names of firing ones, so a large answer costs its names in memory,
+	// not its size several times over as a whole decode would.
+	body := &cappedReader{r: resp.Body, left: maxAlertsBody}
+	names, err := decodeFiringAlerts(body)
+	if body.over {
 		return nil, fmt.Errorf("answer of %s is larger than %d bytes", u.Redacted(), maxAlertsBody)
 	}
-	names, err := parseFiringAlerts(body)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: HTTP %d: %w", u.Redacted(), resp.StatusCode, err)
 	}
@@ -187,39 +188,93 @@ func (a AlertBlockers) firing(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// alertsResponse is the part of Prometheus's /api/v1/alerts answer read
-// here (https://prometheus.io/docs/prometheus/latest/querying/api/#alerts).
-type alertsResponse struct {
-	Status string `json:"status"`
-	Error  string `json:"error"`
-	Data   struct {
-		Alerts []struct {
-			Labels map[string]string `json:"labels"`
-			State  string            `json:"state"`
-		} `json:"alerts"`
-	} `json:"data"`
+// cappedReader reads at most left bytes of r, and says when r had more.
+type cappedReader struct {
+	r    io.Reader
+	left int64
+	over bool
 }
 
-// parseFiringAlerts returns the distinct alertnames of the firing alerts in
-// an /api/v1/alerts answer, sorted.
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		// One byte more tells a body of exactly the bound from a longer one.
+		var one [1]byte
+		if n, _ := c.r.Read(one[:]); n > 0 {
+			c.over = true
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
+// parseFiringAlerts is decodeFiringAlerts of a whole answer.
 func parseFiringAlerts(body []byte) ([]string, error) {
-	var r alertsResponse
-	if err := json.Unmarshal(body, &r); err != nil {
+	return decodeFiringAlerts(bytes.NewReader(body))
+}
+
+// firingAlert is what is read of one alert: its name and state, every
+// other label skipped without being kept.
+type firingAlert struct {
+	Labels struct {
+		Alertname string `json:"alertname"`
+	} `json:"labels"`
+	State string `json:"state"`
+}
+
+// decodeFiringAlerts returns the distinct alertnames of the firing alerts in
+// an /api/v1/alerts answer, sorted. It reads the answer as a stream:
+// {"status": ..., "error": ..., "data": {"alerts": [alert, ...]}}, keys in
+// any order, other keys skipped.
+func decodeFiringAlerts(r io.Reader) ([]string, error) {
+	dec := json.NewDecoder(r)
+	bad := func(err error) ([]string, error) {
 		return nil, fmt.Errorf("not a Prometheus API answer: %w", err)
 	}
-	if r.Status != "success" {
-		if r.Error != "" {
-			return nil, fmt.Errorf("status %q: %s", r.Status, r.Error)
+	var status, apiErr string
+	var alerts []firingAlert
+	if err := expectDelim(dec, '{'); err != nil {
+		return bad(err)
+	}
+	for dec.More() {
+		key, err := objectKey(dec)
+		if err != nil {
+			return bad(err)
 		}
-		return nil, fmt.Errorf("status %q, want \"success\"", r.Status)
+		switch key {
+		case "status":
+			err = dec.Decode(&status)
+		case "error":
+			err = dec.Decode(&apiErr)
+		case "data":
+			alerts, err = decodeAlertsData(dec)
+		default:
+			err = dec.Decode(&json.RawMessage{})
+		}
+		if err != nil {
+			return bad(err)
+		}
+	}
+	if err := expectDelim(dec, '}'); err != nil {
+		return bad(err)
+	}
+	if status != "success" {
+		if apiErr != "" {
+			return nil, fmt.Errorf("status %q: %s", status, apiErr)
+		}
+		return nil, fmt.Errorf("status %q, want \"success\"", status)
 	}
 	seen := map[string]bool{}
 	var names []string
-	for _, al := range r.Data.Alerts {
+	for _, al := range alerts {
 		if al.State != "firing" {
 			continue
 		}
-		n := al.Labels["alertname"]
+		n := al.Labels.Alertname
 		if n == "" {
 			return nil, errors.New("a firing alert has no alertname label")
 		}
@@ -230,4 +285,82 @@ func parseFiringAlerts(body []byte) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// decodeAlertsData reads the value of "data": an object whose "alerts" is
+// a list of alerts; only firing ones are kept.
+func decodeAlertsData(dec *json.Decoder) ([]firingAlert, error) {
+	if null, err := openOrNull(dec, '{'); err != nil || null {
+		return nil, err
+	}
+	var out []firingAlert
+	for dec.More() {
+		key, err := objectKey(dec)
+		if err != nil {
+			return nil, err
+		}
+		if key != "alerts" {
+			if err := dec.Decode(&json.RawMessage{}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if null, err := openOrNull(dec, '['); err != nil {
+			return nil, err
+		} else if null {
+			continue
+		}
+		for dec.More() {
+			var al firingAlert
+			if err := dec.Decode(&al); err != nil {
+				return nil, err
+			}
+			if al.State == "firing" {
+				out = append(out, al)
+			}
+		}
+		if err := expectDelim(dec, ']'); err != nil {
+			return nil, err
+		}
+	}
+	return out, expectDelim(dec, '}')
+}
+
+// openOrNull reads the opening delimiter want, or a null in its place
+// (reported true).
+func openOrNull(dec *json.Decoder, want json.Delim) (null bool, err error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, err
+	}
+	if tok == nil {
+		return true, nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return false, fmt.Errorf("found %v where %q was expected", tok, string(want))
+	}
+	return false, nil
+}
+
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return fmt.Errorf("found %v where %q was expected", tok, string(want))
+	}
+	return nil
+}
+
+func objectKey(dec *json.Decoder) (string, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", err
+	}
+	key, ok := tok.(string)
+	if !ok {
+		return "", fmt.Errorf("found %v where an object key was expected", tok)
+	}
+	return key, nil
 }

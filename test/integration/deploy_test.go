@@ -136,6 +136,9 @@ func TestDeploy(t *testing.T) {
 	t.Run("nodemaintenance privilege", b.testNodeMaintenancePrivilege)
 	t.Run("slot privilege", b.testSlotPrivilege)
 	t.Run("slot leases denied by the policy alone", b.testSlotLeasePolicy)
+	t.Run("events only about its own node", b.testEventsOnlyAboutItsNode)
+	t.Run("admin intent wins", b.testAdminIntentWins)
+	t.Run("configmap writer", b.testConfigMapWriter)
 	if !t.Run("coordinator privilege", b.testCoordinatorPrivilege) {
 		t.FailNow()
 	}
@@ -486,7 +489,7 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 		n := getNode(t, sa, "node-1")
 		taints := append(slices.Clone(n.Spec.Taints), corev1.Taint{Key: drainTaint, Value: selfdrain.TaintValue, Effect: corev1.TaintEffectNoSchedule, TimeAdded: ptr.To(metav1.Now())})
 		wantAllowed(t, "cordon node-1 and add the drain taint", mergePatchNode(t, sa, "node-1", obj{
-			"metadata": obj{"resourceVersion": n.ResourceVersion, "annotations": obj{selfdrain.StatusAnnotation: `{"phase":"Running"}`}},
+			"metadata": obj{"resourceVersion": n.ResourceVersion, "annotations": obj{selfdrain.StatusAnnotation: `{"phase":"Running","cordonedByAgent":true,"taintedByAgent":true}`}},
 			"spec":     obj{"unschedulable": true, "taints": taints},
 		}, false))
 		cond := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True","reason":"Draining","message":"deploy test","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`,

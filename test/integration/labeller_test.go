@@ -224,6 +224,35 @@ func TestLabellerReloadsConfig(t *testing.T) {
 	if d := testenv.DiffLabels(before, testenv.OwnedLabels(getNode(t, c, "node-1").Labels)); len(d) > 0 {
 		t.Errorf("labels changed after a refused reload: %v", d)
 	}
+
+	// labeller.libvirtURI applies without a restart, so a ConfigMap writer
+	// could point it at libvirt's ext transport, which runs the URI's
+	// command: refused at the reload, and nothing runs.
+	mark := filepath.Join(root, "ran")
+	script := filepath.Join(root, "payload.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+mark+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write("labeller:\n  libvirtURI: qemu+ext:///system?command=" + script + "\n  virtType: qemu\nshutdown:\n  enabled: false\n")
+	testenv.WaitFor(t, time.Minute, "ConfigReloadRefused event for qemu+ext", func() (bool, error) {
+		evs, err := c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=node-1,reason=ConfigReloadRefused"})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if strings.Contains(e.Message, "transport or driver qemu+ext is not accepted") {
+				t.Logf("refused: %s", e.Message)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	// An accepted reload starts a discovery with the new URI at once;
+	// give a refused one the same time to show that it did not.
+	time.Sleep(3 * time.Second)
+	if _, err := os.Stat(mark); err == nil {
+		t.Errorf("libvirt's ext transport ran %s after a reload that should have been refused", script)
+	}
 }
 
 func patchNode(c kubernetes.Interface, name, patch string) error {

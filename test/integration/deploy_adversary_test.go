@@ -1,0 +1,335 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+// This file holds what an attacker with one actor's rights can do on the
+// real control plane with deploy/ as shipped, each case with the exact
+// refusal or the bounded outcome. The actors and where their cases are:
+//   - a token bound to node-1's agent pod: deploy_test.go testPrivilege
+//     (Nodes, pods, NodeMaintenance), deploy_coordinator_test.go (drain
+//     slots and Leases), and testEventsOnlyAboutItsNode here;
+//   - a tenant with pod, Deployment and PodDisruptionBudget rights in one
+//     namespace: deploy_tenant_test.go;
+//   - a user with the namespace edit role in node-agent, who may write the
+//     ConfigMap: testConfigMapWriter here.
+
+// byEventsPolicy is how the apiserver names the Events policy's refusals.
+const byEventsPolicy = `ValidatingAdmissionPolicy 'node-agent-own-events'`
+
+// testEventsOnlyAboutItsNode: a token bound to node-1's agent pod may record
+// and update node-agent's own Events about node-1, and no other Event.
+func (b *deployBed) testEventsOnlyAboutItsNode(t *testing.T) {
+	ctx := t.Context()
+	token := b.boundToken(t, b.agentPod(t, "node-1"))
+	sa := b.tokenClient(t, token)
+	events := sa.CoreV1().Events(metav1.NamespaceDefault)
+	event := func(node, component, host string) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: node + ".", Namespace: metav1.NamespaceDefault},
+			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)},
+			Reason:         "Rebooting", Message: "forged by a test", Type: corev1.EventTypeWarning,
+			Source: corev1.EventSource{Component: component, Host: host}, Count: 1}
+	}
+
+	// The acceptance case: the Warning "Rebooting" about node-2 that a
+	// token bound to node-1's pod could create before.
+	_, err := events.Create(ctx, event("node-2", "node-agent", "node-2"), metav1.CreateOptions{})
+	wantDenied(t, "create a Warning Rebooting Event about node-2", err, byEventsPolicy)
+	if err != nil && !strings.Contains(err.Error(), "node-agent on Node node-1 may record Events only about that Node, not about Node node-2") {
+		t.Errorf("the refusal does not say why: %v", err)
+	}
+	_, err = events.Create(ctx, event("node-1", "kubelet", "node-1"), metav1.CreateOptions{})
+	wantDenied(t, "create an Event about node-1 as the kubelet", err, "may record Events only as node-agent on that Node")
+	_, err = events.Create(ctx, event("node-1", "node-agent", "node-2"), metav1.CreateOptions{})
+	wantDenied(t, "create an Event about node-1 reported from node-2", err, "may record Events only as node-agent on that Node")
+	pod := event("node-1", "node-agent", "node-1")
+	pod.InvolvedObject = corev1.ObjectReference{Kind: "Pod", Namespace: metav1.NamespaceDefault, Name: "x"}
+	_, err = events.Create(ctx, pod, metav1.CreateOptions{})
+	wantDenied(t, "create an Event about a Pod in default", err, "not about Pod x")
+	related := event("node-1", "node-agent", "node-1")
+	related.Related = &corev1.ObjectReference{Kind: "Node", Name: "node-2"}
+	_, err = events.Create(ctx, related, metav1.CreateOptions{})
+	wantDenied(t, "create an Event about node-1 related to node-2", err, "may relate its Events only to that Node")
+
+	// Its own Event about node-1: created, and its count patched as the
+	// recorder does with a repeat; not turned into one about node-2.
+	own, err := events.Create(ctx, event("node-1", "node-agent", "node-1"), metav1.CreateOptions{})
+	wantAllowed(t, "create node-agent's Event about node-1", err)
+	if err != nil {
+		return
+	}
+	_, err = events.Patch(ctx, own.Name, types.StrategicMergePatchType, []byte(`{"count":2,"message":"again"}`), metav1.PatchOptions{})
+	wantAllowed(t, "patch its count", err)
+	_, err = events.Patch(ctx, own.Name, types.StrategicMergePatchType, []byte(`{"involvedObject":{"name":"node-2","uid":"node-2"}}`), metav1.PatchOptions{})
+	wantDenied(t, "patch it into an Event about node-2", err, "may record Events only about that Node")
+	_, err = events.Patch(ctx, own.Name, types.StrategicMergePatchType, []byte(`{"source":{"component":"kubelet"},"reportingComponent":"kubelet"}`), metav1.PatchOptions{})
+	wantDenied(t, "patch it into the kubelet's", err, "may record Events only as node-agent on that Node")
+
+	// The kubelet's Event about node-1 (written here by the admin): the
+	// agent's token may not rewrite it, though it is about its own Node.
+	kubelet, err := b.c.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: "node-1.", Namespace: metav1.NamespaceDefault},
+		InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "node-1", UID: "node-1"},
+		Reason:         "Rebooted", Message: "Node node-1 has been rebooted", Type: corev1.EventTypeWarning,
+		Source: corev1.EventSource{Component: "kubelet", Host: "node-1"}, Count: 1,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = events.Patch(ctx, kubelet.Name, types.StrategicMergePatchType,
+		[]byte(`{"message":"nothing happened","source":{"component":"node-agent"},"reportingComponent":"node-agent"}`), metav1.PatchOptions{})
+	wantDenied(t, "rewrite the kubelet's Event about node-1", err, "may change only the Events it recorded about that Node")
+	err = events.Delete(ctx, own.Name, metav1.DeleteOptions{})
+	wantDenied(t, "delete its own Event", err, byRBAC+` delete resource "events"`)
+
+	// Should a later grant give the agent delete and the events.k8s.io API
+	// too, the policy alone still holds.
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "deploy-test-events", Namespace: metav1.NamespaceDefault},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"delete"}},
+			{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "update", "patch", "delete"}},
+		}}
+	bind := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: metav1.NamespaceDefault},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: agentNamespace, Name: agentServiceAccount}}}
+	if _, err := b.c.RbacV1().Roles(metav1.NamespaceDefault).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.c.RbacV1().RoleBindings(metav1.NamespaceDefault).Create(ctx, bind, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = b.c.RbacV1().RoleBindings(metav1.NamespaceDefault).Delete(context.Background(), bind.Name, metav1.DeleteOptions{})
+		_ = b.c.RbacV1().Roles(metav1.NamespaceDefault).Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+	}()
+	newAPI := sa.EventsV1().Events(metav1.NamespaceDefault)
+	v1event := func(node string) *eventsv1.Event {
+		return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: node + "-", Namespace: metav1.NamespaceDefault},
+			EventTime: metav1.NewMicroTime(time.Now()), Regarding: corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)},
+			Reason: "Rebooting", Note: "forged by a test", Type: corev1.EventTypeWarning, Action: "Reboot",
+			ReportingController: "node-agent", ReportingInstance: node}
+	}
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	testenv.WaitFor(t, 30*time.Second, "RBAC to allow the agent events.k8s.io Events", func() (bool, error) {
+		_, err := newAPI.Create(ctx, v1event("node-1"), dry)
+		return err == nil, err
+	})
+	t.Log("allowed: create an events.k8s.io Event about node-1 (dry run)")
+	_, err = newAPI.Create(ctx, v1event("node-2"), dry)
+	wantDenied(t, "create an events.k8s.io Event about node-2 (dry run)", err, "may record Events only about that Node, not about Node node-2")
+	err = events.Delete(ctx, own.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+	wantDenied(t, "delete its own Event, with delete granted (dry run)", err, "node-agent never deletes Events")
+	err = newAPI.Delete(ctx, kubelet.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+	wantDenied(t, "delete the kubelet's Event through events.k8s.io (dry run)", err, "node-agent never deletes Events")
+}
+
+// configEditor is the user with namespace edit in node-agent.
+const configEditor = "config-editor"
+
+// testConfigMapWriter: a user with the edit role in node-agent may rewrite
+// node-agent's ConfigMap, but cannot make a host run a program through it.
+// The two keys that could, before: reboot.sentinelCommand (run as root in
+// the host's namespaces) and labeller.libvirtURI (qemu+ext runs the URI's
+// command). Each is written through the ConfigMap by that user, and the
+// agent started with the ConfigMap's file as the DaemonSet mounts it must
+// refuse to start, say why, and run nothing: the command is a script that
+// leaves a mark.
+func (b *deployBed) testConfigMapWriter(t *testing.T) {
+	ctx := t.Context()
+	editor := b.namespaceEditor(t)
+	cms := editor.CoreV1().ConfigMaps(agentNamespace)
+	original, err := cms.Get(ctx, "node-agent-config", metav1.GetOptions{})
+	wantAllowed(t, "read node-agent's ConfigMap as "+configEditor, err)
+	if err != nil {
+		return
+	}
+	defer func() {
+		restore := original.DeepCopy()
+		restore.ResourceVersion = ""
+		if cur, err := b.c.CoreV1().ConfigMaps(agentNamespace).Get(context.Background(), restore.Name, metav1.GetOptions{}); err == nil {
+			restore.ResourceVersion = cur.ResourceVersion
+		}
+		if _, err := b.c.CoreV1().ConfigMaps(agentNamespace).Update(context.Background(), restore, metav1.UpdateOptions{}); err != nil {
+			t.Errorf("restoring the ConfigMap: %v", err)
+		}
+	}()
+
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "ran")
+	script := filepath.Join(dir, "payload.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+mark+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, kubeconfig := b.agentFiles(t, dir, "node-1")
+
+	for _, tc := range []struct {
+		name    string
+		set     func(cfg map[string]any)
+		wantErr string
+	}{
+		{"reboot.sentinelCommand", func(cfg map[string]any) {
+			section(cfg, "reboot")["enabled"] = true
+			section(cfg, "reboot")["sentinelCommand"] = []any{script}
+		}, "reboot.sentinelCommand [\"" + script + "\"] runs a program as root on the host, so it is taken only from the DaemonSet's arguments"},
+		{"labeller.libvirtURI qemu+ext", func(cfg map[string]any) {
+			section(cfg, "labeller")["enabled"] = true
+			section(cfg, "labeller")["libvirtURI"] = "qemu+ext:///system?command=" + script
+		}, "transport or driver qemu+ext is not accepted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cfg map[string]any
+			if err := yaml.Unmarshal([]byte(original.Data["config.yaml"]), &cfg); err != nil {
+				t.Fatal(err)
+			}
+			tc.set(cfg)
+			data, err := yaml.Marshal(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur, err := cms.Get(ctx, original.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur.Data["config.yaml"] = string(data)
+			_, err = cms.Update(ctx, cur, metav1.UpdateOptions{})
+			wantAllowed(t, "write "+tc.name+" into node-agent's ConfigMap as "+configEditor, err)
+
+			// The file as the kubelet mounts it from the ConfigMap.
+			stored, err := b.c.CoreV1().ConfigMaps(agentNamespace).Get(ctx, original.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfgFile := filepath.Join(dir, "config.yaml")
+			if err := os.WriteFile(cfgFile, []byte(stored.Data["config.yaml"]), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(runCtx, agentBinary, "run", "--config", cfgFile, "--kubeconfig", kubeconfig, "--node-name", "node-1",
+				"--metrics-bind-address=0", "--health-probe-bind-address=0", "--state-dir", dir)
+			out, err := cmd.CombinedOutput()
+			switch {
+			case err == nil:
+				t.Errorf("node-agent run started and stopped with the ConfigMap holding %s; want a refusal:\n%s", tc.name, out)
+			case runCtx.Err() != nil:
+				t.Errorf("node-agent run kept running with the ConfigMap holding %s; want a refusal:\n%s", tc.name, lastLines(string(out), 20))
+			case !strings.Contains(string(out), tc.wantErr):
+				t.Errorf("node-agent run refused to start, without saying %q:\n%s", tc.wantErr, lastLines(string(out), 20))
+			default:
+				t.Logf("refused at start: %s", strings.TrimSpace(lastLines(string(out), 1)))
+			}
+			if _, err := os.Stat(mark); err == nil {
+				t.Errorf("the host ran %s, written into the ConfigMap by %s", script, configEditor)
+			}
+		})
+	}
+}
+
+// namespaceEditor returns a client for a ServiceAccount of another
+// namespace bound to the built-in edit ClusterRole in node-agent.
+func (b *deployBed) namespaceEditor(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := b.c.CoreV1().ServiceAccounts(tenantNamespace).Create(ctx, &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{Name: configEditor}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.c.RbacV1().RoleBindings(agentNamespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: configEditor},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: configEditor, Namespace: tenantNamespace}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := b.c.CoreV1().ServiceAccounts(tenantNamespace).CreateToken(ctx, configEditor, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	editor := b.tokenClient(t, tr.Status.Token)
+	testenv.WaitFor(t, 30*time.Second, "RBAC to allow "+configEditor+" node-agent's ConfigMap", func() (bool, error) {
+		_, err := editor.CoreV1().ConfigMaps(agentNamespace).Get(ctx, "node-agent-config", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	return editor
+}
+
+// section returns cfg[key] as a map, made if missing.
+func section(cfg map[string]any, key string) map[string]any {
+	m, ok := cfg[key].(map[string]any)
+	if !ok {
+		m = map[string]any{}
+		cfg[key] = m
+	}
+	return m
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// testAdminIntentWins: a cordon and a drain taint that the admin set on
+// node-1 stay, whatever a token bound to node-1's agent pod asks, unless the
+// agent's record says it set them.
+func (b *deployBed) testAdminIntentWins(t *testing.T) {
+	sa := b.tokenClient(t, b.boundToken(t, b.agentPod(t, "node-1")))
+	drainTaint := corev1.Taint{Key: testenv.DrainTaint.Key, Value: "admin", Effect: corev1.TaintEffectNoSchedule}
+	setNode := func(unschedulable bool, taints []corev1.Taint, record any) {
+		t.Helper()
+		if err := mergePatchNode(t, b.c, "node-1", obj{
+			"metadata": obj{"annotations": obj{selfdrain.StatusAnnotation: record}},
+			"spec":     obj{"unschedulable": unschedulable, "taints": taints},
+		}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := getNode(t, b.c, "node-1").Spec.Taints
+	defer setNode(false, base, nil)
+	withDrain := append(slices.Clone(base), drainTaint)
+
+	// The taints as they are without the drain taint, as the agent's undo
+	// computes them: the node lifecycle controller adds its own
+	// node.kubernetes.io/unschedulable taint to a cordoned node.
+	withoutDrain := func() []corev1.Taint {
+		return slices.DeleteFunc(slices.Clone(getNode(t, b.c, "node-1").Spec.Taints), func(x corev1.Taint) bool { return x.Key == drainTaint.Key })
+	}
+	for _, record := range []any{nil, `{"phase":"Running","cordonedByAgent":false,"taintedByAgent":false}`} {
+		setNode(true, withDrain, record)
+		what := fmt.Sprintf("(record %v)", record)
+		wantDenied(t, "uncordon node-1, cordoned by the admin "+what, mergePatchNode(t, sa, "node-1", obj{"spec": obj{"unschedulable": false}}, true),
+			"may lift only a cordon and remove only a "+drainTaint.Key+" taint that its record")
+		wantDenied(t, "remove the admin's drain taint from node-1 "+what, mergePatchNode(t, sa, "node-1", obj{"spec": obj{"taints": withoutDrain()}}, true),
+			"may lift only a cordon and remove only a "+drainTaint.Key+" taint that its record")
+	}
+	setNode(true, withDrain, `{"phase":"Succeeded","cordonedByAgent":true,"taintedByAgent":true}`)
+	wantAllowed(t, "uncordon node-1 and remove the drain taint, both the agent's by its record",
+		mergePatchNode(t, sa, "node-1", obj{"spec": obj{"unschedulable": false, "taints": withoutDrain()}}, true))
+}
