@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/confinement"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/metrics"
 	"github.com/node-agent/node-agent/pkg/podaccess"
@@ -63,6 +64,7 @@ func metricsReference(t *testing.T) string {
 	selfdrain.NewMetrics(rec)
 	labeller.NewMetrics(rec)
 	podaccess.NewMetrics(rec)
+	confinement.NewGauge(rec)
 	reboot.NewMetrics(rec) // registered only with reboot.enabled; listed always
 	shutdown.NewMetrics(reg)
 	base := metrics.NewRegistry()

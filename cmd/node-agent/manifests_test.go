@@ -106,8 +106,11 @@ func TestDeployManifestsAgreeWithCode(t *testing.T) {
 	if got := ds.Namespace + "/" + ds.Spec.Template.Spec.ServiceAccountName; got != deployNamespace+"/"+deployServiceAccount {
 		t.Errorf("DaemonSet runs as %s, want %s/%s", got, deployNamespace, deployServiceAccount)
 	}
-	if len(policy.Spec.MatchConditions) != 1 || !strings.Contains(policy.Spec.MatchConditions[0].Expression, "'"+deployUser+"'") {
-		t.Errorf("policy matchConditions %+v do not name %s", policy.Spec.MatchConditions, deployUser)
+	wantMatchesServiceAccount(t, &policy, deployServiceAccount)
+	for _, name := range []string{"node-agent-own-nodemaintenance", "node-agent-own-events"} {
+		var p admissionregistrationv1.ValidatingAdmissionPolicy
+		testenv.DeployObject(t, objs, "ValidatingAdmissionPolicy", "", name, &p)
+		wantMatchesServiceAccount(t, &p, deployServiceAccount)
 	}
 	if binding.Spec.PolicyName != policy.Name || !slices.Equal(binding.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
 		t.Errorf("binding %+v does not Deny with policy %s", binding.Spec, policy.Name)
@@ -396,9 +399,7 @@ func TestCoordinatorManifestsAgreeWithCode(t *testing.T) {
 	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicy", "", coordinatorPolicy, &cp)
 	var cb admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicyBinding", "", coordinatorPolicy, &cb)
-	if len(cp.Spec.MatchConditions) != 1 || !strings.Contains(cp.Spec.MatchConditions[0].Expression, "'"+coordinatorUser+"'") {
-		t.Errorf("policy %s matchConditions %+v do not name %s", cp.Name, cp.Spec.MatchConditions, coordinatorUser)
-	}
+	wantMatchesServiceAccount(t, &cp, strings.TrimPrefix(coordinatorUser, "system:serviceaccount:"+deployNamespace+":"))
 	if got := celStrings(policyVariable(t, &cp, "grantAnnotation")); !slices.Equal(got, []string{slots.GrantAnnotation}) {
 		t.Errorf("policy %s grantAnnotation = %v, want %s", cp.Name, got, slots.GrantAnnotation)
 	}
@@ -412,9 +413,7 @@ func TestCoordinatorManifestsAgreeWithCode(t *testing.T) {
 	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicy", "", leasePolicy, &lp)
 	var lb admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicyBinding", "", leasePolicy, &lb)
-	if len(lp.Spec.MatchConditions) != 1 || !strings.Contains(lp.Spec.MatchConditions[0].Expression, "'"+deployUser+"'") {
-		t.Errorf("policy %s matchConditions %+v do not name %s", lp.Name, lp.Spec.MatchConditions, deployUser)
-	}
+	wantMatchesServiceAccount(t, &lp, deployServiceAccount)
 	for v, want := range map[string]string{"slotPrefix": slots.SlotPrefix, "slotLabel": slots.SlotLabel, "electionLease": electionLease} {
 		if got := celStrings(policyVariable(t, &lp, v)); !slices.Equal(got, []string{want}) {
 			t.Errorf("policy %s %s = %v, want %s", lp.Name, v, got, want)
@@ -580,5 +579,38 @@ func TestRebootComponentAgreesWithCode(t *testing.T) {
 	}
 	if got, want := filepath.Join(v.HostPath.Path, onHost), config.Default().Reboot.SentinelFile; got != want {
 		t.Errorf("the component watches the host's %s, want %s (reboot.sentinelFile's default, the host's path)", got, want)
+	}
+}
+
+// matchServiceAccount is the one matchCondition every policy has: the
+// ServiceAccount by name, in any namespace, as a regular expression.
+var matchServiceAccount = regexp.MustCompile(`^request\.userInfo\.username\.matches\('(\^system:serviceaccount:\[\^:\]\+:[a-z0-9-]+\$)'\)$`)
+
+// wantMatchesServiceAccount checks that p matches the ServiceAccount sa in
+// the install's namespace and in any other, and nothing else: not a name
+// that only starts or ends like it, nor another namespace's other account.
+func wantMatchesServiceAccount(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy, sa string) {
+	t.Helper()
+	if len(p.Spec.MatchConditions) != 1 {
+		t.Errorf("policy %s: matchConditions %+v, want one", p.Name, p.Spec.MatchConditions)
+		return
+	}
+	m := matchServiceAccount.FindStringSubmatch(p.Spec.MatchConditions[0].Expression)
+	if m == nil {
+		t.Errorf("policy %s: matchCondition %q is not request.userInfo.username.matches('^system:serviceaccount:[^:]+:<name>$')", p.Name, p.Spec.MatchConditions[0].Expression)
+		return
+	}
+	re := regexp.MustCompile(m[1])
+	for user, want := range map[string]bool{
+		"system:serviceaccount:" + deployNamespace + ":" + sa: true,
+		"system:serviceaccount:ops:" + sa:                     true,
+		"system:serviceaccount:ops:" + sa + "-x":              false,
+		"system:serviceaccount:ops:x-" + sa:                   false,
+		"system:serviceaccount:a:b:" + sa:                     false,
+		"system:node:" + sa:                                   false,
+	} {
+		if re.MatchString(user) != want {
+			t.Errorf("policy %s: %q matches %s: %v, want %v", p.Name, m[1], user, !want, want)
+		}
 	}
 }

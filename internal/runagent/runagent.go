@@ -28,6 +28,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/agent"
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/confinement"
 	"github.com/node-agent/node-agent/pkg/handshake"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 	"github.com/node-agent/node-agent/pkg/hostcpu/subprocess"
@@ -142,6 +143,9 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 		Metrics: podaccess.NewMetrics(d.Registry),
 	}
 	out = append(out, component{"podaccess", access.Run})
+	confined := &confinement.Checker{Client: d.Client, NodeName: d.NodeName, Logger: d.Logger.With("component", "confinement"),
+		Recorder: d.Recorder, Gauge: confinement.NewGauge(d.Registry)}
+	out = append(out, component{confined.Name(), confined.Run})
 	// One requester asks for the drain slots of both purposes, so the
 	// node asks for one slot at a time and never adopts the other
 	// purpose's slot.

@@ -96,7 +96,7 @@ func TestNewBuildsEveryComponent(t *testing.T) {
 	}
 
 	components, requests := build(t, cfg, file)
-	want := []string{"labeller", "podaccess", "slots", "selfdrain", "reboot", "shutdown", "config"}
+	want := []string{"labeller", "podaccess", "confinement", "slots", "selfdrain", "reboot", "shutdown", "config"}
 	if got := names(components); !reflect.DeepEqual(got, want) {
 		t.Errorf("components %v, want %v", got, want)
 	}
@@ -116,7 +116,7 @@ func TestNewBuildsOnlyWhatIsOn(t *testing.T) {
 	cfg.Reboot.Enabled = false
 
 	components, requests := build(t, cfg, "")
-	if got, want := names(components), []string{"podaccess", "slots", "selfdrain"}; !reflect.DeepEqual(got, want) {
+	if got, want := names(components), []string{"podaccess", "confinement", "slots", "selfdrain"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("components %v, want %v", got, want)
 	}
 	if requests != 0 {

@@ -21,6 +21,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/node-agent/node-agent/pkg/confinement"
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 
 	"github.com/node-agent/node-agent/test/testenv"
@@ -315,21 +317,125 @@ func (b *deployBed) testAdminIntentWins(t *testing.T) {
 	defer setNode(false, base, nil)
 	withDrain := append(slices.Clone(base), drainTaint)
 
-	// The taints as they are without the drain taint, as the agent's undo
-	// computes them: the node lifecycle controller adds its own
-	// node.kubernetes.io/unschedulable taint to a cordoned node.
-	withoutDrain := func() []corev1.Taint {
-		return slices.DeleteFunc(slices.Clone(getNode(t, b.c, "node-1").Spec.Taints), func(x corev1.Taint) bool { return x.Key == drainTaint.Key })
+	// The drain taint is removed by a JSON patch that names it by its
+	// index, with a test op: the node lifecycle controller adds its own
+	// node.kubernetes.io/unschedulable taint to a cordoned node at a time
+	// of its choosing, and a whole new list could drop that one.
+	removeDrainTaint := func() error {
+		t.Helper()
+		n := getNode(t, b.c, "node-1")
+		i := slices.IndexFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == drainTaint.Key })
+		if i < 0 {
+			t.Fatalf("node-1 has no %s taint: %v", drainTaint.Key, n.Spec.Taints)
+		}
+		patch := fmt.Sprintf(`[{"op":"test","path":"/spec/taints/%d/key","value":%q},{"op":"remove","path":"/spec/taints/%[1]d"}]`, i, drainTaint.Key)
+		_, err := sa.CoreV1().Nodes().Patch(t.Context(), "node-1", types.JSONPatchType, []byte(patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
 	}
 	for _, record := range []any{nil, `{"phase":"Running","cordonedByAgent":false,"taintedByAgent":false}`} {
 		setNode(true, withDrain, record)
 		what := fmt.Sprintf("(record %v)", record)
 		wantDenied(t, "uncordon node-1, cordoned by the admin "+what, mergePatchNode(t, sa, "node-1", obj{"spec": obj{"unschedulable": false}}, true),
 			"may lift only a cordon and remove only a "+drainTaint.Key+" taint that its record")
-		wantDenied(t, "remove the admin's drain taint from node-1 "+what, mergePatchNode(t, sa, "node-1", obj{"spec": obj{"taints": withoutDrain()}}, true),
+		wantDenied(t, "remove the admin's drain taint from node-1 "+what, removeDrainTaint(),
 			"may lift only a cordon and remove only a "+drainTaint.Key+" taint that its record")
 	}
 	setNode(true, withDrain, `{"phase":"Succeeded","cordonedByAgent":true,"taintedByAgent":true}`)
-	wantAllowed(t, "uncordon node-1 and remove the drain taint, both the agent's by its record",
-		mergePatchNode(t, sa, "node-1", obj{"spec": obj{"unschedulable": false, "taints": withoutDrain()}}, true))
+	wantAllowed(t, "uncordon node-1, the agent's cordon by its record",
+		mergePatchNode(t, sa, "node-1", obj{"spec": obj{"unschedulable": false}}, true))
+	wantAllowed(t, "remove the drain taint, the agent's by its record", removeDrainTaint())
+}
+
+// testNodeAllowList: the Node policy compares everything outside the agent's
+// fields, so fields it names nowhere are protected too: status.declaredFeatures
+// (Kubernetes 1.36, NodeDeclaredFeatures) and spec.podCIDR.
+func (b *deployBed) testNodeAllowList(t *testing.T) {
+	ctx := t.Context()
+	sa := b.tokenClient(t, b.boundToken(t, b.agentPod(t, "node-1")))
+	dry := metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}
+	// The admin's write shows the apiserver keeps the field (its feature
+	// gate is on), so the agent's refusal below is the policy's doing.
+	n, err := b.c.CoreV1().Nodes().PatchStatus(ctx, "node-1", []byte(`{"status":{"declaredFeatures":["DeployTestFeature"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(n.Status.DeclaredFeatures, "DeployTestFeature") {
+		t.Fatalf("the apiserver dropped status.declaredFeatures (%v): the case cannot show the policy", n.Status.DeclaredFeatures)
+	}
+	_, err = sa.CoreV1().Nodes().Patch(ctx, "node-1", types.MergePatchType, []byte(`{"status":{"declaredFeatures":["Forged"]}}`), dry, "status")
+	wantDenied(t, "change node-1's status.declaredFeatures", err, "may change only its own conditions in a Node's status")
+	_, err = sa.CoreV1().Nodes().Patch(ctx, "node-1", types.JSONPatchType, []byte(`[{"op":"remove","path":"/status/declaredFeatures"}]`), dry, "status")
+	wantDenied(t, "remove node-1's status.declaredFeatures", err, "may change only its own conditions in a Node's status")
+	if getNode(t, b.c, "node-1").Spec.PodCIDR == "" {
+		_, err = sa.CoreV1().Nodes().Patch(ctx, "node-1", types.MergePatchType, []byte(`{"spec":{"podCIDR":"10.99.0.0/24"}}`), dry)
+		wantDenied(t, "set node-1's spec.podCIDR", err, "may change only spec.unschedulable and the drain taint in a Node's spec")
+	}
+	if _, err := b.c.CoreV1().Nodes().Patch(ctx, "node-1", types.JSONPatchType, []byte(`[{"op":"remove","path":"/status/declaredFeatures"}]`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Error(err)
+	}
+}
+
+// testRenamedInstall: the policies match the agent's ServiceAccount by name
+// in any namespace, so an install into another namespace stays confined;
+// under another ServiceAccount name they do not match, and the agent's start
+// check (pkg/confinement) says so on the Node instead of staying silent.
+func (b *deployBed) testRenamedInstall(t *testing.T) {
+	ctx := t.Context()
+	const ns = "ops"
+	if _, err := b.env.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	// An identity as an install into ns gives it: a ServiceAccount bound to
+	// the agent's ClusterRole, and a pod on node-2 its token is bound to.
+	identity := func(sa string) kubernetes.Interface {
+		t.Helper()
+		if _, err := b.c.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + sa},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "node-agent"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}}}
+		if _, err := b.c.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = b.c.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
+		})
+		pod, err := b.c.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: sa},
+			Spec: corev1.PodSpec{NodeName: "node-2", ServiceAccountName: sa, Tolerations: []corev1.Toleration{testenv.KwokToleration()},
+				Containers: []corev1.Container{{Name: "agent", Image: "node-agent:dev"}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := b.c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: ptr.To[int64](3600),
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := b.tokenClient(t, tr.Status.Token)
+		testenv.WaitFor(t, 30*time.Second, "RBAC to allow "+ns+"/"+sa+" Nodes", func() (bool, error) {
+			_, err := c.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
+			return err == nil, err
+		})
+		return c
+	}
+	foreignLabel := obj{"metadata": obj{"labels": obj{"example.com/renamed": "true"}}}
+
+	renamedNamespace := identity("node-agent")
+	wantDenied(t, "the agent of an install into "+ns+" labels its node-2 outside its prefixes", mergePatchNode(t, renamedNamespace, "node-2", foreignLabel, true),
+		"may change only labels under its own prefixes")
+	wantDenied(t, "the agent of an install into "+ns+" cordons node-3", mergePatchNode(t, renamedNamespace, "node-3", obj{"spec": obj{"unschedulable": true}}, true),
+		"may change only that Node, not node-3")
+	if got, err := confinement.Probe(ctx, kubetest.Wrap(renamedNamespace), "node-2"); got != confinement.Enforced {
+		t.Errorf("the start check of an install into %s finds the policy %s (%v), want enforced", ns, got, err)
+	}
+
+	renamedAccount := identity("my-agent")
+	got, err := confinement.Probe(ctx, kubetest.Wrap(renamedAccount), "node-2")
+	if got != confinement.NotEnforced {
+		t.Errorf("the start check of an install as %s/my-agent finds the policy %s (%v), want not enforced", ns, got, err)
+	}
+	wantAllowed(t, "what that check warns of: the agent "+ns+"/my-agent cordons node-3 (dry run)",
+		mergePatchNode(t, renamedAccount, "node-3", obj{"spec": obj{"unschedulable": true}}, true))
 }

@@ -138,6 +138,8 @@ func TestDeploy(t *testing.T) {
 	t.Run("slot leases denied by the policy alone", b.testSlotLeasePolicy)
 	t.Run("events only about its own node", b.testEventsOnlyAboutItsNode)
 	t.Run("admin intent wins", b.testAdminIntentWins)
+	t.Run("node fields as an allow-list", b.testNodeAllowList)
+	t.Run("renamed install", b.testRenamedInstall)
 	t.Run("configmap writer", b.testConfigMapWriter)
 	if !t.Run("coordinator privilege", b.testCoordinatorPrivilege) {
 		t.FailNow()
@@ -812,6 +814,13 @@ func (b *deployBed) testAgent(t *testing.T) {
 	usage := watchUsage(agent.Cmd.Process.Pid, short)
 	defer usage.stop()
 	agent.WaitReady(t)
+	// Its start check finds the shipped policy holding it (pkg/confinement).
+	testenv.WaitFor(t, time.Minute, "the agent's confinement check", func() (bool, error) {
+		return scrape(t, agent.MetricsAddr, "node_agent_admission_policy_enforced") != -1, nil
+	})
+	if v := scrape(t, agent.MetricsAddr, "node_agent_admission_policy_enforced"); v != 1 {
+		t.Errorf("node_agent_admission_policy_enforced = %v with deploy/ as shipped, want 1", v)
+	}
 
 	var labels map[string]string
 	testenv.WaitFor(t, 3*time.Minute, "CPU labels on node-1", func() (bool, error) {

@@ -1,0 +1,147 @@
+// Package confinement owns the agent's check, at start, that the cluster
+// holds it to its own Node: that the admission policy deploy/ installs
+// (node-agent-own-node) matches this agent's identity and refuses it a
+// change outside what it owns. The policy matches the agent's
+// ServiceAccount by name; an install under another name, a policy left out
+// or a binding deleted would leave every agent token free to change any part
+// of any Node that RBAC allows, and nothing would say so. The check makes
+// that visible: a log line, the Warning Event AdmissionPolicyNotEnforced on
+// the Node, and the metric node_agent_admission_policy_enforced.
+//
+// The probe is a dry run (nothing is stored): a merge patch that adds a
+// label outside the agent's prefixes to its own Node. The policy must refuse
+// it; the apiserver runs admission on dry runs too.
+package confinement
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/node-agent/node-agent/pkg/kube"
+)
+
+// ProbeLabel is the label the dry run tries to add: outside every prefix the
+// agent owns, so the policy must refuse it.
+const ProbeLabel = "node-agent.io/confinement-probe"
+
+// Result is what the probe found.
+type Result int
+
+const (
+	// Unknown: the probe could not tell (the apiserver unreachable, or an
+	// answer that is neither a refusal by an admission policy nor success).
+	Unknown Result = iota
+	// Enforced: an admission policy refused the write.
+	Enforced
+	// NotEnforced: the write would have been stored.
+	NotEnforced
+)
+
+func (r Result) String() string {
+	switch r {
+	case Enforced:
+		return "enforced"
+	case NotEnforced:
+		return "not enforced"
+	}
+	return "unknown"
+}
+
+// Probe asks, with a dry run, whether the Node policy refuses the agent a
+// change outside what it owns on its own Node.
+func Probe(ctx context.Context, client kube.Interface, node string) (Result, error) {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{ProbeLabel: "dry-run"}}})
+	if err != nil {
+		return Unknown, err
+	}
+	_, err = client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch,
+		metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "node-agent-confinement-probe"})
+	switch {
+	case err == nil:
+		return NotEnforced, nil
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy"):
+		return Enforced, nil
+	case apierrors.IsInvalid(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy"):
+		return Enforced, nil
+	}
+	return Unknown, err
+}
+
+// Checker runs Probe once at start, retrying an unknown answer for a while,
+// and reports what it found.
+type Checker struct {
+	Client   kube.Interface
+	NodeName string
+	Logger   *slog.Logger
+	Recorder record.EventRecorder
+	// Gauge is node_agent_admission_policy_enforced: 1 enforced, 0 not,
+	// -1 not known.
+	Gauge prometheus.Gauge
+	// Timeout bounds the retries of an unknown answer; zero means a minute.
+	Timeout time.Duration
+}
+
+// NewGauge registers node_agent_admission_policy_enforced on reg.
+func NewGauge(reg prometheus.Registerer) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "node_agent_admission_policy_enforced",
+		Help: "Whether the admission policy node-agent-own-node holds this agent to its own Node, by a dry-run write it must refuse at start: 1 yes, 0 no (the agent's token may change any part of any Node RBAC allows), -1 not known yet.",
+	})
+	g.Set(-1)
+	reg.MustRegister(g)
+	return g
+}
+
+// Name is the component's name.
+func (c *Checker) Name() string { return "confinement" }
+
+// Check probes until the answer is known or the timeout passes, and
+// reports it. It returns the result.
+func (c *Checker) Check(ctx context.Context) Result {
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = time.Minute
+	}
+	var res Result
+	var last error
+	_ = wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		res, last = Probe(ctx, c.Client, c.NodeName)
+		return res != Unknown, nil
+	})
+	switch res {
+	case Enforced:
+		c.Gauge.Set(1)
+		// Not the apiserver's text: it says "forbidden", and a refusal here
+		// is the good outcome.
+		c.Logger.Info("The admission policy holds this agent to its own Node (a dry-run change outside it was refused)")
+	case NotEnforced:
+		c.Gauge.Set(0)
+		msg := "No admission policy holds this agent to its own Node: a dry-run change of a label it does not own was allowed. " +
+			"Apply deploy/admission-policy.yaml, and if the agent's ServiceAccount is not named node-agent, change the policies' match to its name"
+		c.Logger.Warn(msg)
+		c.Recorder.Event(&corev1.ObjectReference{Kind: "Node", Name: c.NodeName, UID: types.UID(c.NodeName)}, corev1.EventTypeWarning, "AdmissionPolicyNotEnforced", msg)
+	default:
+		c.Gauge.Set(-1)
+		if ctx.Err() == nil {
+			c.Logger.Warn("Could not tell whether the admission policy holds this agent to its own Node", "err", last)
+		}
+	}
+	return res
+}
+
+// Run checks once; it returns nil, so the agent goes on either way.
+func (c *Checker) Run(ctx context.Context) error {
+	c.Check(ctx)
+	return nil
+}
