@@ -19,6 +19,8 @@ LDFLAGS   := -X github.com/node-agent/node-agent/pkg/version.Version=$(VERSION) 
              -X github.com/node-agent/node-agent/pkg/version.Commit=$(COMMIT)
 TEST_TIMEOUT ?= 45m
 FUZZTIME  ?= 60s
+# How long `make test` fuzzes each target.
+TEST_FUZZTIME ?= 8s
 
 export CGO_ENABLED := 1
 # Tests find the control-plane binaries here.
@@ -62,6 +64,8 @@ export PROPERTY_SEED
 .PHONY: test
 test: deps tools build image rootfs ## Run every test: unit, integration (real control plane, real libvirt), the image's discovery in its own root filesystem, real node (kubelet, containerd) and end-to-end (real systemd); discovery again with /dev/kvm hidden
 	NODE_AGENT_INTEGRATION=1 NODE_AGENT_E2E=1 $(GO) test -tags $(GOTAGS) -count=1 -timeout $(TEST_TIMEOUT) ./cmd/... ./pkg/... ./internal/... ./hack/...
+	@echo "== every fuzz target (annotation, config, XML and answer parsers) for $(TEST_FUZZTIME); make fuzz runs them for $(FUZZTIME)"
+	GO=$(GO) GOTAGS=$(GOTAGS) FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
 	@echo "== discovery again, as on a host without /dev/kvm"
 	hack/without-kvm.sh env NODE_AGENT_INTEGRATION=1 $(GO) test -tags $(GOTAGS) -count=1 -timeout $(TEST_TIMEOUT) $(DISCOVERY_PKGS)
 	hack/without-kvm.sh env NODE_AGENT_INTEGRATION=1 NODE_AGENT_BINARY=$(BIN)/node-agent $(GO) test -tags $(GOTAGS) -count=1 -timeout $(TEST_TIMEOUT) -v -run '$(DISCOVERY_TESTS)' ./test/integration/
@@ -117,12 +121,8 @@ scale: deps tools build ## Run SCALE_NODES agents against as many kwok nodes on 
 	  $(GO) test -tags $(GOTAGS) -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 120m -v ./test/scale/
 
 .PHONY: fuzz
-fuzz: ## Run every fuzz target for FUZZTIME each
-	@for pkg in $$($(GO) list -tags $(GOTAGS) ./...); do \
-	  for f in $$($(GO) test -tags $(GOTAGS) -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "== $$pkg $$f"; $(GO) test -tags $(GOTAGS) -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg; \
-	  done; \
-	done
+fuzz: ## Run every fuzz target for FUZZTIME each (hack/fuzz.sh)
+	GO=$(GO) GOTAGS=$(GOTAGS) FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck

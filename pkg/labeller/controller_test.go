@@ -3,6 +3,7 @@ package labeller
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,4 +173,23 @@ func TestLabellerRetriesAConflict(t *testing.T) {
 		})
 	})
 	b.waitFor("the labels after the conflict", b.labelled)
+}
+
+// FuzzSkipState feeds skipState any value of the skip-node annotation: a
+// value it cannot read pauses labelling (and says so), never resumes it.
+func FuzzSkipState(f *testing.F) {
+	for _, s := range []string{"true", "false", "", " TRUE ", "yes", "1", "tru\u00e9", "\x1b[2J"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		node := &corev1.Node{}
+		node.Annotations = map[string]string{SkipNodeAnnotation: v}
+		skip, err := skipState(node)
+		if err != nil && !skip {
+			t.Errorf("%q: an unreadable value resumed labelling", v)
+		}
+		if err == nil && skip != (strings.ToLower(strings.TrimSpace(v)) == "true") {
+			t.Errorf("%q: skip %v", v, skip)
+		}
+	})
 }
