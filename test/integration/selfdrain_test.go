@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -159,6 +160,49 @@ func TestMaintenanceDrainsNode(t *testing.T) {
 	}
 	if st := nodeStatus(t, c, "node-1"); st.Active() || st.EndTime == nil {
 		t.Errorf("status after stop not final: %s", st.Encode())
+	}
+}
+
+// TestMaintenanceFalseChangesNothing is issue 32's acceptance on the real
+// control plane: node-agent.io/maintenance=false (which once started a
+// drain) leaves the node as it is, and the Node says why.
+func TestMaintenanceFalseChangesNothing(t *testing.T) {
+	b := newDrainBed(t)
+	c := b.env.Client()
+	agent := startAgent(t, b.env, "node-1")
+	agent.WaitReady(t)
+	if err := patchNode(c, "node-1", fmt.Sprintf(`{"metadata":{"annotations":{%q:"false"}}}`, selfdrain.MaintenanceAnnotation)); err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	testenv.WaitFor(t, time.Minute, "Warning MaintenanceRequestRefused on node-1", func() (bool, error) {
+		evs, err := c.CoreV1().Events("").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=node-1,reason=MaintenanceRequestRefused"})
+		if err != nil || len(evs.Items) == 0 {
+			return false, err
+		}
+		msg = evs.Items[0].Message
+		return evs.Items[0].Type == corev1.EventTypeWarning, nil
+	})
+	t.Logf("Event: %s", msg)
+	for _, want := range []string{`"false"`, "Nothing on the node changed", "no maintenance starts"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the Event does not say %q: %s", want, msg)
+		}
+	}
+	// The agent has read the value (its Event says so); a drain it
+	// started would show within its status interval.
+	time.Sleep(3 * time.Second)
+	n := getNode(t, c, "node-1")
+	if n.Spec.Unschedulable || testenv.HasTaint(n, testenv.DrainTaint) {
+		t.Errorf("node-1 changed: unschedulable %v, taints %v", n.Spec.Unschedulable, n.Spec.Taints)
+	}
+	if v, ok := n.Annotations[selfdrain.StatusAnnotation]; ok {
+		t.Errorf("node-1 has a maintenance record: %s", v)
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == selfdrain.ConditionType {
+			t.Errorf("node-1 has the condition %s: %+v", cond.Type, cond)
+		}
 	}
 }
 
