@@ -92,6 +92,8 @@ func New(o Options) (*agent.Agent, error) {
 	if w.podClient, err = kube.New(podaccess.NodeConfig(restCfg, cfg.NodeName)); err != nil {
 		return nil, err
 	}
+	// Its own Node is read as the node too, where the cluster allows it.
+	client = podaccess.OwnNodeReads(client, w.podClient, o.Logger.With("node", cfg.NodeName, "component", "podaccess"))
 	if cfg.Maintenance.NodeMaintenance || cfg.Labeller.Enabled {
 		if w.dyn, err = dynamic.NewForConfig(restCfg); err != nil {
 			return nil, err

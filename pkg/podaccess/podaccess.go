@@ -1,5 +1,7 @@
 // Package podaccess owns the identity node-agent uses for the pods of its
-// own node: listing and watching them, evicting them and deleting them.
+// own node: listing and watching them, evicting them and deleting them;
+// and, where the cluster allows it, for reading its own Node
+// (OwnNodeReads).
 //
 // The agent's ServiceAccount has no grant on pods or pods/eviction of its
 // own. It impersonates the node its pod runs on, and nothing else, through

@@ -439,3 +439,26 @@ func (b *deployBed) testRenamedInstall(t *testing.T) {
 	wantAllowed(t, "what that check warns of: the agent "+ns+"/my-agent cordons node-3 (dry run)",
 		mergePatchNode(t, renamedAccount, "node-3", obj{"spec": obj{"unschedulable": true}}, true))
 }
+
+// testOwnNodeReadAsNode: the agent reads its own Node as the node (the
+// Node authorizer allows a node its own Node only); reading another Node,
+// or every Node, that way is refused.
+func (b *deployBed) testOwnNodeReadAsNode(t *testing.T) {
+	ctx := t.Context()
+	node1 := b.impersonatingClient(t, b.boundToken(t, b.agentPod(t, "node-1")), "node-1")
+	_, err := node1.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
+	wantAllowed(t, "get node-1 as node-1", err)
+	_, err = node1.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=node-1"})
+	wantAllowed(t, "list node-1 as node-1 (metadata.name=node-1)", err)
+	w, err := node1.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=node-1"})
+	wantAllowed(t, "watch node-1 as node-1 (metadata.name=node-1)", err)
+	if err == nil {
+		w.Stop()
+	}
+	_, err = node1.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
+	wantDenied(t, "get node-2 as node-1", err, `User "system:node:node-1" cannot get resource "nodes"`)
+	_, err = node1.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	wantDenied(t, "list every Node as node-1", err, `User "system:node:node-1" cannot list resource "nodes"`)
+	_, err = b.impersonatingClient(t, b.boundToken(t, b.agentPod(t, "node-1")), "node-2").CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
+	wantDenied(t, "get node-2 as node-2 (another node's identity)", err, "impersonate")
+}

@@ -6,13 +6,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -65,7 +68,39 @@ func (b *deployBed) testFlowControl(t *testing.T) {
 		gotFS, gotPL := seen.get()
 		return gotFS == string(fs.UID) && gotPL == string(pl.UID), nil
 	})
-	t.Logf("the agent's GET of its Node ran in FlowSchema %s, priority level %s (the component's)", fs.Name, pl.Name)
+	t.Logf("a request as the agent's ServiceAccount (its writes to its Node) ran in FlowSchema %s, priority level %s (the component's)", fs.Name, pl.Name)
+
+	// Its reads of its own Node go as the node (podaccess.OwnNodeReads):
+	// into one of the built-in schemas for nodes (system-node-high for
+	// Nodes), whose flows are by user, so each node's watch has a flow of
+	// its own that no other agent's burst of ServiceAccount requests queues.
+	asNode := podaccess.NodeConfig(b.env.TokenConfig(b.boundToken(t, b.agentPod(t, "node-1"))), "node-1")
+	seenAsNode := &classified{}
+	asNode.Wrap(func(rt http.RoundTripper) http.RoundTripper { return seenAsNode.wrap(rt) })
+	nc, err := kubernetes.NewForConfig(asNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gotFS, _ := seenAsNode.get()
+	schemas, err := b.c.FlowcontrolV1().FlowSchemas().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(schemas.Items, func(s flowcontrolv1.FlowSchema) bool { return string(s.UID) == gotFS })
+	switch {
+	case i < 0:
+		t.Errorf("the read of node-1 as the node ran in no FlowSchema the apiserver lists (UID %q)", gotFS)
+	case schemas.Items[i].Name == fs.Name:
+		t.Errorf("the read of node-1 as the node ran in %s, the agents' shared schema", fs.Name)
+	case schemas.Items[i].Spec.DistinguisherMethod == nil || schemas.Items[i].Spec.DistinguisherMethod.Type != flowcontrolv1.FlowDistinguisherMethodByUserType:
+		t.Errorf("the read of node-1 as the node ran in %s, whose flows are not by user", schemas.Items[i].Name)
+	default:
+		t.Logf("its read of node-1 as system:node:node-1 ran in FlowSchema %s, priority level %s, flows by user: one per node",
+			schemas.Items[i].Name, schemas.Items[i].Spec.PriorityLevelConfiguration.Name)
+	}
 	// Remove it again: the other subtests run on deploy/ alone.
 	if _, err := b.run(t, nil, "delete", "flowschema/node-agent", "prioritylevelconfiguration/node-agent"); err != nil {
 		t.Fatal(err)

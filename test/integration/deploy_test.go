@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/kubevirtcr"
@@ -140,6 +141,7 @@ func TestDeploy(t *testing.T) {
 	t.Run("admin intent wins", b.testAdminIntentWins)
 	t.Run("node fields as an allow-list", b.testNodeAllowList)
 	t.Run("renamed install", b.testRenamedInstall)
+	t.Run("own node read as the node", b.testOwnNodeReadAsNode)
 	t.Run("configmap writer", b.testConfigMapWriter)
 	if !t.Run("coordinator privilege", b.testCoordinatorPrivilege) {
 		t.FailNow()
@@ -519,13 +521,18 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 			return apierrors.IsNotFound(err), nil
 		})
 
-		// Undo: uncordon, drop the taint, the annotation and the condition.
-		n = getNode(t, sa, "node-1")
-		kept := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return t.Key == drainTaint })
-		wantAllowed(t, "uncordon node-1 and remove the drain taint", mergePatchNode(t, sa, "node-1", obj{
-			"metadata": obj{"resourceVersion": n.ResourceVersion, "annotations": obj{selfdrain.StatusAnnotation: nil}},
-			"spec":     obj{"unschedulable": false, "taints": kept},
-		}, false))
+		// Undo: uncordon, drop the taint, the annotation and the condition;
+		// on a conflict read again, as the agent does (the node lifecycle
+		// controller adds and removes its own unschedulable taint).
+		undo := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n := getNode(t, sa, "node-1")
+			kept := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return t.Key == drainTaint })
+			return mergePatchNode(t, sa, "node-1", obj{
+				"metadata": obj{"resourceVersion": n.ResourceVersion, "annotations": obj{selfdrain.StatusAnnotation: nil}},
+				"spec":     obj{"unschedulable": false, "taints": kept},
+			}, false)
+		})
+		wantAllowed(t, "uncordon node-1 and remove the drain taint", undo)
 		_, err = sa.CoreV1().Nodes().PatchStatus(ctx, "node-1", []byte(fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"$patch":"delete"}]}}`, selfdrain.ConditionType)))
 		wantAllowed(t, "remove the UnderMaintenance condition", err)
 
@@ -980,8 +987,17 @@ func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 			tally[key] = map[int]int{}
 		}
 		tally[key][code]++
+		// The confinement check's dry run (pkg/confinement) is meant to be
+		// refused: a refusal says the policy holds.
+		probe := strings.Contains(e.RequestURI, "dryRun=All") && strings.Contains(e.RequestURI, "fieldManager=node-agent-confinement-probe")
+		if probe && code != 403 {
+			t.Errorf("the agent's confinement probe got %d, want 403 from the policy", code)
+		}
 		switch code {
 		case 401, 403, 422:
+			if probe {
+				break
+			}
 			msg := ""
 			if e.ResponseStatus != nil {
 				msg = e.ResponseStatus.Message
@@ -999,6 +1015,9 @@ func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 			impersonated[key]++
 		} else if e.ObjectRef.Resource == "pods" {
 			t.Errorf("the agent's %s went out as the ServiceAccount itself, not as its node", key)
+		} else if e.ObjectRef.Resource == "nodes" && e.ObjectRef.Subresource == "" && slices.Contains([]string{"get", "list", "watch"}, e.Verb) {
+			// Its own Node is read as the node too (OwnNodeReads).
+			t.Errorf("the agent's %s of Node %q went out as the ServiceAccount itself, not as its node", key, e.ObjectRef.Name)
 		}
 		if !granted(verb, e.ObjectRef.APIGroup, res, e.ObjectRef.Namespace, e.ObjectRef.Name) {
 			t.Errorf("the agent made a request deploy/rbac.yaml does not grant: %s (as %s)", key, verb)

@@ -1,0 +1,113 @@
+package podaccess
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/node-agent/node-agent/pkg/kube"
+)
+
+// OwnNodeReads returns own with its reads of Nodes (get, list, watch) made
+// as the node itself through node (a client of NodeConfig): the Node
+// authorizer lets a node read its own Node only, and API Priority and
+// Fairness puts a node's requests in a flow of their own (user
+// system:node:<node>, in the built-in system-nodes level), so one agent's
+// burst of ServiceAccount requests does not queue the others' watches of
+// their Nodes. Writes (patch) stay with own: a node may not change its
+// taints, and the agent's drain taint is one.
+//
+// Where the cluster refuses the impersonation (no constrained
+// impersonation, or its rule left out), the first refused read switches
+// every later one to own, once, with one log line.
+func OwnNodeReads(own, node kube.Interface, log *slog.Logger) kube.Interface {
+	return &ownNodeClient{Interface: own, core: &ownNodeCore{
+		CoreV1Interface: own.CoreV1(),
+		nodes:           &ownNodeNodes{own: own.CoreV1().Nodes(), node: node.CoreV1().Nodes(), log: log},
+	}}
+}
+
+type ownNodeClient struct {
+	kube.Interface
+	core *ownNodeCore
+}
+
+func (c *ownNodeClient) CoreV1() kube.CoreV1Interface { return c.core }
+
+type ownNodeCore struct {
+	kube.CoreV1Interface
+	nodes *ownNodeNodes
+}
+
+func (c *ownNodeCore) Nodes() kube.NodeInterface { return c.nodes }
+
+type ownNodeNodes struct {
+	own, node kube.NodeInterface
+	log       *slog.Logger
+	// refused is set once the node identity's read was refused.
+	refused atomic.Bool
+}
+
+// reader is the client for the next read.
+func (n *ownNodeNodes) reader() kube.NodeInterface {
+	if n.refused.Load() {
+		return n.own
+	}
+	return n.node
+}
+
+// fellBack reports whether err refused the node identity's read, and if so
+// switches to the ServiceAccount's reads.
+func (n *ownNodeNodes) fellBack(r kube.NodeInterface, err error) bool {
+	// Only a refused impersonation: the Node authorizer's refusal of some
+	// other node says nothing about reading this one.
+	if r != n.node || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "impersonate") {
+		return false
+	}
+	if !n.refused.Swap(true) && n.log != nil {
+		n.log.Warn("Reading the own Node as the node itself was refused; reading it with the ServiceAccount's grant from now on", "err", err)
+	}
+	return true
+}
+
+func (n *ownNodeNodes) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error) {
+	r := n.reader()
+	got, err := r.Get(ctx, name, opts)
+	if n.fellBack(r, err) {
+		return n.own.Get(ctx, name, opts)
+	}
+	return got, err
+}
+
+func (n *ownNodeNodes) List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error) {
+	r := n.reader()
+	got, err := r.List(ctx, opts)
+	if n.fellBack(r, err) {
+		return n.own.List(ctx, opts)
+	}
+	return got, err
+}
+
+func (n *ownNodeNodes) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	r := n.reader()
+	got, err := r.Watch(ctx, opts)
+	if n.fellBack(r, err) {
+		return n.own.Watch(ctx, opts)
+	}
+	return got, err
+}
+
+func (n *ownNodeNodes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error) {
+	return n.own.Patch(ctx, name, pt, data, opts, subresources...)
+}
+
+func (n *ownNodeNodes) PatchStatus(ctx context.Context, nodeName string, data []byte) (*corev1.Node, error) {
+	return n.own.PatchStatus(ctx, nodeName, data)
+}

@@ -1,0 +1,68 @@
+package podaccess
+
+import (
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+)
+
+func TestOwnNodeReads(t *testing.T) {
+	nodes := schema.GroupResource{Resource: "nodes"}
+	impersonation := apierrors.NewForbidden(nodes, "node-1", errors.New(`User "system:serviceaccount:node-agent:node-agent" cannot impersonate-on:associated-node:get resource "nodes"`))
+	authorizer := apierrors.NewForbidden(nodes, "node-2", errors.New(`User "system:node:node-1" cannot get resource "nodes"`))
+	for _, tt := range []struct {
+		name      string
+		nodeErr   error
+		wantErr   bool
+		wantReads [2]int // reads by the node client, by the ServiceAccount's, over two gets
+	}{
+		{"as the node", nil, false, [2]int{2, 0}},
+		{"impersonation refused: the ServiceAccount from then on", impersonation, false, [2]int{1, 2}},
+		{"the Node authorizer's refusal is the answer", authorizer, true, [2]int{2, 0}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			node1 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+			own, asNode := fake.NewClientset(node1), fake.NewClientset(node1)
+			var reads [2]int
+			asNode.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+				reads[0]++
+				return tt.nodeErr != nil, nil, tt.nodeErr
+			})
+			own.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+				reads[1]++
+				return false, nil, nil
+			})
+			var patchedAsNode bool
+			asNode.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+				patchedAsNode = true
+				return false, nil, nil
+			})
+			c := OwnNodeReads(kubetest.Wrap(own), kubetest.Wrap(asNode), nil)
+			for range 2 {
+				_, err := c.CoreV1().Nodes().Get(t.Context(), "node-1", metav1.GetOptions{})
+				if (err != nil) != tt.wantErr {
+					t.Errorf("Get: %v, want error %v", err, tt.wantErr)
+				}
+			}
+			if reads != tt.wantReads {
+				t.Errorf("reads (as the node, as the ServiceAccount) = %v, want %v", reads, tt.wantReads)
+			}
+			if _, err := c.CoreV1().Nodes().Patch(t.Context(), "node-1", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if patchedAsNode {
+				t.Error("a patch went out as the node; writes are the ServiceAccount's")
+			}
+		})
+	}
+}
