@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,12 +26,15 @@ import (
 // taints, and the agent's drain taint is one.
 //
 // Where the cluster refuses the impersonation (no constrained
-// impersonation, or its rule left out), the first refused read switches
-// every later one to own, once, with one log line.
+// impersonation, or its rule left out), a refused read is made again with
+// own, and so are the reads of the next RetryAfter; then the node identity
+// is tried again, since a refusal can be passing too (a restarted
+// apiserver refuses everyone until its RBAC cache has synced). A switch is
+// logged once while it lasts.
 func OwnNodeReads(own, node kube.Interface, log *slog.Logger) kube.Interface {
 	return &ownNodeClient{Interface: own, core: &ownNodeCore{
 		CoreV1Interface: own.CoreV1(),
-		nodes:           &ownNodeNodes{own: own.CoreV1().Nodes(), node: node.CoreV1().Nodes(), log: log},
+		nodes:           &ownNodeNodes{own: own.CoreV1().Nodes(), node: node.CoreV1().Nodes(), log: log, now: time.Now},
 	}}
 }
 
@@ -48,17 +52,28 @@ type ownNodeCore struct {
 
 func (c *ownNodeCore) Nodes() kube.NodeInterface { return c.nodes }
 
+// RetryAfter is how long reads stay with the ServiceAccount after the node
+// identity's read was refused.
+const RetryAfter = 10 * time.Minute
+
 type ownNodeNodes struct {
 	own, node kube.NodeInterface
 	log       *slog.Logger
-	// refused is set once the node identity's read was refused.
-	refused atomic.Bool
+	now       func() time.Time
+	// until is when the node identity is tried again (Unix nanoseconds);
+	// zero while it is in use.
+	until atomic.Int64
 }
 
 // reader is the client for the next read.
 func (n *ownNodeNodes) reader() kube.NodeInterface {
-	if n.refused.Load() {
-		return n.own
+	if u := n.until.Load(); u != 0 {
+		if n.now().UnixNano() < u {
+			return n.own
+		}
+		if n.until.CompareAndSwap(u, 0) && n.log != nil {
+			n.log.Info("Reading the own Node as the node itself again")
+		}
 	}
 	return n.node
 }
@@ -71,8 +86,8 @@ func (n *ownNodeNodes) fellBack(r kube.NodeInterface, err error) bool {
 	if r != n.node || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "impersonate") {
 		return false
 	}
-	if !n.refused.Swap(true) && n.log != nil {
-		n.log.Warn("Reading the own Node as the node itself was refused; reading it with the ServiceAccount's grant from now on", "err", err)
+	if n.until.Swap(n.now().Add(RetryAfter).UnixNano()) == 0 && n.log != nil {
+		n.log.Warn("Reading the own Node as the node itself was refused; reading it with the ServiceAccount's grant", "retryAfter", RetryAfter, "err", err)
 	}
 	return true
 }

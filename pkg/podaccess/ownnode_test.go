@@ -3,6 +3,7 @@ package podaccess
 import (
 	"errors"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,5 +65,44 @@ func TestOwnNodeReads(t *testing.T) {
 				t.Error("a patch went out as the node; writes are the ServiceAccount's")
 			}
 		})
+	}
+}
+
+// TestOwnNodeReadsTriesTheNodeAgain: a refusal can pass (a restarted
+// apiserver refuses everyone until its RBAC cache syncs), so the node
+// identity is asked again after RetryAfter.
+func TestOwnNodeReadsTriesTheNodeAgain(t *testing.T) {
+	nodes := schema.GroupResource{Resource: "nodes"}
+	node1 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	own, asNode := fake.NewClientset(node1), fake.NewClientset(node1)
+	refuse := true
+	var asNodeReads int
+	asNode.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		asNodeReads++
+		if refuse {
+			return true, nil, apierrors.NewForbidden(nodes, "node-1", errors.New("cannot impersonate-on:associated-node:get"))
+		}
+		return false, nil, nil
+	})
+	c := OwnNodeReads(kubetest.Wrap(own), kubetest.Wrap(asNode), nil)
+	now := time.Unix(1000, 0)
+	c.(*ownNodeClient).core.nodes.now = func() time.Time { return now }
+	get := func() {
+		t.Helper()
+		if _, err := c.CoreV1().Nodes().Get(t.Context(), "node-1", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get() // refused as the node, answered by the ServiceAccount
+	get()
+	if asNodeReads != 1 {
+		t.Fatalf("reads as the node within RetryAfter: %d, want 1", asNodeReads)
+	}
+	refuse = false
+	now = now.Add(RetryAfter)
+	get()
+	get()
+	if asNodeReads != 3 {
+		t.Errorf("reads as the node after RetryAfter: %d, want 3 (it is used again)", asNodeReads)
 	}
 }
