@@ -65,7 +65,9 @@ func newRebootStatusCommand(client clientFunc) *cobra.Command {
              when no coordinator reports on the node (reboot.enabled is off
              there).
   REASON     the condition's reason: NotNeeded; while it waits OutsideWindow,
-             BlockedByPods, BlockedByAlerts, WaitingForDrainSlot or InMaintenance;
+             BlockedByPods, BlockedByAlerts, BlockedByGates (a PromQL gate of
+             reboot.gates holds, named with its query and answer in the
+             condition's message), WaitingForDrainSlot or InMaintenance;
              then Draining, Rebooting, Done; or DrainFailed (the drain did
              not finish within drain.timeout; tried again after a backoff),
              RebootLoop (the host still needs a reboot after one),

@@ -289,6 +289,13 @@ func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reb
 			return nil, err
 		}
 		blockers = append(blockers, reboot.AlertBlockers{URL: rc.PrometheusURL, Match: re, Client: &http.Client{Timeout: 10 * time.Second}})
+		if len(rc.Gates) > 0 {
+			gates := make([]reboot.Gate, len(rc.Gates))
+			for i, g := range rc.Gates {
+				gates[i] = reboot.Gate{Name: g.Name, Query: g.Query}
+			}
+			blockers = append(blockers, reboot.GateBlockers{URL: rc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: 10 * time.Second}})
+		}
 	}
 	return reboot.NewCoordinator(reboot.Options{
 		Client: d.Client, NodeName: d.NodeName, Need: need, Window: window, Blockers: blockers,

@@ -228,6 +228,11 @@ type RebootConfig struct {
 	// name matches BlockingAlertRegexp blocks the reboot. Empty: alerts
 	// are not checked.
 	PrometheusURL string `json:"prometheusURL,omitempty"`
+	// Gates are PromQL queries asked of PrometheusURL at every check until
+	// the drain starts (before and while the drain slot is waited for): a
+	// gate whose answer holds a series blocks the reboot, and so does one
+	// that cannot be asked.
+	Gates []GateConfig `json:"gates,omitempty"`
 	// BlockingAlertRegexp selects, by alertname, the firing alerts that
 	// block a reboot. It is anchored at both ends, as Prometheus's own
 	// =~ matchers. Empty: every firing alert blocks.
@@ -356,6 +361,9 @@ func (c Config) NormalizeEmpty() Config {
 	if len(c.Reboot.Window.Days) == 0 {
 		c.Reboot.Window.Days = nil
 	}
+	if len(c.Reboot.Gates) == 0 {
+		c.Reboot.Gates = nil
+	}
 	if len(c.Drain.Pools) == 0 {
 		c.Drain.Pools = nil
 	}
@@ -384,6 +392,67 @@ func validatePools(pools []PoolConfig) []error {
 		}
 	}
 	return errs
+}
+
+// GateConfig is one entry of reboot.gates.
+type GateConfig struct {
+	// Name names the gate in the reboot's reason and in reboot status.
+	Name string `json:"name"`
+	// Query is a PromQL expression; the gate holds while its answer (an
+	// instant vector) has a series, as a Prometheus alert rule fires while
+	// its expression does.
+	Query string `json:"query"`
+}
+
+// MaxGateQuery bounds the text of one gate's query.
+const MaxGateQuery = 4096
+
+// validateGates checks reboot.gates: named, distinct, with a query.
+func validateGates(r *RebootConfig) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, g := range r.Gates {
+		if msgs := validation.IsDNS1123Label(g.Name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("reboot.gates[%d].name %q: %s", i, g.Name, strings.Join(msgs, "; ")))
+		} else if seen[g.Name] {
+			errs = append(errs, fmt.Errorf("reboot.gates[%d].name %q: used twice", i, g.Name))
+		}
+		seen[g.Name] = true
+		switch q := strings.TrimSpace(g.Query); {
+		case q == "":
+			errs = append(errs, fmt.Errorf("reboot.gates[%d] (%s): empty query", i, g.Name))
+		case len(g.Query) > MaxGateQuery:
+			errs = append(errs, fmt.Errorf("reboot.gates[%d] (%s): query of %d bytes, at most %d", i, g.Name, len(g.Query), MaxGateQuery))
+		}
+	}
+	if len(r.Gates) > 0 && r.PrometheusURL == "" {
+		errs = append(errs, errors.New("reboot.gates: set reboot.prometheusURL, the Prometheus the gates are asked of"))
+	}
+	return errs
+}
+
+// gatesValue reads reboot.gates from a flag, as JSON.
+type gatesValue struct{ g *[]GateConfig }
+
+func (v *gatesValue) String() string {
+	if v.g == nil || len(*v.g) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(*v.g)
+	return string(b)
+}
+
+func (v *gatesValue) Type() string { return "json" }
+
+func (v *gatesValue) Set(s string) error {
+	var gates []GateConfig
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&gates); err != nil {
+		return fmt.Errorf("want a JSON list such as [{\"name\":\"ceph-healthy\",\"query\":\"ceph_health_status > 0\"}]: %w", err)
+	}
+	*v.g = gates
+	return nil
 }
 
 // poolsValue reads drain.pools from a flag, as JSON.
@@ -471,6 +540,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Reboot.Window.TimeZone, "reboot-window-time-zone", c.Reboot.Window.TimeZone, "IANA time zone of the window, such as Europe/Berlin.")
 	fs.StringVar(&c.Reboot.BlockingPodSelector, "reboot-blocking-pod-selector", c.Reboot.BlockingPodSelector, "Label selector: while a pod on this node matches it, no reboot starts. Empty: no pod blocks.")
 	fs.StringVar(&c.Reboot.PrometheusURL, "reboot-prometheus-url", c.Reboot.PrometheusURL, "Prometheus queried for firing alerts (/api/v1/alerts); a matching alert blocks the reboot, and so does a failed query. Empty: alerts are not checked.")
+	fs.Var(&gatesValue{&c.Reboot.Gates}, "reboot-gates", `PromQL gates, as JSON: [{"name":"ceph-healthy","query":"ceph_health_status > 0"}]. Each is asked of --reboot-prometheus-url at every check until the drain starts; while its answer has a series, or it cannot be asked, the reboot waits (reason BlockedByGates, which names the gate, its query and its answer). Empty: no gate.`)
 	fs.StringVar(&c.Reboot.BlockingAlertRegexp, "reboot-blocking-alert-regexp", c.Reboot.BlockingAlertRegexp, "Regular expression, anchored, for the names of the firing alerts that block a reboot. Empty: every firing alert. The opposite of kured's --alert-filter-regexp, which names the alerts to ignore.")
 	fs.BoolVar(&c.Reboot.RebootWithoutDrain, "reboot-without-drain", c.Reboot.RebootWithoutDrain, "Reboot even when the drain did not finish within --drain-timeout. Off: the reboot is given up (reason DrainFailed) and tried again after a backoff.")
 	// The name the section prefix gives reboot.rebootWithoutDrain says
@@ -748,6 +818,7 @@ func (r *RebootConfig) validate() []error {
 			errs = append(errs, fmt.Errorf("reboot.prometheusURL %q: want an http or https URL such as http://prometheus.monitoring.svc:9090, or empty", u.Redacted()))
 		}
 	}
+	errs = append(errs, validateGates(r)...)
 	if _, err := policy.CompileAlertRegexp(r.BlockingAlertRegexp); err != nil {
 		errs = append(errs, fmt.Errorf("reboot.blockingAlertRegexp %q: %w", r.BlockingAlertRegexp, err))
 	}

@@ -138,6 +138,27 @@ func TestValidate(t *testing.T) {
 		{name: "reboot prometheus URL without scheme", mutate: func(c *Config) { c.Reboot.PrometheusURL = "prometheus:9090" }, wantErr: "reboot.prometheusURL"},
 		{name: "reboot prometheus URL password not shown", mutate: func(c *Config) { c.Reboot.PrometheusURL = "ftp://u:s3cret@prometheus" }, wantErr: `reboot.prometheusURL "ftp://u:xxxxx@prometheus"`},
 		{name: "reboot prometheus URL unparsable", mutate: func(c *Config) { c.Reboot.PrometheusURL = "http://u:s3cret@[::1" }, wantErr: "reboot.prometheusURL: not a URL"},
+		{name: "reboot gate", mutate: func(c *Config) {
+			c.Reboot.PrometheusURL = "http://prometheus:9090"
+			c.Reboot.Gates = []GateConfig{{Name: "ceph-healthy", Query: "ceph_health_status > 0"}}
+		}},
+		{name: "reboot gate without prometheusURL", mutate: func(c *Config) { c.Reboot.Gates = []GateConfig{{Name: "a", Query: "up == 0"}} }, wantErr: "reboot.gates: set reboot.prometheusURL"},
+		{name: "reboot gate badly named", mutate: func(c *Config) {
+			c.Reboot.PrometheusURL = "http://p"
+			c.Reboot.Gates = []GateConfig{{Name: "Ceph Healthy", Query: "up == 0"}}
+		}, wantErr: `reboot.gates[0].name "Ceph Healthy"`},
+		{name: "reboot gate named twice", mutate: func(c *Config) {
+			c.Reboot.PrometheusURL = "http://p"
+			c.Reboot.Gates = []GateConfig{{Name: "a", Query: "up == 0"}, {Name: "a", Query: "up == 1"}}
+		}, wantErr: `reboot.gates[1].name "a": used twice`},
+		{name: "reboot gate without a query", mutate: func(c *Config) {
+			c.Reboot.PrometheusURL = "http://p"
+			c.Reboot.Gates = []GateConfig{{Name: "a", Query: "  "}}
+		}, wantErr: "reboot.gates[0] (a): empty query"},
+		{name: "reboot gate with a long query", mutate: func(c *Config) {
+			c.Reboot.PrometheusURL = "http://p"
+			c.Reboot.Gates = []GateConfig{{Name: "a", Query: strings.Repeat("x", MaxGateQuery+1)}}
+		}, wantErr: "reboot.gates[0] (a): query of 4097 bytes, at most 4096"},
 		{name: "reboot relative sentinel command", mutate: func(c *Config) { c.Reboot.SentinelCommand = []string{"needs-restarting", "-r"} }, wantErr: "reboot.sentinelCommand"},
 		{name: "reboot relative sentinel file", mutate: func(c *Config) { c.Reboot.SentinelFile = "reboot-required" }, wantErr: "reboot.sentinelFile"},
 		{name: "reboot enabled without any sentinel", mutate: func(c *Config) { c.Reboot.Enabled = true; c.Reboot.SentinelFile = "" }, wantErr: "neither sentinelFile nor sentinelCommand"},

@@ -77,6 +77,9 @@ const (
 	// BlockedByAlerts: alerts matching reboot.blockingAlertRegexp fire, or
 	// Prometheus could not be asked.
 	BlockedByAlerts Detail = "BlockedByAlerts"
+	// BlockedByGates: a PromQL gate of reboot.gates has an answer with a
+	// series, or could not be asked.
+	BlockedByGates Detail = "BlockedByGates"
 	// WaitingForSlot: every drain slot (drain.maxConcurrentNodes) is held
 	// by another node. Its reason is WaitingForDrainSlot, the one the
 	// UnderMaintenance condition gives the same wait.
@@ -195,6 +198,7 @@ type BlockerKind string
 const (
 	BlockerPod   BlockerKind = "pod"
 	BlockerAlert BlockerKind = "alert"
+	BlockerGate  BlockerKind = "gate"
 )
 
 // Blocker is one thing that keeps a reboot from starting.
@@ -504,13 +508,16 @@ func decideIdle(in Input, need Need, known bool) Decision {
 		return set(Pending, OutsideWindow, fmt.Sprintf("%s; outside the reboot window (%s)", need.Why, in.Window))
 	}
 	if len(in.Blockers) > 0 {
-		pods, alerts := split(in.Blockers)
-		detail := BlockedByAlerts
-		if len(pods) > 0 {
+		pods, alerts, gates := split(in.Blockers)
+		detail := BlockedByGates
+		switch {
+		case len(pods) > 0:
 			detail = BlockedByPods
+		case len(alerts) > 0:
+			detail = BlockedByAlerts
 		}
 		d.Blockers = in.Blockers
-		return set(Pending, detail, need.Why+"; "+blockedBy(pods, alerts))
+		return set(Pending, detail, need.Why+"; "+blockedBy(pods, alerts, gates))
 	}
 	if in.Maintenance.Other {
 		return set(Pending, InMaintenance, fmt.Sprintf("%s; the node is under a maintenance asked for otherwise (annotation or NodeMaintenance); the reboot waits until it ends", need.Why))
@@ -611,29 +618,35 @@ func lateBlockers(d Decision, bs []Blocker) Decision {
 		return d
 	}
 	d.Blockers = bs
-	pods, alerts := split(bs)
-	d.Message += "; " + blockedBy(pods, alerts) + " since the drain started, which does not stop it"
+	pods, alerts, gates := split(bs)
+	d.Message += "; " + blockedBy(pods, alerts, gates) + " since the drain started, which does not stop it"
 	return d
 }
 
-func split(bs []Blocker) (pods, alerts []string) {
+func split(bs []Blocker) (pods, alerts, gates []string) {
 	for _, b := range bs {
-		if b.Kind == BlockerPod {
+		switch b.Kind {
+		case BlockerPod:
 			pods = append(pods, b.Name)
-		} else {
+		case BlockerGate:
+			gates = append(gates, b.Name)
+		default:
 			alerts = append(alerts, b.Name)
 		}
 	}
-	return pods, alerts
+	return pods, alerts, gates
 }
 
-func blockedBy(pods, alerts []string) string {
+func blockedBy(pods, alerts, gates []string) string {
 	var parts []string
 	if len(pods) > 0 {
 		parts = append(parts, "pods "+names(pods))
 	}
 	if len(alerts) > 0 {
 		parts = append(parts, "alerts "+names(alerts))
+	}
+	if len(gates) > 0 {
+		parts = append(parts, "gates "+strings.Join(gates, "; "))
 	}
 	return "blocked by " + strings.Join(parts, " and ")
 }

@@ -69,6 +69,12 @@ func TestDecide(t *testing.T) {
 		{name: "blocked by a pod", in: with(func(in *Input) { in.Blockers = []Blocker{pod} }), state: Pending, detail: BlockedByPods, msgContains: []string{"blocked by pods db/postgres-0"}},
 		{name: "blocked by an alert", in: with(func(in *Input) { in.Blockers = []Blocker{alert} }), state: Pending, detail: BlockedByAlerts, msgContains: []string{"blocked by alerts EtcdMembersDown"}},
 		{name: "blocked by both: pods first, both named", in: with(func(in *Input) { in.Blockers = []Blocker{alert, pod} }), state: Pending, detail: BlockedByPods, msgContains: []string{"pods db/postgres-0 and alerts EtcdMembersDown"}},
+		{name: "blocked by a gate", in: with(func(in *Input) {
+			in.Blockers = []Blocker{{Kind: BlockerGate, Name: `ceph-healthy (ceph_health_status > 0) has 1 series: {} 1`}}
+		}), state: Pending, detail: BlockedByGates, msgContains: []string{"blocked by gates ceph-healthy (ceph_health_status > 0) has 1 series"}},
+		{name: "an alert and a gate: the alert names the reason", in: with(func(in *Input) {
+			in.Blockers = []Blocker{alert, {Kind: BlockerGate, Name: "g (q) has 1 series: {} 1"}}
+		}), state: Pending, detail: BlockedByAlerts, msgContains: []string{"blocked by alerts EtcdMembersDown and gates g (q)"}},
 		{name: "prometheus unreachable blocks", in: with(func(in *Input) { in.Blockers = []Blocker{down} }), state: Pending, detail: BlockedByAlerts, msgContains: []string{"prometheus unreachable"}},
 		{name: "blocked with a slot gives it back", in: with(func(in *Input) { in.Blockers = []Blocker{pod}; in.SlotHeld = true }), state: Pending, detail: BlockedByPods, action: ActReleaseSlot},
 		{name: "blockers before the slot", in: with(func(in *Input) { in.Blockers = []Blocker{pod} }), state: Pending, detail: BlockedByPods},

@@ -35,7 +35,7 @@ func TestRebootCoordinatorWaitsAndSaysWhy(t *testing.T) {
 	b := newDrainBed(t)
 	c := b.env.Client()
 	ctx := t.Context()
-	if err := b.env.AddNodes(ctx, []string{"node-2", "node-3", "node-9"}); err != nil {
+	if err := b.env.AddNodes(ctx, []string{"node-2", "node-3", "node-4", "node-9"}); err != nil {
 		t.Fatal(err)
 	}
 	// One coordinator for every subtest's agent (their drain settings are
@@ -130,6 +130,36 @@ func TestRebootCoordinatorWaitsAndSaysWhy(t *testing.T) {
 		cond = rebootCondition(t, c, "node-3")
 		holdsNothing(t, c, "node-3", held)
 		t.Logf("node-3 with Prometheus stopped: %s", cond.Message)
+	})
+
+	// A PromQL gate on a real Prometheus holds node-4's reboot until its
+	// query's answer is empty: this query has one series until the time in
+	// it, none after.
+	t.Run("held by a PromQL gate until its query is empty", func(t *testing.T) {
+		startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		prom, err := testenv.StartPrometheus(startCtx, filepath.Dir(promBin), t.TempDir(), map[string][]byte{
+			"prometheus.yml": []byte("global:\n  evaluation_interval: 1s\n"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = prom.Stop() })
+		until := time.Now().Add(20 * time.Second).Unix()
+		query := fmt.Sprintf("vector(time()) < %d", until)
+		gates := fmt.Sprintf(`[{"name":"freeze","query":%q}]`, query)
+		start(t, "node-4", "--reboot-prometheus-url="+prom.URL, "--reboot-gates="+gates)
+		cond := waitRebootReason(t, c, "node-4", string(reboot.BlockedByGates))
+		if !strings.Contains(cond.Message, "blocked by gates freeze ("+query+") has 1 series: {} ") {
+			t.Errorf("message %q: want the gate, its query and its answer", cond.Message)
+		}
+		holdsNothing(t, c, "node-4", held)
+		t.Logf("node-4 while the gate holds: %s", cond.Message)
+		cond = waitRebootReason(t, c, "node-4", string(reboot.WaitingForSlot))
+		if now := time.Now().Unix(); now < until {
+			t.Errorf("node-4 went past its gate at %d, while the query still had a series (until %d)", now, until)
+		}
+		t.Logf("node-4 once the query is empty: %s", cond.Message)
 	})
 
 	out, err := exec.Command(agentBinary, "reboot", "status", "--kubeconfig", b.env.KubeconfigPath()).CombinedOutput()

@@ -1,0 +1,244 @@
+package reboot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/node-agent/node-agent/pkg/reasontext"
+)
+
+// Gate is one PromQL query of reboot.gates: the reboot waits while the
+// query's answer, an instant vector, has a series.
+type Gate struct {
+	Name  string
+	Query string
+}
+
+// GateBlockers asks Prometheus each gate's query (GET /api/v1/query) and
+// reports a Blocker for each gate whose answer holds a series, or that
+// could not be asked (fail closed, as the alert check does).
+type GateBlockers struct {
+	// URL is reboot.prometheusURL; the API path is appended to it.
+	URL   string
+	Gates []Gate
+	// Client makes the requests; nil means one with a 10s timeout.
+	Client *http.Client
+}
+
+// gateSeriesShown is how many series of a gate's answer its blocker names.
+const gateSeriesShown = 3
+
+// maxGateBlocker bounds the text of one gate's blocker: it goes into the
+// RebootRequired condition's message with the others.
+const maxGateBlocker = 512
+
+// Blockers asks every gate, in order, and returns one Blocker per gate
+// that holds.
+func (g GateBlockers) Blockers(ctx context.Context) []Blocker {
+	var out []Blocker
+	for _, gate := range g.Gates {
+		answer, err := g.ask(ctx, gate.Query)
+		var text string
+		switch {
+		case err != nil:
+			text = fmt.Sprintf("%s (%s) could not be asked: %v", gate.Name, gate.Query, err)
+		case answer.series == 0:
+			continue
+		default:
+			text = fmt.Sprintf("%s (%s) has %d series: %s", gate.Name, gate.Query, answer.series, strings.Join(answer.shown, ", "))
+			if answer.series > len(answer.shown) {
+				text += fmt.Sprintf(" and %d more", answer.series-len(answer.shown))
+			}
+		}
+		out = append(out, Blocker{Kind: BlockerGate, Name: reasontext.Cut(text, maxGateBlocker)})
+	}
+	return out
+}
+
+// gateAnswer is what is kept of a query's answer.
+type gateAnswer struct {
+	series int
+	shown  []string // the first series, as {labels} value
+}
+
+func (g GateBlockers) ask(ctx context.Context, query string) (gateAnswer, error) {
+	u, err := url.Parse(g.URL)
+	if err != nil {
+		return gateAnswer{}, errors.New("reboot.prometheusURL is not a URL")
+	}
+	u = u.JoinPath("api", "v1", "query")
+	u.RawQuery = url.Values{"query": {query}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return gateAnswer{}, err
+	}
+	req.Header.Set("Accept", "application/json")
+	client := g.Client
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		// The URL in a client error holds the query and maybe a password.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			return gateAnswer{}, fmt.Errorf("prometheus unreachable: %v", uerr.Err)
+		}
+		return gateAnswer{}, fmt.Errorf("prometheus unreachable: %v", err)
+	}
+	defer resp.Body.Close()
+	body := &cappedReader{r: resp.Body, left: maxAlertsBody}
+	answer, err := decodeGateAnswer(body)
+	if body.over {
+		return gateAnswer{}, fmt.Errorf("the answer is larger than %d bytes", maxAlertsBody)
+	}
+	if err != nil {
+		return gateAnswer{}, fmt.Errorf("HTTP %d: %w", resp.StatusCode, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return gateAnswer{}, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return answer, nil
+}
+
+// gateSample is one series of an instant vector.
+type gateSample struct {
+	Metric map[string]string `json:"metric"`
+	Value  []any             `json:"value"`
+}
+
+// decodeGateAnswer reads an /api/v1/query answer as a stream:
+// {"status": ..., "error": ..., "data": {"resultType": "vector", "result":
+// [sample, ...]}}. Another result type is an error: a gate's query must
+// give an instant vector, whose series are what holds the reboot.
+func decodeGateAnswer(r io.Reader) (gateAnswer, error) {
+	dec := json.NewDecoder(r)
+	bad := func(err error) (gateAnswer, error) {
+		return gateAnswer{}, fmt.Errorf("not a Prometheus API answer: %w", err)
+	}
+	var status, apiErr string
+	var answer gateAnswer
+	var resultType string
+	if err := expectDelim(dec, '{'); err != nil {
+		return bad(err)
+	}
+	for dec.More() {
+		key, err := objectKey(dec)
+		if err != nil {
+			return bad(err)
+		}
+		switch key {
+		case "status":
+			err = dec.Decode(&status)
+		case "error":
+			err = dec.Decode(&apiErr)
+		case "data":
+			resultType, err = decodeGateData(dec, &answer)
+		default:
+			err = dec.Decode(&json.RawMessage{})
+		}
+		if err != nil {
+			return bad(err)
+		}
+	}
+	if err := expectDelim(dec, '}'); err != nil {
+		return bad(err)
+	}
+	if status != "success" {
+		if apiErr != "" {
+			return gateAnswer{}, fmt.Errorf("status %q: %s", status, apiErr)
+		}
+		return gateAnswer{}, fmt.Errorf("status %q, want \"success\"", status)
+	}
+	if resultType != "vector" {
+		return gateAnswer{}, fmt.Errorf("the answer is a %q, want an instant vector (a query such as up == 0)", resultType)
+	}
+	return answer, nil
+}
+
+// decodeGateData reads the value of "data", counting the vector's series
+// and keeping the first few. The result type may come before or after the
+// result: each series is counted as it comes, and the type checked at the
+// end.
+func decodeGateData(dec *json.Decoder, answer *gateAnswer) (resultType string, err error) {
+	if null, err := openOrNull(dec, '{'); err != nil || null {
+		return "", err
+	}
+	for dec.More() {
+		key, err := objectKey(dec)
+		if err != nil {
+			return "", err
+		}
+		switch key {
+		case "resultType":
+			if err := dec.Decode(&resultType); err != nil {
+				return "", err
+			}
+		case "result":
+			tok, err := dec.Token()
+			if err != nil {
+				return "", err
+			}
+			if d, ok := tok.(json.Delim); !ok || d != '[' {
+				// A scalar or string result is [time, "value"]; a null is
+				// no series. Either way, skip what is left of it.
+				if d, ok := tok.(json.Delim); ok && d == '{' {
+					return "", errors.New("result is an object")
+				}
+				continue
+			}
+			for dec.More() {
+				if resultType != "" && resultType != "vector" {
+					if err := dec.Decode(&json.RawMessage{}); err != nil {
+						return "", err
+					}
+					continue
+				}
+				var s gateSample
+				if err := dec.Decode(&s); err != nil {
+					return "", err
+				}
+				answer.series++
+				if len(answer.shown) < gateSeriesShown {
+					answer.shown = append(answer.shown, describeSample(s))
+				}
+			}
+			if err := expectDelim(dec, ']'); err != nil {
+				return "", err
+			}
+		default:
+			if err := dec.Decode(&json.RawMessage{}); err != nil {
+				return "", err
+			}
+		}
+	}
+	return resultType, expectDelim(dec, '}')
+}
+
+// describeSample shows a series as PromQL does: {a="1", b="2"} value.
+func describeSample(s gateSample) string {
+	keys := make([]string, 0, len(s.Metric))
+	for k := range s.Metric {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%q", k, s.Metric[k])
+	}
+	value := "?"
+	if len(s.Value) == 2 {
+		if v, ok := s.Value[1].(string); ok {
+			value = v
+		}
+	}
+	return "{" + strings.Join(parts, ", ") + "} " + value
+}
