@@ -14,6 +14,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/confinement"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/metrics"
+	"github.com/node-agent/node-agent/pkg/notify"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
@@ -65,6 +66,7 @@ func metricsReference(t *testing.T) string {
 	labeller.NewMetrics(rec)
 	podaccess.NewMetrics(rec)
 	confinement.NewGauge(rec)
+	notify.NewMetrics(rec)
 	reboot.NewMetrics(rec) // registered only with reboot.enabled; listed always
 	shutdown.NewMetrics(reg)
 	base := metrics.NewRegistry()

@@ -14,9 +14,12 @@ package runagent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -35,6 +38,8 @@ import (
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/kubevirtcr"
 	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/notify"
+	"github.com/node-agent/node-agent/pkg/notify/spec"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	rebootsystemd "github.com/node-agent/node-agent/pkg/reboot/systemd"
@@ -130,6 +135,13 @@ type wiring struct {
 // built here, and nothing else.
 func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 	var out []agent.Component
+	// Notifications follow the Events every component records on the Node.
+	if n, err := w.notifier(d); err != nil {
+		return nil, err
+	} else if n != nil {
+		d.Recorder = notify.Recorder(d.Recorder, n, d.NodeName)
+		out = append(out, component{n.Name(), n.Run})
+	}
 	var lab *labeller.Controller
 	if w.cfg.Labeller.Enabled {
 		c, err := w.labeller(d)
@@ -178,6 +190,39 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 		out = append(out, w.configWatcher(d, lab))
 	}
 	return out, nil
+}
+
+// notifier builds the webhooks of notifications.webhooks; nil when there
+// are none. A urlFile is read here, once: a URL that cannot be read stops
+// the start with an error that names the file.
+func (w *wiring) notifier(d agent.Deps) (*notify.Notifier, error) {
+	nc := w.cfg.Notifications
+	if len(nc.Webhooks) == 0 {
+		return nil, nil
+	}
+	hooks := make([]notify.Webhook, len(nc.Webhooks))
+	for i, h := range nc.Webhooks {
+		u := h.URL
+		if h.URLFile != "" {
+			b, err := os.ReadFile(h.URLFile)
+			if err != nil {
+				return nil, fmt.Errorf("notifications.webhooks %s: reading urlFile: %w", h.Name, err)
+			}
+			u = strings.TrimSpace(string(b))
+			if err := spec.CheckURL(u); err != nil {
+				return nil, fmt.Errorf("notifications.webhooks %s: the URL in %s: %w", h.Name, h.URLFile, err)
+			}
+		}
+		events := make([]notify.Event, len(h.Events))
+		for j, e := range h.Events {
+			events[j] = notify.Event(e)
+		}
+		hooks[i] = notify.Webhook{Name: h.Name, URL: u, Preset: h.Preset, Template: h.Template, Events: events}
+	}
+	return notify.New(notify.Options{
+		Webhooks: hooks, Timeout: nc.Timeout.Duration, GiveUpAfter: nc.GiveUpAfter.Duration,
+		Logger: d.Logger.With("component", "notify"), Metrics: notify.NewMetrics(d.Registry),
+	})
 }
 
 // labeller wires CPU discovery and labelling. Each discovery runs in the

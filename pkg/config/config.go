@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/node-agent/node-agent/pkg/notify/spec"
 	"github.com/node-agent/node-agent/pkg/reboot/policy"
 )
 
@@ -70,6 +72,108 @@ type Config struct {
 	Maintenance MaintenanceConfig `json:"maintenance"`
 	Shutdown    ShutdownConfig    `json:"shutdown"`
 	Reboot      RebootConfig      `json:"reboot"`
+	// Notifications are webhooks told of maintenance and reboots on this
+	// node (pkg/notify).
+	Notifications NotificationsConfig `json:"notifications"`
+}
+
+// NotificationsConfig configures the webhooks (pkg/notify). They never
+// hold up a drain or a reboot.
+type NotificationsConfig struct {
+	// Webhooks are the receivers; empty: none.
+	Webhooks []WebhookConfig `json:"webhooks,omitempty"`
+	// Timeout bounds one attempt at one notification.
+	Timeout metav1.Duration `json:"timeout"`
+	// GiveUpAfter bounds the attempts at one notification.
+	GiveUpAfter metav1.Duration `json:"giveUpAfter"`
+}
+
+// WebhookConfig is one receiver of notifications.
+type WebhookConfig struct {
+	// Name names it in logs and metrics.
+	Name string `json:"name"`
+	// URL is where notifications are POSTed; or URLFile, a file (a
+	// mounted Secret) that holds it, for a URL that is a credential, as
+	// Slack's are.
+	URL     string `json:"url,omitempty"`
+	URLFile string `json:"urlFile,omitempty"`
+	// Preset is json (default) or slack; Template, when set, makes the
+	// body instead (a Go text/template over .Event, .Node, .Reason,
+	// .Type, .Message, .Time; json quotes a value).
+	Preset   string `json:"preset,omitempty"`
+	Template string `json:"template,omitempty"`
+	// Events it is told of; empty: every event.
+	Events []string `json:"events,omitempty"`
+}
+
+// MaxWebhookTemplate bounds a webhook's template text.
+const MaxWebhookTemplate = 16 << 10
+
+// validateNotifications checks notifications.webhooks.
+func validateNotifications(n *NotificationsConfig) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, w := range n.Webhooks {
+		key := fmt.Sprintf("notifications.webhooks[%d]", i)
+		if msgs := validation.IsDNS1123Label(w.Name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s.name %q: %s", key, w.Name, strings.Join(msgs, "; ")))
+		} else if seen[w.Name] {
+			errs = append(errs, fmt.Errorf("%s.name %q: used twice", key, w.Name))
+		}
+		seen[w.Name] = true
+		switch {
+		case (w.URL == "") == (w.URLFile == ""):
+			errs = append(errs, fmt.Errorf("%s (%s): set url or urlFile, one of them", key, w.Name))
+		case w.URL != "":
+			if err := spec.CheckURL(w.URL); err != nil {
+				errs = append(errs, fmt.Errorf("%s (%s).url: %w", key, w.Name, err))
+			}
+		case !filepath.IsAbs(w.URLFile):
+			errs = append(errs, fmt.Errorf("%s (%s).urlFile %q: must be an absolute path", key, w.Name, w.URLFile))
+		}
+		switch w.Preset {
+		case "", spec.PresetJSON, spec.PresetSlack:
+		default:
+			errs = append(errs, fmt.Errorf("%s (%s).preset %q: must be json or slack", key, w.Name, w.Preset))
+		}
+		if len(w.Template) > MaxWebhookTemplate {
+			errs = append(errs, fmt.Errorf("%s (%s).template: %d bytes, at most %d", key, w.Name, len(w.Template), MaxWebhookTemplate))
+		} else if w.Template != "" {
+			if _, err := spec.ParseTemplate(w.Name, w.Template); err != nil {
+				errs = append(errs, fmt.Errorf("%s (%s).template: %w", key, w.Name, err))
+			}
+		}
+		for _, e := range w.Events {
+			if !slices.Contains(spec.Events, spec.Event(e)) {
+				errs = append(errs, fmt.Errorf("%s (%s).events: %q is not one of %v", key, w.Name, e, spec.Events))
+			}
+		}
+	}
+	return errs
+}
+
+// webhooksValue reads notifications.webhooks from a flag, as JSON.
+type webhooksValue struct{ w *[]WebhookConfig }
+
+func (v *webhooksValue) String() string {
+	if v.w == nil || len(*v.w) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(*v.w)
+	return string(b)
+}
+
+func (v *webhooksValue) Type() string { return "json" }
+
+func (v *webhooksValue) Set(s string) error {
+	var hooks []WebhookConfig
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&hooks); err != nil {
+		return fmt.Errorf("want a JSON list such as [{\"name\":\"ops\",\"url\":\"https://hooks.example.com/x\",\"preset\":\"slack\"}]: %w", err)
+	}
+	*v.w = hooks
+	return nil
 }
 
 // MaintenanceConfig chooses the maintenance APIs the agent serves besides
@@ -346,6 +450,14 @@ func Default() Config {
 			// it within the hour.
 			SlotHoldBound: metav1.Duration{Duration: 30 * time.Minute},
 		},
+		Notifications: NotificationsConfig{
+			// A receiver that answers within seconds is well; one that
+			// takes longer is as good as down.
+			Timeout: metav1.Duration{Duration: 5 * time.Second},
+			// Outlasts a receiver's restart; a notification older than
+			// this is news no longer.
+			GiveUpAfter: metav1.Duration{Duration: 2 * time.Minute},
+		},
 	}
 }
 
@@ -354,6 +466,9 @@ func Default() Config {
 func (c Config) NormalizeEmpty() Config {
 	if len(c.Labeller.ObsoleteCPUModels) == 0 {
 		c.Labeller.ObsoleteCPUModels = nil
+	}
+	if len(c.Notifications.Webhooks) == 0 {
+		c.Notifications.Webhooks = nil
 	}
 	if len(c.Reboot.SentinelCommand) == 0 {
 		c.Reboot.SentinelCommand = nil
@@ -551,6 +666,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(durationValue{&c.Reboot.CheckInterval}, "reboot-check-interval", "How often the sentinel (and, while a reboot is needed, the blockers) are looked at.")
 	fs.Var(durationValue{&c.Reboot.SlotHoldBound}, "reboot-slot-hold-bound", "How long the drain slot stays held while the host reboots; a node not back by then loses it.")
 	fs.Var(durationValue{&c.Reboot.LoopBound}, "reboot-loop-bound", "No second reboot within this time when the sentinel is still there after a reboot (reported as RebootLoop). 0s: no such guard.")
+
+	fs.Var(&webhooksValue{&c.Notifications.Webhooks}, "notifications-webhooks", `Webhooks told of maintenance and reboots on this node, as JSON: [{"name":"ops","url":"https://hooks.example.com/x","preset":"slack","events":["maintenance-failed","reboot-failed"]}]. url, or urlFile (a mounted Secret holding it); preset json (default) or slack, or a Go template; events: maintenance-started, maintenance-drained, maintenance-failed, maintenance-ended, reboot-rebooting, reboot-back, reboot-failed (empty: all). A notification never holds up a drain or a reboot. Empty: none.`)
+	fs.Var(durationValue{&c.Notifications.Timeout}, "notifications-timeout", "Bound on one attempt at one notification.")
+	fs.Var(durationValue{&c.Notifications.GiveUpAfter}, "notifications-give-up-after", "Bound on the attempts at one notification (retried with a doubling backoff from 1s); then it is given up and counted as failed.")
 }
 
 // AddLabellerFlags binds only the labelling keys, for `node-agent labels`.
@@ -706,6 +825,8 @@ var durationKeys = [][2]string{
 	{"reboot", "loopBound"},
 	{"reboot", "checkInterval"},
 	{"reboot", "slotHoldBound"},
+	{"notifications", "timeout"},
+	{"notifications", "giveUpAfter"},
 }
 
 // badDurationKey finds the first duration key in js whose value does not
@@ -782,6 +903,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("drain.leaseNamespace %q: %s", c.Drain.LeaseNamespace, strings.Join(msgs, "; ")))
 	}
 	errs = append(errs, c.Reboot.validate()...)
+	errs = append(errs, validateNotifications(&c.Notifications)...)
 	return joinErrors(errs)
 }
 

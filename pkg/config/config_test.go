@@ -159,6 +159,23 @@ func TestValidate(t *testing.T) {
 			c.Reboot.PrometheusURL = "http://p"
 			c.Reboot.Gates = []GateConfig{{Name: "a", Query: strings.Repeat("x", MaxGateQuery+1)}}
 		}, wantErr: "reboot.gates[0] (a): query of 4097 bytes, at most 4096"},
+		{name: "notification webhooks", mutate: func(c *Config) {
+			c.Notifications.Webhooks = []WebhookConfig{
+				{Name: "ops", URL: "https://hooks.example.com/x", Preset: "slack", Events: []string{"maintenance-failed", "reboot-failed"}},
+				{Name: "relay", URLFile: "/etc/node-agent/webhook-url", Template: `{"text":{{json .Message}}}`},
+			}
+		}},
+		{name: "webhook without a URL", mutate: func(c *Config) { c.Notifications.Webhooks = []WebhookConfig{{Name: "ops"}} }, wantErr: "notifications.webhooks[0] (ops): set url or urlFile, one of them"},
+		{name: "webhook with a file URL", mutate: func(c *Config) { c.Notifications.Webhooks = []WebhookConfig{{Name: "ops", URL: "file:///etc/passwd"}} }, wantErr: "notifications.webhooks[0] (ops).url: want an absolute http:// or https:// URL"},
+		{name: "webhook with a bad template", mutate: func(c *Config) {
+			c.Notifications.Webhooks = []WebhookConfig{{Name: "ops", URL: "http://x", Template: "{{.Message"}}
+		}, wantErr: "notifications.webhooks[0] (ops).template"},
+		{name: "webhook with an unknown event", mutate: func(c *Config) {
+			c.Notifications.Webhooks = []WebhookConfig{{Name: "ops", URL: "http://x", Events: []string{"drained"}}}
+		}, wantErr: `notifications.webhooks[0] (ops).events: "drained" is not one of`},
+		{name: "webhook with an unknown preset", mutate: func(c *Config) {
+			c.Notifications.Webhooks = []WebhookConfig{{Name: "ops", URL: "http://x", Preset: "teams"}}
+		}, wantErr: `notifications.webhooks[0] (ops).preset "teams"`},
 		{name: "reboot relative sentinel command", mutate: func(c *Config) { c.Reboot.SentinelCommand = []string{"needs-restarting", "-r"} }, wantErr: "reboot.sentinelCommand"},
 		{name: "reboot relative sentinel file", mutate: func(c *Config) { c.Reboot.SentinelFile = "reboot-required" }, wantErr: "reboot.sentinelFile"},
 		{name: "reboot enabled without any sentinel", mutate: func(c *Config) { c.Reboot.Enabled = true; c.Reboot.SentinelFile = "" }, wantErr: "neither sentinelFile nor sentinelCommand"},

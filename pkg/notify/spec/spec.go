@@ -1,0 +1,61 @@
+// Package spec owns what a notification webhook may be configured with:
+// the events, the presets, and the checks of a URL and a template. It
+// imports nothing of node-agent's, so that pkg/config validates
+// notifications.webhooks without linking the sender (pkg/notify).
+package spec
+
+import (
+	"encoding/json"
+	"errors"
+	"net/url"
+	"text/template"
+)
+
+// Event is what a notification tells of.
+type Event string
+
+// The events a webhook can be told of.
+const (
+	MaintenanceStarted Event = "maintenance-started"
+	MaintenanceDrained Event = "maintenance-drained"
+	MaintenanceFailed  Event = "maintenance-failed"
+	MaintenanceEnded   Event = "maintenance-ended"
+	RebootRebooting    Event = "reboot-rebooting"
+	RebootBack         Event = "reboot-back"
+	RebootFailed       Event = "reboot-failed"
+)
+
+// Events lists every event.
+var Events = []Event{MaintenanceStarted, MaintenanceDrained, MaintenanceFailed, MaintenanceEnded, RebootRebooting, RebootBack, RebootFailed}
+
+// Presets are the built-in bodies.
+const (
+	// PresetJSON is a JSON object: event, node, reason, type, message, time.
+	PresetJSON = "json"
+	// PresetSlack is a Slack incoming webhook's {"text": ...}; Mattermost,
+	// Rocket.Chat and Teams' Slack-compatible endpoints take it too.
+	PresetSlack = "slack"
+)
+
+// Funcs are the template functions: json quotes a value as JSON.
+var Funcs = template.FuncMap{
+	"json": func(v any) (string, error) {
+		b, err := json.Marshal(v)
+		return string(b), err
+	},
+}
+
+// ParseTemplate parses a webhook template; a missing key is an error when
+// it runs.
+func ParseTemplate(name, text string) (*template.Template, error) {
+	return template.New(name).Funcs(Funcs).Option("missingkey=error").Parse(text)
+}
+
+// CheckURL accepts an absolute http or https URL.
+func CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("want an absolute http:// or https:// URL")
+	}
+	return nil
+}
