@@ -312,9 +312,9 @@ func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reb
 	cfg := w.cfg
 	rc := cfg.Reboot
 	log := d.Logger.With("component", "reboot")
-	window, err := reboot.ParseWindow(rc.Window.Days, rc.Window.Start, rc.Window.End, rc.Window.TimeZone)
-	if err != nil {
-		return nil, err // Validate checked it already
+	window, errs := rc.Schedule()
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...) // Validate checked it already
 	}
 	need := reboot.NeedChecker{SentinelFile: rc.SentinelFile, SentinelCommand: rc.SentinelCommand}
 	if len(rc.SentinelCommand) > 0 {

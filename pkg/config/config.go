@@ -325,6 +325,12 @@ type RebootConfig struct {
 	SentinelCommand []string `json:"sentinelCommand,omitempty"`
 	// Window is when a reboot may start.
 	Window RebootWindowConfig `json:"window"`
+	// Windows, when set, replace Window: a reboot may start inside any of
+	// them (several days and times, each in its own zone).
+	Windows []RebootWindowConfig `json:"windows,omitempty"`
+	// Exceptions are dates on which no reboot starts, whatever the
+	// windows say: a change freeze, the holidays.
+	Exceptions []RebootExceptionConfig `json:"exceptions,omitempty"`
 	// BlockingPodSelector: while a pod on this node matches it, no reboot
 	// starts. Empty: no pod blocks.
 	BlockingPodSelector string `json:"blockingPodSelector,omitempty"`
@@ -380,6 +386,100 @@ type RebootWindowConfig struct {
 	End   string `json:"end"`
 	// TimeZone is an IANA time zone name, such as Europe/Berlin or UTC.
 	TimeZone string `json:"timeZone"`
+}
+
+// RebootExceptionConfig is one entry of reboot.exceptions: the dates from
+// From to To, both included, in TimeZone.
+type RebootExceptionConfig struct {
+	// From and To are dates, YYYY-MM-DD; To empty means From alone.
+	From string `json:"from"`
+	To   string `json:"to,omitempty"`
+	// TimeZone is an IANA time zone name; empty means UTC.
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// Schedule builds the reboot schedule these keys describe: Windows, or
+// Window when Windows is empty, less Exceptions.
+func (r *RebootConfig) Schedule() (policy.Schedule, []error) {
+	var errs []error
+	var s policy.Schedule
+	windows, key := r.Windows, "reboot.windows"
+	if len(windows) == 0 {
+		windows, key = []RebootWindowConfig{r.Window}, "reboot.window"
+	}
+	for i, w := range windows {
+		pw, err := policy.ParseWindow(w.Days, w.Start, w.End, w.TimeZone)
+		if err != nil {
+			prefix := key + "."
+			if key == "reboot.windows" {
+				prefix = fmt.Sprintf("%s[%d].", key, i)
+			}
+			for _, e := range unwrapAll(err) {
+				errs = append(errs, fmt.Errorf("%s%w", prefix, e))
+			}
+			continue
+		}
+		s.Windows = append(s.Windows, pw)
+	}
+	for i, e := range r.Exceptions {
+		pe, err := policy.ParseException(e.From, e.To, e.TimeZone)
+		if err != nil {
+			for _, x := range unwrapAll(err) {
+				errs = append(errs, fmt.Errorf("reboot.exceptions[%d].%w", i, x))
+			}
+			continue
+		}
+		s.Exceptions = append(s.Exceptions, pe)
+	}
+	return s, errs
+}
+
+// windowsValue and exceptionsValue read reboot.windows and
+// reboot.exceptions from flags, as JSON.
+type windowsValue struct{ w *[]RebootWindowConfig }
+
+func (v *windowsValue) String() string {
+	if v.w == nil || len(*v.w) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(*v.w)
+	return string(b)
+}
+
+func (v *windowsValue) Type() string { return "json" }
+
+func (v *windowsValue) Set(s string) error {
+	var w []RebootWindowConfig
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return fmt.Errorf(`want a JSON list such as [{"days":["sat"],"start":"22:00","end":"04:00","timeZone":"Europe/Berlin"}]: %w`, err)
+	}
+	*v.w = w
+	return nil
+}
+
+type exceptionsValue struct{ e *[]RebootExceptionConfig }
+
+func (v *exceptionsValue) String() string {
+	if v.e == nil || len(*v.e) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(*v.e)
+	return string(b)
+}
+
+func (v *exceptionsValue) Type() string { return "json" }
+
+func (v *exceptionsValue) Set(s string) error {
+	var e []RebootExceptionConfig
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return fmt.Errorf(`want a JSON list such as [{"from":"2026-12-20","to":"2027-01-03","timeZone":"Europe/Berlin"}]: %w`, err)
+	}
+	*v.e = e
+	return nil
 }
 
 // Default returns the configuration used when neither a flag nor the config
@@ -461,6 +561,11 @@ func Default() Config {
 	}
 }
 
+// equalWindow compares two reboot.window values.
+func equalWindow(a, b RebootWindowConfig) bool {
+	return slices.Equal(a.Days, b.Days) && a.Start == b.Start && a.End == b.End && a.TimeZone == b.TimeZone
+}
+
 // NormalizeEmpty returns c with every empty list as nil: a file's `[]`
 // decodes to an empty list where the default is nil, and both mean none.
 func (c Config) NormalizeEmpty() Config {
@@ -469,6 +574,15 @@ func (c Config) NormalizeEmpty() Config {
 	}
 	if len(c.Notifications.Webhooks) == 0 {
 		c.Notifications.Webhooks = nil
+	}
+	if len(c.Reboot.Windows) == 0 {
+		c.Reboot.Windows = nil
+	}
+	if len(c.Reboot.Exceptions) == 0 {
+		c.Reboot.Exceptions = nil
+	}
+	if len(c.Reboot.Window.Days) == 0 {
+		c.Reboot.Window.Days = nil
 	}
 	if len(c.Reboot.SentinelCommand) == 0 {
 		c.Reboot.SentinelCommand = nil
@@ -653,6 +767,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Reboot.Window.Start, "reboot-window-start", c.Reboot.Window.Start, "Time of day (HH:MM) from which a reboot may start, in --reboot-window-time-zone.")
 	fs.StringVar(&c.Reboot.Window.End, "reboot-window-end", c.Reboot.Window.End, "Time of day (HH:MM) from which no reboot starts. Before the start: the window crosses midnight. Equal to the start: the whole day.")
 	fs.StringVar(&c.Reboot.Window.TimeZone, "reboot-window-time-zone", c.Reboot.Window.TimeZone, "IANA time zone of the window, such as Europe/Berlin.")
+	fs.Var(&windowsValue{&c.Reboot.Windows}, "reboot-windows", `Several reboot windows, as JSON: [{"days":["sat","sun"],"start":"22:00","end":"04:00","timeZone":"Europe/Berlin"},{"days":["wed"],"start":"12:00","end":"13:00","timeZone":"UTC"}]. A reboot may start inside any of them. Set, it replaces the --reboot-window-* flags. Empty: those.`)
+	fs.Var(&exceptionsValue{&c.Reboot.Exceptions}, "reboot-exceptions", `Dates on which no reboot starts, whatever the windows say, as JSON: [{"from":"2026-12-20","to":"2027-01-03","timeZone":"Europe/Berlin"}] (to included; empty: from alone; timeZone empty: UTC). Empty: none.`)
 	fs.StringVar(&c.Reboot.BlockingPodSelector, "reboot-blocking-pod-selector", c.Reboot.BlockingPodSelector, "Label selector: while a pod on this node matches it, no reboot starts. Empty: no pod blocks.")
 	fs.StringVar(&c.Reboot.PrometheusURL, "reboot-prometheus-url", c.Reboot.PrometheusURL, "Prometheus queried for firing alerts (/api/v1/alerts); a matching alert blocks the reboot, and so does a failed query. Empty: alerts are not checked.")
 	fs.Var(&gatesValue{&c.Reboot.Gates}, "reboot-gates", `PromQL gates, as JSON: [{"name":"ceph-healthy","query":"ceph_health_status > 0"}]. Each is asked of --reboot-prometheus-url at every check until the drain starts; while its answer has a series, or it cannot be asked, the reboot waits (reason BlockedByGates, which names the gate, its query and its answer). Empty: no gate.`)
@@ -923,11 +1039,11 @@ func (r *RebootConfig) validate() []error {
 	if r.Enabled && r.SentinelFile == "" && len(r.SentinelCommand) == 0 {
 		errs = append(errs, errors.New("reboot: enabled with neither sentinelFile nor sentinelCommand; set one, or turn reboot.enabled off"))
 	}
-	if _, err := policy.ParseWindow(r.Window.Days, r.Window.Start, r.Window.End, r.Window.TimeZone); err != nil {
-		for _, e := range unwrapAll(err) {
-			errs = append(errs, fmt.Errorf("reboot.window.%w", e))
-		}
+	if len(r.Windows) > 0 && !equalWindow(r.Window, Default().Reboot.Window) {
+		errs = append(errs, errors.New("reboot.windows is set, and so is reboot.window: windows replaces window; set one of them"))
 	}
+	_, serrs := r.Schedule()
+	errs = append(errs, serrs...)
 	if _, err := labels.Parse(r.BlockingPodSelector); err != nil {
 		errs = append(errs, fmt.Errorf("reboot.blockingPodSelector %q: %w", r.BlockingPodSelector, err))
 	}

@@ -176,6 +176,20 @@ func TestValidate(t *testing.T) {
 		{name: "webhook with an unknown preset", mutate: func(c *Config) {
 			c.Notifications.Webhooks = []WebhookConfig{{Name: "ops", URL: "http://x", Preset: "teams"}}
 		}, wantErr: `notifications.webhooks[0] (ops).preset "teams"`},
+		{name: "reboot windows and exceptions", mutate: func(c *Config) {
+			c.Reboot.Windows = []RebootWindowConfig{{Days: []string{"sat"}, Start: "22:00", End: "04:00", TimeZone: "Europe/Berlin"}, {Start: "12:00", End: "13:00", TimeZone: "UTC"}}
+			c.Reboot.Exceptions = []RebootExceptionConfig{{From: "2026-12-20", To: "2027-01-03", TimeZone: "Europe/Berlin"}, {From: "2026-05-01"}}
+		}},
+		{name: "reboot windows beside a window", mutate: func(c *Config) {
+			c.Reboot.Window.Days = []string{"sun"}
+			c.Reboot.Windows = []RebootWindowConfig{{Start: "12:00", End: "13:00", TimeZone: "UTC"}}
+		}, wantErr: "reboot.windows is set, and so is reboot.window"},
+		{name: "reboot windows, one bad", mutate: func(c *Config) {
+			c.Reboot.Windows = []RebootWindowConfig{{Start: "12:00", End: "13:00", TimeZone: "UTC"}, {Start: "25:00", End: "13:00", TimeZone: "UTC"}}
+		}, wantErr: `reboot.windows[1].start "25:00"`},
+		{name: "reboot exception backwards", mutate: func(c *Config) {
+			c.Reboot.Exceptions = []RebootExceptionConfig{{From: "2027-01-03", To: "2026-12-20"}}
+		}, wantErr: `reboot.exceptions[0].to "2026-12-20": before from "2027-01-03"`},
 		{name: "reboot relative sentinel command", mutate: func(c *Config) { c.Reboot.SentinelCommand = []string{"needs-restarting", "-r"} }, wantErr: "reboot.sentinelCommand"},
 		{name: "reboot relative sentinel file", mutate: func(c *Config) { c.Reboot.SentinelFile = "reboot-required" }, wantErr: "reboot.sentinelFile"},
 		{name: "reboot enabled without any sentinel", mutate: func(c *Config) { c.Reboot.Enabled = true; c.Reboot.SentinelFile = "" }, wantErr: "neither sentinelFile nor sentinelCommand"},

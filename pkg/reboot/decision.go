@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/node-agent/node-agent/pkg/reboot/policy"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -505,7 +506,11 @@ func decideIdle(in Input, need Need, known bool) Decision {
 		}
 	}
 	if !in.Window.Contains(in.Now) {
-		return set(Pending, OutsideWindow, fmt.Sprintf("%s; outside the reboot window (%s)", need.Why, in.Window))
+		next := "none within " + fmt.Sprint(policy.MaxLookAhead/(24*time.Hour)) + " days"
+		if at, ok := in.Window.Next(in.Now); ok {
+			next = at.UTC().Format(time.RFC3339)
+		}
+		return set(Pending, OutsideWindow, fmt.Sprintf("%s; outside the reboot window (%s); it opens next at %s", need.Why, in.Window, next))
 	}
 	if len(in.Blockers) > 0 {
 		pods, alerts, gates := split(in.Blockers)

@@ -115,3 +115,125 @@ func (w Window) Contains(t time.Time) bool {
 		return (w.days[today] && tod >= w.start) || (w.days[yesterday] && tod < w.end)
 	}
 }
+
+// Exception is a run of dates on which no reboot starts, whatever the
+// windows say: from and to inclusive, as dates in a time zone.
+type Exception struct {
+	from, to string // YYYY-MM-DD, compared as text
+	loc      *time.Location
+	text     string
+}
+
+// ParseException builds an Exception from reboot.exceptions' keys: from and
+// to as YYYY-MM-DD (to not before from; to empty means the same day), and
+// an IANA time zone (empty means UTC).
+func ParseException(from, to, timeZone string) (Exception, error) {
+	var errs []error
+	if to == "" {
+		to = from
+	}
+	for _, d := range []struct{ key, v string }{{"from", from}, {"to", to}} {
+		if _, err := time.Parse(time.DateOnly, d.v); err != nil || len(d.v) != len(time.DateOnly) {
+			errs = append(errs, fmt.Errorf("%s %q: want a date YYYY-MM-DD, such as 2026-12-20", d.key, d.v))
+		}
+	}
+	if len(errs) == 0 && to < from {
+		errs = append(errs, fmt.Errorf("to %q: before from %q", to, from))
+	}
+	if timeZone == "" {
+		timeZone = "UTC"
+	}
+	loc, err := loadZone(timeZone)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return Exception{}, errors.Join(errs...)
+	}
+	text := from
+	if to != from {
+		text += " to " + to
+	}
+	return Exception{from: from, to: to, loc: loc, text: text + " " + timeZone}, nil
+}
+
+// Contains says whether t falls on one of the exception's dates.
+func (e Exception) Contains(t time.Time) bool {
+	if e.loc == nil {
+		return false
+	}
+	d := t.In(e.loc).Format(time.DateOnly)
+	return d >= e.from && d <= e.to
+}
+
+func (e Exception) String() string { return e.text }
+
+// loadZone loads an IANA zone, refusing "Local" (the container's zone).
+func loadZone(timeZone string) (*time.Location, error) {
+	if strings.EqualFold(timeZone, "Local") {
+		return nil, errors.New(`timeZone "Local": the agent's container zone, not the host's; use an IANA name such as Europe/Berlin`)
+	}
+	loc, err := time.LoadLocation(timeZone)
+	if err != nil {
+		return nil, fmt.Errorf("timeZone %q: %w; use an IANA name such as UTC or Europe/Berlin (the image carries tzdata)", timeZone, err)
+	}
+	return loc, nil
+}
+
+// Schedule is when a reboot may start: inside any of its windows, and on
+// none of its exceptions' dates.
+type Schedule struct {
+	Windows    []Window
+	Exceptions []Exception
+}
+
+// Contains says whether a reboot may start at t.
+func (s Schedule) Contains(t time.Time) bool {
+	for _, e := range s.Exceptions {
+		if e.Contains(t) {
+			return false
+		}
+	}
+	for _, w := range s.Windows {
+		if w.Contains(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxLookAhead bounds Next's search.
+const MaxLookAhead = 62 * 24 * time.Hour
+
+// Next returns the first minute from t on at which a reboot may start, and
+// false when there is none within MaxLookAhead (every window lies in
+// exceptions that long, or there is no window). Windows open on whole
+// minutes, so a minute's steps find every opening.
+func (s Schedule) Next(t time.Time) (time.Time, bool) {
+	at := t.Truncate(time.Minute)
+	if at.Before(t) {
+		at = at.Add(time.Minute)
+	}
+	if s.Contains(t) {
+		return t, true
+	}
+	for end := t.Add(MaxLookAhead); !at.After(end); at = at.Add(time.Minute) {
+		if s.Contains(at) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// String says the schedule as configured: "mon 22:00-04:00 UTC; sat
+// 00:00-00:00 UTC; not 2026-12-20 to 2027-01-03 UTC".
+func (s Schedule) String() string {
+	parts := make([]string, 0, len(s.Windows)+len(s.Exceptions))
+	for _, w := range s.Windows {
+		parts = append(parts, w.String())
+	}
+	for _, e := range s.Exceptions {
+		parts = append(parts, "not "+e.String())
+	}
+	return strings.Join(parts, "; ")
+}

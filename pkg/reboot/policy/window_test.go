@@ -122,3 +122,94 @@ func TestZeroWindowNeverOpens(t *testing.T) {
 		t.Error("the zero Window opened; a Window must come from ParseWindow")
 	}
 }
+
+func TestSchedule(t *testing.T) {
+	mustWindow := func(days []string, start, end, tz string) Window {
+		t.Helper()
+		w, err := ParseWindow(days, start, end, tz)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	mustException := func(from, to, tz string) Exception {
+		t.Helper()
+		e, err := ParseException(from, to, tz)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	s := Schedule{
+		Windows: []Window{
+			mustWindow([]string{"sat"}, "22:00", "04:00", "Europe/Berlin"),
+			mustWindow([]string{"wed"}, "12:00", "13:00", "UTC"),
+		},
+		Exceptions: []Exception{mustException("2026-12-20", "2027-01-03", "Europe/Berlin")},
+	}
+	at := func(s string) time.Time {
+		t.Helper()
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, tt := range []struct {
+		at   string
+		want bool
+	}{
+		{"2026-11-28T21:30:00Z", true},  // Saturday 22:30 in Berlin
+		{"2026-11-29T02:59:00Z", true},  // Sunday 03:59 in Berlin: the Saturday window, past midnight
+		{"2026-11-29T03:00:00Z", false}, // Sunday 04:00 in Berlin
+		{"2026-11-25T12:30:00Z", true},  // Wednesday noon UTC
+		{"2026-11-25T13:00:00Z", false},
+		{"2026-12-26T21:30:00Z", false}, // a Saturday night inside the exception
+		{"2027-01-03T22:59:00Z", false}, // 23:59 on 3 January in Berlin: still the exception
+		{"2027-01-06T12:30:00Z", true},  // the first Wednesday after it
+	} {
+		if got := s.Contains(at(tt.at)); got != tt.want {
+			t.Errorf("Contains(%s) = %v, want %v", tt.at, got, tt.want)
+		}
+	}
+	for _, tt := range []struct{ from, want string }{
+		{"2026-11-25T13:00:00Z", "2026-11-28T21:00:00Z"}, // Wednesday after noon: Saturday 22:00 Berlin
+		{"2026-11-25T12:10:30Z", "2026-11-25T12:10:30Z"}, // inside: now
+		{"2026-12-17T13:00:00Z", "2026-12-19T21:00:00Z"}, // the Saturday before the exception
+		// Across the exception: the Saturday window of 2 January ends on
+		// the 3rd, still excepted; the first opening after is Wednesday.
+		{"2026-12-20T00:00:00Z", "2027-01-06T12:00:00Z"},
+		{"2026-11-29T03:00:00.5Z", "2026-12-02T12:00:00Z"}, // a fraction past a minute
+	} {
+		got, ok := s.Next(at(tt.from))
+		if !ok || !got.Equal(at(tt.want)) {
+			t.Errorf("Next(%s) = %s %v, want %s", tt.from, got.UTC().Format(time.RFC3339Nano), ok, tt.want)
+		}
+	}
+	closed := Schedule{Windows: s.Windows, Exceptions: []Exception{mustException("2026-01-01", "2027-12-31", "UTC")}}
+	if got, ok := closed.Next(at("2026-06-01T00:00:00Z")); ok {
+		t.Errorf("Next in a two-year freeze = %s, want none", got)
+	}
+	if got := s.String(); got != "sat 22:00-04:00 Europe/Berlin; wed 12:00-13:00 UTC; not 2026-12-20 to 2027-01-03 Europe/Berlin" {
+		t.Errorf("String() = %q", got)
+	}
+}
+
+func TestParseException(t *testing.T) {
+	for _, tt := range []struct {
+		from, to, tz, wantErr string
+	}{
+		{"2026-12-24", "", "", ""},
+		{"2026-12-20", "2027-01-03", "Europe/Berlin", ""},
+		{"2026-12-20", "2026-12-01", "", `to "2026-12-01": before from "2026-12-20"`},
+		{"20.12.2026", "", "", `from "20.12.2026": want a date YYYY-MM-DD`},
+		{"2026-12-20", "2026-1-3", "", `to "2026-1-3": want a date YYYY-MM-DD`},
+		{"2026-12-20", "", "Local", `timeZone "Local"`},
+		{"2026-12-20", "", "Mars/Olympus", `timeZone "Mars/Olympus"`},
+	} {
+		_, err := ParseException(tt.from, tt.to, tt.tz)
+		if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("ParseException(%q, %q, %q) = %v, want %q", tt.from, tt.to, tt.tz, err, tt.wantErr)
+		}
+	}
+}
