@@ -59,7 +59,7 @@ func TestRebootCoordinatorWaitsAndSaysWhy(t *testing.T) {
 		start(t, "node-1", "--reboot-window-days="+tomorrow, "--reboot-window-start=02:00", "--reboot-window-end=04:00")
 		cond := waitRebootReason(t, c, "node-1", string(reboot.OutsideWindow))
 		// The next opening is tomorrow at 02:00 UTC.
-		next := time.Now().UTC().Add(24 * time.Hour).Format(time.DateOnly) + "T02:00:00Z"
+		next := time.Now().UTC().Add(24*time.Hour).Format(time.DateOnly) + "T02:00:00Z"
 		if cond.Status != corev1.ConditionTrue || !strings.Contains(cond.Message, tomorrow+" 02:00-04:00 UTC") || !strings.Contains(cond.Message, "it opens next at "+next) {
 			t.Errorf("condition %s: %s", cond.Status, cond.Message)
 		}
