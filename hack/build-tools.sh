@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # build-tools.sh builds the upstream binaries the tests run against (the
 # control plane, kwok, kubectl, the kubelet of the real-node tests, and
-# Prometheus with promtool for the monitoring component, and Helm for the
+# Prometheus with promtool for the monitoring component, Alertmanager for the
+# silences, and Helm for the
 # chart in deploy/helm), from the Go module proxy, into bin/. Each binary is
 # built once per pinned version and kept in a cache outside the work tree
 # (NODE_AGENT_TOOLS_CACHE, default ~/.cache/node-agent/tools), so a fresh
@@ -21,6 +22,7 @@ kwok_version=v0.8.0
 staticcheck_version=v0.8.2
 prometheus_version=v0.316.0 # Prometheus 3.16.0: the module is tagged v0.3MM.P for 3.MM.P
 prometheus_operator_version=v0.85.0
+alertmanager_version=v0.35.0
 helm_version=v4.3.1
 
 # Unstamped builds report v0.0.0-master+$Format:%H$, which kubectl cannot parse.
@@ -28,6 +30,8 @@ k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${k8s_version} -X
 
 # Unstamped builds report an empty version; promu stamps these same variables.
 prometheus_ldflags="-s -w -X github.com/prometheus/common/version.Version=3.16.0 -X github.com/prometheus/common/version.Revision=${prometheus_version} -X github.com/prometheus/common/version.Branch=${prometheus_version}"
+
+alertmanager_ldflags="-s -w -X github.com/prometheus/common/version.Version=0.35.0 -X github.com/prometheus/common/version.Revision=${alertmanager_version} -X github.com/prometheus/common/version.Branch=${alertmanager_version}"
 
 # Unstamped builds report "v4.3" with no patch level; Helm's own Makefile
 # stamps this variable.
@@ -48,6 +52,41 @@ build() {
 		echo "build-tools: built ${name} in $((SECONDS - start))s" >&2
 	fi
 	cp "${cached}" "${bin}/${name}"
+}
+
+# alertmanager builds Alertmanager from its module, without its web UI: the
+# module embeds ui/app/dist, which its release process generates (npm, elm)
+# and the module zip does not hold. The build runs in a copy of the module
+# with empty placeholders there; the API the tests use is all Go.
+alertmanager() {
+	local cached="${cache}/alertmanager-${alertmanager_version}"
+	if [[ -x "${bin}/alertmanager" ]]; then
+		return 0
+	fi
+	if [[ ! -x "${cached}" ]]; then
+		echo "build-tools: building alertmanager ${alertmanager_version} (cold builds take minutes)" >&2
+		local start=$SECONDS dir src
+		dir=$(cd "${root}/hack/tools/alertmanager" &&
+			go mod download -json "github.com/prometheus/alertmanager@${alertmanager_version}" |
+			sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+		if [[ -z "${dir}" ]]; then
+			echo "build-tools: go mod download printed no Dir for alertmanager ${alertmanager_version}" >&2
+			return 1
+		fi
+		src="${cache}/alertmanager-src-${alertmanager_version}"
+		rm -rf "${src}"
+		cp -r "${dir}" "${src}"
+		chmod -R u+w "${src}"
+		for ui in elm mantine; do
+			mkdir -p "${src}/ui/app/dist/${ui}"
+			echo "<!doctype html><title>Alertmanager</title><p>built without its web UI (hack/build-tools.sh)" > "${src}/ui/app/dist/${ui}/index.html"
+		done
+		(cd "${src}" && CGO_ENABLED=0 go build -trimpath -ldflags "${alertmanager_ldflags}" -o "${cached}.tmp" ./cmd/alertmanager)
+		mv "${cached}.tmp" "${cached}"
+		rm -rf "${src}"
+		echo "build-tools: built alertmanager in $((SECONDS - start))s" >&2
+	fi
+	cp "${cached}" "${bin}/alertmanager"
 }
 
 # operator_crds copies the Prometheus Operator's CRDs (example/prometheus-operator-crd
@@ -82,12 +121,13 @@ tool() {
 	prometheus | promtool)
 		build "$1" "${prometheus_version}" hack/tools/prometheus "github.com/prometheus/prometheus/cmd/$1" "${prometheus_ldflags}" ;;
 	prometheus-operator-crd) operator_crds ;;
+	alertmanager) alertmanager ;;
 	helm) build helm "${helm_version}" hack/tools/helm helm.sh/helm/v4/cmd/helm "${helm_ldflags}" ;;
 	*) echo "build-tools: unknown tool $1" >&2; return 2 ;;
 	esac
 }
 
 if [[ $# -eq 0 ]]; then
-	set -- etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl kubelet prometheus promtool prometheus-operator-crd helm
+	set -- etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl kubelet prometheus promtool prometheus-operator-crd alertmanager helm
 fi
 for t in "$@"; do tool "$t"; done

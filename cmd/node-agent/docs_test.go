@@ -19,6 +19,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/shutdown"
+	"github.com/node-agent/node-agent/pkg/silence"
 )
 
 // TestDocsUpToDate fails when a generated reference in docs/ differs from
@@ -67,6 +68,7 @@ func metricsReference(t *testing.T) string {
 	podaccess.NewMetrics(rec)
 	confinement.NewGauge(rec)
 	notify.NewMetrics(rec)
+	silence.NewMetrics(rec)
 	reboot.NewMetrics(rec) // registered only with reboot.enabled; listed always
 	shutdown.NewMetrics(reg)
 	base := metrics.NewRegistry()

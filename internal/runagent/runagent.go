@@ -45,6 +45,7 @@ import (
 	rebootsystemd "github.com/node-agent/node-agent/pkg/reboot/systemd"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/shutdown"
+	"github.com/node-agent/node-agent/pkg/silence"
 	"github.com/node-agent/node-agent/pkg/slots"
 )
 
@@ -185,6 +186,17 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 			return nil, err
 		}
 		out = append(out, c)
+	}
+	if sc := w.cfg.Silences; sc.AlertmanagerURL != "" {
+		matchers := make([]silence.Matcher, len(sc.Matchers))
+		for i, m := range sc.Matchers {
+			matchers[i] = silence.Matcher{Name: m.Name, Value: m.Value, IsRegex: m.IsRegex, IsEqual: !m.Negate}
+		}
+		out = append(out, &silence.Keeper{
+			URL: sc.AlertmanagerURL, Node: d.NodeName, NodeLabel: sc.NodeLabel, Matchers: matchers, Duration: sc.Duration.Duration,
+			Disrupted: handshake.Disrupted, Client: &http.Client{}, Clock: d.Clock,
+			Logger: d.Logger.With("component", "silence"), Metrics: silence.NewMetrics(d.Registry),
+		})
 	}
 	if w.configFile != "" {
 		out = append(out, w.configWatcher(d, lab))

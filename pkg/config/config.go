@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -75,6 +76,84 @@ type Config struct {
 	// Notifications are webhooks told of maintenance and reboots on this
 	// node (pkg/notify).
 	Notifications NotificationsConfig `json:"notifications"`
+	// Silences keep an Alertmanager silence of this node's alerts while it
+	// is drained or rebooting (pkg/silence).
+	Silences SilencesConfig `json:"silences"`
+}
+
+// SilencesConfig configures the silence of a drained or rebooting node's
+// alerts (pkg/silence).
+type SilencesConfig struct {
+	// AlertmanagerURL is where silences are made (its v2 API); empty: no
+	// silence.
+	AlertmanagerURL string `json:"alertmanagerURL,omitempty"`
+	// NodeLabel is the alert label that carries the node's name.
+	NodeLabel string `json:"nodeLabel"`
+	// Matchers are added to the node's: the silence covers only alerts
+	// that match them all.
+	Matchers []SilenceMatcherConfig `json:"matchers,omitempty"`
+	// Duration is how long a silence lasts past each extension; it is
+	// extended while the node stays disrupted, and runs out on its own this
+	// long after an agent that made it went away.
+	Duration metav1.Duration `json:"duration"`
+}
+
+// SilenceMatcherConfig is one Alertmanager matcher.
+type SilenceMatcherConfig struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	// IsRegex matches Value as a regular expression.
+	IsRegex bool `json:"isRegex,omitempty"`
+	// Negate matches what does not equal (or match) Value.
+	Negate bool `json:"negate,omitempty"`
+}
+
+// validateSilences checks the silences keys.
+func validateSilences(s *SilencesConfig) []error {
+	var errs []error
+	if s.AlertmanagerURL != "" {
+		if u, err := url.Parse(s.AlertmanagerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("silences.alertmanagerURL: want an absolute http:// or https:// URL"))
+		}
+	}
+	if msgs := validation.IsQualifiedName(s.NodeLabel); len(msgs) > 0 || strings.Contains(s.NodeLabel, "/") {
+		errs = append(errs, fmt.Errorf("silences.nodeLabel %q: want a Prometheus label name such as node or instance", s.NodeLabel))
+	}
+	for i, m := range s.Matchers {
+		if m.Name == "" {
+			errs = append(errs, fmt.Errorf("silences.matchers[%d]: empty name", i))
+		}
+		if m.IsRegex {
+			if _, err := regexp.Compile("^(?:" + m.Value + ")$"); err != nil {
+				errs = append(errs, fmt.Errorf("silences.matchers[%d] (%s): %w", i, m.Name, err))
+			}
+		}
+	}
+	return errs
+}
+
+// silenceMatchersValue reads silences.matchers from a flag, as JSON.
+type silenceMatchersValue struct{ m *[]SilenceMatcherConfig }
+
+func (v *silenceMatchersValue) String() string {
+	if v.m == nil || len(*v.m) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(*v.m)
+	return string(b)
+}
+
+func (v *silenceMatchersValue) Type() string { return "json" }
+
+func (v *silenceMatchersValue) Set(s string) error {
+	var m []SilenceMatcherConfig
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return fmt.Errorf(`want a JSON list such as [{"name":"severity","value":"critical","negate":true}]: %w`, err)
+	}
+	*v.m = m
+	return nil
 }
 
 // NotificationsConfig configures the webhooks (pkg/notify). They never
@@ -550,6 +629,14 @@ func Default() Config {
 			// it within the hour.
 			SlotHoldBound: metav1.Duration{Duration: 30 * time.Minute},
 		},
+		Silences: SilencesConfig{
+			// node_exporter's and kube-state-metrics' alerts carry it as
+			// the monitoring component's rules do.
+			NodeLabel: "node",
+			// Extended every 5m while the node is disrupted; an agent
+			// that dies leaves a silence of at most this long.
+			Duration: metav1.Duration{Duration: 15 * time.Minute},
+		},
 		Notifications: NotificationsConfig{
 			// A receiver that answers within seconds is well; one that
 			// takes longer is as good as down.
@@ -574,6 +661,9 @@ func (c Config) NormalizeEmpty() Config {
 	}
 	if len(c.Notifications.Webhooks) == 0 {
 		c.Notifications.Webhooks = nil
+	}
+	if len(c.Silences.Matchers) == 0 {
+		c.Silences.Matchers = nil
 	}
 	if len(c.Reboot.Windows) == 0 {
 		c.Reboot.Windows = nil
@@ -783,6 +873,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(durationValue{&c.Reboot.SlotHoldBound}, "reboot-slot-hold-bound", "How long the drain slot stays held while the host reboots; a node not back by then loses it.")
 	fs.Var(durationValue{&c.Reboot.LoopBound}, "reboot-loop-bound", "No second reboot within this time when the sentinel is still there after a reboot (reported as RebootLoop). 0s: no such guard.")
 
+	fs.StringVar(&c.Silences.AlertmanagerURL, "silences-alertmanager-url", c.Silences.AlertmanagerURL, "Alertmanager in which the node's alerts are silenced while it is drained or rebooting (its v2 API). Empty: no silence.")
+	fs.StringVar(&c.Silences.NodeLabel, "silences-node-label", c.Silences.NodeLabel, "The alert label that carries the node's name; the silence matches it.")
+	fs.Var(&silenceMatchersValue{&c.Silences.Matchers}, "silences-matchers", `Matchers added to the node's, as JSON: [{"name":"severity","value":"critical","negate":true}] (isRegex: the value is a regular expression; negate: what does not match). Empty: every alert of the node.`)
+	fs.Var(durationValue{&c.Silences.Duration}, "silences-duration", "How long a silence lasts past each extension; it is extended while the node is drained or rebooting, and expired when it no longer is.")
 	fs.Var(&webhooksValue{&c.Notifications.Webhooks}, "notifications-webhooks", `Webhooks told of maintenance and reboots on this node, as JSON: [{"name":"ops","url":"https://hooks.example.com/x","preset":"slack","events":["maintenance-failed","reboot-failed"]}]. url, or urlFile (a mounted Secret holding it); preset json (default) or slack, or a Go template; events: maintenance-started, maintenance-drained, maintenance-failed, maintenance-ended, reboot-rebooting, reboot-back, reboot-failed (empty: all). A notification never holds up a drain or a reboot. Empty: none.`)
 	fs.Var(durationValue{&c.Notifications.Timeout}, "notifications-timeout", "Bound on one attempt at one notification.")
 	fs.Var(durationValue{&c.Notifications.GiveUpAfter}, "notifications-give-up-after", "Bound on the attempts at one notification (retried with a doubling backoff from 1s); then it is given up and counted as failed.")
@@ -941,6 +1035,7 @@ var durationKeys = [][2]string{
 	{"reboot", "loopBound"},
 	{"reboot", "checkInterval"},
 	{"reboot", "slotHoldBound"},
+	{"silences", "duration"},
 	{"notifications", "timeout"},
 	{"notifications", "giveUpAfter"},
 }
@@ -1020,6 +1115,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Reboot.validate()...)
 	errs = append(errs, validateNotifications(&c.Notifications)...)
+	errs = append(errs, validateSilences(&c.Silences)...)
 	return joinErrors(errs)
 }
 

@@ -31,9 +31,9 @@ type Prometheus struct {
 
 // StartPrometheus writes files (prometheus.yml and the rule files it names)
 // into dir and runs binDir/prometheus on a free loopback port with that
-// configuration. It returns when the server reports ready, or an error with
-// the tail of its log.
-func StartPrometheus(ctx context.Context, binDir, dir string, files map[string][]byte) (*Prometheus, error) {
+// configuration, and args added to its own. It returns when the server
+// reports ready, or an error with the tail of its log.
+func StartPrometheus(ctx context.Context, binDir, dir string, files map[string][]byte, args ...string) (*Prometheus, error) {
 	if _, ok := files["prometheus.yml"]; !ok {
 		return nil, fmt.Errorf("StartPrometheus: files must hold prometheus.yml")
 	}
@@ -59,6 +59,7 @@ func StartPrometheus(ctx context.Context, binDir, dir string, files map[string][
 		},
 		logPath: filepath.Join(dir, "prometheus.log"),
 	}}
+	p.proc.args = append(p.proc.args, args...)
 	if err := p.proc.start(); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,108 @@
+package silence
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// fakeAM is an Alertmanager v2 API of silences, enough for Reconcile.
+type fakeAM struct {
+	mu       sync.Mutex
+	silences []silence
+	calls    []string
+}
+
+func (f *fakeAM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, r.Method+" "+strings.TrimPrefix(r.URL.Path, "/api/v2/"))
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/api/v2/silences":
+		_ = json.NewEncoder(w).Encode(f.silences)
+	case r.Method == http.MethodPost && r.URL.Path == "/api/v2/silences":
+		b, _ := io.ReadAll(r.Body)
+		var s silence
+		if err := json.Unmarshal(b, &s); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if s.ID == "" {
+			s.ID = "new"
+			f.silences = append(f.silences, s)
+		} else {
+			for i := range f.silences {
+				if f.silences[i].ID == s.ID {
+					f.silences[i].EndsAt = s.EndsAt
+				}
+			}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{"silenceID": s.ID})
+	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/api/v2/silence/"):
+		id := strings.TrimPrefix(r.URL.Path, "/api/v2/silence/")
+		for i := range f.silences {
+			if f.silences[i].ID == id {
+				f.silences[i].Status = &struct {
+					State string `json:"state"`
+				}{"expired"}
+			}
+		}
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func TestReconcile(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	mine := func(id string, endsIn time.Duration) silence {
+		return silence{ID: id, Matchers: []Matcher{{Name: "node", Value: "node-1", IsEqual: true}}, StartsAt: now.Add(-time.Hour),
+			EndsAt: now.Add(endsIn), CreatedBy: "node-agent/node-1"}
+	}
+	other := silence{ID: "theirs", CreatedBy: "alice", EndsAt: now.Add(time.Hour)}
+	for _, tt := range []struct {
+		name      string
+		disrupted bool
+		before    []silence
+		want      []string // calls after the GET
+	}{
+		{"idle, none", false, []silence{other}, nil},
+		{"idle, one left behind: expired", false, []silence{other, mine("old", 30*time.Minute)}, []string{"DELETE silence/old"}},
+		{"drained, none: made", true, []silence{other}, []string{"POST silences"}},
+		{"drained, one fresh: left", true, []silence{mine("s1", 14*time.Minute)}, nil},
+		{"drained, one due: extended", true, []silence{mine("s1", 9*time.Minute)}, []string{"POST silences"}},
+		{"drained, two: the older expired", true, []silence{mine("s1", 14*time.Minute), mine("s0", 3*time.Minute)}, []string{"DELETE silence/s0"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			am := &fakeAM{silences: append([]silence(nil), tt.before...)}
+			srv := httptest.NewServer(am)
+			defer srv.Close()
+			k := &Keeper{URL: srv.URL, Node: "node-1", NodeLabel: "node", Duration: 15 * time.Minute,
+				Disrupted: func(*corev1.Node) (bool, string) { return tt.disrupted, "maintenance of node-1" },
+				Client:    srv.Client(), Clock: clocktesting.NewFakeClock(now), Logger: slog.New(slog.DiscardHandler)}
+			if err := k.Reconcile(t.Context(), &corev1.Node{}); err != nil {
+				t.Fatal(err)
+			}
+			got := am.calls[1:]
+			if strings.Join(got, ", ") != strings.Join(tt.want, ", ") {
+				t.Errorf("calls after the list: %v, want %v", got, tt.want)
+			}
+			for _, s := range am.silences {
+				if s.ID == "theirs" && s.Status != nil {
+					t.Error("someone else's silence was touched")
+				}
+				if tt.disrupted && s.CreatedBy == "node-agent/node-1" && (s.Status == nil || s.Status.State != "expired") && s.EndsAt.Sub(now) < 10*time.Minute {
+					t.Errorf("silence %s ends in %s while the node is drained", s.ID, s.EndsAt.Sub(now))
+				}
+			}
+		})
+	}
+}
