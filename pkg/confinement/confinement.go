@@ -35,6 +35,15 @@ import (
 // agent owns, so the policy must refuse it.
 const ProbeLabel = "node-agent.io/confinement-probe"
 
+// FieldManager names the probe's request, so that an audit of the agent's
+// requests can tell its expected refusal from a real one.
+const FieldManager = "node-agent-confinement-probe"
+
+// IsProbe says whether a request URI is the probe's.
+func IsProbe(requestURI string) bool {
+	return strings.Contains(requestURI, "dryRun=All") && strings.Contains(requestURI, "fieldManager="+FieldManager)
+}
+
 // Result is what the probe found.
 type Result int
 
@@ -66,7 +75,7 @@ func Probe(ctx context.Context, client kube.Interface, node string) (Result, err
 		return Unknown, err
 	}
 	_, err = client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch,
-		metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "node-agent-confinement-probe"})
+		metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager})
 	switch {
 	case err == nil:
 		return NotEnforced, nil

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-agent/node-agent/pkg/confinement"
 	"github.com/node-agent/node-agent/pkg/kubevirtcr"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/podaccess"
@@ -989,7 +990,7 @@ func (b *deployBed) checkAudit(t *testing.T, began time.Time) {
 		tally[key][code]++
 		// The confinement check's dry run (pkg/confinement) is meant to be
 		// refused: a refusal says the policy holds.
-		probe := strings.Contains(e.RequestURI, "dryRun=All") && strings.Contains(e.RequestURI, "fieldManager=node-agent-confinement-probe")
+		probe := confinement.IsProbe(e.RequestURI)
 		if probe && code != 403 {
 			t.Errorf("the agent's confinement probe got %d, want 403 from the policy", code)
 		}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-agent/node-agent/pkg/confinement"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
@@ -139,6 +140,14 @@ func (b *bed) testIdentity(t *testing.T) {
 		verbs[e.Verb]++
 		if got := e.User.Extra[nodeNameKey]; !slices.Equal(got, []string{realNode}) {
 			t.Errorf("%s %s by %s carries %s=%v, want [%s]", e.Verb, e.RequestURI, agentUser, nodeNameKey, got, realNode)
+		}
+		// The start check's dry run (pkg/confinement) must be refused:
+		// that refusal says the shipped policy holds the agent.
+		if confinement.IsProbe(e.RequestURI) {
+			if c := e.Code(); c != 403 {
+				t.Errorf("the agent's confinement probe got %d, want 403 from the policy", c)
+			}
+			continue
 		}
 		if c := e.Code(); c == 401 || c == 403 || c == 422 {
 			t.Errorf("%s %s by the agent was refused: %d", e.Verb, e.RequestURI, e.Code())
