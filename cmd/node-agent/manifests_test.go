@@ -414,7 +414,7 @@ func TestCoordinatorManifestsAgreeWithCode(t *testing.T) {
 	var lb admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicyBinding", "", leasePolicy, &lb)
 	wantMatchesServiceAccount(t, &lp, deployServiceAccount)
-	for v, want := range map[string]string{"slotPrefix": slots.SlotPrefix, "slotLabel": slots.SlotLabel, "electionLease": electionLease} {
+	for v, want := range map[string]string{"slotPrefix": slots.SlotPrefix, "slotLabel": slots.SlotLabel, "electionLease": electionLease, "lastRebootLease": slots.LastRebootLease} {
 		if got := celStrings(policyVariable(t, &lp, v)); !slices.Equal(got, []string{want}) {
 			t.Errorf("policy %s %s = %v, want %s", lp.Name, v, got, want)
 		}

@@ -410,6 +410,10 @@ type RebootConfig struct {
 	// Exceptions are dates on which no reboot starts, whatever the
 	// windows say: a change freeze, the holidays.
 	Exceptions []RebootExceptionConfig `json:"exceptions,omitempty"`
+	// MinInterval is the least time between the starts of two nodes'
+	// reboots in the cluster; node-agent-coordinator keeps it when it
+	// grants the reboots' drain slots. 0: none.
+	MinInterval metav1.Duration `json:"minInterval"`
 	// BlockingPodSelector: while a pod on this node matches it, no reboot
 	// starts. Empty: no pod blocks.
 	BlockingPodSelector string `json:"blockingPodSelector,omitempty"`
@@ -859,6 +863,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Reboot.Window.TimeZone, "reboot-window-time-zone", c.Reboot.Window.TimeZone, "IANA time zone of the window, such as Europe/Berlin.")
 	fs.Var(&windowsValue{&c.Reboot.Windows}, "reboot-windows", `Several reboot windows, as JSON: [{"days":["sat","sun"],"start":"22:00","end":"04:00","timeZone":"Europe/Berlin"},{"days":["wed"],"start":"12:00","end":"13:00","timeZone":"UTC"}]. A reboot may start inside any of them. Set, it replaces the --reboot-window-* flags. Empty: those.`)
 	fs.Var(&exceptionsValue{&c.Reboot.Exceptions}, "reboot-exceptions", `Dates on which no reboot starts, whatever the windows say, as JSON: [{"from":"2026-12-20","to":"2027-01-03","timeZone":"Europe/Berlin"}] (to included; empty: from alone; timeZone empty: UTC). Empty: none.`)
+	fs.Var(durationValue{&c.Reboot.MinInterval}, "reboot-min-interval", "Least time between the starts of two nodes' reboots in the cluster, kept by node-agent-coordinator when it grants their drain slots (a reboot waits in its queue, reason reboot.minInterval). 0s: none.")
 	fs.StringVar(&c.Reboot.BlockingPodSelector, "reboot-blocking-pod-selector", c.Reboot.BlockingPodSelector, "Label selector: while a pod on this node matches it, no reboot starts. Empty: no pod blocks.")
 	fs.StringVar(&c.Reboot.PrometheusURL, "reboot-prometheus-url", c.Reboot.PrometheusURL, "Prometheus queried for firing alerts (/api/v1/alerts); a matching alert blocks the reboot, and so does a failed query. Empty: alerts are not checked.")
 	fs.Var(&gatesValue{&c.Reboot.Gates}, "reboot-gates", `PromQL gates, as JSON: [{"name":"ceph-healthy","query":"ceph_health_status > 0"}]. Each is asked of --reboot-prometheus-url at every check until the drain starts; while its answer has a series, or it cannot be asked, the reboot waits (reason BlockedByGates, which names the gate, its query and its answer). Empty: no gate.`)
@@ -1035,6 +1040,7 @@ var durationKeys = [][2]string{
 	{"reboot", "loopBound"},
 	{"reboot", "checkInterval"},
 	{"reboot", "slotHoldBound"},
+	{"reboot", "minInterval"},
 	{"silences", "duration"},
 	{"notifications", "timeout"},
 	{"notifications", "giveUpAfter"},

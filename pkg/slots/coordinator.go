@@ -37,6 +37,9 @@ type CoordinatorOptions struct {
 	SilenceBound    time.Duration
 	RebootHoldBound time.Duration
 	MaxHold         map[Purpose]time.Duration
+	// MinRebootInterval: see Input. The time of the last reboot grant is
+	// kept in the Lease LastRebootLease, so a new leader counts from it.
+	MinRebootInterval time.Duration
 	// LeaseResync is how often the slot Leases are listed again, so that
 	// a Lease an admin deleted or changed is seen; the coordinator is
 	// their only writer and otherwise keeps them in memory.
@@ -67,7 +70,20 @@ type Coordinator struct {
 	written map[string]writtenGrant
 	// relist asks the next reconcile to list the Leases first.
 	relist bool
+	// lastReboot is when the last reboot slot was granted, as far as this
+	// coordinator knows (its grants, and LastRebootLease at start).
+	lastReboot time.Time
 }
+
+// LastRebootLease records, in its acquireTime, when the coordinator last
+// granted a reboot slot (reboot.minInterval). The coordinator creates it
+// whole, as it does slots; the agents' admission policy refuses it to them
+// by name.
+const LastRebootLease = "node-agent-coordinator-last-reboot"
+
+// lastRebootLabel marks LastRebootLease, so that a list can find it without
+// a get (the coordinator may get only its election Lease).
+const lastRebootLabel = "node-agent.io/last-reboot"
 
 type observation struct {
 	id          string
@@ -144,6 +160,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		case <-c.o.Clock.After(5 * time.Second):
 		}
 	}
+	if c.o.MinRebootInterval > 0 {
+		c.readLastReboot(ctx)
+	}
 	c.log.Info("Coordinating drain slots", "namespace", c.o.Namespace, "pools", len(c.o.Pools), "slotsHeld", len(c.leases))
 	go c.resyncLeases(ctx)
 	go func() {
@@ -215,9 +234,11 @@ func (c *Coordinator) input() Input {
 	in := Input{
 		Now: c.o.Clock.Now(), Nodes: map[string]*Node{}, Leases: map[string]Lease{}, Pools: c.o.Pools,
 		SilenceBound: c.o.SilenceBound, RebootHoldBound: c.o.RebootHoldBound, MaxHold: c.o.MaxHold,
+		MinRebootInterval: c.o.MinRebootInterval,
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	in.LastReboot = c.lastReboot
 	for _, obj := range c.nodes.GetStore().List() {
 		node, ok := obj.(*corev1.Node)
 		if !ok {
@@ -404,10 +425,59 @@ func (c *Coordinator) grant(ctx context.Context, n *Node, now time.Time) error {
 	if err := c.writeGrant(ctx, n.Name, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Granted, Slot: name, Time: now}); err != nil {
 		return err
 	}
+	if n.Request.Purpose == PurposeReboot && c.o.MinRebootInterval > 0 {
+		c.recordReboot(ctx, now)
+	}
 	c.o.Metrics.granted()
 	c.log.Info("Drain slot granted", "node", n.Name, "purpose", n.Request.Purpose, "lease", c.o.Namespace+"/"+name,
 		"waited", now.Sub(n.Seen).Round(time.Millisecond))
 	return nil
+}
+
+// recordReboot remembers now as the last reboot grant, in memory and in
+// LastRebootLease (replaced whole: the coordinator creates and deletes
+// Leases, and updates only its election Lease). A failed write is logged:
+// the memory still spaces the reboots while this coordinator leads.
+func (c *Coordinator) recordReboot(ctx context.Context, now time.Time) {
+	c.mu.Lock()
+	if now.After(c.lastReboot) {
+		c.lastReboot = now
+	}
+	c.mu.Unlock()
+	leases := c.o.Client.CoordinationV1().Leases(c.o.Namespace)
+	if err := leases.Delete(ctx, LastRebootLease, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		c.log.Warn("Cannot replace the record of the last reboot; a new leader may count reboot.minInterval from an older one", "err", err)
+		return
+	}
+	at := metav1.NewMicroTime(now)
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: LastRebootLease, Namespace: c.o.Namespace,
+			Labels: map[string]string{lastRebootLabel: "true", "app.kubernetes.io/name": "node-agent"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(FieldManager), AcquireTime: &at},
+	}
+	if _, err := leases.Create(ctx, l, metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
+		c.log.Warn("Cannot record the last reboot; a new leader may count reboot.minInterval from an older one", "err", err)
+	}
+}
+
+// readLastReboot reads LastRebootLease into memory; without it, the
+// interval counts from the reboot slots held.
+func (c *Coordinator) readLastReboot(ctx context.Context) {
+	list, err := c.o.Client.CoordinationV1().Leases(c.o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: lastRebootLabel + "=true"})
+	if err != nil {
+		c.log.Warn("Cannot read the record of the last reboot; reboot.minInterval counts from the reboot slots held", "err", err)
+		return
+	}
+	for _, l := range list.Items {
+		if l.Name == LastRebootLease && l.Spec.AcquireTime != nil {
+			c.mu.Lock()
+			if l.Spec.AcquireTime.After(c.lastReboot) {
+				c.lastReboot = l.Spec.AcquireTime.Time
+			}
+			c.mu.Unlock()
+			c.log.Info("The last reboot slot was granted", "at", l.Spec.AcquireTime.UTC().Format(time.RFC3339), "minInterval", c.o.MinRebootInterval)
+		}
+	}
 }
 
 // deleteLease deletes the Lease name, the slot held by node.

@@ -587,3 +587,59 @@ func TestReleaseWhenTheCacheLags(t *testing.T) {
 		t.Errorf("the request stays after the release: %s", got)
 	}
 }
+
+// TestMinRebootIntervalOutlivesTheLeader: with reboot.minInterval, the
+// coordinator records each reboot grant in LastRebootLease; a new leader
+// reads it, and queues the next reboot until the interval has passed, with
+// a reason that says so, while a maintenance goes on.
+func TestMinRebootIntervalOutlivesTheLeader(t *testing.T) {
+	b := newBed(t, "n1", "n2", "n3")
+	start := func() (stop func()) {
+		ctx, cancel := context.WithCancel(b.ctx)
+		c := NewCoordinator(CoordinatorOptions{Client: b.client, Namespace: "node-agent", Pools: []Pool{{Name: DefaultPool, MaxConcurrentNodes: 3}},
+			SilenceBound: time.Minute, RebootHoldBound: time.Hour, MinRebootInterval: time.Hour, Clock: clock.RealClock{}, Logger: b.log, LeaseResync: time.Hour})
+		done := make(chan struct{})
+		go func() { defer close(done); _ = c.Run(ctx) }()
+		return func() { cancel(); <-done }
+	}
+	askFor := func(node, id string, p Purpose) {
+		req := &Request{Purpose: p, ID: id, RequestedAt: time.Now()}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, RequestAnnotation, req.Encode())
+		if _, err := b.fake.CoreV1().Nodes().Patch(b.ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grantOf := func(node string) *Grant {
+		g, _ := ParseGrant(b.node(node))
+		return g
+	}
+	stop := start()
+	askFor("n1", "r1", PurposeReboot)
+	waitFor(t, "n1's reboot granted", func() bool { g := grantOf("n1"); return g != nil && g.State == Granted })
+	var recorded time.Time
+	waitFor(t, "the last reboot recorded", func() bool {
+		l, err := b.fake.CoordinationV1().Leases("node-agent").Get(b.ctx, LastRebootLease, metav1.GetOptions{})
+		if err != nil || l.Spec.AcquireTime == nil {
+			return false
+		}
+		recorded = l.Spec.AcquireTime.Time
+		return true
+	})
+	stop()
+	// n1 is done: its request and slot are gone. A new leader starts.
+	if _, err := b.fake.CoreV1().Nodes().Patch(b.ctx, "n1", types.MergePatchType,
+		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null,%q:null}}}`, RequestAnnotation, GrantAnnotation)), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.fake.CoordinationV1().Leases("node-agent").Delete(b.ctx, LeaseName("n1"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer start()()
+	askFor("n2", "r2", PurposeReboot)
+	askFor("n3", "m3", PurposeMaintenance)
+	waitFor(t, "n3's maintenance granted", func() bool { g := grantOf("n3"); return g != nil && g.State == Granted })
+	waitFor(t, "n2's reboot queued", func() bool { g := grantOf("n2"); return g != nil && g.State == Queued })
+	if g := grantOf("n2"); !strings.Contains(g.Reason, "reboot.minInterval: the last reboot began at "+recorded.UTC().Format(time.RFC3339)) {
+		t.Errorf("n2 waits with %q, want the interval from the recorded reboot", g.Reason)
+	}
+}

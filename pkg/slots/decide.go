@@ -82,6 +82,12 @@ type Input struct {
 	// MaxHold is, per purpose, how long a slot may be held in all,
 	// heartbeat or not; 0 sets no bound.
 	MaxHold map[Purpose]time.Duration
+	// MinRebootInterval is the least time between the grants of two reboot
+	// slots in the cluster (reboot.minInterval); 0 sets none.
+	MinRebootInterval time.Duration
+	// LastReboot is when the last reboot slot was granted, as the
+	// coordinator recorded it; the slots held count too.
+	LastReboot time.Time
 }
 
 // Revocation takes node's slot back, saying why.
@@ -159,10 +165,6 @@ func Decide(in Input) Output {
 			out.Repair = append(out.Repair, node)
 		}
 	}
-	if !next.IsZero() {
-		out.Next = max(next.Sub(in.Now), time.Second)
-	}
-
 	pools := make([]poolState, len(in.Pools))
 	for i, p := range in.Pools {
 		pools[i] = poolState{Pool: p}
@@ -207,7 +209,32 @@ func Decide(in Input) Output {
 	slices.SortStableFunc(waiting, func(a, b *Node) int {
 		return cmp.Or(a.Seen.Compare(b.Seen), cmp.Compare(a.Name, b.Name))
 	})
+	lastReboot := in.LastReboot
+	for _, l := range in.Leases {
+		if l.Purpose == PurposeReboot && holding[l.Node] && l.AcquiredAt.After(lastReboot) {
+			lastReboot = l.AcquiredAt
+		}
+	}
 	for _, n := range waiting {
+		// reboot.minInterval spaces the reboots out, whatever room the
+		// pools have; a reboot that waits for it blocks no pool, so the
+		// requests behind it go on.
+		if n.Request.Purpose == PurposeReboot && in.MinRebootInterval > 0 && !lastReboot.IsZero() {
+			if from := lastReboot.Add(in.MinRebootInterval); in.Now.Before(from) {
+				reason := fmt.Sprintf("reboot.minInterval: the last reboot began at %s; the next may begin at %s",
+					lastReboot.UTC().Format(time.RFC3339), from.UTC().Format(time.RFC3339))
+				next = earliest(next, from)
+				for i := range pools {
+					if pools[i].has(n) {
+						out.Waiting[pools[i].Name]++
+					}
+				}
+				if g := n.Grant; !g.Answers(n.Request) || g.State != Queued || g.Reason != reason {
+					out.Queue = append(out.Queue, Queueing{Node: n.Name, Reason: reason})
+				}
+				continue
+			}
+		}
 		reason := ""
 		for i := range pools {
 			p := &pools[i]
@@ -233,6 +260,9 @@ func Decide(in Input) Output {
 				}
 			}
 			out.Grant = append(out.Grant, n.Name)
+			if n.Request.Purpose == PurposeReboot {
+				lastReboot = in.Now
+			}
 			continue
 		}
 		for i := range pools {
@@ -246,6 +276,9 @@ func Decide(in Input) Output {
 	}
 	for _, p := range pools {
 		out.Held[p.Name] = p.held
+	}
+	if !next.IsZero() {
+		out.Next = max(next.Sub(in.Now), time.Second)
 	}
 	return out
 }

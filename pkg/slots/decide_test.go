@@ -295,3 +295,50 @@ func TestDecideNeverPassesALimit(t *testing.T) {
 		}
 	}
 }
+
+// reboot.minInterval spaces reboots out across the cluster; it holds back
+// no maintenance, and a reboot waiting for it blocks no pool.
+func TestDecideMinRebootInterval(t *testing.T) {
+	reboots := func(n *Node) *Node { n.Request.Purpose = PurposeReboot; return n }
+	t.Run("since the last recorded reboot", func(t *testing.T) {
+		in := input(10*time.Minute, cluster(3), reboots(asking("a", 0, 10*time.Minute)), asking("b", time.Second, 10*time.Minute))
+		in.MinRebootInterval, in.LastReboot = 30*time.Minute, t0
+		out := Decide(in)
+		if !slices.Equal(out.Grant, []string{"b"}) || !slices.Equal(queued(out), []string{"a"}) {
+			t.Fatalf("grants %v, queued %v: want b's maintenance granted and a's reboot queued", out.Grant, queued(out))
+		}
+		if want := "reboot.minInterval: the last reboot began at " + t0.UTC().Format(time.RFC3339) + "; the next may begin at " + t0.Add(30*time.Minute).UTC().Format(time.RFC3339); out.Queue[0].Reason != want {
+			t.Errorf("reason %q, want %q", out.Queue[0].Reason, want)
+		}
+		if out.Next != 20*time.Minute {
+			t.Errorf("Next = %s, want the 20m until the interval ends", out.Next)
+		}
+		in.Now = t0.Add(30 * time.Minute)
+		for _, n := range in.Nodes {
+			n.LastBeat = in.Now
+		}
+		if out := Decide(in); !slices.Contains(out.Grant, "a") {
+			t.Errorf("at the interval's end: grants %v, want a", out.Grant)
+		}
+	})
+	t.Run("one reboot per decision, and a held one counts", func(t *testing.T) {
+		in := input(0, cluster(3), reboots(asking("a", 0, 0)), reboots(asking("b", time.Second, 0)))
+		in.MinRebootInterval = time.Hour
+		out := Decide(in)
+		if !slices.Equal(out.Grant, []string{"a"}) || !slices.Equal(queued(out), []string{"b"}) {
+			t.Fatalf("grants %v, queued %v: want a granted, b queued behind it", out.Grant, queued(out))
+		}
+		held := withLeases(input(15*time.Minute, cluster(3), reboots(asking("c", 0, 15*time.Minute))), reboots(asking("a", 0, 15*time.Minute)))
+		held.MinRebootInterval = time.Hour
+		if out := Decide(held); len(out.Grant) != 0 || !slices.Equal(queued(out), []string{"c"}) {
+			t.Errorf("with a's reboot held since t0: grants %v, queued %v, want c queued", out.Grant, queued(out))
+		}
+	})
+	t.Run("no interval", func(t *testing.T) {
+		in := input(0, cluster(3), reboots(asking("a", 0, 0)), reboots(asking("b", time.Second, 0)))
+		in.LastReboot = t0
+		if out := Decide(in); len(out.Grant) != 2 {
+			t.Errorf("grants %v, want both", out.Grant)
+		}
+	})
+}

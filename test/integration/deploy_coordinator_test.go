@@ -137,6 +137,7 @@ func (b *deployBed) testSlotLeasePolicy(t *testing.T) {
 	for _, l := range []*coordinationv1.Lease{
 		lease(slots.LeaseName("node-1"), nil),
 		lease(coordinatorElectionLease, nil),
+		lease(slots.LastRebootLease, nil),
 		lease("deploy-test-labelled", map[string]string{slots.SlotLabel: "true"}),
 	} {
 		_, err := sa.CoordinationV1().Leases(agentNamespace).Create(ctx, l, dry)

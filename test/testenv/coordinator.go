@@ -232,6 +232,7 @@ func CoordinatorConfig(agentArgs []string) ([]byte, error) {
 	}
 	type reboot struct {
 		SlotHoldBound string `json:"slotHoldBound"`
+		MinInterval   string `json:"minInterval"`
 	}
 	return yaml.Marshal(struct {
 		Drain  drain  `json:"drain"`
@@ -241,6 +242,6 @@ func CoordinatorConfig(agentArgs []string) ([]byte, error) {
 			LeaseNamespace: cfg.Drain.LeaseNamespace, MaxConcurrentNodes: cfg.Drain.MaxConcurrentNodes, Pools: cfg.Drain.Pools,
 			SlotSilenceBound: cfg.Drain.SlotSilenceBound.Duration.String(), Timeout: cfg.Drain.Timeout.Duration.String(),
 		},
-		Reboot: reboot{SlotHoldBound: cfg.Reboot.SlotHoldBound.Duration.String()},
+		Reboot: reboot{SlotHoldBound: cfg.Reboot.SlotHoldBound.Duration.String(), MinInterval: cfg.Reboot.MinInterval.Duration.String()},
 	})
 }
