@@ -170,7 +170,17 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 		Clock: d.Clock, Logger: d.Logger.With("component", "slots"),
 	}
 	out = append(out, requester)
-	ctrl := w.maintenance(d, access, maintenanceSlots{requester}, rebootDrainSlot{requester})
+	var drainSlots selfdrain.SlotSource = maintenanceSlots{requester}
+	if mc := w.cfg.Maintenance; len(mc.Gates) > 0 {
+		gates := make([]reboot.Gate, len(mc.Gates))
+		for i, g := range mc.Gates {
+			gates[i] = reboot.Gate{Name: g.Name, Query: g.Query}
+		}
+		drainSlots = handshake.GatedSlots(drainSlots,
+			reboot.GateBlockers{URL: mc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: 10 * time.Second}},
+			MaintenanceGateInterval, d.Clock)
+	}
+	ctrl := w.maintenance(d, access, drainSlots, rebootDrainSlot{requester})
 	out = append(out, ctrl)
 	own := new(handshake.OwnReboot)
 	if w.cfg.Reboot.Enabled {
@@ -424,6 +434,10 @@ type component struct {
 func (c component) Name() string { return c.name }
 
 func (c component) Run(ctx context.Context, _ agent.NodeView) error { return c.run(ctx) }
+
+// MaintenanceGateInterval is how often the maintenance gates are asked
+// again while one holds.
+const MaintenanceGateInterval = 30 * time.Second
 
 // maintenanceSlots asks for drain slots for maintenance drains.
 type maintenanceSlots struct{ r *slots.Requester }

@@ -263,6 +263,14 @@ type MaintenanceConfig struct {
 	// that name this node. Off by default, so the agent never competes
 	// with a node-maintenance-operator that serves the same objects.
 	NodeMaintenance bool `json:"nodeMaintenance"`
+	// PrometheusURL is the Prometheus the maintenance gates are asked of.
+	PrometheusURL string `json:"prometheusURL,omitempty"`
+	// Gates are PromQL queries asked before a maintenance takes its drain
+	// slot, before the cordon: while one's answer has a series, or it
+	// cannot be asked, the maintenance waits and nothing on the node
+	// changes. A shutdown's and a reboot's drains do not wait for them
+	// (reboot.gates are the reboot's).
+	Gates []GateConfig `json:"gates,omitempty"`
 }
 
 // LabellerConfig configures CPU discovery and labelling.
@@ -666,6 +674,9 @@ func (c Config) NormalizeEmpty() Config {
 	if len(c.Notifications.Webhooks) == 0 {
 		c.Notifications.Webhooks = nil
 	}
+	if len(c.Maintenance.Gates) == 0 {
+		c.Maintenance.Gates = nil
+	}
 	if len(c.Silences.Matchers) == 0 {
 		c.Silences.Matchers = nil
 	}
@@ -732,24 +743,37 @@ const MaxGateQuery = 4096
 
 // validateGates checks reboot.gates: named, distinct, with a query.
 func validateGates(r *RebootConfig) []error {
+	return checkGates("reboot", r.Gates, r.PrometheusURL)
+}
+
+// checkGates checks the gates of section: named, distinct, with a query,
+// and a Prometheus to ask.
+func checkGates(section string, gates []GateConfig, prometheusURL string) []error {
 	var errs []error
 	seen := map[string]bool{}
-	for i, g := range r.Gates {
+	for i, g := range gates {
 		if msgs := validation.IsDNS1123Label(g.Name); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("reboot.gates[%d].name %q: %s", i, g.Name, strings.Join(msgs, "; ")))
+			errs = append(errs, fmt.Errorf("%s.gates[%d].name %q: %s", section, i, g.Name, strings.Join(msgs, "; ")))
 		} else if seen[g.Name] {
-			errs = append(errs, fmt.Errorf("reboot.gates[%d].name %q: used twice", i, g.Name))
+			errs = append(errs, fmt.Errorf("%s.gates[%d].name %q: used twice", section, i, g.Name))
 		}
 		seen[g.Name] = true
 		switch q := strings.TrimSpace(g.Query); {
 		case q == "":
-			errs = append(errs, fmt.Errorf("reboot.gates[%d] (%s): empty query", i, g.Name))
+			errs = append(errs, fmt.Errorf("%s.gates[%d] (%s): empty query", section, i, g.Name))
 		case len(g.Query) > MaxGateQuery:
-			errs = append(errs, fmt.Errorf("reboot.gates[%d] (%s): query of %d bytes, at most %d", i, g.Name, len(g.Query), MaxGateQuery))
+			errs = append(errs, fmt.Errorf("%s.gates[%d] (%s): query of %d bytes, at most %d", section, i, g.Name, len(g.Query), MaxGateQuery))
 		}
 	}
-	if len(r.Gates) > 0 && r.PrometheusURL == "" {
-		errs = append(errs, errors.New("reboot.gates: set reboot.prometheusURL, the Prometheus the gates are asked of"))
+	if len(gates) > 0 && prometheusURL == "" {
+		errs = append(errs, fmt.Errorf("%s.gates: set %s.prometheusURL, the Prometheus the gates are asked of", section, section))
+	}
+	if prometheusURL != "" {
+		if u, err := url.Parse(prometheusURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			if section == "maintenance" {
+				errs = append(errs, errors.New("maintenance.prometheusURL: want an absolute http:// or https:// URL"))
+			}
+		}
 	}
 	return errs
 }
@@ -848,6 +872,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(&poolsValue{&c.Drain.Pools}, "drain-pools", `Pools of nodes with drain limits of their own, as JSON: [{"name":"gpu","selector":"gpu=true","maxConcurrentNodes":1,"maxUnavailable":"10%"}]. A node drains only when every pool it is in has room.`)
 	fs.Var(durationValue{&c.Drain.SlotSilenceBound}, "drain-slot-silence-bound", "How long the agent of a node holding a drain slot may be silent before the coordinator gives the slot to the next node.")
 	fs.BoolVar(&c.Maintenance.NodeMaintenance, "maintenance-node-maintenance", c.Maintenance.NodeMaintenance, "Serve NodeMaintenance objects (nodemaintenance.medik8s.io or nodemaintenance.kubevirt.io) that name this node. Leave off where node-maintenance-operator runs.")
+	fs.StringVar(&c.Maintenance.PrometheusURL, "maintenance-prometheus-url", c.Maintenance.PrometheusURL, "Prometheus the maintenance gates are asked of. Empty: none.")
+	fs.Var(&gatesValue{&c.Maintenance.Gates}, "maintenance-gates", `PromQL gates of a maintenance, as JSON: [{"name":"cluster-healthy","query":"kube_node_status_condition{condition="Ready",status="true"} == 0"}]. Asked before the maintenance takes its drain slot, before the cordon, and again every 30s while one holds; while one's answer has a series, or it cannot be asked, the maintenance waits (phase Waiting, which names the gate, its query and its answer) and nothing on the node changes. Empty: no gate.`)
 	fs.BoolVar(&c.Shutdown.Enabled, "shutdown-enabled", c.Shutdown.Enabled, "Hold a systemd-logind delay lock and drain the node before the host shuts down.")
 	fs.StringVar(&c.Shutdown.SystemBusAddress, "shutdown-system-bus-address", c.Shutdown.SystemBusAddress, "D-Bus address of the host's system bus.")
 	fs.Var(durationValue{&c.Shutdown.DrainBudget}, "shutdown-drain-budget", "Time wanted to drain before the host goes down; logind's InhibitDelayMaxSec caps it unless --shutdown-manage-logind-config.")
@@ -1120,6 +1146,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("drain.leaseNamespace %q: %s", c.Drain.LeaseNamespace, strings.Join(msgs, "; ")))
 	}
 	errs = append(errs, c.Reboot.validate()...)
+	errs = append(errs, checkGates("maintenance", c.Maintenance.Gates, c.Maintenance.PrometheusURL)...)
 	errs = append(errs, validateNotifications(&c.Notifications)...)
 	errs = append(errs, validateSilences(&c.Silences)...)
 	return joinErrors(errs)

@@ -2,6 +2,7 @@ package selfdrain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,15 @@ func take(ctx context.Context, s SlotSource, e *Engine, trigger Trigger, reason 
 	return s.Acquire(ctx, func(err error) { w.report(ctx, err) })
 }
 
+// WaitReason is a reason to wait that a SlotSource passes to onWait, other
+// than an error: it says what the drain waits for (a maintenance gate that
+// holds, say). The drain reports it as it reports the wait for room, not
+// as a failure.
+type WaitReason interface {
+	error
+	WaitReason() string
+}
+
 // slotWaitMessage is a drain's lastError while it waits for its slot.
 const slotWaitMessage = "waiting for a drain slot from the coordinator (drain.maxConcurrentNodes, drain.pools)"
 
@@ -62,10 +72,16 @@ func (w *slotWait) report(ctx context.Context, cause error) {
 		w.start = &now
 	}
 	msg := slotWaitMessage
-	if cause != nil {
+	var waitFor WaitReason
+	switch {
+	case errors.As(cause, &waitFor):
+		w.errors = 0
+		msg = waitFor.WaitReason()
+		cause = nil
+	case cause != nil:
 		w.errors++
 		msg = fmt.Sprintf("cannot get a drain slot: %v", cause)
-	} else {
+	default:
 		w.errors = 0
 	}
 	if err := w.record(ctx, msg, now); err != nil {
@@ -81,6 +97,11 @@ func (w *slotWait) report(ctx context.Context, cause error) {
 	if cause != nil {
 		e.Logger.Error("Cannot get a drain slot", "err", cause)
 		e.event(corev1.EventTypeWarning, "DrainSlotError", "Maintenance requested, but %s", msg)
+		return
+	}
+	if waitFor != nil {
+		e.Logger.Info("Maintenance waits", "for", msg)
+		e.event(corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; %s", msg)
 		return
 	}
 	e.Logger.Info("Waiting for a drain slot")
