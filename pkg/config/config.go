@@ -132,30 +132,6 @@ func validateSilences(s *SilencesConfig) []error {
 	return errs
 }
 
-// silenceMatchersValue reads silences.matchers from a flag, as JSON.
-type silenceMatchersValue struct{ m *[]SilenceMatcherConfig }
-
-func (v *silenceMatchersValue) String() string {
-	if v.m == nil || len(*v.m) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(*v.m)
-	return string(b)
-}
-
-func (v *silenceMatchersValue) Type() string { return "json" }
-
-func (v *silenceMatchersValue) Set(s string) error {
-	var m []SilenceMatcherConfig
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return fmt.Errorf(`want a JSON list such as [{"name":"severity","value":"critical","negate":true}]: %w`, err)
-	}
-	*v.m = m
-	return nil
-}
-
 // NotificationsConfig configures the webhooks (pkg/notify). They never
 // hold up a drain or a reboot.
 type NotificationsConfig struct {
@@ -229,30 +205,6 @@ func validateNotifications(n *NotificationsConfig) []error {
 		}
 	}
 	return errs
-}
-
-// webhooksValue reads notifications.webhooks from a flag, as JSON.
-type webhooksValue struct{ w *[]WebhookConfig }
-
-func (v *webhooksValue) String() string {
-	if v.w == nil || len(*v.w) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(*v.w)
-	return string(b)
-}
-
-func (v *webhooksValue) Type() string { return "json" }
-
-func (v *webhooksValue) Set(s string) error {
-	var hooks []WebhookConfig
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&hooks); err != nil {
-		return fmt.Errorf("want a JSON list such as [{\"name\":\"ops\",\"url\":\"https://hooks.example.com/x\",\"preset\":\"slack\"}]: %w", err)
-	}
-	*v.w = hooks
-	return nil
 }
 
 // MaintenanceConfig chooses the maintenance APIs the agent serves besides
@@ -525,54 +477,6 @@ func (r *RebootConfig) Schedule() (policy.Schedule, []error) {
 	return s, errs
 }
 
-// windowsValue and exceptionsValue read reboot.windows and
-// reboot.exceptions from flags, as JSON.
-type windowsValue struct{ w *[]RebootWindowConfig }
-
-func (v *windowsValue) String() string {
-	if v.w == nil || len(*v.w) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(*v.w)
-	return string(b)
-}
-
-func (v *windowsValue) Type() string { return "json" }
-
-func (v *windowsValue) Set(s string) error {
-	var w []RebootWindowConfig
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
-		return fmt.Errorf(`want a JSON list such as [{"days":["sat"],"start":"22:00","end":"04:00","timeZone":"Europe/Berlin"}]: %w`, err)
-	}
-	*v.w = w
-	return nil
-}
-
-type exceptionsValue struct{ e *[]RebootExceptionConfig }
-
-func (v *exceptionsValue) String() string {
-	if v.e == nil || len(*v.e) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(*v.e)
-	return string(b)
-}
-
-func (v *exceptionsValue) Type() string { return "json" }
-
-func (v *exceptionsValue) Set(s string) error {
-	var e []RebootExceptionConfig
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil {
-		return fmt.Errorf(`want a JSON list such as [{"from":"2026-12-20","to":"2027-01-03","timeZone":"Europe/Berlin"}]: %w`, err)
-	}
-	*v.e = e
-	return nil
-}
-
 // Default returns the configuration used when neither a flag nor the config
 // file sets a key.
 func Default() Config {
@@ -778,34 +682,14 @@ func checkGates(section string, gates []GateConfig, prometheusURL string) []erro
 	return errs
 }
 
-// gatesValue reads reboot.gates from a flag, as JSON.
-type gatesValue struct{ g *[]GateConfig }
-
-func (v *gatesValue) String() string {
-	if v.g == nil || len(*v.g) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(*v.g)
-	return string(b)
+// jsonList reads a list key from a flag, as JSON, refusing unknown fields;
+// example is a JSON list the error shows.
+type jsonList[T any] struct {
+	p       *[]T
+	example string
 }
 
-func (v *gatesValue) Type() string { return "json" }
-
-func (v *gatesValue) Set(s string) error {
-	var gates []GateConfig
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&gates); err != nil {
-		return fmt.Errorf("want a JSON list such as [{\"name\":\"ceph-healthy\",\"query\":\"ceph_health_status > 0\"}]: %w", err)
-	}
-	*v.g = gates
-	return nil
-}
-
-// poolsValue reads drain.pools from a flag, as JSON.
-type poolsValue struct{ p *[]PoolConfig }
-
-func (v *poolsValue) String() string {
+func (v *jsonList[T]) String() string {
 	if v.p == nil || len(*v.p) == 0 {
 		return ""
 	}
@@ -813,16 +697,16 @@ func (v *poolsValue) String() string {
 	return string(b)
 }
 
-func (v *poolsValue) Type() string { return "json" }
+func (v *jsonList[T]) Type() string { return "json" }
 
-func (v *poolsValue) Set(s string) error {
-	var pools []PoolConfig
+func (v *jsonList[T]) Set(s string) error {
+	var list []T
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&pools); err != nil {
-		return fmt.Errorf("want a JSON list such as [{\"name\":\"gpu\",\"selector\":\"gpu=true\",\"maxConcurrentNodes\":1}]: %w", err)
+	if err := dec.Decode(&list); err != nil {
+		return fmt.Errorf("want a JSON list such as %s: %w", v.example, err)
 	}
-	*v.p = pools
+	*v.p = list
 	return nil
 }
 
@@ -869,11 +753,11 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once for maintenance requests (annotation or NodeMaintenance object) or reboots, cluster-wide. A shutdown drain takes no slot.")
 	fs.IntVar(&c.Drain.Parallelism, "drain-parallelism", c.Drain.Parallelism, "Most evictions in flight at once on this node.")
 	fs.StringVar(&c.Drain.LeaseNamespace, "drain-lease-namespace", c.Drain.LeaseNamespace, "Namespace of the drain slot Leases and of the coordinator's leader election; only node-agent-coordinator writes them.")
-	fs.Var(&poolsValue{&c.Drain.Pools}, "drain-pools", `Pools of nodes with drain limits of their own, as JSON: [{"name":"gpu","selector":"gpu=true","maxConcurrentNodes":1,"maxUnavailable":"10%"}]. A node drains only when every pool it is in has room.`)
+	fs.Var(&jsonList[PoolConfig]{&c.Drain.Pools, `[{"name":"gpu","selector":"gpu=true","maxConcurrentNodes":1}]`}, "drain-pools", `Pools of nodes with drain limits of their own, as JSON: [{"name":"gpu","selector":"gpu=true","maxConcurrentNodes":1,"maxUnavailable":"10%"}]. A node drains only when every pool it is in has room.`)
 	fs.Var(durationValue{&c.Drain.SlotSilenceBound}, "drain-slot-silence-bound", "How long the agent of a node holding a drain slot may be silent before the coordinator gives the slot to the next node.")
 	fs.BoolVar(&c.Maintenance.NodeMaintenance, "maintenance-node-maintenance", c.Maintenance.NodeMaintenance, "Serve NodeMaintenance objects (nodemaintenance.medik8s.io or nodemaintenance.kubevirt.io) that name this node. Leave off where node-maintenance-operator runs.")
 	fs.StringVar(&c.Maintenance.PrometheusURL, "maintenance-prometheus-url", c.Maintenance.PrometheusURL, "Prometheus the maintenance gates are asked of. Empty: none.")
-	fs.Var(&gatesValue{&c.Maintenance.Gates}, "maintenance-gates", `PromQL gates of a maintenance, as JSON: [{"name":"cluster-healthy","query":"kube_node_status_condition{condition="Ready",status="true"} == 0"}]. Asked before the maintenance takes its drain slot, before the cordon, and again every 30s while one holds; while one's answer has a series, or it cannot be asked, the maintenance waits (phase Waiting, which names the gate, its query and its answer) and nothing on the node changes. Empty: no gate.`)
+	fs.Var(&jsonList[GateConfig]{&c.Maintenance.Gates, `[{"name":"ceph-healthy","query":"ceph_health_status > 0"}]`}, "maintenance-gates", `PromQL gates of a maintenance, as JSON: [{"name":"cluster-healthy","query":"kube_node_status_condition{condition="Ready",status="true"} == 0"}]. Asked before the maintenance takes its drain slot, before the cordon, and again every 30s while one holds; while one's answer has a series, or it cannot be asked, the maintenance waits (phase Waiting, which names the gate, its query and its answer) and nothing on the node changes. Empty: no gate.`)
 	fs.BoolVar(&c.Shutdown.Enabled, "shutdown-enabled", c.Shutdown.Enabled, "Hold a systemd-logind delay lock and drain the node before the host shuts down.")
 	fs.StringVar(&c.Shutdown.SystemBusAddress, "shutdown-system-bus-address", c.Shutdown.SystemBusAddress, "D-Bus address of the host's system bus.")
 	fs.Var(durationValue{&c.Shutdown.DrainBudget}, "shutdown-drain-budget", "Time wanted to drain before the host goes down; logind's InhibitDelayMaxSec caps it unless --shutdown-manage-logind-config.")
@@ -887,12 +771,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Reboot.Window.Start, "reboot-window-start", c.Reboot.Window.Start, "Time of day (HH:MM) from which a reboot may start, in --reboot-window-time-zone.")
 	fs.StringVar(&c.Reboot.Window.End, "reboot-window-end", c.Reboot.Window.End, "Time of day (HH:MM) from which no reboot starts. Before the start: the window crosses midnight. Equal to the start: the whole day.")
 	fs.StringVar(&c.Reboot.Window.TimeZone, "reboot-window-time-zone", c.Reboot.Window.TimeZone, "IANA time zone of the window, such as Europe/Berlin.")
-	fs.Var(&windowsValue{&c.Reboot.Windows}, "reboot-windows", `Several reboot windows, as JSON: [{"days":["sat","sun"],"start":"22:00","end":"04:00","timeZone":"Europe/Berlin"},{"days":["wed"],"start":"12:00","end":"13:00","timeZone":"UTC"}]. A reboot may start inside any of them. Set, it replaces the --reboot-window-* flags. Empty: those.`)
-	fs.Var(&exceptionsValue{&c.Reboot.Exceptions}, "reboot-exceptions", `Dates on which no reboot starts, whatever the windows say, as JSON: [{"from":"2026-12-20","to":"2027-01-03","timeZone":"Europe/Berlin"}] (to included; empty: from alone; timeZone empty: UTC). Empty: none.`)
+	fs.Var(&jsonList[RebootWindowConfig]{&c.Reboot.Windows, `[{"days":["sat"],"start":"22:00","end":"04:00","timeZone":"Europe/Berlin"}]`}, "reboot-windows", `Several reboot windows, as JSON: [{"days":["sat","sun"],"start":"22:00","end":"04:00","timeZone":"Europe/Berlin"},{"days":["wed"],"start":"12:00","end":"13:00","timeZone":"UTC"}]. A reboot may start inside any of them. Set, it replaces the --reboot-window-* flags. Empty: those.`)
+	fs.Var(&jsonList[RebootExceptionConfig]{&c.Reboot.Exceptions, `[{"from":"2026-12-20","to":"2027-01-03","timeZone":"Europe/Berlin"}]`}, "reboot-exceptions", `Dates on which no reboot starts, whatever the windows say, as JSON: [{"from":"2026-12-20","to":"2027-01-03","timeZone":"Europe/Berlin"}] (to included; empty: from alone; timeZone empty: UTC). Empty: none.`)
 	fs.Var(durationValue{&c.Reboot.MinInterval}, "reboot-min-interval", "Least time between the starts of two nodes' reboots in the cluster, kept by node-agent-coordinator when it grants their drain slots (a reboot waits in its queue, reason reboot.minInterval). 0s: none.")
 	fs.StringVar(&c.Reboot.BlockingPodSelector, "reboot-blocking-pod-selector", c.Reboot.BlockingPodSelector, "Label selector: while a pod on this node matches it, no reboot starts. Empty: no pod blocks.")
 	fs.StringVar(&c.Reboot.PrometheusURL, "reboot-prometheus-url", c.Reboot.PrometheusURL, "Prometheus queried for firing alerts (/api/v1/alerts); a matching alert blocks the reboot, and so does a failed query. Empty: alerts are not checked.")
-	fs.Var(&gatesValue{&c.Reboot.Gates}, "reboot-gates", `PromQL gates, as JSON: [{"name":"ceph-healthy","query":"ceph_health_status > 0"}]. Each is asked of --reboot-prometheus-url at every check until the drain starts; while its answer has a series, or it cannot be asked, the reboot waits (reason BlockedByGates, which names the gate, its query and its answer). Empty: no gate.`)
+	fs.Var(&jsonList[GateConfig]{&c.Reboot.Gates, `[{"name":"ceph-healthy","query":"ceph_health_status > 0"}]`}, "reboot-gates", `PromQL gates, as JSON: [{"name":"ceph-healthy","query":"ceph_health_status > 0"}]. Each is asked of --reboot-prometheus-url at every check until the drain starts; while its answer has a series, or it cannot be asked, the reboot waits (reason BlockedByGates, which names the gate, its query and its answer). Empty: no gate.`)
 	fs.StringVar(&c.Reboot.BlockingAlertRegexp, "reboot-blocking-alert-regexp", c.Reboot.BlockingAlertRegexp, "Regular expression, anchored, for the names of the firing alerts that block a reboot. Empty: every firing alert. The opposite of kured's --alert-filter-regexp, which names the alerts to ignore.")
 	fs.BoolVar(&c.Reboot.RebootWithoutDrain, "reboot-without-drain", c.Reboot.RebootWithoutDrain, "Reboot even when the drain did not finish within --drain-timeout. Off: the reboot is given up (reason DrainFailed) and tried again after a backoff.")
 	// The name the section prefix gives reboot.rebootWithoutDrain says
@@ -906,9 +790,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 
 	fs.StringVar(&c.Silences.AlertmanagerURL, "silences-alertmanager-url", c.Silences.AlertmanagerURL, "Alertmanager in which the node's alerts are silenced while it is drained or rebooting (its v2 API). Empty: no silence.")
 	fs.StringVar(&c.Silences.NodeLabel, "silences-node-label", c.Silences.NodeLabel, "The alert label that carries the node's name; the silence matches it.")
-	fs.Var(&silenceMatchersValue{&c.Silences.Matchers}, "silences-matchers", `Matchers added to the node's, as JSON: [{"name":"severity","value":"critical","negate":true}] (isRegex: the value is a regular expression; negate: what does not match). Empty: every alert of the node.`)
+	fs.Var(&jsonList[SilenceMatcherConfig]{&c.Silences.Matchers, `[{"name":"severity","value":"critical","negate":true}]`}, "silences-matchers", `Matchers added to the node's, as JSON: [{"name":"severity","value":"critical","negate":true}] (isRegex: the value is a regular expression; negate: what does not match). Empty: every alert of the node.`)
 	fs.Var(durationValue{&c.Silences.Duration}, "silences-duration", "How long a silence lasts past each extension; it is extended while the node is drained or rebooting, and expired when it no longer is.")
-	fs.Var(&webhooksValue{&c.Notifications.Webhooks}, "notifications-webhooks", `Webhooks told of maintenance and reboots on this node, as JSON: [{"name":"ops","url":"https://hooks.example.com/x","preset":"slack","events":["maintenance-failed","reboot-failed"]}]. url, or urlFile (a mounted Secret holding it); preset json (default) or slack, or a Go template; events: maintenance-started, maintenance-drained, maintenance-failed, maintenance-ended, reboot-rebooting, reboot-back, reboot-failed (empty: all). A notification never holds up a drain or a reboot. Empty: none.`)
+	fs.Var(&jsonList[WebhookConfig]{&c.Notifications.Webhooks, `[{"name":"ops","url":"https://hooks.example.com/x","preset":"slack"}]`}, "notifications-webhooks", `Webhooks told of maintenance and reboots on this node, as JSON: [{"name":"ops","url":"https://hooks.example.com/x","preset":"slack","events":["maintenance-failed","reboot-failed"]}]. url, or urlFile (a mounted Secret holding it); preset json (default) or slack, or a Go template; events: maintenance-started, maintenance-drained, maintenance-failed, maintenance-ended, reboot-rebooting, reboot-back, reboot-failed (empty: all). A notification never holds up a drain or a reboot. Empty: none.`)
 	fs.Var(durationValue{&c.Notifications.Timeout}, "notifications-timeout", "Bound on one attempt at one notification.")
 	fs.Var(durationValue{&c.Notifications.GiveUpAfter}, "notifications-give-up-after", "Bound on the attempts at one notification (retried with a doubling backoff from 1s); then it is given up and counted as failed.")
 }
