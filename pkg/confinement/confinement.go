@@ -87,8 +87,11 @@ func Probe(ctx context.Context, client kube.Interface, node string) (Result, err
 	return Unknown, err
 }
 
-// Checker runs Probe once at start, retrying an unknown answer for a while,
-// and reports what it found.
+// Checker runs Probe at start and reports what it found. A policy applied
+// with the DaemonSet takes effect in the apiserver a few seconds after it is
+// created, so a write it has not refused yet is asked again every Interval
+// for Grace before it is reported; one still not refused then is reported,
+// and asked again every Recheck, so that a policy applied later shows.
 type Checker struct {
 	Client   kube.Interface
 	NodeName string
@@ -97,15 +100,15 @@ type Checker struct {
 	// Gauge is node_agent_admission_policy_enforced: 1 enforced, 0 not,
 	// -1 not known.
 	Gauge prometheus.Gauge
-	// Timeout bounds the retries of an unknown answer; zero means a minute.
-	Timeout time.Duration
+	// Grace, Interval and Recheck: zero means 2m, 2s and 10m.
+	Grace, Interval, Recheck time.Duration
 }
 
 // NewGauge registers node_agent_admission_policy_enforced on reg.
 func NewGauge(reg prometheus.Registerer) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "node_agent_admission_policy_enforced",
-		Help: "Whether the admission policy node-agent-own-node holds this agent to its own Node, by a dry-run write it must refuse at start: 1 yes, 0 no (the agent's token may change any part of any Node RBAC allows), -1 not known yet.",
+		Help: "Whether the admission policy node-agent-own-node holds this agent to its own Node, by a dry-run write it must refuse (asked at start, and every 10 minutes while it is not refused): 1 yes, 0 no (the agent's token may change any part of any Node RBAC allows), -1 not known yet.",
 	})
 	g.Set(-1)
 	reg.MustRegister(g)
@@ -115,18 +118,21 @@ func NewGauge(reg prometheus.Registerer) prometheus.Gauge {
 // Name is the component's name.
 func (c *Checker) Name() string { return "confinement" }
 
-// Check probes until the answer is known or the timeout passes, and
-// reports it. It returns the result.
-func (c *Checker) Check(ctx context.Context) Result {
-	timeout := c.Timeout
-	if timeout == 0 {
-		timeout = time.Minute
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
 	}
+	return d
+}
+
+// Check probes until the write is refused or Grace passes, and reports the
+// last answer. It returns it.
+func (c *Checker) Check(ctx context.Context) Result {
 	var res Result
 	var last error
-	_ = wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+	_ = wait.PollUntilContextTimeout(ctx, orDefault(c.Interval, 2*time.Second), orDefault(c.Grace, 2*time.Minute), true, func(ctx context.Context) (bool, error) {
 		res, last = Probe(ctx, c.Client, c.NodeName)
-		return res != Unknown, nil
+		return res == Enforced, nil
 	})
 	switch res {
 	case Enforced:
@@ -149,8 +155,15 @@ func (c *Checker) Check(ctx context.Context) Result {
 	return res
 }
 
-// Run checks once; it returns nil, so the agent goes on either way.
+// Run checks until the policy holds the agent, every Recheck after the
+// first check; it returns nil, so the agent goes on either way.
 func (c *Checker) Run(ctx context.Context) error {
-	c.Check(ctx)
+	for c.Check(ctx) != Enforced {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(orDefault(c.Recheck, 10*time.Minute)):
+		}
+	}
 	return nil
 }

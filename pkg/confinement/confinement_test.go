@@ -50,7 +50,7 @@ func TestProbe(t *testing.T) {
 			rec := record.NewFakeRecorder(4)
 			gauge := NewGauge(prometheus.NewRegistry())
 			c := &Checker{Client: kubetest.Wrap(client), NodeName: "node-1", Logger: slog.New(slog.DiscardHandler),
-				Recorder: rec, Gauge: gauge, Timeout: 50 * time.Millisecond}
+				Recorder: rec, Gauge: gauge, Grace: 50 * time.Millisecond, Interval: 10 * time.Millisecond}
 			if got := c.Check(t.Context()); got != tt.want {
 				t.Errorf("Check = %s, want %s", got, tt.want)
 			}
@@ -71,5 +71,34 @@ func TestProbe(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCheckWaitsForAFreshPolicy: a policy applied with the DaemonSet takes
+// effect a moment after the agent starts; writes allowed before then are
+// asked again, and no warning is given once one is refused.
+func TestCheckWaitsForAFreshPolicy(t *testing.T) {
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}})
+	probes := 0
+	client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		probes++
+		if probes < 3 {
+			return false, nil, nil // allowed: the policy is not in force yet
+		}
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "node-1",
+			errors.New("ValidatingAdmissionPolicy 'node-agent-own-node' with binding 'node-agent-own-node' denied request"))
+	})
+	rec := record.NewFakeRecorder(4)
+	gauge := NewGauge(prometheus.NewRegistry())
+	c := &Checker{Client: kubetest.Wrap(client), NodeName: "node-1", Logger: slog.New(slog.DiscardHandler),
+		Recorder: rec, Gauge: gauge, Grace: time.Minute, Interval: 10 * time.Millisecond}
+	if got := c.Check(t.Context()); got != Enforced || probes != 3 {
+		t.Errorf("Check = %s after %d probes, want enforced at the third", got, probes)
+	}
+	if len(rec.Events) != 0 {
+		t.Errorf("an Event while the policy took effect: %q", <-rec.Events)
+	}
+	if testutil.ToFloat64(gauge) != 1 {
+		t.Errorf("gauge %v, want 1", testutil.ToFloat64(gauge))
 	}
 }

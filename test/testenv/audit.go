@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/node-agent/node-agent/pkg/confinement"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -187,4 +188,39 @@ func (a *AuditReader) Between(from, to time.Time) []AuditEvent {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Received.Before(&out[j].Received) })
 	return out
+}
+
+// CheckConfinementProbes checks the agent's start-check probes
+// (pkg/confinement) among events, the latest stage of each request: at
+// least one was refused (403: the policy holds the agent), and any allowed
+// was made before the first refusal (the policy, applied with the agent,
+// had not taken effect yet). It returns how many were allowed and refused.
+func CheckConfinementProbes(events []AuditEvent) (allowed, refused int, err error) {
+	var firstRefused, lastAllowed time.Time
+	for _, e := range events {
+		if !confinement.IsProbe(e.RequestURI) {
+			continue
+		}
+		switch at := e.Received.Time; e.Code() {
+		case 403:
+			refused++
+			if firstRefused.IsZero() || at.Before(firstRefused) {
+				firstRefused = at
+			}
+		case 200, 201:
+			allowed++
+			if at.After(lastAllowed) {
+				lastAllowed = at
+			}
+		default:
+			return allowed, refused, fmt.Errorf("a confinement probe got %d, want 403 from the policy (or 200 before it took effect)", e.Code())
+		}
+	}
+	switch {
+	case refused == 0:
+		return allowed, refused, fmt.Errorf("no confinement probe of the agent was refused (%d allowed): the policy does not hold it", allowed)
+	case allowed > 0 && lastAllowed.After(firstRefused):
+		return allowed, refused, fmt.Errorf("a confinement probe was allowed at %s, after one was refused at %s", lastAllowed, firstRefused)
+	}
+	return allowed, refused, nil
 }
