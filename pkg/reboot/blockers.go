@@ -231,42 +231,12 @@ type firingAlert struct {
 // {"status": ..., "error": ..., "data": {"alerts": [alert, ...]}}, keys in
 // any order, other keys skipped.
 func decodeFiringAlerts(r io.Reader) ([]string, error) {
-	dec := json.NewDecoder(r)
-	bad := func(err error) ([]string, error) {
-		return nil, fmt.Errorf("not a Prometheus API answer: %w", err)
-	}
-	var status, apiErr string
 	var alerts []firingAlert
-	if err := expectDelim(dec, '{'); err != nil {
-		return bad(err)
-	}
-	for dec.More() {
-		key, err := objectKey(dec)
-		if err != nil {
-			return bad(err)
-		}
-		switch key {
-		case "status":
-			err = dec.Decode(&status)
-		case "error":
-			err = dec.Decode(&apiErr)
-		case "data":
-			alerts, err = decodeAlertsData(dec)
-		default:
-			err = dec.Decode(&json.RawMessage{})
-		}
-		if err != nil {
-			return bad(err)
-		}
-	}
-	if err := expectDelim(dec, '}'); err != nil {
-		return bad(err)
-	}
-	if status != "success" {
-		if apiErr != "" {
-			return nil, fmt.Errorf("status %q: %s", status, apiErr)
-		}
-		return nil, fmt.Errorf("status %q, want \"success\"", status)
+	if err := decodeAnswer(r, func(dec *json.Decoder) (err error) {
+		alerts, err = decodeAlertsData(dec)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	seen := map[string]bool{}
 	var names []string
@@ -285,6 +255,48 @@ func decodeFiringAlerts(r io.Reader) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// decodeAnswer reads a Prometheus API answer as a stream:
+// {"status": ..., "error": ..., "data": ...}, keys in any order, other keys
+// skipped; data reads the value of "data". An answer whose status is not
+// success is an error that quotes Prometheus's.
+func decodeAnswer(r io.Reader, data func(*json.Decoder) error) error {
+	dec := json.NewDecoder(r)
+	bad := func(err error) error { return fmt.Errorf("not a Prometheus API answer: %w", err) }
+	var status, apiErr string
+	if err := expectDelim(dec, '{'); err != nil {
+		return bad(err)
+	}
+	for dec.More() {
+		key, err := objectKey(dec)
+		if err != nil {
+			return bad(err)
+		}
+		switch key {
+		case "status":
+			err = dec.Decode(&status)
+		case "error":
+			err = dec.Decode(&apiErr)
+		case "data":
+			err = data(dec)
+		default:
+			err = dec.Decode(&json.RawMessage{})
+		}
+		if err != nil {
+			return bad(err)
+		}
+	}
+	if err := expectDelim(dec, '}'); err != nil {
+		return bad(err)
+	}
+	if status != "success" {
+		if apiErr != "" {
+			return fmt.Errorf("status %q: %s", status, apiErr)
+		}
+		return fmt.Errorf("status %q, want \"success\"", status)
+	}
+	return nil
 }
 
 // decodeAlertsData reads the value of "data": an object whose "alerts" is

@@ -120,43 +120,13 @@ type gateSample struct {
 // [sample, ...]}}. Another result type is an error: a gate's query must
 // give an instant vector, whose series are what holds the reboot.
 func decodeGateAnswer(r io.Reader) (gateAnswer, error) {
-	dec := json.NewDecoder(r)
-	bad := func(err error) (gateAnswer, error) {
-		return gateAnswer{}, fmt.Errorf("not a Prometheus API answer: %w", err)
-	}
-	var status, apiErr string
 	var answer gateAnswer
 	var resultType string
-	if err := expectDelim(dec, '{'); err != nil {
-		return bad(err)
-	}
-	for dec.More() {
-		key, err := objectKey(dec)
-		if err != nil {
-			return bad(err)
-		}
-		switch key {
-		case "status":
-			err = dec.Decode(&status)
-		case "error":
-			err = dec.Decode(&apiErr)
-		case "data":
-			resultType, err = decodeGateData(dec, &answer)
-		default:
-			err = dec.Decode(&json.RawMessage{})
-		}
-		if err != nil {
-			return bad(err)
-		}
-	}
-	if err := expectDelim(dec, '}'); err != nil {
-		return bad(err)
-	}
-	if status != "success" {
-		if apiErr != "" {
-			return gateAnswer{}, fmt.Errorf("status %q: %s", status, apiErr)
-		}
-		return gateAnswer{}, fmt.Errorf("status %q, want \"success\"", status)
+	if err := decodeAnswer(r, func(dec *json.Decoder) (err error) {
+		resultType, err = decodeGateData(dec, &answer)
+		return err
+	}); err != nil {
+		return gateAnswer{}, err
 	}
 	if resultType != "vector" {
 		return gateAnswer{}, fmt.Errorf("the answer is a %q, want an instant vector (a query such as up == 0)", resultType)

@@ -54,27 +54,10 @@ func StartAlertmanager(ctx context.Context, binDir, dir string) (*Alertmanager, 
 		},
 		logPath: filepath.Join(dir, "alertmanager.log"),
 	}}
-	if err := a.proc.start(); err != nil {
+	if err := a.proc.startReady(ctx, a.URL+"/-/ready"); err != nil {
 		return nil, err
 	}
-	for {
-		if err := a.proc.exitError(); err != nil {
-			return nil, fmt.Errorf("%w\n%s", err, a.proc.tail(30))
-		}
-		resp, err := http.Get(a.URL + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return a, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			_ = a.Stop()
-			return nil, fmt.Errorf("alertmanager not ready: %w\n%s", ctx.Err(), a.proc.tail(30))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return a, nil
 }
 
 // Stop stops the server.

@@ -60,24 +60,34 @@ func StartPrometheus(ctx context.Context, binDir, dir string, files map[string][
 		logPath: filepath.Join(dir, "prometheus.log"),
 	}}
 	p.proc.args = append(p.proc.args, args...)
-	if err := p.proc.start(); err != nil {
+	if err := p.proc.startReady(ctx, p.URL+"/-/ready"); err != nil {
 		return nil, err
 	}
+	return p, nil
+}
+
+// startReady starts the server and waits until GET readyURL answers 200,
+// or it exits, or ctx ends (then it is stopped); the error carries the tail
+// of its log.
+func (p *process) startReady(ctx context.Context, readyURL string) error {
+	if err := p.start(); err != nil {
+		return err
+	}
 	for {
-		if err := p.proc.exitError(); err != nil {
-			return nil, fmt.Errorf("%w\n%s", err, p.proc.tail(30))
+		if err := p.exitError(); err != nil {
+			return fmt.Errorf("%w\n%s", err, p.tail(30))
 		}
-		resp, err := http.Get(p.URL + "/-/ready")
+		resp, err := http.Get(readyURL)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p, nil
+				return nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			_ = p.Stop()
-			return nil, fmt.Errorf("prometheus not ready: %w\n%s", ctx.Err(), p.proc.tail(30))
+			_ = p.stop(10 * time.Second)
+			return fmt.Errorf("%s not ready: %w\n%s", p.name, ctx.Err(), p.tail(30))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
