@@ -22,6 +22,14 @@ FUZZTIME  ?= 60s
 # How long `make test` fuzzes each target.
 TEST_FUZZTIME ?= 8s
 
+# The Kubernetes release of the test bed's control plane (kube-apiserver,
+# kube-controller-manager, kube-scheduler): empty for the default
+# (hack/build-tools.sh k8s_version, 1.36), or the newer release it builds
+# beside it: `make test K8S_VERSION=v1.37.2` runs every test against that.
+# The tests of 1.37's own APIs use it either way.
+K8S_VERSION ?=
+export NODE_AGENT_K8S_VERSION := $(K8S_VERSION)
+
 export CGO_ENABLED := 1
 # Tests find the control-plane binaries here.
 export NODE_AGENT_BIN_DIR := $(BIN)
@@ -35,7 +43,7 @@ deps: ## Install the Debian packages tests need (only the missing ones)
 	hack/install-deps.sh
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kwok, prometheus, promtool and helm into bin/ (cached), with the Prometheus Operator CRDs
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler (1.36, and 1.37 into bin/k8s-v1.37.2/), kubectl, kubelet, kwok, prometheus, promtool, alertmanager and helm into bin/ (cached), with the Prometheus Operator CRDs
 	hack/build-tools.sh
 
 .PHONY: image

@@ -2,11 +2,15 @@
 # build-tools.sh builds the upstream binaries the tests run against (the
 # control plane, kwok, kubectl, the kubelet of the real-node tests, and
 # Prometheus with promtool for the monitoring component, Alertmanager for the
-# silences, and Helm for the
-# chart in deploy/helm), from the Go module proxy, into bin/. Each binary is
-# built once per pinned version and kept in a cache outside the work tree
+# silences, and Helm for the chart in deploy/helm), from the Go module proxy,
+# into bin/; and the control plane of the next Kubernetes release
+# (next-control-plane: kube-apiserver, kube-controller-manager and
+# kube-scheduler v1.37) into bin/k8s-<version>/, for the tests of its
+# maintenance APIs and `make test K8S_VERSION=...`. Each binary is built once
+# per pinned version and kept in a cache outside the work tree
 # (NODE_AGENT_TOOLS_CACHE, default ~/.cache/node-agent/tools), so a fresh
-# clone on a machine that built it before only copies it. A binary already in bin/ is left alone.
+# clone on a machine that built it before only copies it. A binary already in
+# bin/ is left alone.
 #
 # usage: hack/build-tools.sh [tool ...]   (default: all)
 set -euo pipefail
@@ -17,6 +21,9 @@ cache="${NODE_AGENT_TOOLS_CACHE:-${HOME}/.cache/node-agent/tools}"
 mkdir -p "${bin}" "${cache}"
 
 k8s_version=v1.36.3
+# The newer release the tests of its maintenance APIs run against (its
+# control plane only), into bin/k8s-${k8s_next_version}/.
+k8s_next_version=v1.37.2
 etcd_version=v3.6.8
 kwok_version=v0.8.0
 staticcheck_version=v0.8.2
@@ -27,6 +34,7 @@ helm_version=v4.3.1
 
 # Unstamped builds report v0.0.0-master+$Format:%H$, which kubectl cannot parse.
 k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${k8s_version} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36"
+k8s_next_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${k8s_next_version} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
 
 # Unstamped builds report an empty version; promu stamps these same variables.
 prometheus_ldflags="-s -w -X github.com/prometheus/common/version.Version=3.16.0 -X github.com/prometheus/common/version.Revision=${prometheus_version} -X github.com/prometheus/common/version.Branch=${prometheus_version}"
@@ -37,11 +45,11 @@ alertmanager_ldflags="-s -w -X github.com/prometheus/common/version.Version=0.35
 # stamps this variable.
 helm_ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=${helm_version}"
 
-# build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]
+# build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS [DEST_DIR]]
 build() {
-	local name=$1 version=$2 moddir=$3 pkg=$4 ldflags=${5:-"-s -w"}
+	local name=$1 version=$2 moddir=$3 pkg=$4 ldflags=${5:-"-s -w"} dest=${6:-${bin}}
 	local cached="${cache}/${name}-${version}"
-	if [[ -x "${bin}/${name}" ]]; then
+	if [[ -x "${dest}/${name}" ]]; then
 		return 0
 	fi
 	if [[ ! -x "${cached}" ]]; then
@@ -51,7 +59,8 @@ build() {
 		mv "${cached}.tmp" "${cached}"
 		echo "build-tools: built ${name} in $((SECONDS - start))s" >&2
 	fi
-	cp "${cached}" "${bin}/${name}"
+	mkdir -p "${dest}"
+	cp "${cached}" "${dest}/${name}"
 }
 
 # alertmanager builds Alertmanager from its module, without its web UI: the
@@ -115,6 +124,10 @@ tool() {
 	case $1 in
 	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet)
 		build "$1" "${k8s_version}" hack/tools/k8s "k8s.io/kubernetes/cmd/$1" "${k8s_ldflags}" ;;
+	next-control-plane)
+		for c in kube-apiserver kube-controller-manager kube-scheduler; do
+			build "${c}" "${k8s_next_version}" hack/tools/k8s-1.37 "k8s.io/kubernetes/cmd/${c}" "${k8s_next_ldflags}" "${bin}/k8s-${k8s_next_version}"
+		done ;;
 	etcd) build etcd "${etcd_version}" hack/tools/k8s go.etcd.io/etcd/server/v3 ;;
 	kwok) build kwok "${kwok_version}" hack/tools/kwok sigs.k8s.io/kwok/cmd/kwok ;;
 	staticcheck) build staticcheck "${staticcheck_version}" hack/tools/lint honnef.co/go/tools/cmd/staticcheck ;;
@@ -128,6 +141,6 @@ tool() {
 }
 
 if [[ $# -eq 0 ]]; then
-	set -- etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl kubelet prometheus promtool prometheus-operator-crd alertmanager helm
+	set -- etcd kube-apiserver kube-controller-manager kube-scheduler next-control-plane kwok kubectl kubelet prometheus promtool prometheus-operator-crd alertmanager helm
 fi
 for t in "$@"; do tool "$t"; done

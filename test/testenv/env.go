@@ -293,7 +293,7 @@ func (e *Env) spawn(name string, nports int, args specFunc) (*component, error) 
 	c := &component{
 		proc: &process{
 			name:    name,
-			path:    filepath.Join(e.opts.BinDir, name),
+			path:    e.opts.binPath(name),
 			args:    spec.args,
 			env:     spec.env,
 			logPath: filepath.Join(e.logDir, name+".log"),
@@ -516,6 +516,13 @@ func (e *Env) apiserverArgs(port int, etcdURL string, c *credentials) launchSpec
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--v=1",
+	}
+	if e.opts.KubernetesVersion != "" {
+		// kube-apiserver 1.37 refuses a loopback advertise address with its
+		// endpoint reconciler on ("may not be in the loopback range"). The
+		// test bed reaches the apiserver directly, never through the
+		// kubernetes Service's endpoints (realnode_net.go), so it has none.
+		args = append(args, "--endpoint-reconciler-type=none")
 	}
 	args = append(args, e.opts.APIServerArgs...)
 	url := "https://127.0.0.1:" + strconv.Itoa(port) + "/readyz"

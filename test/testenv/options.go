@@ -19,6 +19,9 @@ const (
 
 	// BinDirEnv overrides where the control-plane binaries are looked up.
 	BinDirEnv = "NODE_AGENT_BIN_DIR"
+	// KubernetesVersionEnv is the default of Options.KubernetesVersion,
+	// which `make test K8S_VERSION=...` sets for every test.
+	KubernetesVersionEnv = "NODE_AGENT_K8S_VERSION"
 
 	// IntegrationEnv, set to 1, turns a missing binary from a skip into a
 	// failure. `make test` sets it so that CI cannot pass by skipping.
@@ -56,6 +59,12 @@ type Options struct {
 	// the root of the node-agent module found by walking up from the working
 	// directory.
 	BinDir string
+	// KubernetesVersion, when set (for example NextKubernetesVersion),
+	// runs kube-apiserver, kube-controller-manager and kube-scheduler of
+	// that release, from BinDir/k8s-<version>/ (hack/build-tools.sh
+	// next-control-plane); etcd, kwok and kubectl stay those of BinDir.
+	// Default: $NODE_AGENT_K8S_VERSION, else the release of BinDir.
+	KubernetesVersion string
 
 	// Controllers runs kube-controller-manager. Without it there are no
 	// ReplicaSets' pods, no PodDisruptionBudget status, no garbage
@@ -115,6 +124,9 @@ func (o Options) withDefaults() (Options, error) {
 		}
 		o.BinDir = filepath.Join(root, "bin")
 	}
+	if o.KubernetesVersion == "" {
+		o.KubernetesVersion = os.Getenv(KubernetesVersionEnv)
+	}
 	abs, err := filepath.Abs(o.BinDir)
 	if err != nil {
 		return o, err
@@ -151,6 +163,22 @@ func (o Options) binaries() []string {
 	return bins
 }
 
+// NextKubernetesVersion is the newer release hack/build-tools.sh builds a
+// control plane of beside the default one, for the tests of its APIs.
+const NextKubernetesVersion = "v1.37.2"
+
+// binPath is where the binary name is: the control plane's of
+// KubernetesVersion in its own directory, the rest in BinDir.
+func (o Options) binPath(name string) string {
+	switch name {
+	case BinKubeAPIServer, BinKubeControllerManager, BinKubeScheduler:
+		if o.KubernetesVersion != "" {
+			return filepath.Join(o.BinDir, "k8s-"+o.KubernetesVersion, name)
+		}
+	}
+	return filepath.Join(o.BinDir, name)
+}
+
 // MissingBinariesError says which control-plane binaries are absent.
 type MissingBinariesError struct {
 	BinDir  string
@@ -172,8 +200,12 @@ func CheckBinaries(opts Options, extra ...string) error {
 	}
 	var missing []string
 	for _, name := range append(o.binaries(), extra...) {
-		if !isExecutable(filepath.Join(o.BinDir, name)) {
-			missing = append(missing, name)
+		if path := o.binPath(name); !isExecutable(path) {
+			rel, err := filepath.Rel(o.BinDir, path)
+			if err != nil {
+				rel = path
+			}
+			missing = append(missing, rel)
 		}
 	}
 	if len(missing) > 0 {
