@@ -62,11 +62,15 @@ func deps(t *testing.T, tags, pkg string) []string {
 // TestConfigImportsNoComponent holds pkg/config below the packages it
 // configures: of node-agent's own packages it imports only pkg/reboot/policy,
 // which parses the reboot keys for both config's validation and the
-// coordinator, and pkg/notify/spec, what a webhook may be configured with. Importing pkg/reboot for that pulled the coordinator, pkg/agent
-// and the Kubernetes clients into config and everything that reads it.
+// coordinator, and the spec packages of settings whose values another
+// package owns (pkg/notify/spec, what a webhook may be configured with;
+// pkg/evictionrequest/spec and pkg/nodelifecycle/spec, their modes).
+// Importing pkg/reboot for that pulled the coordinator, pkg/agent and the
+// Kubernetes clients into config and everything that reads it.
 func TestConfigImportsNoComponent(t *testing.T) {
 	const module = "github.com/node-agent/node-agent/"
-	allowed := []string{module + "pkg/config", module + "pkg/reboot/policy", module + "pkg/notify/spec"}
+	allowed := []string{module + "pkg/config", module + "pkg/reboot/policy", module + "pkg/notify/spec",
+		module + "pkg/evictionrequest/spec", module + "pkg/nodelifecycle/spec"}
 	for _, p := range deps(t, "libvirt_dlopen", module+"pkg/config") {
 		if strings.HasPrefix(p, module) && !slices.Contains(allowed, p) {
 			t.Errorf("pkg/config imports %s; it may import only %v of node-agent's packages", p, allowed[1:])

@@ -35,6 +35,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/handshake"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 	"github.com/node-agent/node-agent/pkg/hostcpu/subprocess"
+	"github.com/node-agent/node-agent/pkg/evictionrequest"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/kubevirtcr"
 	"github.com/node-agent/node-agent/pkg/labeller"
@@ -98,6 +99,10 @@ func New(o Options) (*agent.Agent, error) {
 	if w.podClient, err = kube.New(podaccess.NodeConfig(restCfg, cfg.NodeName)); err != nil {
 		return nil, err
 	}
+	// EvictionRequests (drain.evictionAPI) are asked for as the node too.
+	if w.evictionRequests, err = evictionrequest.NewAPI(podaccess.NodeConfig(restCfg, cfg.NodeName)); err != nil {
+		return nil, err
+	}
 	// Its own Node is read as the node too, where the cluster allows it.
 	client = podaccess.OwnNodeReads(client, w.podClient, o.Logger.With("node", cfg.NodeName, "component", "podaccess"))
 	if cfg.Maintenance.NodeMaintenance || cfg.Labeller.Enabled {
@@ -121,6 +126,8 @@ type wiring struct {
 	cfg config.Config
 	// podClient impersonates the node (podaccess.NodeConfig).
 	podClient kube.Interface
+	// evictionRequests is the EvictionRequest API as the node.
+	evictionRequests evictionrequest.API
 	// dyn reads NodeMaintenance objects and the KubeVirt CR; nil unless
 	// maintenance.nodeMaintenance or labeller.enabled.
 	dyn        dynamic.Interface
@@ -309,7 +316,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 	engine := selfdrain.NewEngine(selfdrain.EngineOptions{
 		Client: d.Client, NodeName: d.NodeName, Config: cfg.Drain,
 		Logger: d.Logger.With("component", "selfdrain"), Clock: d.Clock, Recorder: d.Recorder, Metrics: selfdrain.NewMetrics(d.Registry),
-		PodAccess: access.Check,
+		PodAccess: access.Check, EvictionRequests: w.evictionRequests,
 	})
 	var nm *selfdrain.NodeMaintenanceSource
 	if w.dyn != nil {

@@ -27,6 +27,8 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	erspec "github.com/node-agent/node-agent/pkg/evictionrequest/spec"
+	nlspec "github.com/node-agent/node-agent/pkg/nodelifecycle/spec"
 	"github.com/node-agent/node-agent/pkg/notify/spec"
 	"github.com/node-agent/node-agent/pkg/reboot/policy"
 )
@@ -283,6 +285,17 @@ type DrainConfig struct {
 	// long; 0 means never. It must be shorter than Timeout, past which the
 	// drain asks for nothing more.
 	DeleteAfter metav1.Duration `json:"deleteAfter"`
+	// NodeLifecycleConditions says whether the drain also writes the node
+	// lifecycle conditions of Kubernetes 1.37 (KEP-5683) on its Node:
+	// "auto" where the apiserver is 1.37 or later, "on", or "off"
+	// (pkg/nodelifecycle).
+	NodeLifecycleConditions string `json:"nodeLifecycleConditions"`
+	// EvictionAPI is how the drain asks for evictions: "eviction"
+	// (pods/eviction), "evictionRequest" (Kubernetes 1.37's
+	// EvictionRequests, where a responder named on the pod acts; refused
+	// where the apiserver does not serve them) or "auto" (EvictionRequests
+	// where served and allowed) (pkg/evictionrequest).
+	EvictionAPI string `json:"evictionAPI"`
 	// MaxConcurrentNodes bounds how many nodes drain for maintenance
 	// requests (annotation or NodeMaintenance object) or reboots at once,
 	// cluster-wide. A shutdown drain takes no slot: the host goes down anyway.
@@ -508,11 +521,13 @@ func Default() Config {
 			// cure (a PodDisruptionBudget that allows nothing, a VM that
 			// cannot migrate), and past it the slot goes to the next
 			// node. Nodes with larger VMs or slower links raise it.
-			Timeout:            metav1.Duration{Duration: time.Hour},
-			OnTimeout:          OnTimeoutKeepCordoned,
-			MaxConcurrentNodes: 1,
-			Parallelism:        32,
-			LeaseNamespace:     "node-agent",
+			Timeout:                 metav1.Duration{Duration: time.Hour},
+			OnTimeout:               OnTimeoutKeepCordoned,
+			NodeLifecycleConditions: string(nlspec.Auto),
+			EvictionAPI:             string(erspec.Eviction),
+			MaxConcurrentNodes:      1,
+			Parallelism:             32,
+			LeaseNamespace:          "node-agent",
 			// Four renewals missed (the agent renews every 20s): long
 			// enough for an apiserver restart or an agent's rollout,
 			// short enough that a dead node's slot goes on within
@@ -748,6 +763,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Drain.TaintKey, "drain-taint-key", c.Drain.TaintKey, "Key of the NoSchedule taint added while draining (KubeVirt's nodeDrainTaintKey).")
 	fs.StringVar(&c.Drain.PodSelector, "drain-pod-selector", c.Drain.PodSelector, "Label selector that narrows the pods evicted, for example kubevirt.io=virt-launcher. Empty means all.")
 	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "How long a maintenance drain (annotation, NodeMaintenance object or reboot) may run once it holds its drain slot. Past it the drain stops evicting, is marked Failed and gives its slot to the next node; --drain-on-timeout says what becomes of the node. Between 1s and 24h.")
+	fs.StringVar(&c.Drain.NodeLifecycleConditions, "drain-node-lifecycle-conditions", c.Drain.NodeLifecycleConditions, "Whether the drain also writes Kubernetes 1.37's node lifecycle conditions (KEP-5683: MaintenancePlanned, MaintenanceInProgress, DrainInProgress, Drained, GracefulNodeShutdownInProgress) on its Node, and removes those it wrote: auto (where the apiserver is 1.37 or later), on, or off.")
+	fs.StringVar(&c.Drain.EvictionAPI, "drain-eviction-api", c.Drain.EvictionAPI, "How the drain asks for evictions: eviction (pods/eviction), evictionRequest (Kubernetes 1.37's EvictionRequests: a responder named on the pod, such as a VM's live migration, acts; pods with none are evicted through pods/eviction; maintenance is refused where the API is not served) or auto (EvictionRequests where the apiserver serves them and deploy/components/eviction-requests lets nodes create them, pods/eviction elsewhere).")
 	fs.StringVar(&c.Drain.OnTimeout, "drain-on-timeout", c.Drain.OnTimeout, "What a maintenance drain that passed --drain-timeout leaves on the node: keepCordoned (cordoned and tainted until the maintenance is ended) or uncordon (the agent's cordon and taint undone; the maintenance stays requested and Failed). A reboot's drain is left to the reboot coordinator.")
 	fs.Var(durationValue{&c.Drain.DeleteAfter}, "drain-delete-after", "Delete pods whose eviction is still refused after this long, overriding their PodDisruptionBudget; shorter than --drain-timeout. 0 means never.")
 	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once for maintenance requests (annotation or NodeMaintenance object) or reboots, cluster-wide. A shutdown drain takes no slot.")
@@ -1019,6 +1036,12 @@ func (c *Config) Validate() error {
 	}
 	if _, err := labels.Parse(c.Drain.PodSelector); err != nil {
 		errs = append(errs, fmt.Errorf("drain.podSelector %q: %w", c.Drain.PodSelector, err))
+	}
+	if _, err := nlspec.ParseMode(c.Drain.NodeLifecycleConditions); err != nil {
+		errs = append(errs, fmt.Errorf("drain.nodeLifecycleConditions %w", err))
+	}
+	if _, err := erspec.ParseMode(c.Drain.EvictionAPI); err != nil {
+		errs = append(errs, fmt.Errorf("drain.evictionAPI %w", err))
 	}
 	switch c.Drain.OnTimeout {
 	case OnTimeoutKeepCordoned, OnTimeoutUncordon:

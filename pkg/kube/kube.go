@@ -13,6 +13,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
@@ -115,9 +117,11 @@ type DaemonSetInterface interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.DaemonSet, error)
 }
 
-// DiscoveryInterface tells which resources a group version serves.
+// DiscoveryInterface tells which resources a group version serves, and
+// the apiserver's version.
 type DiscoveryInterface interface {
 	ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error)
+	ServerVersion() (*version.Info, error)
 }
 
 // Scheme knows the four groups of Interface, and the option types every
@@ -179,6 +183,25 @@ func New(cfg *rest.Config) (Interface, error) {
 		*g.to = rc
 	}
 	return out, nil
+}
+
+// RawRESTClient returns a REST client for gv on cfg whose answers callers
+// read as raw JSON: for API groups this package's scheme does not know
+// (pkg/evictionrequest). Error answers still decode into API errors, so
+// apierrors.IsNotFound and the like work on them.
+func RawRESTClient(cfg *rest.Config, gv schema.GroupVersion) (*rest.RESTClient, error) {
+	c := rest.CopyConfig(cfg)
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	c.GroupVersion = &gv
+	c.APIPath = "/apis"
+	if gv.Group == "" {
+		c.APIPath = "/api"
+	}
+	c.ContentType = "application/json"
+	c.NegotiatedSerializer = serializer.NewCodecFactory(Scheme).WithoutConversion()
+	return rest.RESTClientFor(c)
 }
 
 // client is every group of Interface at once (no two groups have a method
@@ -275,6 +298,19 @@ func (d discovery) ServerResourcesForGroupVersion(groupVersion string) (*metav1.
 	}
 	out.GroupVersion = groupVersion
 	return out, nil
+}
+
+// ServerVersion reads /version, as client-go's discovery client does.
+func (d discovery) ServerVersion() (*version.Info, error) {
+	body, err := d.rc.Get().AbsPath("/version").Do(context.TODO()).Raw()
+	if err != nil {
+		return nil, err
+	}
+	var info version.Info
+	if err := json.Unmarshal(body, &info); err != nil {
+		return nil, fmt.Errorf("the apiserver's version: %w", err)
+	}
+	return &info, nil
 }
 
 // EventSink returns the sink a record.EventBroadcaster writes to.

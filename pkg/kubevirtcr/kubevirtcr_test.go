@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -95,6 +96,10 @@ func (d *fakeDiscovery) set(served bool, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.served, d.err = served, err
+}
+
+func (d *fakeDiscovery) ServerVersion() (*version.Info, error) {
+	return &version.Info{Major: "1", Minor: "36", GitVersion: "v1.36.3"}, nil
 }
 
 func (d *fakeDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {

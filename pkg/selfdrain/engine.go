@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/evictionrequest"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/reasontext"
@@ -57,6 +58,9 @@ type Engine struct {
 	// last drain began.
 	podsMu sync.Mutex
 	pods   kube.Interface
+	// requests says whether the last drain began goes through
+	// EvictionRequests (chooseEvictionAPI); under podsMu.
+	requests bool
 	// Jitter returns a factor in [0.75, 1.25) applied to every backoff; tests
 	// may fix it.
 	Jitter func() float64
@@ -67,6 +71,11 @@ type Engine struct {
 	ownMu     sync.Mutex
 	own       *ownWrite
 	ownCopies uint64
+
+	// lifecycle says whether the node lifecycle conditions are written
+	// (lifecycle.go), decided once.
+	lifecycleOnce sync.Once
+	lifecycle     bool
 }
 
 // EngineOptions configures an Engine. Client and NodeName are required; the
@@ -88,6 +97,9 @@ type EngineOptions struct {
 	// the ServiceAccount's cluster-wide grant). In ModeNone the drain is
 	// refused before the Node changes. Unset, Client is used for pods too.
 	PodAccess func(ctx context.Context) (podaccess.Access, error)
+	// EvictionRequests, when set, is the EvictionRequest API as the node
+	// (pkg/evictionrequest); drain.evictionAPI says whether a drain uses it.
+	EvictionRequests evictionrequest.API
 }
 
 // NewEngine returns an engine for o.
@@ -165,7 +177,11 @@ func (e *Engine) cached() *corev1.Node {
 
 // setCondition sets the UnderMaintenance condition True with reason and msg.
 func (e *Engine) setCondition(ctx context.Context, reason, msg string, now metav1.Time) error {
-	return setCondition(ctx, e.Client, e.NodeName, e.cached(), corev1.ConditionTrue, reason, msg, now)
+	written, err := setCondition(ctx, e.Client, e.NodeName, e.cached(), corev1.ConditionTrue, reason, msg, now)
+	if err == nil {
+		e.afterConditionWrite(ctx, written, now)
+	}
+	return err
 }
 
 // Request describes one drain.
@@ -187,6 +203,9 @@ type Request struct {
 func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 	access, err := e.choosePodClient(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.chooseEvictionAPI(); err != nil {
 		return nil, err
 	}
 	now := e.now()
@@ -299,6 +318,8 @@ func (e *Engine) End(ctx context.Context, why string) error {
 		written, err := removeCondition(ctx, e.Client, e.NodeName)
 		if err != nil {
 			e.Logger.Warn("Could not remove the node condition", "err", err)
+		} else {
+			e.afterConditionWrite(ctx, written, now)
 		}
 		node = written // nil after an error: the update reads the Node
 	}
@@ -439,6 +460,9 @@ type podState struct {
 	blockedBy *pdbRef
 	// lastErr is the last eviction error; nil after a success.
 	lastErr error
+	// requested: node-agent's EvictionRequest for the pod exists, to be
+	// withdrawn if the drain stops with the pod still there.
+	requested bool
 }
 
 // podEvent is what the pod watch reports.
@@ -475,6 +499,8 @@ func goneBy(pending map[types.UID]*podState, ev podEvent) bool {
 type evictResult struct {
 	key string
 	err error
+	// requested: an EvictionRequest for the pod exists.
+	requested bool
 }
 
 // Drain evicts the pods on the node until none is left, ctx ends, or the
@@ -500,6 +526,8 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 	}
 	e.Logger.Info("Evicting pods", "pods", len(r.pending), "finished", r.finished, "parallelism", e.Config.Parallelism)
 
+	// Runs after the workers stopped (defers run last first).
+	defer r.withdrawRequests()
 	stopWorkers := r.startWorkers()
 	defer stopWorkers()
 	if !req.Deadline.IsZero() {
@@ -646,13 +674,13 @@ func (r *drainRun) startWorkers() (stop func()) {
 			defer wg.Done()
 			for ps := range r.work {
 				reqCtx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), evictionRequestTimeout)
-				deleted, err := e.evictOrDelete(reqCtx, ps)
+				deleted, requested, err := e.evictOrDelete(reqCtx, ps)
 				cancel()
 				// Counted here, not when the loop handles the result: the
 				// pod's deletion may reach the loop first, and an accepted
 				// eviction must count all the same.
 				e.Metrics.countEviction(evictionResult(deleted, err))
-				r.results <- evictResult{key: string(ps.pod.UID), err: err}
+				r.results <- evictResult{key: string(ps.pod.UID), err: err, requested: requested}
 			}
 		}()
 	}
@@ -767,6 +795,7 @@ func (r *drainRun) handleResult(res evictResult) {
 		return // the watch saw it go first
 	}
 	ps.inFlight = false
+	ps.requested = ps.requested || res.requested
 	r.dirty = true
 	e, err := r.e, res.err
 	now := e.Clock.Now()
@@ -846,7 +875,10 @@ func (r *drainRun) stopped() (*Status, error) {
 
 // evictionResult is the result label of node_agent_evictions_total.
 func evictionResult(deleted bool, err error) string {
+	var awaiting *evictionrequest.AwaitingResponder
 	switch {
+	case errors.As(err, &awaiting):
+		return "awaiting_responder"
 	case err == nil && deleted:
 		return "deleted"
 	case err == nil:
@@ -880,16 +912,28 @@ func describeEvictionError(err error) string {
 	return err.Error()
 }
 
-// evictOrDelete evicts the pod, or deletes it once it has been blocked for
-// drain.deleteAfter.
-func (e *Engine) evictOrDelete(ctx context.Context, ps *podState) (deleted bool, err error) {
+// evictOrDelete evicts the pod (through an EvictionRequest where the drain
+// uses them, evictionrequests.go), or deletes it once it has been blocked
+// for drain.deleteAfter. requested says whether the pod's EvictionRequest
+// exists.
+func (e *Engine) evictOrDelete(ctx context.Context, ps *podState) (deleted, requested bool, err error) {
 	p := ps.pod
 	uid := p.UID
 	if d := e.Config.DeleteAfter.Duration; d > 0 && !ps.firstBlocked.IsZero() && e.Clock.Since(ps.firstBlocked) >= d {
 		e.event(corev1.EventTypeWarning, "PodDeleted", "Deleting pod %s: its eviction was refused for %s (drain.deleteAfter)", ps.key, d)
-		return true, e.podClient().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		return true, false, e.podClient().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	}
-	return false, e.podClient().PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
+	if e.usingRequests() {
+		requested, err := e.request(ctx, ps)
+		return false, requested, err
+	}
+	return false, false, e.evict(ctx, &p)
+}
+
+// evict asks for p's eviction through pods/eviction.
+func (e *Engine) evict(ctx context.Context, p *corev1.Pod) error {
+	uid := p.UID
+	return e.podClient().PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
 	})

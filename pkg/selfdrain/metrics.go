@@ -57,7 +57,7 @@ var phases = []Phase{PhaseWaiting, PhaseRunning, PhaseSucceeded, PhaseFailed}
 
 // evictionResults are the values of evictions_total's result label; each is
 // exported at 0 from the start, so increase() sees the first one.
-var evictionResults = []string{"evicted", "blocked", "not_found", "error", "deleted"}
+var evictionResults = []string{"evicted", "blocked", "not_found", "error", "deleted", "awaiting_responder"}
 
 // drainResults are the values of drain_duration_seconds' result label; with
 // every trigger, each series is exported empty from the start, so that a
@@ -76,7 +76,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"trigger", "result"}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Name: "evictions_total",
-			Help: "Eviction requests by result: evicted, blocked (429, e.g. a PodDisruptionBudget), not_found, error, deleted (drain.deleteAfter).",
+			Help: "Eviction requests by result: evicted, blocked (429, e.g. a PodDisruptionBudget), not_found, error, deleted (drain.deleteAfter), awaiting_responder (an EvictionRequest left to the eviction responder the pod names, drain.evictionAPI).",
 		}, []string{"result"}),
 		PendingPods: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: metrics.Namespace, Name: "drain_pending_pods",

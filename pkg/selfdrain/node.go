@@ -152,7 +152,7 @@ func patchStatusAnnotation(ctx context.Context, client kube.Interface, name stri
 
 // setCondition writes the UnderMaintenance condition with a strategic merge
 // patch on the status subresource (conditions merge on type).
-func setCondition(ctx context.Context, client kube.Interface, name string, known *corev1.Node, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
+func setCondition(ctx context.Context, client kube.Interface, name string, known *corev1.Node, status corev1.ConditionStatus, reason, message string, now metav1.Time) (*corev1.Node, error) {
 	return patchCondition(ctx, client, name, known, ConditionType, status, reason, message, now)
 }
 
@@ -162,13 +162,14 @@ func setCondition(ctx context.Context, client kube.Interface, name string, known
 // not nil, is a recent copy of the Node (the informer's) to read the
 // condition's last transition from instead of a GET; the condition is the
 // agent's own, so only the agent changes it. The message is cut to
-// reasontext.MaxMessage: it may quote a reason someone else wrote.
-func patchCondition(ctx context.Context, client kube.Interface, name string, known *corev1.Node, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
+// reasontext.MaxMessage: it may quote a reason someone else wrote. It
+// returns the Node as written.
+func patchCondition(ctx context.Context, client kube.Interface, name string, known *corev1.Node, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) (*corev1.Node, error) {
 	node := known
 	if node == nil {
 		var err error
 		if node, err = client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
-			return fmt.Errorf("setting condition %s on Node %s: %w", typ, name, err)
+			return nil, fmt.Errorf("setting condition %s on Node %s: %w", typ, name, err)
 		}
 	}
 	transition := now
@@ -183,12 +184,13 @@ func patchCondition(ctx context.Context, client kube.Interface, name string, kno
 	}
 	b, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{cond}}})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := client.CoreV1().Nodes().PatchStatus(ctx, name, b); err != nil {
-		return fmt.Errorf("setting condition %s on Node %s: %w", typ, name, err)
+	written, err := client.CoreV1().Nodes().PatchStatus(ctx, name, b)
+	if err != nil {
+		return nil, fmt.Errorf("setting condition %s on Node %s: %w", typ, name, err)
 	}
-	return nil
+	return written, nil
 }
 
 // removeCondition deletes the agent's conditions: UnderMaintenance and, after

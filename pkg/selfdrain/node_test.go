@@ -30,7 +30,7 @@ func TestPatchConditionKeepsTheTransitionTime(t *testing.T) {
 		{corev1.ConditionFalse, "Ended", at(30), at(30)},
 	}
 	for _, s := range steps {
-		if err := setCondition(ctx, kubetest.Wrap(h.client), testNode, nil, s.status, s.reason, "msg", s.now); err != nil {
+		if _, err := setCondition(ctx, kubetest.Wrap(h.client), testNode, nil, s.status, s.reason, "msg", s.now); err != nil {
 			t.Fatal(err)
 		}
 		c := h.condition(ConditionType)

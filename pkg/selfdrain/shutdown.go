@@ -130,5 +130,9 @@ func (e *Engine) recordShutdownDrain(ctx context.Context, st *Status) ShutdownRe
 // setShutdownCondition sets NodeShuttingDown True with msg; End removes it
 // with UnderMaintenance.
 func (e *Engine) setShutdownCondition(ctx context.Context, msg string, now metav1.Time) error {
-	return patchCondition(ctx, e.Client, e.NodeName, e.cached(), ShuttingDownCondition, corev1.ConditionTrue, ReasonPrepareForShutdown, msg, now)
+	written, err := patchCondition(ctx, e.Client, e.NodeName, e.cached(), ShuttingDownCondition, corev1.ConditionTrue, ReasonPrepareForShutdown, msg, now)
+	if err == nil {
+		e.afterConditionWrite(ctx, written, now)
+	}
+	return err
 }

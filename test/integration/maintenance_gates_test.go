@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/nodelifecycle"
+	nlspec "github.com/node-agent/node-agent/pkg/nodelifecycle/spec"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -63,5 +65,17 @@ func TestMaintenanceGate(t *testing.T) {
 	})
 	if now := time.Now().Unix(); now < until {
 		t.Errorf("node-1 drained at %d, while the gate's query still had a series (until %d)", now, until)
+	}
+	// Before Kubernetes 1.37 (the default test bed), the default
+	// drain.nodeLifecycleConditions auto writes none of KEP-5683's
+	// conditions: nothing changes there.
+	v, err := c.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on, why := nodelifecycle.Enabled(nlspec.Auto, v); !on {
+		if got := lifecycleTypes(getNode(t, c, "node-1")); len(got) != 0 {
+			t.Errorf("node lifecycle conditions %v on %s, want none (%s)", got, v.GitVersion, why)
+		}
 	}
 }

@@ -1,0 +1,431 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/node-agent/node-agent/pkg/evictionrequest"
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/nodelifecycle"
+	"github.com/node-agent/node-agent/pkg/podaccess"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/test/testenv"
+)
+
+// The 1.37 gates the tests turn on, and the API version EvictionRequests
+// need on top of theirs.
+var (
+	gates137 = "--feature-gates=NodeLifecycleConditions=true,EvictionRequestAPI=true"
+	erGVR    = evictionrequest.GroupVersion.WithResource(evictionrequest.Resource)
+	podGVR   = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+)
+
+// testResponder is the eviction responder the test's pods name: a stand-in
+// for one that moves a workload away first (a VM's live migration), then
+// lets the pod go.
+const testResponder = "test.node-agent.io/responder"
+
+// TestKubernetes137MaintenanceAPIs runs a maintenance on kube-apiserver
+// v1.37.2 with the NodeLifecycleConditions and EvictionRequestAPI gates on
+// and drain.evictionAPI evictionRequest, as deploy/ and
+// deploy/components/eviction-requests ship it:
+//   - the KEP-5683 conditions appear on the Node during the drain
+//     (MaintenanceInProgress, DrainInProgress), Drained once it is done, and
+//     disappear when the maintenance ends, while an admin's condition of the
+//     same family stays as it was throughout;
+//   - every pod goes through an EvictionRequest made by node-agent's
+//     requester: those naming a responder are left to it (the test's
+//     responder deletes them after a delay), the others node-agent evicts
+//     itself, as 1.37.2 ships no controller that would;
+//   - a token bound to node-1's agent pod cannot request the eviction of a
+//     pod on node-2, nor as another requester.
+func TestKubernetes137MaintenanceAPIs(t *testing.T) {
+	opts := testenv.DefaultOptions()
+	opts.KubernetesVersion = testenv.NextKubernetesVersion
+	opts.APIServerArgs = []string{gates137, "--runtime-config=lifecycle.k8s.io/v1alpha1=true"}
+	opts.ControllerManagerArgs = []string{gates137}
+	env := testenv.StartForTest(t, opts)
+	ctx := t.Context()
+	c := env.Client()
+	if v, err := c.Discovery().ServerVersion(); err != nil || v.GitVersion != testenv.NextKubernetesVersion {
+		t.Fatalf("apiserver version %v (%v), want %s", v, err, testenv.NextKubernetesVersion)
+	}
+	if _, err := env.CreateNamespace(ctx, "work"); err != nil {
+		t.Fatal(err)
+	}
+	installAgentIdentity(t, env)
+	bed, _ := identities.Load(env)
+	dep := bed.(*deployBed)
+	for _, f := range []string{"rbac.yaml", "admission-policy.yaml"} {
+		data, err := os.ReadFile(filepath.Join(testenv.DeployDir(t), "components", "eviction-requests", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := dep.run(t, data, "apply", "--server-side", "--field-manager=node-agent-install", "-f", "-"); err != nil {
+			t.Fatal(err)
+		} else {
+			t.Logf("components/eviction-requests/%s:\n%s", f, strings.TrimSpace(string(out)))
+		}
+	}
+	if err := env.AddNode(ctx, "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(env.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// An admin's condition of the family, which node-agent must leave be.
+	admin := fmt.Appendf(nil, `{"status":{"conditions":[{"type":%q,"status":"True","reason":"ChangeTicket42","message":"planned by the admin"}]}}`, nodelifecycle.MaintenancePlanned)
+	if _, err := kubetest.Wrap(c).CoreV1().Nodes().PatchStatus(ctx, "node-1", admin); err != nil {
+		t.Fatal(err)
+	}
+
+	// Four pods with no responder of their own, two that name one.
+	testenv.CreateDeployment(ctx, t, c, "work", "web", 4, "node-1")
+	for _, name := range []string{"vm-a", "vm-b"} {
+		createPodWithResponder(t, dyn, "work", name, "node-1")
+	}
+	testenv.WaitRunningOn(ctx, t, c, "work", "node-1", 6)
+	if err := env.AddNodes(ctx, []string{"node-2", "node-3"}); err != nil {
+		t.Fatal(err)
+	}
+	createPodWithResponder(t, dyn, "work", "elsewhere", "node-2")
+
+	resp := startTestResponder(t, dyn, "work", 3*time.Second)
+	watcher := watchLifecycleConditions(t, c.CoreV1().Nodes(), "node-1")
+
+	t.Run("a stolen token cannot request another node's evictions", func(t *testing.T) {
+		token := dep.boundToken(t, dep.agentPod(t, "node-1"))
+		cfg := env.TokenConfig(token)
+		asNode, err := dynamic.NewForConfig(podaccess.NodeConfig(cfg, "node-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := c.CoreV1().Pods("work").Get(ctx, "elsewhere", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, err := c.CoreV1().Pods("work").Get(ctx, "vm-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+		_, err = asNode.Resource(erGVR).Namespace("work").Create(ctx, erObject(t, evictionrequest.For(other)), dry)
+		wantDenied(t, "node-1 requests the eviction of a pod on node-2", err, "may request the eviction of its own pods only")
+		forged := evictionrequest.For(own)
+		forged.Spec.Requester = "example.com/someone-else"
+		_, err = asNode.Resource(erGVR).Namespace("work").Create(ctx, erObject(t, forged), dry)
+		wantDenied(t, "node-1 requests an eviction as another requester", err, "only as node-agent's requester")
+		_, err = asNode.Resource(erGVR).Namespace("work").Create(ctx, erObject(t, evictionrequest.For(own)), dry)
+		wantAllowed(t, "node-1 requests the eviction of its own pod (dry run)", err)
+		// The ServiceAccount itself, not impersonating: no right at all.
+		asSA, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = asSA.Resource(erGVR).Namespace("work").Create(ctx, erObject(t, evictionrequest.For(own)), dry)
+		wantDenied(t, "the ServiceAccount requests an eviction as itself", err, byRBAC)
+	})
+
+	agent := startAgent(t, env, "node-1", "--drain-eviction-api=evictionRequest")
+	agent.WaitReady(t)
+	if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "1.37 test"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 3*time.Minute, "phase Succeeded", func() (bool, error) {
+		st, err := selfdrain.ParseStatus(getNode(t, c, "node-1"))
+		return err == nil && st != nil && st.Phase == selfdrain.PhaseSucceeded, err
+	})
+	drained := lifecycleTypes(getNode(t, c, "node-1"))
+	if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, time.Minute, "node-agent's lifecycle conditions gone", func() (bool, error) {
+		return slices.Equal(lifecycleTypes(getNode(t, c, "node-1")), []string{"MaintenancePlanned=ChangeTicket42"}), nil
+	})
+	seen := watcher.stop()
+
+	t.Run("conditions", func(t *testing.T) {
+		t.Logf("node-1's lifecycle conditions, each state seen in turn: %q", seen)
+		want := []string{"DrainInProgress=NodeAgentDraining", "MaintenanceInProgress=NodeAgentDraining"}
+		if !slices.ContainsFunc(seen, func(s []string) bool { return containsAll(s, want) }) {
+			t.Errorf("never saw %v while draining", want)
+		}
+		if !containsAll(drained, []string{"Drained=NodeAgentDrained", "MaintenanceInProgress=NodeAgentDrained"}) || slices.Contains(drained, "DrainInProgress=NodeAgentDraining") {
+			t.Errorf("when drained: %v, want Drained and MaintenanceInProgress, without DrainInProgress", drained)
+		}
+		for _, s := range seen {
+			if !slices.Contains(s, "MaintenancePlanned=ChangeTicket42") {
+				t.Errorf("the admin's MaintenancePlanned was changed or removed: %v", s)
+			}
+		}
+	})
+
+	t.Run("eviction requests", func(t *testing.T) {
+		pods, err := c.CoreV1().Pods("work").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) != 0 {
+			t.Errorf("%d pods left on node-1", len(pods.Items))
+		}
+		got := resp.results()
+		t.Logf("EvictionRequests seen: %v", got.requests)
+		t.Logf("deleted by the test's responder: %v", got.deletedByResponder)
+		if len(got.requests) != 6 {
+			t.Errorf("%d EvictionRequests, want one for each of node-1's 6 pods", len(got.requests))
+		}
+		for name, requester := range got.requests {
+			if requester != evictionrequest.Requester || !strings.HasPrefix(name, evictionrequest.NamePrefix) {
+				t.Errorf("EvictionRequest %s by %q, want node-agent's", name, requester)
+			}
+		}
+		if !slices.Equal(got.deletedByResponder, []string{"vm-a", "vm-b"}) {
+			t.Errorf("the responder let go of %v, want vm-a and vm-b: node-agent must leave pods that name a responder to it", got.deletedByResponder)
+		}
+		if _, err := c.CoreV1().Pods("work").Get(ctx, "elsewhere", metav1.GetOptions{}); err != nil {
+			t.Errorf("node-2's pod: %v", err)
+		}
+	})
+
+	// A pod whose responder never acts holds the drain, which says so; ending
+	// the maintenance withdraws its request, so no responder goes on moving
+	// it once the node is given back.
+	t.Run("withdrawn when the maintenance ends", func(t *testing.T) {
+		createPodNamingResponder(t, dyn, "work", "vm-stuck", "node-1", "test.node-agent.io/never")
+		testenv.WaitRunningOn(ctx, t, c, "work", "node-1", 1)
+		if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "1.37 test, again"); err != nil {
+			t.Fatal(err)
+		}
+		var st *selfdrain.Status
+		testenv.WaitFor(t, 2*time.Minute, "the drain waiting for vm-stuck's responder", func() (bool, error) {
+			var err error
+			st, err = selfdrain.ParseStatus(getNode(t, c, "node-1"))
+			return err == nil && st != nil && strings.Contains(st.LastError, "waiting for its eviction responder test.node-agent.io/never"), err
+		})
+		t.Logf("while the responder does not act: lastError %q", st.LastError)
+		pod, err := c.CoreV1().Pods("work").Get(ctx, "vm-stuck", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := evictionrequest.Name(pod)
+		if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, time.Minute, "EvictionRequest "+name+" withdrawn", func() (bool, error) {
+			er, err := dyn.Resource(erGVR).Namespace("work").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			intent, _, _ := unstructured.NestedString(er.Object, "spec", "intent")
+			return intent == evictionrequest.IntentWithdrawn, nil
+		})
+		if _, err := c.CoreV1().Pods("work").Get(ctx, "vm-stuck", metav1.GetOptions{}); err != nil {
+			t.Errorf("vm-stuck: %v, want it left on the node", err)
+		}
+	})
+}
+
+// createPodWithResponder creates a pod on node that names testResponder in
+// spec.evictionResponders (Kubernetes 1.37), which the corev1 types this
+// module builds with do not know, so through the dynamic client.
+func createPodWithResponder(t *testing.T, dyn dynamic.Interface, ns, name, node string) {
+	t.Helper()
+	createPodNamingResponder(t, dyn, ns, name, node, testResponder)
+}
+
+// namesResponder reports whether the pod p names responder.
+func namesResponder(p *unstructured.Unstructured, responder string) bool {
+	rs, _, _ := unstructured.NestedSlice(p.Object, "spec", "evictionResponders")
+	return slices.ContainsFunc(rs, func(r any) bool {
+		m, _ := r.(map[string]any)
+		return m["name"] == responder
+	})
+}
+
+// createPodNamingResponder creates a pod on node that names responder.
+func createPodNamingResponder(t *testing.T, dyn dynamic.Interface, ns, name, node, responder string) {
+	t.Helper()
+	pod := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec": map[string]any{
+			"nodeName":           node,
+			"containers":         []any{map[string]any{"name": "c", "image": "registry.invalid/vm:1"}},
+			"tolerations":        []any{map[string]any{"key": testenv.KwokToleration().Key, "operator": "Exists", "effect": "NoSchedule"}},
+			"evictionResponders": []any{map[string]any{"name": responder, "priority": int64(10000)}},
+		},
+	}}
+	got, err := dyn.Resource(podGVR).Namespace(ns).Create(t.Context(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := unstructured.NestedSlice(got.Object, "spec", "evictionResponders"); len(r) != 1 {
+		t.Fatalf("pod %s kept no eviction responder (the EvictionRequestAPI gate is off?): %v", name, got.Object["spec"])
+	}
+}
+
+func erObject(t *testing.T, er *evictionrequest.EvictionRequest) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(er)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// responderResults is what the test's responder saw.
+type responderResults struct {
+	requests           map[string]string // name: requester
+	deletedByResponder []string          // pods it deleted, sorted
+}
+
+type testResponderRun struct {
+	mu  sync.Mutex
+	res responderResults
+}
+
+func (r *testResponderRun) results() responderResults {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := responderResults{requests: maps.Clone(r.res.requests), deletedByResponder: slices.Clone(r.res.deletedByResponder)}
+	slices.Sort(out.deletedByResponder)
+	return out
+}
+
+// startTestResponder watches EvictionRequests in ns and records each; for
+// a target pod that names testResponder it waits delay (the workload
+// moving away), then deletes the pod, as a responder does when done.
+func startTestResponder(t *testing.T, dyn dynamic.Interface, ns string, delay time.Duration) *testResponderRun {
+	t.Helper()
+	r := &testResponderRun{res: responderResults{requests: map[string]string{}}}
+	w, err := dyn.Resource(erGVR).Namespace(ns).Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { w.Stop(); wg.Wait() })
+	wg.Go(func() {
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok || ev.Type != watch.Added {
+				continue
+			}
+			requester, _, _ := unstructured.NestedString(u.Object, "spec", "requester")
+			pod, _, _ := unstructured.NestedString(u.Object, "spec", "target", "pod", "name")
+			r.mu.Lock()
+			r.res.requests[u.GetName()] = requester
+			r.mu.Unlock()
+			p, err := dyn.Resource(podGVR).Namespace(ns).Get(context.Background(), pod, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			if !namesResponder(p, testResponder) {
+				continue
+			}
+			wg.Go(func() {
+				select {
+				case <-time.After(delay):
+				case <-t.Context().Done():
+					return
+				}
+				uid := p.GetUID()
+				err := dyn.Resource(podGVR).Namespace(ns).Delete(context.Background(), pod, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+				if err == nil {
+					r.mu.Lock()
+					r.res.deletedByResponder = append(r.res.deletedByResponder, pod)
+					r.mu.Unlock()
+				} else if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+					t.Errorf("the test's responder could not delete %s: %v", pod, err)
+				}
+			})
+		}
+	})
+	return r
+}
+
+// lifecycleTypes lists node's conditions of the KEP-5683 family as
+// type=reason, sorted.
+func lifecycleTypes(n *corev1.Node) []string {
+	var out []string
+	for _, c := range n.Status.Conditions {
+		if slices.Contains(nodelifecycle.Types, c.Type) {
+			out = append(out, string(c.Type)+"="+c.Reason)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// conditionWatcher records each distinct set of lifecycle conditions a
+// Node passes through, from a watch, so a short state is not missed.
+type conditionWatcher struct {
+	mu   sync.Mutex
+	seen [][]string
+	stop func() [][]string
+}
+
+type nodeWatcher interface {
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+func watchLifecycleConditions(t *testing.T, nodes nodeWatcher, name string) *conditionWatcher {
+	t.Helper()
+	w, err := nodes.Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cw := &conditionWatcher{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			s := lifecycleTypes(n)
+			cw.mu.Lock()
+			if len(cw.seen) == 0 || !slices.Equal(cw.seen[len(cw.seen)-1], s) {
+				cw.seen = append(cw.seen, s)
+			}
+			cw.mu.Unlock()
+		}
+	}()
+	cw.stop = func() [][]string {
+		w.Stop()
+		<-done
+		cw.mu.Lock()
+		defer cw.mu.Unlock()
+		return slices.Clone(cw.seen)
+	}
+	t.Cleanup(func() { cw.stop() })
+	return cw
+}
