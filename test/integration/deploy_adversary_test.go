@@ -375,6 +375,37 @@ func (b *deployBed) testNodeAllowList(t *testing.T) {
 	}
 }
 
+// testLifecycleConditionsOnlyItsOwn: of the node lifecycle conditions
+// (KEP-5683), which admins and other tools write too, a token bound to
+// node-1's agent pod may set, change and remove only those whose reason
+// marks them as node-agent's (NodeAgent...); an admin's stays as it is. The
+// apiserver keeps the conditions on any release, so this holds on 1.36.
+func (b *deployBed) testLifecycleConditionsOnlyItsOwn(t *testing.T) {
+	ctx := t.Context()
+	sa := b.tokenClient(t, b.boundToken(t, b.agentPod(t, "node-1")))
+	dry := metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}
+	status := func(c kubernetes.Interface, typ, reason string) error {
+		patch := fmt.Appendf(nil, `{"status":{"conditions":[{"type":%q,"status":"True","reason":%q}]}}`, typ, reason)
+		_, err := c.CoreV1().Nodes().Patch(ctx, "node-1", types.StrategicMergePatchType, patch, dry, "status")
+		return err
+	}
+	const msg = "whose reason starts with NodeAgent"
+	wantAllowed(t, "set node-1's DrainInProgress as node-agent's", status(sa, "DrainInProgress", "NodeAgentDraining"))
+	wantDenied(t, "set node-1's DrainInProgress with another writer's reason", status(sa, "DrainInProgress", "ChangeTicket42"), msg)
+	wantDenied(t, "set node-1's Ready", status(sa, "Ready", "NodeAgentDraining"), msg)
+	if _, err := b.c.CoreV1().Nodes().PatchStatus(ctx, "node-1", []byte(`{"status":{"conditions":[{"type":"MaintenancePlanned","status":"True","reason":"ChangeTicket42"}]}}`)); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := b.c.CoreV1().Nodes().PatchStatus(context.Background(), "node-1", []byte(`{"status":{"conditions":[{"type":"MaintenancePlanned","$patch":"delete"}]}}`)); err != nil {
+			t.Error(err)
+		}
+	}()
+	wantDenied(t, "take over the admin's MaintenancePlanned on node-1", status(sa, "MaintenancePlanned", "NodeAgentWaitingForDrainSlot"), msg)
+	_, err := sa.CoreV1().Nodes().Patch(ctx, "node-1", types.StrategicMergePatchType, []byte(`{"status":{"conditions":[{"type":"MaintenancePlanned","$patch":"delete"}]}}`), dry, "status")
+	wantDenied(t, "remove the admin's MaintenancePlanned from node-1", err, msg)
+}
+
 // testRenamedInstall: the policies match the agent's ServiceAccount by name
 // in any namespace, so an install into another namespace stays confined;
 // under another ServiceAccount name they do not match, and the agent's start

@@ -141,6 +141,7 @@ func TestDeploy(t *testing.T) {
 	t.Run("events only about its own node", b.testEventsOnlyAboutItsNode)
 	t.Run("admin intent wins", b.testAdminIntentWins)
 	t.Run("node fields as an allow-list", b.testNodeAllowList)
+	t.Run("lifecycle conditions only its own", b.testLifecycleConditionsOnlyItsOwn)
 	t.Run("renamed install", b.testRenamedInstall)
 	t.Run("own node read as the node", b.testOwnNodeReadAsNode)
 	t.Run("configmap writer", b.testConfigMapWriter)
