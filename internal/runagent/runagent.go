@@ -358,18 +358,12 @@ func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reb
 		blockers = append(blockers, reboot.PodBlockers{Lister: reboot.NodePods{Access: access.Check, Node: d.NodeName}, Selector: sel})
 	}
 	if rc.PrometheusURL != "" {
-		re, err := reboot.CompileAlertRegexp(rc.BlockingAlertRegexp)
-		if err != nil {
-			return nil, err
+		// The alert check is the first gate; reboot.gates follow it.
+		gates := []reboot.Gate{reboot.AlertGate(rc.BlockingAlertRegexp)}
+		for _, g := range rc.Gates {
+			gates = append(gates, reboot.Gate{Name: g.Name, Query: g.Query})
 		}
-		blockers = append(blockers, reboot.AlertBlockers{URL: rc.PrometheusURL, Match: re, Client: &http.Client{Timeout: 10 * time.Second}})
-		if len(rc.Gates) > 0 {
-			gates := make([]reboot.Gate, len(rc.Gates))
-			for i, g := range rc.Gates {
-				gates[i] = reboot.Gate{Name: g.Name, Query: g.Query}
-			}
-			blockers = append(blockers, reboot.GateBlockers{URL: rc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: 10 * time.Second}})
-		}
+		blockers = append(blockers, reboot.GateBlockers{URL: rc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: 10 * time.Second}})
 	}
 	return reboot.NewCoordinator(reboot.Options{
 		Client: d.Client, NodeName: d.NodeName, Need: need, Window: window, Blockers: blockers,

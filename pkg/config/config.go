@@ -401,7 +401,9 @@ type RebootConfig struct {
 	Gates []GateConfig `json:"gates,omitempty"`
 	// BlockingAlertRegexp selects, by alertname, the firing alerts that
 	// block a reboot. It is anchored at both ends, as Prometheus's own
-	// =~ matchers. Empty: every firing alert blocks.
+	// =~ matchers. Empty: every firing alert blocks. It makes the first
+	// gate: the query ALERTS{alertstate="firing",alertname=~"<regexp>"}
+	// (pkg/reboot/policy AlertsQuery), whose alerts are named one by one.
 	//
 	// kured's --alert-filter-regexp names the alerts to ignore (unless
 	// --alert-filter-match-only); this key names the alerts that block, so

@@ -1,18 +1,12 @@
 package reboot
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
-	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/node-agent/node-agent/pkg/podaccess"
-	"github.com/node-agent/node-agent/pkg/reboot/policy"
 )
 
 // Every check below fails closed: when it cannot be made, it reports a
@@ -106,87 +99,10 @@ func (p PodBlockers) Blockers(ctx context.Context) []Blocker {
 	return out
 }
 
-// AlertBlockers finds the firing Prometheus alerts that block a reboot.
-type AlertBlockers struct {
-	// URL is reboot.prometheusURL; the API path is appended to it, so a
-	// Prometheus served under a path prefix works.
-	URL string
-	// Match selects alert names; nil means every alert. See
-	// CompileAlertRegexp.
-	Match *regexp.Regexp
-	// Client makes the request; nil means one with a 10s timeout.
-	Client *http.Client
-}
-
-// CompileAlertRegexp compiles reboot.blockingAlertRegexp anchored at both
-// ends (policy.CompileAlertRegexp); "" gives nil: every alert.
-func CompileAlertRegexp(expr string) (*regexp.Regexp, error) {
-	return policy.CompileAlertRegexp(expr)
-}
-
-// maxAlertsBody bounds the answer read from Prometheus; a cluster in
-// trouble can have many alerts, but not this many bytes of them.
-const maxAlertsBody = 16 << 20
-
-// Blockers asks Prometheus for its alerts (GET /api/v1/alerts) and returns
-// one Blocker per name of a firing alert that matches, sorted. Pending
-// alerts do not block: they have not fired yet. When the query fails the
-// one Blocker says why ("prometheus unreachable: ...").
-func (a AlertBlockers) Blockers(ctx context.Context) []Blocker {
-	if a.URL == "" {
-		return nil
-	}
-	names, err := a.firing(ctx)
-	if err != nil {
-		return []Blocker{{Kind: BlockerAlert, Name: "prometheus unreachable: " + err.Error()}}
-	}
-	var out []Blocker
-	for _, n := range names {
-		if a.Match == nil || a.Match.MatchString(n) {
-			out = append(out, Blocker{Kind: BlockerAlert, Name: n})
-		}
-	}
-	return out
-}
-
-func (a AlertBlockers) firing(ctx context.Context) ([]string, error) {
-	u, err := url.Parse(a.URL)
-	if err != nil {
-		// Not err: it quotes the URL with its password, and the
-		// blocker's text goes onto the Node.
-		return nil, errors.New("reboot.prometheusURL is not a URL")
-	}
-	u = u.JoinPath("api", "v1", "alerts")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	client := a.Client
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	// Streamed: the answer is decoded alert by alert, keeping only the
-	// names of firing ones, so a large answer costs its names in memory,
-	// not its size several times over as a whole decode would.
-	body := &cappedReader{r: resp.Body, left: maxAlertsBody}
-	names, err := decodeFiringAlerts(body)
-	if body.over {
-		return nil, fmt.Errorf("answer of %s is larger than %d bytes", u.Redacted(), maxAlertsBody)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: HTTP %d: %w", u.Redacted(), resp.StatusCode, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: HTTP %d", u.Redacted(), resp.StatusCode)
-	}
-	return names, nil
-}
+// maxAnswerBody bounds the answer read from Prometheus (a gate's, the
+// alert gate's included); a cluster in trouble can have many alerts, but
+// not this many bytes of them.
+const maxAnswerBody = 16 << 20
 
 // cappedReader reads at most left bytes of r, and says when r had more.
 type cappedReader struct {
@@ -210,51 +126,6 @@ func (c *cappedReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.left -= int64(n)
 	return n, err
-}
-
-// parseFiringAlerts is decodeFiringAlerts of a whole answer.
-func parseFiringAlerts(body []byte) ([]string, error) {
-	return decodeFiringAlerts(bytes.NewReader(body))
-}
-
-// firingAlert is what is read of one alert: its name and state, every
-// other label skipped without being kept.
-type firingAlert struct {
-	Labels struct {
-		Alertname string `json:"alertname"`
-	} `json:"labels"`
-	State string `json:"state"`
-}
-
-// decodeFiringAlerts returns the distinct alertnames of the firing alerts in
-// an /api/v1/alerts answer, sorted. It reads the answer as a stream:
-// {"status": ..., "error": ..., "data": {"alerts": [alert, ...]}}, keys in
-// any order, other keys skipped.
-func decodeFiringAlerts(r io.Reader) ([]string, error) {
-	var alerts []firingAlert
-	if err := decodeAnswer(r, func(dec *json.Decoder) (err error) {
-		alerts, err = decodeAlertsData(dec)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	var names []string
-	for _, al := range alerts {
-		if al.State != "firing" {
-			continue
-		}
-		n := al.Labels.Alertname
-		if n == "" {
-			return nil, errors.New("a firing alert has no alertname label")
-		}
-		if !seen[n] {
-			seen[n] = true
-			names = append(names, n)
-		}
-	}
-	slices.Sort(names)
-	return names, nil
 }
 
 // decodeAnswer reads a Prometheus API answer as a stream:
@@ -297,45 +168,6 @@ func decodeAnswer(r io.Reader, data func(*json.Decoder) error) error {
 		return fmt.Errorf("status %q, want \"success\"", status)
 	}
 	return nil
-}
-
-// decodeAlertsData reads the value of "data": an object whose "alerts" is
-// a list of alerts; only firing ones are kept.
-func decodeAlertsData(dec *json.Decoder) ([]firingAlert, error) {
-	if null, err := openOrNull(dec, '{'); err != nil || null {
-		return nil, err
-	}
-	var out []firingAlert
-	for dec.More() {
-		key, err := objectKey(dec)
-		if err != nil {
-			return nil, err
-		}
-		if key != "alerts" {
-			if err := dec.Decode(&json.RawMessage{}); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if null, err := openOrNull(dec, '['); err != nil {
-			return nil, err
-		} else if null {
-			continue
-		}
-		for dec.More() {
-			var al firingAlert
-			if err := dec.Decode(&al); err != nil {
-				return nil, err
-			}
-			if al.State == "firing" {
-				out = append(out, al)
-			}
-		}
-		if err := expectDelim(dec, ']'); err != nil {
-			return nil, err
-		}
-	}
-	return out, expectDelim(dec, '}')
 }
 
 // openOrNull reads the opening delimiter want, or a null in its place

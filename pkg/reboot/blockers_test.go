@@ -20,25 +20,30 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 	"github.com/node-agent/node-agent/pkg/podaccess"
+	"github.com/node-agent/node-agent/pkg/reboot/policy"
 )
 
-// alertsJSON is an /api/v1/alerts answer in the shape Prometheus 3 gives:
-// two series of one firing alert, a pending alert, an always-firing
-// Watchdog.
-const alertsJSON = `{"status":"success","data":{"alerts":[
- {"labels":{"alertname":"KubePodCrashLooping","namespace":"db","pod":"pg-0","severity":"warning"},"annotations":{"summary":"Pod is crash looping."},"state":"firing","activeAt":"2026-11-24T02:10:00.123Z","value":"1e+00"},
- {"labels":{"alertname":"KubePodCrashLooping","namespace":"db","pod":"pg-1","severity":"warning"},"annotations":{},"state":"firing","activeAt":"2026-11-24T02:11:00Z","value":"1e+00"},
- {"labels":{"alertname":"EtcdMembersDown","severity":"critical"},"annotations":{},"state":"pending","activeAt":"2026-11-24T02:59:30Z","value":"1e+00"},
- {"labels":{"alertname":"EtcdHighFsyncDurations","severity":"warning"},"annotations":{},"state":"firing","activeAt":"2026-11-24T01:00:00Z","value":"6.4e-01"},
- {"labels":{"alertname":"Watchdog","severity":"none"},"annotations":{},"state":"firing","activeAt":"2026-11-20T00:00:00Z","value":"1e+00"}
+// alertsVector is the /api/v1/query answer of the alert gate's query in the
+// shape Prometheus 3 gives: two series of one firing alert, an
+// always-firing Watchdog and a third alert.
+const alertsVector = `{"status":"success","data":{"resultType":"vector","result":[
+ {"metric":{"__name__":"ALERTS","alertname":"KubePodCrashLooping","alertstate":"firing","namespace":"db","pod":"pg-0","severity":"warning"},"value":[1764100000,"1"]},
+ {"metric":{"__name__":"ALERTS","alertname":"KubePodCrashLooping","alertstate":"firing","namespace":"db","pod":"pg-1","severity":"warning"},"value":[1764100000,"1"]},
+ {"metric":{"__name__":"ALERTS","alertname":"Watchdog","alertstate":"firing","severity":"none"},"value":[1764100000,"1"]},
+ {"metric":{"__name__":"ALERTS","alertname":"EtcdHighFsyncDurations","alertstate":"firing","severity":"warning"},"value":[1764100000,"1"]}
 ]}}`
 
-func prometheus(t *testing.T, status int, body string) *httptest.Server {
+// prometheus answers /api/v1/query with status and body, and records the
+// queries it was asked.
+func prometheus(t *testing.T, status int, body string, asked *[]string) *httptest.Server {
 	t.Helper()
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/api/v1/alerts") {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/api/v1/query") {
 			http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotFound)
 			return
+		}
+		if asked != nil {
+			*asked = append(*asked, r.URL.Path+"?"+r.URL.Query().Get("query"))
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
@@ -60,7 +65,10 @@ func alertNames(bs []Blocker) []string {
 	return out
 }
 
-func TestAlertBlockers(t *testing.T) {
+// TestAlertGate: reboot.blockingAlertRegexp is a gate whose query selects
+// the firing alerts (Prometheus applies the regexp); its blockers name each
+// firing alert once, sorted, and it fails closed.
+func TestAlertGate(t *testing.T) {
 	tests := []struct {
 		name   string
 		status int
@@ -70,24 +78,22 @@ func TestAlertBlockers(t *testing.T) {
 		want   []string
 		prefix string // the one blocker begins with it
 	}{
-		{name: "every firing alert, once each, sorted", status: 200, body: alertsJSON, want: []string{"EtcdHighFsyncDurations", "KubePodCrashLooping", "Watchdog"}},
-		{name: "matching: anchored", status: 200, body: alertsJSON, expr: "Etcd.*|KubePod", want: []string{"EtcdHighFsyncDurations"}},
-		{name: "pending alerts do not block", status: 200, body: alertsJSON, expr: "EtcdMembersDown", want: nil},
-		{name: "nothing firing", status: 200, body: `{"status":"success","data":{"alerts":[]}}`, want: nil},
-		{name: "path prefix kept", status: 200, body: alertsJSON, expr: "Watchdog", path: "/prometheus", want: []string{"Watchdog"}},
-		{name: "HTTP error", status: 503, body: "Service Unavailable", prefix: "prometheus unreachable: GET "},
-		{name: "API error", status: 422, body: `{"status":"error","errorType":"execution","error":"query timed out"}`, prefix: "prometheus unreachable: GET "},
-		{name: "not JSON", status: 200, body: "<html>login</html>", prefix: "prometheus unreachable: GET "},
-		{name: "firing alert without a name", status: 200, body: `{"status":"success","data":{"alerts":[{"labels":{},"state":"firing"}]}}`, prefix: "prometheus unreachable: "},
+		{name: "every firing alert, once each, sorted", status: 200, body: alertsVector, want: []string{"EtcdHighFsyncDurations", "KubePodCrashLooping", "Watchdog"}},
+		{name: "nothing firing", status: 200, body: `{"status":"success","data":{"resultType":"vector","result":[]}}`, expr: "Etcd.*", want: nil},
+		{name: "path prefix kept", status: 200, body: alertsVector, expr: "Watchdog", path: "/prometheus", want: []string{"EtcdHighFsyncDurations", "KubePodCrashLooping", "Watchdog"}},
+		{name: "series without an alertname still hold", status: 200, body: `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]}]}}`, want: []string{"1 firing series without an alertname"}},
+		{name: "HTTP error", status: 503, body: "Service Unavailable", prefix: "the firing alerts could not be asked: HTTP 503"},
+		{name: "API error", status: 422, body: `{"status":"error","errorType":"execution","error":"query timed out"}`, prefix: "the firing alerts could not be asked: HTTP 422: status \"error\": query timed out"},
+		{name: "not JSON", status: 200, body: "<html>login</html>", prefix: "the firing alerts could not be asked: HTTP 200: not a Prometheus API answer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := prometheus(t, tt.status, tt.body)
-			re, err := CompileAlertRegexp(tt.expr)
-			if err != nil {
-				t.Fatal(err)
+			var asked []string
+			s := prometheus(t, tt.status, tt.body, &asked)
+			got := GateBlockers{URL: s.URL + tt.path, Gates: []Gate{AlertGate(tt.expr)}, Client: s.Client()}.Blockers(context.Background())
+			if want := tt.path + "/api/v1/query?" + policy.AlertsQuery(tt.expr); len(asked) != 1 || asked[0] != want {
+				t.Errorf("asked %q, want %q", asked, want)
 			}
-			got := AlertBlockers{URL: s.URL + tt.path, Match: re, Client: s.Client()}.Blockers(context.Background())
 			if tt.prefix != "" {
 				if len(got) != 1 || got[0].Kind != BlockerAlert || !strings.HasPrefix(got[0].Name, tt.prefix) {
 					t.Fatalf("blockers = %+v, want one alert blocker beginning %q (fail closed)", got, tt.prefix)
@@ -101,25 +107,22 @@ func TestAlertBlockers(t *testing.T) {
 	}
 }
 
-func TestAlertBlockersUnreachable(t *testing.T) {
-	s := prometheus(t, 200, alertsJSON)
+func TestAlertGateUnreachable(t *testing.T) {
+	s := prometheus(t, 200, alertsVector, nil)
 	url := s.URL
 	s.Close()
-	got := AlertBlockers{URL: url}.Blockers(context.Background())
-	if len(got) != 1 || !strings.HasPrefix(got[0].Name, "prometheus unreachable: ") {
+	ask := func(u string) []Blocker {
+		return GateBlockers{URL: u, Gates: []Gate{AlertGate("")}}.Blockers(context.Background())
+	}
+	if got := ask(url); len(got) != 1 || got[0].Kind != BlockerAlert || !strings.HasPrefix(got[0].Name, "the firing alerts could not be asked: prometheus unreachable: ") {
 		t.Fatalf("blockers = %+v, want prometheus unreachable (fail closed)", got)
 	}
-	got = AlertBlockers{URL: "http://u:s3cret@[::1"}.Blockers(context.Background())
-	if len(got) != 1 || strings.Contains(got[0].Name, "s3cret") {
+	if got := ask("http://u:s3cret@[::1"); len(got) != 1 || strings.Contains(got[0].Name, "s3cret") {
 		t.Errorf("blockers = %+v, want one, without the password (it goes onto the Node)", got)
 	}
 	// The HTTP client strips the password from its own errors.
-	got = AlertBlockers{URL: "http://u:s3cret@" + strings.TrimPrefix(url, "http://")}.Blockers(context.Background())
-	if len(got) != 1 || strings.Contains(got[0].Name, "s3cret") {
+	if got := ask("http://u:s3cret@" + strings.TrimPrefix(url, "http://")); len(got) != 1 || strings.Contains(got[0].Name, "s3cret") {
 		t.Errorf("blockers = %+v, want one, without the password", got)
-	}
-	if (AlertBlockers{}).Blockers(context.Background()) != nil {
-		t.Error("no URL: want no check")
 	}
 }
 

@@ -27,7 +27,7 @@ type Rebooter interface {
 	Reboot(ctx context.Context) error
 }
 
-// BlockerSource finds blockers (PodBlockers, AlertBlockers).
+// BlockerSource finds blockers (PodBlockers, GateBlockers).
 type BlockerSource interface {
 	Blockers(ctx context.Context) []Blocker
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/node-agent/node-agent/pkg/reasontext"
+	"github.com/node-agent/node-agent/pkg/reboot/policy"
 )
 
 // Gate is one PromQL query of reboot.gates: the reboot waits while the
@@ -20,7 +21,20 @@ import (
 type Gate struct {
 	Name  string
 	Query string
+	// Alerts marks the alert gate (AlertGate): its blockers are the names
+	// of the firing alerts, one each, of kind BlockerAlert.
+	Alerts bool
 }
+
+// AlertGate is the gate of reboot.blockingAlertRegexp: the firing alerts
+// it selects (policy.AlertsQuery) hold the reboot, each named.
+func AlertGate(expr string) Gate {
+	return Gate{Name: "alerts", Query: policy.AlertsQuery(expr), Alerts: true}
+}
+
+// maxAlertNames bounds the distinct alert names kept of the alert gate's
+// answer; the condition's message names fewer anyway.
+const maxAlertNames = 64
 
 // GateBlockers asks Prometheus each gate's query (GET /api/v1/query) and
 // reports a Blocker for each gate whose answer holds a series, or that
@@ -46,6 +60,10 @@ func (g GateBlockers) Blockers(ctx context.Context) []Blocker {
 	var out []Blocker
 	for _, gate := range g.Gates {
 		answer, err := g.ask(ctx, gate.Query)
+		if gate.Alerts {
+			out = append(out, alertBlockers(answer, err)...)
+			continue
+		}
 		var text string
 		switch {
 		case err != nil:
@@ -63,10 +81,33 @@ func (g GateBlockers) Blockers(ctx context.Context) []Blocker {
 	return out
 }
 
+// alertBlockers are the alert gate's blockers: one per firing alert's
+// name, sorted; or, when Prometheus could not be asked, one that says why
+// (fail closed).
+func alertBlockers(answer gateAnswer, err error) []Blocker {
+	if err != nil {
+		return []Blocker{{Kind: BlockerAlert, Name: reasontext.Cut("the firing alerts could not be asked: "+err.Error(), maxGateBlocker)}}
+	}
+	names := slices.Sorted(slices.Values(answer.alertNames))
+	var out []Blocker
+	for _, n := range names {
+		out = append(out, Blocker{Kind: BlockerAlert, Name: n})
+	}
+	if answer.series > 0 && len(out) == 0 {
+		// ALERTS series always carry alertname; a query answered by
+		// something else still holds the reboot.
+		out = append(out, Blocker{Kind: BlockerAlert, Name: fmt.Sprintf("%d firing series without an alertname", answer.series)})
+	}
+	return out
+}
+
 // gateAnswer is what is kept of a query's answer.
 type gateAnswer struct {
 	series int
 	shown  []string // the first series, as {labels} value
+	// alertNames are the distinct values of the alertname label, at most
+	// maxAlertNames.
+	alertNames []string
 }
 
 func (g GateBlockers) ask(ctx context.Context, query string) (gateAnswer, error) {
@@ -95,10 +136,10 @@ func (g GateBlockers) ask(ctx context.Context, query string) (gateAnswer, error)
 		return gateAnswer{}, fmt.Errorf("prometheus unreachable: %v", err)
 	}
 	defer resp.Body.Close()
-	body := &cappedReader{r: resp.Body, left: maxAlertsBody}
+	body := &cappedReader{r: resp.Body, left: maxAnswerBody}
 	answer, err := decodeGateAnswer(body)
 	if body.over {
-		return gateAnswer{}, fmt.Errorf("the answer is larger than %d bytes", maxAlertsBody)
+		return gateAnswer{}, fmt.Errorf("the answer is larger than %d bytes", maxAnswerBody)
 	}
 	if err != nil {
 		return gateAnswer{}, fmt.Errorf("HTTP %d: %w", resp.StatusCode, err)
@@ -172,13 +213,30 @@ func decodeGateData(dec *json.Decoder, answer *gateAnswer) (resultType string, e
 					}
 					continue
 				}
-				var s gateSample
-				if err := dec.Decode(&s); err != nil {
-					return "", err
+				// The first few series are read whole, to be shown; of the
+				// rest only the alert name, so a long answer costs little.
+				var name string
+				if len(answer.shown) < gateSeriesShown {
+					var s gateSample
+					if err := dec.Decode(&s); err != nil {
+						return "", err
+					}
+					answer.shown = append(answer.shown, describeSample(s))
+					name = s.Metric["alertname"]
+				} else {
+					var s struct {
+						Metric struct {
+							Alertname string `json:"alertname"`
+						} `json:"metric"`
+					}
+					if err := dec.Decode(&s); err != nil {
+						return "", err
+					}
+					name = s.Metric.Alertname
 				}
 				answer.series++
-				if len(answer.shown) < gateSeriesShown {
-					answer.shown = append(answer.shown, describeSample(s))
+				if name != "" && len(answer.alertNames) < maxAlertNames && !slices.Contains(answer.alertNames, name) {
+					answer.alertNames = append(answer.alertNames, name)
 				}
 			}
 			if err := expectDelim(dec, ']'); err != nil {

@@ -17,3 +17,17 @@ func TestCompileAlertRegexp(t *testing.T) {
 		t.Errorf(`"" = %v, %v; want nil, nil (every alert)`, re, err)
 	}
 }
+
+func TestAlertsQuery(t *testing.T) {
+	for expr, want := range map[string]string{
+		"":               `ALERTS{alertstate="firing"}`,
+		"Etcd.*|KubePod": `ALERTS{alertstate="firing",alertname=~"Etcd.*|KubePod"}`,
+		`Node\d+Down`:    `ALERTS{alertstate="firing",alertname=~"Node\\d+Down"}`,
+		`Say "hi"`:       `ALERTS{alertstate="firing",alertname=~"Say \"hi\""}`,
+		"Line\nBreak":    `ALERTS{alertstate="firing",alertname=~"Line\nBreak"}`,
+	} {
+		if got := AlertsQuery(expr); got != want {
+			t.Errorf("AlertsQuery(%q) = %s, want %s", expr, got, want)
+		}
+	}
+}
