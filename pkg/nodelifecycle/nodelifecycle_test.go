@@ -216,7 +216,7 @@ func TestPatchRefusesAChangedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, now := range map[string]*corev1.Node{
-		"an admin took the type over": node(cond("Ready", "KubeletReady"), cond(Drained, "ChangeTicket42")),
+		"an admin took the type over":  node(cond("Ready", "KubeletReady"), cond(Drained, "ChangeTicket42")),
 		"another condition came first": node(cond("Ready", "KubeletReady"), cond(MaintenancePlanned, "ChangeTicket42"), cond(Drained, "NodeAgentDrained")),
 	} {
 		if got, err := apply(t, now, patch); err == nil {

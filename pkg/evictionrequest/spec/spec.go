@@ -33,4 +33,3 @@ func ParseMode(s string) (Mode, error) {
 	}
 	return "", fmt.Errorf("%q: must be one of eviction, evictionRequest, auto", s)
 }
-

@@ -31,4 +31,3 @@ func ParseMode(s string) (Mode, error) {
 	}
 	return "", fmt.Errorf("%q: must be one of auto, on, off", s)
 }
-
