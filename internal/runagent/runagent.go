@@ -361,14 +361,14 @@ func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reb
 		// The alert check is the first gate; reboot.gates follow it.
 		gates := []reboot.Gate{reboot.AlertGate(rc.BlockingAlertRegexp)}
 		for _, g := range rc.Gates {
-			gates = append(gates, reboot.Gate{Name: g.Name, Query: g.Query})
+			gates = append(gates, reboot.Gate{Name: g.Name, Query: g.Query, BeforeReboot: g.BeforeReboot})
 		}
 		blockers = append(blockers, reboot.GateBlockers{URL: rc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: 10 * time.Second}})
 	}
 	return reboot.NewCoordinator(reboot.Options{
 		Client: d.Client, NodeName: d.NodeName, Need: need, Window: window, Blockers: blockers,
 		LoopBound: rc.LoopBound.Duration, RebootWithoutDrain: rc.RebootWithoutDrain,
-		CheckInterval: rc.CheckInterval.Duration, SlotHoldBound: rc.SlotHoldBound.Duration,
+		CheckInterval: rc.CheckInterval.Duration, SlotHoldBound: rc.SlotHoldBound.Duration, BeforeRebootBound: rc.BeforeRebootBound.Duration,
 		Slots:       drainSlots,
 		Rebooter:    own.Rebooter(shutdown.LogindRebooter{Connect: w.connectLogind}),
 		Maintenance: handshake.Maintenance,

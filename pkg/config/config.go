@@ -429,6 +429,11 @@ type RebootConfig struct {
 	// does not cause another reboot (reported as RebootLoop); 0 turns the
 	// guard off.
 	LoopBound metav1.Duration `json:"loopBound"`
+	// BeforeRebootBound is how long a drained node waits for the gates
+	// marked beforeReboot, asked again once the drain finished; past it
+	// the attempt is given up as a drain past drain.timeout is (drain
+	// withdrawn, slot released, retried after a backoff).
+	BeforeRebootBound metav1.Duration `json:"beforeRebootBound"`
 }
 
 // RebootWindowConfig is when a reboot may start. A reboot already under way
@@ -560,7 +565,8 @@ func Default() Config {
 			// A server's firmware and boot take 5 to 15 minutes; twice
 			// that, so a slow node keeps its slot, yet a dead one frees
 			// it within the hour.
-			SlotHoldBound: metav1.Duration{Duration: 30 * time.Minute},
+			SlotHoldBound:     metav1.Duration{Duration: 30 * time.Minute},
+			BeforeRebootBound: metav1.Duration{Duration: 15 * time.Minute},
 		},
 		Silences: SilencesConfig{
 			// node_exporter's and kube-state-metrics' alerts carry it as
@@ -657,6 +663,12 @@ type GateConfig struct {
 	// instant vector) has a series, as a Prometheus alert rule fires while
 	// its expression does.
 	Query string `json:"query"`
+	// BeforeReboot asks the gate again once the node is drained, right
+	// before the reboot: while it holds, the drained node waits, up to
+	// reboot.beforeRebootBound. For gates the drain itself does not trip
+	// (etcd quorum, a storage cluster's health), not for alerts a drain
+	// raises. Only reboot.gates take it.
+	BeforeReboot bool `json:"beforeReboot,omitempty"`
 }
 
 // MaxGateQuery bounds the text of one gate's query.
@@ -684,6 +696,9 @@ func checkGates(section string, gates []GateConfig, prometheusURL string) []erro
 			errs = append(errs, fmt.Errorf("%s.gates[%d] (%s): empty query", section, i, g.Name))
 		case len(g.Query) > MaxGateQuery:
 			errs = append(errs, fmt.Errorf("%s.gates[%d] (%s): query of %d bytes, at most %d", section, i, g.Name, len(g.Query), MaxGateQuery))
+		}
+		if g.BeforeReboot && section != "reboot" {
+			errs = append(errs, fmt.Errorf("%s.gates[%d] (%s): beforeReboot is for reboot.gates only; a maintenance has no reboot to ask it before", section, i, g.Name))
 		}
 	}
 	if len(gates) > 0 && prometheusURL == "" {
@@ -805,6 +820,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkDeprecated(oldRebootWithoutDrainFlag, "use --reboot-without-drain")
 	fs.Var(durationValue{&c.Reboot.CheckInterval}, "reboot-check-interval", "How often the sentinel (and, while a reboot is needed, the blockers) are looked at.")
 	fs.Var(durationValue{&c.Reboot.SlotHoldBound}, "reboot-slot-hold-bound", "How long the drain slot stays held while the host reboots; a node not back by then loses it.")
+	fs.Var(durationValue{&c.Reboot.BeforeRebootBound}, "reboot-before-reboot-bound", "How long a drained node waits for the reboot gates marked beforeReboot, asked again before the reboot; past it the attempt is given up (drain withdrawn, slot released, retried after a backoff).")
 	fs.Var(durationValue{&c.Reboot.LoopBound}, "reboot-loop-bound", "No second reboot within this time when the sentinel is still there after a reboot (reported as RebootLoop). 0s: no such guard.")
 
 	fs.StringVar(&c.Silences.AlertmanagerURL, "silences-alertmanager-url", c.Silences.AlertmanagerURL, "Alertmanager in which the node's alerts are silenced while it is drained or rebooting (its v2 API). Empty: no silence.")
@@ -969,6 +985,7 @@ var durationKeys = [][2]string{
 	{"reboot", "loopBound"},
 	{"reboot", "checkInterval"},
 	{"reboot", "slotHoldBound"},
+	{"reboot", "beforeRebootBound"},
 	{"reboot", "minInterval"},
 	{"silences", "duration"},
 	{"notifications", "timeout"},

@@ -159,6 +159,14 @@ func TestValidate(t *testing.T) {
 			c.Reboot.PrometheusURL = "http://p"
 			c.Reboot.Gates = []GateConfig{{Name: "a", Query: strings.Repeat("x", MaxGateQuery+1)}}
 		}, wantErr: "reboot.gates[0] (a): query of 4097 bytes, at most 4096"},
+		{name: "reboot gate asked again before the reboot", mutate: func(c *Config) {
+			c.Reboot.PrometheusURL = "http://p"
+			c.Reboot.Gates = []GateConfig{{Name: "etcd-quorum", Query: "up == 0", BeforeReboot: true}}
+		}},
+		{name: "maintenance gate with beforeReboot", mutate: func(c *Config) {
+			c.Maintenance.PrometheusURL = "http://p"
+			c.Maintenance.Gates = []GateConfig{{Name: "a", Query: "up == 0", BeforeReboot: true}}
+		}, wantErr: "maintenance.gates[0] (a): beforeReboot is for reboot.gates only"},
 		{name: "notification webhooks", mutate: func(c *Config) {
 			c.Notifications.Webhooks = []WebhookConfig{
 				{Name: "ops", URL: "https://hooks.example.com/x", Preset: "slack", Events: []string{"maintenance-failed", "reboot-failed"}},

@@ -150,7 +150,7 @@ func TestPodBlockers(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := PodBlockers{Lister: store, Selector: sel}.Blockers(context.Background())
-	want := []Blocker{{BlockerPod, "db/pg-0"}, {BlockerPod, "db/pg-1"}}
+	want := []Blocker{{Kind: BlockerPod, Name: "db/pg-0"}, {Kind: BlockerPod, Name: "db/pg-1"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("blockers = %+v, want %+v", got, want)
 	}

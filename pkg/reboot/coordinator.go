@@ -78,6 +78,8 @@ type Options struct {
 	// RetryReboot is how long after asking logind a host that has not
 	// rebooted is asked again.
 	RetryReboot time.Duration
+	// BeforeRebootBound is reboot.beforeRebootBound.
+	BeforeRebootBound time.Duration
 
 	Slots Slots
 	// Rebooter asks the host to reboot; the wiring marks the reboot as the
@@ -213,6 +215,10 @@ func (c *Coordinator) step(ctx context.Context, node *corev1.Node) error {
 	if d, err = c.apply(ctx, node, &next, d); err != nil {
 		return err
 	}
+	if next.Phase != PhaseDrained {
+		// Kept only while the drained node waits (observe).
+		next.DrainedAt = nil
+	}
 	return c.write(ctx, node, rec, &next, d)
 }
 
@@ -263,6 +269,12 @@ func (c *Coordinator) observe(node *corev1.Node, rec *Record, m Maintenance) Rec
 	next := *rec
 	boot := node.Status.NodeInfo.BootID
 	next.Phase = rec.Phase.Advance(m, boot != "" && boot != rec.BootID)
+	switch {
+	case next.Phase != PhaseDrained:
+		next.DrainedAt = nil
+	case rec.Phase != PhaseDrained || next.DrainedAt == nil:
+		next.DrainedAt = &metav1.Time{Time: c.o.Clock.Now()}
+	}
 	if next.Phase == PhaseBack && rec.Phase != PhaseBack {
 		next.LastReboot = &metav1.Time{Time: c.o.Clock.Now()}
 		c.log.Info("The host rebooted", "bootID", boot, "requestedAt", rec.RequestedAt)
@@ -289,7 +301,10 @@ func (c *Coordinator) gather(ctx context.Context, node *corev1.Node, rec *Record
 		Failure:     Failure{Count: rec.DrainFailures, Request: reasontext.Cut(rec.FailedRequest, reasontext.MaxReason)},
 		Maintenance: m, NodeReady: nodeReady(node),
 		LoopBound: c.o.LoopBound, RebootWithoutDrain: c.o.RebootWithoutDrain, RetryReboot: c.o.RetryReboot,
-		CheckInterval: c.o.CheckInterval,
+		CheckInterval: c.o.CheckInterval, BeforeRebootBound: c.o.BeforeRebootBound,
+	}
+	if rec.DrainedAt != nil {
+		in.DrainedAt = rec.DrainedAt.Time
 	}
 	if rec.RequestedAt != nil {
 		in.RequestedAt = rec.RequestedAt.Time

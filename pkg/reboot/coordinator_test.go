@@ -3,6 +3,7 @@ package reboot
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -638,5 +639,64 @@ func TestDecodeRecordLegacyFailed(t *testing.T) {
 	rec, err := DecodeRecord(`{"state":"Failed","reason":"Failed","failedAt":"2026-11-24T03:00:00Z"}`)
 	if err != nil || rec.State != DrainFailed || rec.Reason != string(DrainFailed) {
 		t.Fatalf("record %+v, err %v", rec, err)
+	}
+}
+
+// gateSource is a blocker source the test opens and shuts.
+type gateSource struct{ held *bool }
+
+func (g gateSource) Blockers(context.Context) []Blocker {
+	if !*g.held {
+		return nil
+	}
+	return []Blocker{{Kind: BlockerGate, Name: "etcd-quorum (q) has 1 series: {} 1", BeforeReboot: true}}
+}
+
+// A gate asked again before the reboot holds the drained node (the drain
+// kept, the slot held, the time it drained recorded across a restart),
+// reboots it once it opens, and gives the attempt up past
+// reboot.beforeRebootBound.
+func TestCoordinatorGateBeforeReboot(t *testing.T) {
+	for _, opens := range []bool{true, false} {
+		t.Run(fmt.Sprintf("opens %v", opens), func(t *testing.T) {
+			b := newBed(t, alwaysWindow(t))
+			held := false
+			b.opts.Blockers = []BlockerSource{gateSource{&held}}
+			b.opts.BeforeRebootBound = 15 * time.Minute
+			b.restart()
+			b.setSentinel(true)
+			b.step()
+			rec := b.step()
+			b.expect(rec, Draining, "Draining", PhaseDraining)
+			held = true // shuts once the drain started: asked again when drained
+			b.m = Maintenance{Active: true, Drained: true}
+			rec = b.step()
+			b.expect(rec, Pending, string(BlockedByGates), PhaseDrained)
+			if rec.DrainedAt == nil || !rec.DrainedAt.Time.Equal(b.clock.Now()) || b.reboots.calls != 0 || !rec.Drain || b.slots.slot.released {
+				t.Fatalf("held: drainedAt %v, reboots %d, drain %v, slot released %v", rec.DrainedAt, b.reboots.calls, rec.Drain, b.slots.slot.released)
+			}
+			drainedAt := rec.DrainedAt.Time
+			b.clock.Step(10 * time.Minute)
+			b.restart()
+			rec = b.step()
+			if rec.DrainedAt == nil || !rec.DrainedAt.Time.Equal(drainedAt) {
+				t.Fatalf("after a restart drainedAt %v, want %s kept", rec.DrainedAt, drainedAt)
+			}
+			if opens {
+				held = false
+				rec = b.step()
+				b.expect(rec, Rebooting, "Rebooting", PhaseRebootRequested)
+				if b.reboots.calls != 1 || rec.DrainedAt != nil {
+					t.Fatalf("opened: reboots %d, drainedAt %v", b.reboots.calls, rec.DrainedAt)
+				}
+				return
+			}
+			b.clock.Step(5 * time.Minute)
+			rec = b.step()
+			b.expect(rec, DrainFailed, "DrainFailed", PhaseIdle)
+			if b.reboots.calls != 0 || rec.Drain || rec.FailedAt == nil || !strings.Contains(rec.Message, "reboot.beforeRebootBound") {
+				t.Fatalf("given up: reboots %d, drain %v, failedAt %v, %q", b.reboots.calls, rec.Drain, rec.FailedAt, rec.Message)
+			}
+		})
 	}
 }

@@ -208,6 +208,10 @@ type Blocker struct {
 	// Name is namespace/name for a pod, the alertname for an alert, or
 	// what failed ("prometheus unreachable: ...").
 	Name string
+	// BeforeReboot marks a gate's blocker that holds the reboot after the
+	// drain too (reboot.gates' beforeReboot): the drained node waits for
+	// it, up to Input.BeforeRebootBound.
+	BeforeReboot bool
 }
 
 // LastReboot is the reboot this node made most recently.
@@ -283,6 +287,12 @@ type Input struct {
 	// CheckInterval is reboot.checkInterval, the first wait after a failed
 	// drain (DrainFailedBackoff).
 	CheckInterval time.Duration
+	// DrainedAt is when the drain finished (PhaseDrained); zero otherwise.
+	DrainedAt time.Time
+	// BeforeRebootBound is reboot.beforeRebootBound: how long a drained
+	// node waits for the gates asked again before the reboot; past it the
+	// attempt is given up as a drain past drain.timeout is.
+	BeforeRebootBound time.Duration
 }
 
 // Decision is the state to report, the condition, and what to do next.
@@ -315,7 +325,7 @@ type Decision struct {
 func (in Input) WantsBlockers() bool {
 	need, _ := in.need()
 	switch in.Phase {
-	case PhaseIdle, PhaseWaitingForSlot, PhaseDraining:
+	case PhaseIdle, PhaseWaitingForSlot, PhaseDraining, PhaseDrained:
 		return need.Needed
 	}
 	return false
@@ -408,23 +418,19 @@ func decide(in Input) Decision {
 		}
 		return with(lateBlockers(Decision{State: Draining, Message: "draining the node before the reboot"}, in.Blockers))
 	case PhaseDrained:
+		if held := beforeReboot(in.Blockers); len(held) > 0 {
+			return heldBeforeReboot(in, held)
+		}
 		return with(lateBlockers(Decision{State: Rebooting, Action: ActReboot, Message: "drained; rebooting the host"}, in.Blockers))
 	case PhaseDrainTimedOut:
 		if in.RebootWithoutDrain {
 			return with(lateBlockers(Decision{State: Rebooting, Action: ActReboot,
 				Message: "the drain did not finish within drain.timeout; rebooting anyway, as reboot.rebootWithoutDrain allows"}, in.Blockers))
 		}
-		n := in.Failure.Count + 1
-		f := Failure{At: in.Now, Count: n, RetryAt: in.Now.Add(DrainFailedBackoff(in.CheckInterval, n))}
-		d := Decision{State: DrainFailed, Action: ActGiveUp, Last: in.Last, Failure: f,
-			Message: fmt.Sprintf("the drain did not finish within drain.timeout, so the host was not rebooted; the drain is withdrawn and the slot released. See the drain's Events and the UnderMaintenance condition; %s, or set reboot.rebootWithoutDrain to reboot anyway",
-				retryLine(f))}
-		if in.Request != "" {
-			// The failed attempt answers the request: asking again is a
-			// new request, and starts at once.
-			d.AnswerRequest, d.Failure.Request = true, in.Request
-		}
-		return d
+		return giveUp(in, func(f Failure) string {
+			return fmt.Sprintf("the drain did not finish within drain.timeout, so the host was not rebooted; the drain is withdrawn and the slot released. See the drain's Events and the UnderMaintenance condition; %s, or set reboot.rebootWithoutDrain to reboot anyway",
+				retryLine(f))
+		})
 	case PhaseRebootRequested:
 		if !in.RequestedAt.IsZero() && in.RetryReboot > 0 && !in.Now.Before(in.RequestedAt.Add(in.RetryReboot)) {
 			// The host did not go down: logind refused, or a shutdown
@@ -462,6 +468,57 @@ func decide(in Input) Decision {
 		return d
 	}
 	return with(Decision{State: in.Previous, Message: fmt.Sprintf("unknown phase %q", in.Phase)})
+}
+
+// giveUp ends a failed attempt: the drain withdrawn, the slot released, the
+// failure recorded with its backoff, and the request answered. message
+// says why, given the failure.
+func giveUp(in Input, message func(Failure) string) Decision {
+	n := in.Failure.Count + 1
+	f := Failure{At: in.Now, Count: n, RetryAt: in.Now.Add(DrainFailedBackoff(in.CheckInterval, n))}
+	d := Decision{State: DrainFailed, Action: ActGiveUp, Last: in.Last, Failure: f, Message: message(f)}
+	if in.Request != "" {
+		// The failed attempt answers the request: asking again is a
+		// new request, and starts at once.
+		d.AnswerRequest, d.Failure.Request = true, in.Request
+	}
+	return d
+}
+
+// beforeReboot are the blockers that hold a drained node's reboot.
+func beforeReboot(bs []Blocker) []string {
+	var out []string
+	for _, b := range bs {
+		if b.BeforeReboot {
+			out = append(out, b.Name)
+		}
+	}
+	return out
+}
+
+// heldBeforeReboot decides for a drained node whose gates asked again
+// before the reboot hold: it waits, cordoned and holding its slot, up to
+// BeforeRebootBound after the drain finished; past it the attempt is given
+// up, so that a gate that stays shut never keeps a node out of service and
+// the cluster's slot held.
+func heldBeforeReboot(in Input, held []string) Decision {
+	since := in.DrainedAt
+	if since.IsZero() {
+		since = in.Now
+	}
+	gates := strings.Join(held, "; ")
+	if in.BeforeRebootBound > 0 && !in.Now.Before(since.Add(in.BeforeRebootBound)) {
+		return giveUp(in, func(f Failure) string {
+			return fmt.Sprintf("the node drained, but gates asked again before the reboot still held %s later (reboot.beforeRebootBound): %s; the host was not rebooted, the drain is withdrawn and the slot released; %s",
+				formatDuration(in.BeforeRebootBound), gates, retryLine(f))
+		})
+	}
+	d := Decision{State: Pending, Detail: BlockedByGates, Last: in.Last, Failure: in.Failure, Blockers: in.Blockers,
+		Message: "drained; the reboot waits for gates asked again before it: " + gates}
+	if in.BeforeRebootBound > 0 {
+		d.Message += fmt.Sprintf("; given up at %s (reboot.beforeRebootBound)", since.Add(in.BeforeRebootBound).UTC().Format(time.RFC3339))
+	}
+	return d
 }
 
 // decideIdle decides before a reboot starts.

@@ -101,6 +101,17 @@ func TestDecide(t *testing.T) {
 		{name: "drained: reboot", in: at(PhaseDrained, nil), state: Rebooting, action: ActReboot},
 		{name: "drained outside the window: reboot", in: at(PhaseDrained, func(in *Input) { in.Window = weekend }), state: Rebooting, action: ActReboot},
 		{name: "drained with a late blocker: reboot", in: at(PhaseDrained, func(in *Input) { in.Blockers = []Blocker{pod} }), state: Rebooting, action: ActReboot, msgContains: []string{"pods db/postgres-0"}},
+		{name: "drained, a gate asked again before the reboot holds: wait", in: at(PhaseDrained, func(in *Input) {
+			in.DrainedAt, in.BeforeRebootBound = now.Add(-time.Minute), 15*time.Minute
+			in.Blockers = []Blocker{{Kind: BlockerGate, Name: "etcd-quorum (q) has 1 series: {} 1", BeforeReboot: true}}
+		}), state: Pending, detail: BlockedByGates, msgContains: []string{"drained; the reboot waits for gates asked again before it: etcd-quorum (q)", "given up at 2026-11-24T03:14:00Z"}},
+		{name: "drained, a gate asked again holds past reboot.beforeRebootBound: give up", in: at(PhaseDrained, func(in *Input) {
+			in.DrainedAt, in.BeforeRebootBound, in.Request = now.Add(-15*time.Minute), 15*time.Minute, "kernel 6.12"
+			in.Blockers = []Blocker{{Kind: BlockerGate, Name: "etcd-quorum (q) has 1 series: {} 1", BeforeReboot: true}}
+		}), state: DrainFailed, action: ActGiveUp, answer: true, msgContains: []string{"still held 15m later (reboot.beforeRebootBound): etcd-quorum (q)", "slot released"}},
+		{name: "drained, a gate not asked again holds: reboot", in: at(PhaseDrained, func(in *Input) {
+			in.Blockers = []Blocker{{Kind: BlockerGate, Name: "g (q) has 1 series: {} 1"}}
+		}), state: Rebooting, action: ActReboot, msgContains: []string{"gates g (q)"}},
 		{name: "drained, need gone: reboot all the same", in: at(PhaseDrained, func(in *Input) { in.Need = Need{} }), state: Rebooting, action: ActReboot},
 		{name: "drain timed out: failed, no reboot", in: at(PhaseDrainTimedOut, nil), state: DrainFailed, action: ActGiveUp, msgContains: []string{"drain.timeout", "rebootWithoutDrain"}},
 		{name: "drain timed out answers the request", in: at(PhaseDrainTimedOut, func(in *Input) { in.Request = "kernel 6.12" }), state: DrainFailed, action: ActGiveUp, answer: true},
@@ -299,7 +310,8 @@ func TestInputWantsBlockers(t *testing.T) {
 		{Input{Need: needed, Phase: PhaseDraining}, true},
 		{Input{Request: "r"}, true},
 		{Input{}, false},
-		{Input{Need: needed, Phase: PhaseDrained}, false},
+		{Input{Need: needed, Phase: PhaseDrained}, true}, // gates asked again before the reboot
+		{Input{Phase: PhaseDrained}, false},
 		{Input{Need: needed, Phase: PhaseRebootRequested}, false},
 		{Input{NeedErr: errors.New("no bus")}, false},
 	}

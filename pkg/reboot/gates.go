@@ -24,6 +24,9 @@ type Gate struct {
 	// Alerts marks the alert gate (AlertGate): its blockers are the names
 	// of the firing alerts, one each, of kind BlockerAlert.
 	Alerts bool
+	// BeforeReboot asks the gate again once the node is drained: while it
+	// holds, the reboot waits (Blocker.BeforeReboot).
+	BeforeReboot bool
 }
 
 // AlertGate is the gate of reboot.blockingAlertRegexp: the firing alerts
@@ -76,7 +79,7 @@ func (g GateBlockers) Blockers(ctx context.Context) []Blocker {
 				text += fmt.Sprintf(" and %d more", answer.series-len(answer.shown))
 			}
 		}
-		out = append(out, Blocker{Kind: BlockerGate, Name: reasontext.Cut(text, maxGateBlocker)})
+		out = append(out, Blocker{Kind: BlockerGate, Name: reasontext.Cut(text, maxGateBlocker), BeforeReboot: gate.BeforeReboot})
 	}
 	return out
 }

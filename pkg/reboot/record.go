@@ -62,6 +62,9 @@ type Record struct {
 	BootID string `json:"bootID,omitempty"`
 	// RequestedAt is when logind was asked to reboot.
 	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
+	// DrainedAt is when the reboot's drain finished, kept while the node
+	// waits drained (PhaseDrained) for gates asked again before the reboot.
+	DrainedAt *metav1.Time `json:"drainedAt,omitempty"`
 	// LastReboot is when the host last came back from a reboot the
 	// coordinator asked for, and SentinelSurvived whether the need was
 	// still there afterwards (the loop guard).
