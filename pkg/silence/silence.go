@@ -64,8 +64,10 @@ type Keeper struct {
 // Name is the component's name.
 func (k *Keeper) Name() string { return "silence" }
 
-// Run keeps the silence until ctx ends: at once, on every change of the
-// Node, and every third of Duration.
+// Run keeps the silence until ctx ends: at once, every third of Duration,
+// and on a change of the Node that changes whether it is disrupted. Other
+// changes of the Node (the kubelet's status, labels) ask Alertmanager
+// nothing: the silence's state cannot have changed with them.
 func (k *Keeper) Run(ctx context.Context, view agent.NodeView) error {
 	wake := make(chan struct{}, 1)
 	poke := func() {
@@ -82,18 +84,32 @@ func (k *Keeper) Run(ctx context.Context, view agent.NodeView) error {
 	}
 	tick := k.Clock.NewTicker(k.Duration / 3)
 	defer tick.Stop()
+	// settled is the disruption the last reconcile that succeeded was
+	// for; nil before one, and after one failed.
+	var settled *bool
+	due := true
 	for {
 		if node, err := view.Get(); err == nil {
-			if err := k.Reconcile(ctx, node); err != nil && ctx.Err() == nil {
-				k.Metrics.failed()
-				k.Logger.Warn("Could not keep the node's Alertmanager silence; trying again", "err", err)
+			want, _ := k.Disrupted(node)
+			if due || settled == nil || *settled != want {
+				if err := k.Reconcile(ctx, node); err != nil {
+					settled = nil
+					if ctx.Err() == nil {
+						k.Metrics.failed()
+						k.Logger.Warn("Could not keep the node's Alertmanager silence; trying again", "err", err)
+					}
+				} else {
+					settled = &want
+				}
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
+			due = false
 		case <-tick.C():
+			due = true
 		}
 	}
 }

@@ -2,6 +2,7 @@ package silence
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/node-agent/node-agent/pkg/agent/agenttest"
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -105,4 +110,72 @@ func TestReconcile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunAsksOnlyWhenTheDisruptionChanges: changes of the Node that leave
+// it as disrupted as it was ask Alertmanager nothing; one that changes it
+// does, and so does the extension timer.
+func TestRunAsksOnlyWhenTheDisruptionChanges(t *testing.T) {
+	am := &fakeAM{}
+	srv := httptest.NewServer(am)
+	defer srv.Close()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}})
+	view := &agenttest.NodeView{Client: kubetest.Wrap(cs), Name: "node-1"}
+	k := &Keeper{URL: srv.URL, Node: "node-1", NodeLabel: "node", Duration: 15 * time.Minute,
+		Disrupted: func(n *corev1.Node) (bool, string) { return n.Labels["drained"] == "yes", "maintenance of node-1" },
+		Client:    srv.Client(), Clock: clk, Logger: slog.New(slog.DiscardHandler)}
+	calls := func() []string {
+		am.mu.Lock()
+		defer am.mu.Unlock()
+		return append([]string(nil), am.calls...)
+	}
+	waitCalls := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(calls()) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("calls %v, want %d", calls(), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	label := func(v string) {
+		t.Helper()
+		n, err := cs.CoreV1().Nodes().Get(t.Context(), "node-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Labels = map[string]string{"drained": v, "touched": fmt.Sprint(time.Now().UnixNano())}
+		if _, err := cs.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := view.Touch(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- k.Run(t.Context(), view) }()
+	waitCalls(1) // the first reconcile lists
+	for range 5 {
+		label("no") // not disrupted before, not after
+	}
+	label("yes") // disrupted: list, then make the silence
+	waitCalls(3)
+	for range 5 {
+		label("yes")
+	}
+	label("no") // over: list, then expire it
+	waitCalls(5)
+	time.Sleep(50 * time.Millisecond)
+	want := []string{"GET silences", "GET silences", "POST silences", "GET silences", "DELETE silence/new"}
+	if got := calls(); strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("calls %v, want %v: a change that leaves the disruption as it was must ask nothing", got, want)
+	}
+	// The timer asks again whatever the Node did.
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(5 * time.Minute)
+	waitCalls(6)
 }
