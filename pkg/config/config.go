@@ -114,8 +114,8 @@ type SilenceMatcherConfig struct {
 func validateSilences(s *SilencesConfig) []error {
 	var errs []error
 	if s.AlertmanagerURL != "" {
-		if u, err := url.Parse(s.AlertmanagerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("silences.alertmanagerURL: want an absolute http:// or https:// URL"))
+		if err := spec.CheckURL(s.AlertmanagerURL); err != nil {
+			errs = append(errs, fmt.Errorf("silences.alertmanagerURL: %w", err))
 		}
 	}
 	if msgs := validation.IsQualifiedName(s.NodeLabel); len(msgs) > 0 || strings.Contains(s.NodeLabel, "/") {
@@ -704,11 +704,10 @@ func checkGates(section string, gates []GateConfig, prometheusURL string) []erro
 	if len(gates) > 0 && prometheusURL == "" {
 		errs = append(errs, fmt.Errorf("%s.gates: set %s.prometheusURL, the Prometheus the gates are asked of", section, section))
 	}
-	if prometheusURL != "" {
-		if u, err := url.Parse(prometheusURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			if section == "maintenance" {
-				errs = append(errs, errors.New("maintenance.prometheusURL: want an absolute http:// or https:// URL"))
-			}
+	// reboot.prometheusURL is checked with the other reboot keys.
+	if prometheusURL != "" && section == "maintenance" {
+		if err := spec.CheckURL(prometheusURL); err != nil {
+			errs = append(errs, fmt.Errorf("maintenance.prometheusURL: %w", err))
 		}
 	}
 	return errs

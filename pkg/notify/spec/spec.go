@@ -51,7 +51,8 @@ func ParseTemplate(name, text string) (*template.Template, error) {
 	return template.New(name).Funcs(Funcs).Option("missingkey=error").Parse(text)
 }
 
-// CheckURL accepts an absolute http or https URL.
+// CheckURL accepts an absolute http or https URL: a webhook's, and the
+// Prometheus and Alertmanager URLs of pkg/config.
 func CheckURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
