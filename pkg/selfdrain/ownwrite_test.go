@@ -83,80 +83,63 @@ func TestOwnViewOfACopyReadBeforeTheHandlerSawTheWrite(t *testing.T) {
 // for, while the cache still shows it Running: it would take another slot
 // and write Running over Succeeded (the flake of pkg/handshake's
 // TestHandshakeRebootThroughDrainAndShutdown, where the reboot coordinator
-// already rebooted the drained node).
+// already rebooted the drained node). Two interleavings:
+//   - "cache behind": the cache stops at the Node as it was when the
+//     eviction was asked for (Running), until the test lets it catch up;
+//   - "handler saw it first": the informer takes the Succeeded copy just
+//     after reconcile read the Running one, and hands it to the controller's
+//     handler before reconcile decides; the handler's copy shows the write,
+//     reconcile's is older (about 1 run in 150).
 func TestControllerDoesNotResumeADrainThatSucceeded(t *testing.T) {
-	h := newHarness(t, testPod("a"))
-	c, v := h.controller()
-	// The cache stops at the Node as it was when the eviction was asked
-	// for: the drain recorded Running.
-	h.onEvict(func(eviction) error {
-		v.hold(h.trackedNode())
-		return nil
-	})
-	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel"}}}`)
-	ctx := context.Background()
-	if err := c.reconcile(ctx, v); err != nil {
-		t.Fatal(err)
-	}
-	run := c.active
-	h.run(func() { <-run.done }, nil)
-	if st := h.status(); st.Phase != PhaseSucceeded {
-		t.Fatalf("status %s, want Succeeded", st.Encode())
-	}
-	if held, _ := v.Get(); held.Annotations[StatusAnnotation] == h.node().Annotations[StatusAnnotation] {
-		t.Fatal("the view is not behind")
-	}
+	for _, handlerFirst := range []bool{false, true} {
+		name := "cache behind"
+		if handlerFirst {
+			name = "handler saw it first"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, testPod("a"))
+			c, v := h.controller()
+			// The cache stops at the Node as it was when the eviction was
+			// asked for: the drain recorded Running.
+			h.onEvict(func(eviction) error {
+				v.hold(h.trackedNode())
+				return nil
+			})
+			h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel"}}}`)
+			ctx := context.Background()
+			if err := c.reconcile(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+			run := c.active
+			h.run(func() { <-run.done }, nil)
+			if st := h.status(); st.Phase != PhaseSucceeded {
+				t.Fatalf("status %s, want Succeeded", st.Encode())
+			}
+			if handlerFirst {
+				v.afterNextGet(func() {
+					v.hold(nil)
+					c.observe(h.node())
+				})
+			} else if held, _ := v.Get(); held.Annotations[StatusAnnotation] == h.node().Annotations[StatusAnnotation] {
+				t.Fatal("the view is not behind")
+			}
 
-	if err := c.reconcile(ctx, v); err != nil {
-		t.Fatal(err)
-	}
-	if c.active != nil {
-		c.takeActive().stop()
-		t.Fatal("the drain that succeeded was started again from the cache's Running record")
-	}
-	v.hold(nil)
-	if err := c.reconcile(ctx, v); err != nil {
-		t.Fatal(err)
-	}
-	if st := h.status(); c.active != nil || st.Phase != PhaseSucceeded || h.slotHolder() != "" {
-		t.Errorf("once the cache caught up: active %p, status %s, slot held by %q; want nothing started", c.active, st.Encode(), h.slotHolder())
-	}
-}
-
-// The same when the informer takes the Succeeded copy just after reconcile
-// read the Running one, and hands it to the controller's handler before
-// reconcile decides: the handler's copy shows the write, but reconcile's
-// is older (the flake's remaining interleaving, about 1 run in 150).
-func TestControllerDoesNotResumeADrainThatSucceededWhenTheHandlerSawItFirst(t *testing.T) {
-	h := newHarness(t, testPod("a"))
-	c, v := h.controller()
-	h.onEvict(func(eviction) error {
-		v.hold(h.trackedNode())
-		return nil
-	})
-	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel"}}}`)
-	ctx := context.Background()
-	if err := c.reconcile(ctx, v); err != nil {
-		t.Fatal(err)
-	}
-	run := c.active
-	h.run(func() { <-run.done }, nil)
-	if st := h.status(); st.Phase != PhaseSucceeded {
-		t.Fatalf("status %s, want Succeeded", st.Encode())
-	}
-
-	v.afterNextGet(func() {
-		v.hold(nil)
-		c.observe(h.node())
-	})
-	if err := c.reconcile(ctx, v); err != nil {
-		t.Fatal(err)
-	}
-	if c.active != nil {
-		c.takeActive().stop()
-		t.Fatal("the drain that succeeded was started again from the Running copy read before the handler saw the Succeeded one")
-	}
-	if st := h.status(); st.Phase != PhaseSucceeded || h.slotHolder() != "" {
-		t.Errorf("status %s, slot held by %q; want nothing started", st.Encode(), h.slotHolder())
+			if err := c.reconcile(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+			if c.active != nil {
+				c.takeActive().stop()
+				t.Fatal("the drain that succeeded was started again from a Running copy")
+			}
+			if !handlerFirst {
+				v.hold(nil)
+				if err := c.reconcile(ctx, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if st := h.status(); c.active != nil || st.Phase != PhaseSucceeded || h.slotHolder() != "" {
+				t.Errorf("once the cache caught up: active %p, status %s, slot held by %q; want nothing started", c.active, st.Encode(), h.slotHolder())
+			}
+		})
 	}
 }
