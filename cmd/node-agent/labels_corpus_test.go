@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 	"github.com/node-agent/node-agent/pkg/labeller"
 )
 
@@ -80,7 +81,7 @@ func TestLabelsCorpus(t *testing.T) {
 			want := map[string]string{}
 			for k, v := range labels {
 				name := k[strings.LastIndex(k, "/")+1:]
-				isFeature := strings.HasPrefix(k, labeller.CPUFeatureLabelPrefix) || strings.HasPrefix(k, labeller.HostModelRequiredFeaturesLabelPrefix)
+				isFeature := strings.HasPrefix(k, kubevirtlabels.CPUFeatureLabelPrefix) || strings.HasPrefix(k, kubevirtlabels.HostModelRequiredFeaturesLabelPrefix)
 				if !isFeature || !slices.Contains(penryn, name) {
 					want[k] = v
 				}
@@ -163,18 +164,18 @@ func penrynFeatures(t *testing.T) []string {
 // domain capabilities file gives. The others (cpu-timer, machine-type,
 // hyperv, realtime) come from other sources and are left out offline.
 var corpusFamilies = []struct{ title, key string }{
-	{"cpu-model", labeller.CPUModelLabelPrefix},
-	{"cpu-model-migration", labeller.CPUModelMigrationLabelPrefix},
-	{"cpu-feature", labeller.CPUFeatureLabelPrefix},
-	{"host-model-cpu", labeller.HostModelCPULabelPrefix},
-	{"host-model-required-features", labeller.HostModelRequiredFeaturesLabelPrefix},
-	{"cpu-vendor", labeller.CPUVendorLabelPrefix},
-	{"obsolete-host-model", labeller.ObsoleteHostModelLabel},
-	{"sev", labeller.SEVLabel},
-	{"sev-es", labeller.SEVESLabel},
-	{"sev-snp", labeller.SEVSNPLabel},
-	{"tdx", labeller.TDXLabel},
-	{"s390-pv", labeller.S390PVLabel},
+	{"cpu-model", kubevirtlabels.CPUModelLabelPrefix},
+	{"cpu-model-migration", kubevirtlabels.CPUModelMigrationLabelPrefix},
+	{"cpu-feature", kubevirtlabels.CPUFeatureLabelPrefix},
+	{"host-model-cpu", kubevirtlabels.HostModelCPULabelPrefix},
+	{"host-model-required-features", kubevirtlabels.HostModelRequiredFeaturesLabelPrefix},
+	{"cpu-vendor", kubevirtlabels.CPUVendorLabelPrefix},
+	{"obsolete-host-model", kubevirtlabels.ObsoleteHostModelLabel},
+	{"sev", kubevirtlabels.SEVLabel},
+	{"sev-es", kubevirtlabels.SEVESLabel},
+	{"sev-snp", kubevirtlabels.SEVSNPLabel},
+	{"tdx", kubevirtlabels.TDXLabel},
+	{"s390-pv", kubevirtlabels.S390PVLabel},
 }
 
 type corpusCounts struct {

@@ -21,14 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-agent/node-agent/pkg/kube"
-)
-
-// The label prefixes read; they are KubeVirt's (kubevirt.io/api/core/v1).
-const (
-	CPUModelLabelPrefix     = "cpu-model.node.kubevirt.io/"
-	CPUFeatureLabelPrefix   = "cpu-feature.node.kubevirt.io/"
-	HostModelCPULabelPrefix = "host-model-cpu.node.kubevirt.io/"
-	CPUVendorLabelPrefix    = "cpu-vendor.node.kubevirt.io/"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 )
 
 // NodeCPU is what one Node's labels say about its CPU.
@@ -52,14 +45,14 @@ func FromNode(n *corev1.Node) NodeCPU {
 			continue
 		}
 		switch {
-		case strings.HasPrefix(k, CPUModelLabelPrefix):
-			c.Models = append(c.Models, strings.TrimPrefix(k, CPUModelLabelPrefix))
-		case strings.HasPrefix(k, CPUFeatureLabelPrefix):
-			c.Features = append(c.Features, strings.TrimPrefix(k, CPUFeatureLabelPrefix))
-		case strings.HasPrefix(k, HostModelCPULabelPrefix):
-			c.HostModel = strings.TrimPrefix(k, HostModelCPULabelPrefix)
-		case strings.HasPrefix(k, CPUVendorLabelPrefix):
-			c.Vendor = strings.TrimPrefix(k, CPUVendorLabelPrefix)
+		case strings.HasPrefix(k, kubevirtlabels.CPUModelLabelPrefix):
+			c.Models = append(c.Models, strings.TrimPrefix(k, kubevirtlabels.CPUModelLabelPrefix))
+		case strings.HasPrefix(k, kubevirtlabels.CPUFeatureLabelPrefix):
+			c.Features = append(c.Features, strings.TrimPrefix(k, kubevirtlabels.CPUFeatureLabelPrefix))
+		case strings.HasPrefix(k, kubevirtlabels.HostModelCPULabelPrefix):
+			c.HostModel = strings.TrimPrefix(k, kubevirtlabels.HostModelCPULabelPrefix)
+		case strings.HasPrefix(k, kubevirtlabels.CPUVendorLabelPrefix):
+			c.Vendor = strings.TrimPrefix(k, kubevirtlabels.CPUVendorLabelPrefix)
 		}
 	}
 	slices.Sort(c.Models)

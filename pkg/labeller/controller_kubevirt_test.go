@@ -21,6 +21,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 )
 
 // fakeKubeVirt plays the KubeVirt CR's watcher: it reports what the test
@@ -93,22 +94,22 @@ func TestLabellerFollowsKubeVirtCR(t *testing.T) {
 	hasNot := func(key string) func() bool { return func() bool { _, ok := b.labels()[key]; return !ok } }
 
 	kv.states <- KubeVirtState{Settings: &KubeVirtSettings{CR: "kubevirt/kubevirt", ObsoleteCPUModels: []string{"Haswell"}, MinCPUModel: "Penryn"}}
-	b.waitFor("the CR's obsolete list", has(ObsoleteHostModelLabel))
-	b.waitFor("every feature, no minimum model under a CR", has(CPUFeatureLabelPrefix+"sse2"))
-	if b.labels()[CPUModelLabelPrefix+"Haswell"] != "" || b.labels()[CPUModelLabelPrefix+"qemu64"] != "true" {
+	b.waitFor("the CR's obsolete list", has(kubevirtlabels.ObsoleteHostModelLabel))
+	b.waitFor("every feature, no minimum model under a CR", has(kubevirtlabels.CPUFeatureLabelPrefix+"sse2"))
+	if b.labels()[kubevirtlabels.CPUModelLabelPrefix+"Haswell"] != "" || b.labels()[kubevirtlabels.CPUModelLabelPrefix+"qemu64"] != "true" {
 		t.Errorf("labels %v; want Haswell obsolete and qemu64 not (the CR's list replaces the defaults)", b.labels())
 	}
 	mu.Lock()
 	first := patches[0]
 	mu.Unlock()
-	if first[ObsoleteHostModelLabel] == nil || first[CPUFeatureLabelPrefix+"sse2"] == nil {
+	if first[kubevirtlabels.ObsoleteHostModelLabel] == nil || first[kubevirtlabels.CPUFeatureLabelPrefix+"sse2"] == nil {
 		t.Errorf("the first patch %v was not made with the CR's settings", first)
 	}
 
 	kv.states <- KubeVirtState{Settings: &KubeVirtSettings{CR: "kubevirt/kubevirt", CrossArchitectureVirtualization: true}}
-	b.waitFor("the gate's vm-arch label", has(VMArchLabelPrefix+"amd64"))
-	b.waitFor("the default list again", hasNot(ObsoleteHostModelLabel))
-	b.waitFor("Haswell's label back", has(CPUModelLabelPrefix+"Haswell"))
+	b.waitFor("the gate's vm-arch label", has(kubevirtlabels.VMArchLabelPrefix+"amd64"))
+	b.waitFor("the default list again", hasNot(kubevirtlabels.ObsoleteHostModelLabel))
+	b.waitFor("Haswell's label back", has(kubevirtlabels.CPUModelLabelPrefix+"Haswell"))
 	if n := discoveries.Load(); n != 1 {
 		t.Errorf("%d discoveries; a change of the CR relabels from the last one", n)
 	}
@@ -116,7 +117,7 @@ func TestLabellerFollowsKubeVirtCR(t *testing.T) {
 	cfg := config.Default().Labeller
 	cfg.KubeVirtCR = config.KubeVirtCRIgnore
 	c.SetConfig(cfg)
-	b.waitFor("the configuration's minimum model", hasNot(CPUFeatureLabelPrefix+"sse2"))
-	b.waitFor("no vm-arch without the CR", hasNot(VMArchLabelPrefix+"amd64"))
+	b.waitFor("the configuration's minimum model", hasNot(kubevirtlabels.CPUFeatureLabelPrefix+"sse2"))
+	b.waitFor("no vm-arch without the CR", hasNot(kubevirtlabels.VMArchLabelPrefix+"amd64"))
 	b.waitFor("the watcher stopped", func() bool { return kv.running.Load() == 0 })
 }

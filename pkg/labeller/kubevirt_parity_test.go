@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 )
 
 // kubevirtData holds KubeVirt's own node-labeller test inputs (see its
@@ -45,22 +46,22 @@ var parityCases = map[string]parityCase{
 	"virsh_domcapabilities.xml": {
 		features: "supported_features.xml",
 		want: map[string][]string{
-			CPUModelLabelPrefix: {"Haswell", "IvyBridge", "Penryn", "Skylake-Client-IBRS"},
+			kubevirtlabels.CPUModelLabelPrefix: {"Haswell", "IvyBridge", "Penryn", "Skylake-Client-IBRS"},
 			// node_labeller_test.go "should not include non-usable CPU
 			// models with the CPU model label but include them with the
 			// SupportedHostModelMigrationCPU label": EPYC-IBPB is
 			// usable='no'; 486, Conroe and Opteron_G2 are obsolete.
-			CPUModelMigrationLabelPrefix:         {"EPYC-IBPB", "Haswell", "IvyBridge", "Penryn", "Skylake-Client-IBRS"},
-			CPUFeatureLabelPrefix:                {"apic", "clflush", "vmx", "xsaves"},
-			HostModelCPULabelPrefix:              {"Skylake-Client-IBRS"},
-			HostModelRequiredFeaturesLabelPrefix: {"acpi", "ds", "ss"},
-			CPUVendorLabelPrefix:                 {"Intel"},
-			SEVLabel:                             {"true"},
-			SEVESLabel:                           {"true"},
-			SEVSNPLabel:                          {"true"},
-			TDXLabel:                             nil,
-			S390PVLabel:                          nil,
-			ObsoleteHostModelLabel:               nil,
+			kubevirtlabels.CPUModelMigrationLabelPrefix:         {"EPYC-IBPB", "Haswell", "IvyBridge", "Penryn", "Skylake-Client-IBRS"},
+			kubevirtlabels.CPUFeatureLabelPrefix:                {"apic", "clflush", "vmx", "xsaves"},
+			kubevirtlabels.HostModelCPULabelPrefix:              {"Skylake-Client-IBRS"},
+			kubevirtlabels.HostModelRequiredFeaturesLabelPrefix: {"acpi", "ds", "ss"},
+			kubevirtlabels.CPUVendorLabelPrefix:                 {"Intel"},
+			kubevirtlabels.SEVLabel:                             {"true"},
+			kubevirtlabels.SEVESLabel:                           {"true"},
+			kubevirtlabels.SEVSNPLabel:                          {"true"},
+			kubevirtlabels.TDXLabel:                             nil,
+			kubevirtlabels.S390PVLabel:                          nil,
+			kubevirtlabels.ObsoleteHostModelLabel:               nil,
 		},
 	},
 	// capabilities_test.go "No cpu model is usable": no usable models, 4
@@ -69,45 +70,45 @@ var parityCases = map[string]parityCase{
 	"virsh_domcapabilities_nothing_usable.xml": {
 		features: "supported_features.xml",
 		want: map[string][]string{
-			CPUModelLabelPrefix:          nil,
-			CPUModelMigrationLabelPrefix: {"EPYC-IBPB", "Haswell", "IvyBridge"},
-			CPUFeatureLabelPrefix:        {"apic", "clflush", "vmx", "xsaves"},
-			HostModelCPULabelPrefix:      {"Skylake-Client-IBRS"},
+			kubevirtlabels.CPUModelLabelPrefix:          nil,
+			kubevirtlabels.CPUModelMigrationLabelPrefix: {"EPYC-IBPB", "Haswell", "IvyBridge"},
+			kubevirtlabels.CPUFeatureLabelPrefix:        {"apic", "clflush", "vmx", "xsaves"},
+			kubevirtlabels.HostModelCPULabelPrefix:      {"Skylake-Client-IBRS"},
 		},
 	},
 	// capabilities_test.go "return correct SEV capabilities", one entry each.
 	"domcapabilities_nosev.xml": {
 		features: "supported_features.xml",
-		want:     map[string][]string{SEVLabel: nil, SEVESLabel: nil, SEVSNPLabel: nil, TDXLabel: nil, CPUVendorLabelPrefix: {"AMD"}, HostModelCPULabelPrefix: {"EPYC-Rome"}},
+		want:     map[string][]string{kubevirtlabels.SEVLabel: nil, kubevirtlabels.SEVESLabel: nil, kubevirtlabels.SEVSNPLabel: nil, kubevirtlabels.TDXLabel: nil, kubevirtlabels.CPUVendorLabelPrefix: {"AMD"}, kubevirtlabels.HostModelCPULabelPrefix: {"EPYC-Rome"}},
 	},
 	"domcapabilities_noseves.xml": {
 		features: "supported_features.xml",
-		want:     map[string][]string{SEVLabel: {"true"}, SEVESLabel: nil, SEVSNPLabel: nil, TDXLabel: nil},
+		want:     map[string][]string{kubevirtlabels.SEVLabel: {"true"}, kubevirtlabels.SEVESLabel: nil, kubevirtlabels.SEVSNPLabel: nil, kubevirtlabels.TDXLabel: nil},
 	},
 	"domcapabilities_sev.xml": {
 		features: "supported_features.xml",
-		want:     map[string][]string{SEVLabel: {"true"}, SEVESLabel: {"true"}, SEVSNPLabel: nil, TDXLabel: nil},
+		want:     map[string][]string{kubevirtlabels.SEVLabel: {"true"}, kubevirtlabels.SEVESLabel: {"true"}, kubevirtlabels.SEVSNPLabel: nil, kubevirtlabels.TDXLabel: nil},
 	},
 	"domcapabilities_sevsnp.xml": {
 		features: "supported_features.xml",
-		want:     map[string][]string{SEVLabel: {"true"}, SEVESLabel: {"true"}, SEVSNPLabel: {"true"}, TDXLabel: nil},
+		want:     map[string][]string{kubevirtlabels.SEVLabel: {"true"}, kubevirtlabels.SEVESLabel: {"true"}, kubevirtlabels.SEVSNPLabel: {"true"}, kubevirtlabels.TDXLabel: nil},
 	},
 	// capabilities_test.go "When Intel TDX is supported"; node_labeller_test.go
 	// "should add TDX label".
 	"domcapabilities_tdx.xml": {
 		features: "supported_features.xml",
-		want:     map[string][]string{TDXLabel: {"true"}, SEVLabel: nil, SEVESLabel: nil, SEVSNPLabel: nil, HostModelCPULabelPrefix: {"GraniteRapids"}, CPUVendorLabelPrefix: {"Intel"}},
+		want:     map[string][]string{kubevirtlabels.TDXLabel: {"true"}, kubevirtlabels.SEVLabel: nil, kubevirtlabels.SEVESLabel: nil, kubevirtlabels.SEVSNPLabel: nil, kubevirtlabels.HostModelCPULabelPrefix: {"GraniteRapids"}, kubevirtlabels.CPUVendorLabelPrefix: {"Intel"}},
 	},
 	// arm64.go: no host-supported features, no host model, no named models.
 	// KubeVirt does not read supported_features.xml on arm64 at all.
 	"virsh_domcapabilities_aarch64.xml": {
 		want: map[string][]string{
-			CPUModelLabelPrefix:                  nil,
-			CPUModelMigrationLabelPrefix:         nil,
-			CPUFeatureLabelPrefix:                nil,
-			HostModelCPULabelPrefix:              nil,
-			HostModelRequiredFeaturesLabelPrefix: nil,
-			CPUVendorLabelPrefix:                 nil,
+			kubevirtlabels.CPUModelLabelPrefix:                  nil,
+			kubevirtlabels.CPUModelMigrationLabelPrefix:         nil,
+			kubevirtlabels.CPUFeatureLabelPrefix:                nil,
+			kubevirtlabels.HostModelCPULabelPrefix:              nil,
+			kubevirtlabels.HostModelRequiredFeaturesLabelPrefix: nil,
+			kubevirtlabels.CPUVendorLabelPrefix:                 nil,
 		},
 	},
 	// capabilities_test.go "Should return the cpu features on s390x even
@@ -117,15 +118,15 @@ var parityCases = map[string]parityCase{
 	"s390x/virsh_domcapabilities.xml": {
 		features: "s390x/supported_features.xml",
 		want: map[string][]string{
-			CPUVendorLabelPrefix:    {"IBM"},
-			HostModelCPULabelPrefix: {"z14.2-base"},
-			S390PVLabel:             nil,
+			kubevirtlabels.CPUVendorLabelPrefix:    {"IBM"},
+			kubevirtlabels.HostModelCPULabelPrefix: {"z14.2-base"},
+			kubevirtlabels.S390PVLabel:             nil,
 		},
 	},
 	// node_labeller_test.go "should  add SecureExecution label".
 	"s390x/domcapabilities_s390-pv.xml": {
 		features: "s390x/supported_features.xml",
-		want:     map[string][]string{S390PVLabel: {"true"}, CPUVendorLabelPrefix: {"IBM"}},
+		want:     map[string][]string{kubevirtlabels.S390PVLabel: {"true"}, kubevirtlabels.CPUVendorLabelPrefix: {"IBM"}},
 	},
 }
 
@@ -143,7 +144,7 @@ func TestKubeVirtParity(t *testing.T) {
 					t.Errorf("%s: %v; KubeVirt's tests want %v", family, got, want)
 				}
 			}
-			if n := len(familyValues(res.Labels, CPUFeatureLabelPrefix)); strings.HasPrefix(name, "s390x/") && n != 89 {
+			if n := len(familyValues(res.Labels, kubevirtlabels.CPUFeatureLabelPrefix)); strings.HasPrefix(name, "s390x/") && n != 89 {
 				t.Errorf("%d cpu-feature labels; KubeVirt's test wants 89", n)
 			}
 			features := ""
@@ -187,7 +188,7 @@ func TestKubeVirtParityCoversEveryFile(t *testing.T) {
 // this machine.
 func TestKubeVirtParityLeavesOutOnlyOtherSources(t *testing.T) {
 	res, h := parityLabels(t, "virsh_domcapabilities.xml", parityCases["virsh_domcapabilities.xml"])
-	want := []string{CPUTimerLabelPrefix, MachineTypeLabelPrefix, HyperVLabelPrefix, RealtimeLabel}
+	want := []string{kubevirtlabels.CPUTimerLabelPrefix, kubevirtlabels.MachineTypeLabelPrefix, kubevirtlabels.HyperVLabelPrefix, kubevirtlabels.RealtimeLabel}
 	if got := res.OmittedPrefixes(); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
 		t.Errorf("omitted %v; want %v", got, want)
 	}
@@ -205,7 +206,7 @@ func TestKubeVirtCPUMap(t *testing.T) {
 	cpuMap := filepath.Join(kubevirtData, "cpu_map")
 	tc := parityCase{features: "supported_features.xml", cpuMap: cpuMap, policy: Policy{MinCPUModel: "Penryn"}}
 	res, _ := parityLabels(t, "virsh_domcapabilities.xml", tc)
-	if got := familyValues(res.Labels, CPUFeatureLabelPrefix); !slices.Equal(got, []string{"vmx", "xsaves"}) {
+	if got := familyValues(res.Labels, kubevirtlabels.CPUFeatureLabelPrefix); !slices.Equal(got, []string{"vmx", "xsaves"}) {
 		t.Errorf("cpu-feature minus Penryn: %v; want [vmx xsaves]", got)
 	}
 
@@ -213,7 +214,7 @@ func TestKubeVirtCPUMap(t *testing.T) {
 	if h.FeatureSource != hostcpu.FeatureSourceCPUMap {
 		t.Fatalf("feature source %s; want cpu_map", h.FeatureSource)
 	}
-	got := familyValues(res.Labels, CPUFeatureLabelPrefix)
+	got := familyValues(res.Labels, kubevirtlabels.CPUFeatureLabelPrefix)
 	for _, f := range []string{"acpi", "ds", "ss", "avx2", "xsavec"} {
 		if !slices.Contains(got, f) {
 			t.Errorf("cpu-feature labels %v lack %s (host-model requirement or Skylake-Client-IBRS feature)", got, f)
@@ -342,7 +343,7 @@ func kubevirtRules(t *testing.T, domcapsPath, featuresPath string) map[string]st
 		readXML(t, featuresPath, &sf)
 		for _, f := range sf.Features {
 			if f.Policy == "require" || (s390x && f.Policy == "") {
-				labels[CPUFeatureLabelPrefix+f.Name] = "true"
+				labels[kubevirtlabels.CPUFeatureLabelPrefix+f.Name] = "true"
 			}
 		}
 	}
@@ -353,15 +354,15 @@ func kubevirtRules(t *testing.T, domcapsPath, featuresPath string) map[string]st
 			if vendor == "" && s390x {
 				vendor = "IBM"
 			}
-			labels[HostModelCPULabelPrefix+hm] = "true"
-			labels[CPUVendorLabelPrefix+vendor] = "true"
+			labels[kubevirtlabels.HostModelCPULabelPrefix+hm] = "true"
+			labels[kubevirtlabels.CPUVendorLabelPrefix+vendor] = "true"
 			// KubeVirt at d923fdb checks the host model against the
 			// KubeVirt CR's list only, which a default install lacks, so
 			// it writes no obsolete-host-model label here, whatever the
 			// host model.
 			for _, f := range mode.Features {
 				if f.Policy == "require" {
-					labels[HostModelRequiredFeaturesLabelPrefix+f.Name] = "true"
+					labels[kubevirtlabels.HostModelRequiredFeaturesLabelPrefix+f.Name] = "true"
 				}
 			}
 		}
@@ -375,26 +376,26 @@ func kubevirtRules(t *testing.T, domcapsPath, featuresPath string) map[string]st
 			if m.Usable == "" || name == "" || obsolete[name] {
 				continue
 			}
-			labels[CPUModelMigrationLabelPrefix+name] = "true"
+			labels[kubevirtlabels.CPUModelMigrationLabelPrefix+name] = "true"
 			if m.Usable != "no" {
-				labels[CPUModelLabelPrefix+name] = "true"
+				labels[kubevirtlabels.CPUModelLabelPrefix+name] = "true"
 			}
 		}
 	}
 	if dc.SEV.Supported == "yes" {
-		labels[SEVLabel] = "true"
+		labels[kubevirtlabels.SEVLabel] = "true"
 		if dc.SEV.MaxESGuests > 0 {
-			labels[SEVESLabel] = "true"
+			labels[kubevirtlabels.SEVESLabel] = "true"
 			if dc.LaunchSecurity.Supported == "yes" && slices.Contains(dc.LaunchSecurity.Values, "sev-snp") {
-				labels[SEVSNPLabel] = "true"
+				labels[kubevirtlabels.SEVSNPLabel] = "true"
 			}
 		}
 	}
 	if dc.TDX.Supported == "yes" {
-		labels[TDXLabel] = "true"
+		labels[kubevirtlabels.TDXLabel] = "true"
 	}
 	if dc.S390PV.Supported == "yes" {
-		labels[S390PVLabel] = "true"
+		labels[kubevirtlabels.S390PVLabel] = "true"
 	}
 	return labels
 }

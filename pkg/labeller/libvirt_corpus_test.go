@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 )
 
 // libvirtCorpus holds domain capabilities that libvirt's test suite keeps
@@ -33,12 +35,12 @@ var libvirtCorpusHosts = map[string]corpusHost{
 	"qemu_9.1.0-q35.x86_64.xml": {arch: "x86_64", hostModel: "EPYC-Rome", vendor: "AMD", usable: 16, known: 112},
 	// QEMU 10.0, Debian trixie's: an AMD EPYC of the Genoa generation
 	// offering SEV, SEV-ES and SEV-SNP.
-	"qemu_10.0.0-q35.x86_64+amdsev.xml": {arch: "x86_64", hostModel: "EPYC-Genoa", vendor: "AMD", security: []string{SEVLabel, SEVESLabel, SEVSNPLabel}, usable: 58, known: 118},
+	"qemu_10.0.0-q35.x86_64+amdsev.xml": {arch: "x86_64", hostModel: "EPYC-Genoa", vendor: "AMD", security: []string{kubevirtlabels.SEVLabel, kubevirtlabels.SEVESLabel, kubevirtlabels.SEVSNPLabel}, usable: 58, known: 118},
 	// QEMU 10.1, the QEMU of KubeVirt v1.8 and v1.9: an Intel Xeon of the
 	// Granite Rapids generation offering TDX.
-	"qemu_10.1.0-q35.x86_64+inteltdx.xml": {arch: "x86_64", hostModel: "GraniteRapids", vendor: "Intel", security: []string{TDXLabel}, usable: 73, known: 113},
+	"qemu_10.1.0-q35.x86_64+inteltdx.xml": {arch: "x86_64", hostModel: "GraniteRapids", vendor: "Intel", security: []string{kubevirtlabels.TDXLabel}, usable: 73, known: 113},
 	// QEMU 10.1 on an IBM z17, with Secure Execution; s390x names no vendor.
-	"qemu_10.1.0.s390x.xml": {arch: "s390x", hostModel: "gen17a-base", vendor: "IBM", security: []string{S390PVLabel}, usable: 48, known: 82},
+	"qemu_10.1.0.s390x.xml": {arch: "s390x", hostModel: "gen17a-base", vendor: "IBM", security: []string{kubevirtlabels.S390PVLabel}, usable: 48, known: 82},
 	// QEMU 10.0 on aarch64: no host-model mode, every model usable='unknown';
 	// KubeVirt computes no CPU family on arm64, and neither does node-agent.
 	"qemu_10.0.0-virt.aarch64.xml": {arch: "aarch64"},
@@ -68,13 +70,13 @@ func TestLibvirtCorpusKubeVirtParity(t *testing.T) {
 			if host.hostModel != "" {
 				hostModel, vendor = []string{host.hostModel}, []string{host.vendor}
 			}
-			for family, want := range map[string][]string{HostModelCPULabelPrefix: hostModel, CPUVendorLabelPrefix: vendor} {
+			for family, want := range map[string][]string{kubevirtlabels.HostModelCPULabelPrefix: hostModel, kubevirtlabels.CPUVendorLabelPrefix: vendor} {
 				if got := familyValues(res.Labels, family); !slices.Equal(got, want) {
 					t.Errorf("%s: %v; want %v", family, got, want)
 				}
 			}
 			var security []string
-			for _, k := range []string{SEVLabel, SEVESLabel, SEVSNPLabel, TDXLabel, S390PVLabel} {
+			for _, k := range []string{kubevirtlabels.SEVLabel, kubevirtlabels.SEVESLabel, kubevirtlabels.SEVSNPLabel, kubevirtlabels.TDXLabel, kubevirtlabels.S390PVLabel} {
 				if res.Labels[k] == "true" {
 					security = append(security, k)
 				}
@@ -82,17 +84,17 @@ func TestLibvirtCorpusKubeVirtParity(t *testing.T) {
 			if !slices.Equal(security, host.security) {
 				t.Errorf("launch security %v; want %v", security, host.security)
 			}
-			usable, known := len(familyValues(res.Labels, CPUModelLabelPrefix)), len(familyValues(res.Labels, CPUModelMigrationLabelPrefix))
+			usable, known := len(familyValues(res.Labels, kubevirtlabels.CPUModelLabelPrefix)), len(familyValues(res.Labels, kubevirtlabels.CPUModelMigrationLabelPrefix))
 			if usable != host.usable || known != host.known {
 				t.Errorf("%d cpu-model and %d cpu-model-migration labels; want %d and %d", usable, known, host.usable, host.known)
 			}
-			if _, ok := res.Labels[ObsoleteHostModelLabel]; ok {
+			if _, ok := res.Labels[kubevirtlabels.ObsoleteHostModelLabel]; ok {
 				t.Errorf("host model %s marked obsolete", host.hostModel)
 			}
 			// Offline, the families whose source is another file or this
 			// machine are left out, never guessed; on arm64 cpu-feature is
 			// not computed at all, as in KubeVirt.
-			want := []string{CPUFeatureLabelPrefix, CPUTimerLabelPrefix, MachineTypeLabelPrefix, HyperVLabelPrefix, RealtimeLabel}
+			want := []string{kubevirtlabels.CPUFeatureLabelPrefix, kubevirtlabels.CPUTimerLabelPrefix, kubevirtlabels.MachineTypeLabelPrefix, kubevirtlabels.HyperVLabelPrefix, kubevirtlabels.RealtimeLabel}
 			if host.arch == "aarch64" {
 				want = want[1:]
 			}
@@ -134,7 +136,7 @@ func TestLibvirtCorpusHostModelExpansion(t *testing.T) {
 		t.Run(tt.capture, func(t *testing.T) {
 			h := discover(t, offline{domcaps: filepath.Join(libvirtCorpus, tt.capture), cpuMap: filepath.Join(libvirtCorpus, "cpu_map")})
 			res := mustLabels(t, Policy{}, h)
-			got := familyValues(res.Labels, CPUFeatureLabelPrefix)
+			got := familyValues(res.Labels, kubevirtlabels.CPUFeatureLabelPrefix)
 			b, err := os.ReadFile(filepath.Join(libvirtCorpus, "expanded", strings.TrimSuffix(tt.capture, ".xml")+".txt"))
 			if err != nil {
 				t.Fatal(err)

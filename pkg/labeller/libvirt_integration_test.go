@@ -20,6 +20,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 	hostcpulibvirt "github.com/node-agent/node-agent/pkg/hostcpu/libvirt"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 	"github.com/node-agent/node-agent/pkg/labeller"
 )
 
@@ -363,10 +364,10 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 	// counter and the hyperv family on a host without KVM.
 	var wantOmitted []string
 	if !virshTSC {
-		wantOmitted = append(wantOmitted, labeller.CPUTimerLabelPrefix)
+		wantOmitted = append(wantOmitted, kubevirtlabels.CPUTimerLabelPrefix)
 	}
 	if !hostKVM() {
-		wantOmitted = append(wantOmitted, labeller.HyperVLabelPrefix)
+		wantOmitted = append(wantOmitted, kubevirtlabels.HyperVLabelPrefix)
 	}
 	if len(res.Warnings) != 0 || !slices.Equal(res.OmittedPrefixes(), wantOmitted) {
 		t.Errorf("warnings %v, omitted %v; want none, and omitted %v", res.Warnings, res.Omitted, wantOmitted)
@@ -390,28 +391,28 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 		}
 		return sorted(out)
 	}
-	eq("cpu-model labels", family(res.Labels, labeller.CPUModelLabelPrefix), notObsolete(usable))
-	eq("cpu-model-migration labels", family(res.Labels, labeller.CPUModelMigrationLabelPrefix), notObsolete(known))
+	eq("cpu-model labels", family(res.Labels, kubevirtlabels.CPUModelLabelPrefix), notObsolete(usable))
+	eq("cpu-model-migration labels", family(res.Labels, kubevirtlabels.CPUModelMigrationLabelPrefix), notObsolete(known))
 	if len(notObsolete(known)) == len(notObsolete(usable)) {
 		t.Logf("every known model is usable on this host, so the two model families are the same here")
 	}
-	eq("host-model-cpu labels", family(res.Labels, labeller.HostModelCPULabelPrefix), []string{hmName})
-	eq("host-model-required-features labels", family(res.Labels, labeller.HostModelRequiredFeaturesLabelPrefix), hmReq)
-	eq("cpu-feature labels", family(res.Labels, labeller.CPUFeatureLabelPrefix), supported)
-	eq("cpu-vendor labels", family(res.Labels, labeller.CPUVendorLabelPrefix), []string{hmVendor})
-	eq("machine-type labels", family(res.Labels, labeller.MachineTypeLabelPrefix), sorted(machines))
+	eq("host-model-cpu labels", family(res.Labels, kubevirtlabels.HostModelCPULabelPrefix), []string{hmName})
+	eq("host-model-required-features labels", family(res.Labels, kubevirtlabels.HostModelRequiredFeaturesLabelPrefix), hmReq)
+	eq("cpu-feature labels", family(res.Labels, kubevirtlabels.CPUFeatureLabelPrefix), supported)
+	eq("cpu-vendor labels", family(res.Labels, kubevirtlabels.CPUVendorLabelPrefix), []string{hmVendor})
+	eq("machine-type labels", family(res.Labels, kubevirtlabels.MachineTypeLabelPrefix), sorted(machines))
 	var security []string
 	if dc.SEV != nil && dc.SEV.Supported == "yes" {
-		security = append(security, labeller.SEVLabel)
+		security = append(security, kubevirtlabels.SEVLabel)
 		if dc.SEV.MaxESGuests > 0 {
-			security = append(security, labeller.SEVESLabel)
+			security = append(security, kubevirtlabels.SEVESLabel)
 		}
 	}
 	if dc.TDX != nil && dc.TDX.Supported == "yes" {
-		security = append(security, labeller.TDXLabel)
+		security = append(security, kubevirtlabels.TDXLabel)
 	}
 	var gotSecurity []string
-	for _, k := range []string{labeller.SEVLabel, labeller.SEVESLabel, labeller.SEVSNPLabel, labeller.TDXLabel, labeller.S390PVLabel} {
+	for _, k := range []string{kubevirtlabels.SEVLabel, kubevirtlabels.SEVESLabel, kubevirtlabels.SEVSNPLabel, kubevirtlabels.TDXLabel, kubevirtlabels.S390PVLabel} {
 		if _, ok := res.Labels[k]; ok {
 			gotSecurity = append(gotSecurity, k)
 		}
@@ -422,7 +423,7 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sysctl: %v", err)
 	}
-	_, realtime := res.Labels[labeller.RealtimeLabel]
+	_, realtime := res.Labels[kubevirtlabels.RealtimeLabel]
 	eq("realtime label", realtime, strings.TrimSpace(string(out)) == "-1")
 
 	// The default configuration subtracts Penryn from both feature families.
@@ -430,14 +431,14 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eq("cpu-feature labels minus Penryn", family(withPenryn.Labels, labeller.CPUFeatureLabelPrefix), minus(supported, penryn))
-	eq("host-model-required-features labels minus Penryn", family(withPenryn.Labels, labeller.HostModelRequiredFeaturesLabelPrefix), minus(hmReq, penryn))
-	hv := family(res.Labels, labeller.HyperVLabelPrefix)
+	eq("cpu-feature labels minus Penryn", family(withPenryn.Labels, kubevirtlabels.CPUFeatureLabelPrefix), minus(supported, penryn))
+	eq("host-model-required-features labels minus Penryn", family(withPenryn.Labels, kubevirtlabels.HostModelRequiredFeaturesLabelPrefix), minus(hmReq, penryn))
+	hv := family(res.Labels, kubevirtlabels.HyperVLabelPrefix)
 	if hostKVM() {
 		if !slices.Equal(hv, sorted(h.HyperV)) {
 			t.Errorf("hyperv labels %v; the KVM device offers %v", hv, h.HyperV)
 		}
-	} else if o := omittedFor(res, labeller.HyperVLabelPrefix); !strings.Contains(o, hostcpu.KVMDevicePath) {
+	} else if o := omittedFor(res, kubevirtlabels.HyperVLabelPrefix); !strings.Contains(o, hostcpu.KVMDevicePath) {
 		t.Errorf("no KVM here, and the hyperv omission says %q, not naming %s", o, hostcpu.KVMDevicePath)
 	}
 	t.Logf("hyperv.node.kubevirt.io labels from %s (KVM device: %v): %v", hostcpu.KVMDevicePath, hostKVM(), hv)
@@ -467,16 +468,16 @@ func TestDiscoverAgreesWithVirsh(t *testing.T) {
 	}
 	live := map[string]string{}
 	for k, val := range res.Labels {
-		if !strings.HasPrefix(k, labeller.CPUTimerLabelPrefix) && !strings.HasPrefix(k, labeller.MachineTypeLabelPrefix) &&
-			!strings.HasPrefix(k, labeller.HyperVLabelPrefix) && k != labeller.RealtimeLabel {
+		if !strings.HasPrefix(k, kubevirtlabels.CPUTimerLabelPrefix) && !strings.HasPrefix(k, kubevirtlabels.MachineTypeLabelPrefix) &&
+			!strings.HasPrefix(k, kubevirtlabels.HyperVLabelPrefix) && k != kubevirtlabels.RealtimeLabel {
 			live[k] = val
 		}
 	}
 	eq("labels from virsh's saved files (KubeVirt's pipeline) vs live", offline.Labels, live)
 	t.Logf("%d labels: %d cpu-model, %d cpu-model-migration, %d cpu-feature (%d minus Penryn), %d host-model-required-features, %d machine-type, %d hyperv",
-		len(res.Labels), len(family(res.Labels, labeller.CPUModelLabelPrefix)), len(family(res.Labels, labeller.CPUModelMigrationLabelPrefix)), len(family(res.Labels, labeller.CPUFeatureLabelPrefix)),
-		len(family(withPenryn.Labels, labeller.CPUFeatureLabelPrefix)),
-		len(family(res.Labels, labeller.HostModelRequiredFeaturesLabelPrefix)), len(family(res.Labels, labeller.MachineTypeLabelPrefix)), len(hv))
+		len(res.Labels), len(family(res.Labels, kubevirtlabels.CPUModelLabelPrefix)), len(family(res.Labels, kubevirtlabels.CPUModelMigrationLabelPrefix)), len(family(res.Labels, kubevirtlabels.CPUFeatureLabelPrefix)),
+		len(family(withPenryn.Labels, kubevirtlabels.CPUFeatureLabelPrefix)),
+		len(family(res.Labels, kubevirtlabels.HostModelRequiredFeaturesLabelPrefix)), len(family(res.Labels, kubevirtlabels.MachineTypeLabelPrefix)), len(hv))
 }
 
 // TestDiscoverWithoutReachableLibvirt is the second acceptance test at
@@ -513,11 +514,11 @@ func TestDiscoverWithoutReachableLibvirt(t *testing.T) {
 		var vendor, features, local int
 		for k := range res.Labels {
 			switch {
-			case strings.HasPrefix(k, labeller.CPUVendorLabelPrefix):
+			case strings.HasPrefix(k, kubevirtlabels.CPUVendorLabelPrefix):
 				vendor++
-			case strings.HasPrefix(k, labeller.CPUFeatureLabelPrefix):
+			case strings.HasPrefix(k, kubevirtlabels.CPUFeatureLabelPrefix):
 				features++
-			case strings.HasPrefix(k, labeller.HyperVLabelPrefix), k == labeller.RealtimeLabel:
+			case strings.HasPrefix(k, kubevirtlabels.HyperVLabelPrefix), k == kubevirtlabels.RealtimeLabel:
 				local++ // from /dev/kvm and the sysctl, not libvirt
 			}
 		}
@@ -537,7 +538,7 @@ func TestDiscoverWithoutReachableLibvirt(t *testing.T) {
 		t.Errorf("omitted %v; want the 7 libvirt-only families and the 5 launch-security keys (and hyperv without KVM: KVM device %v)", res.Omitted, hostKVM())
 	}
 	for _, o := range res.Omitted {
-		if slices.Contains(o.Keys, labeller.HyperVLabelPrefix+"*") {
+		if slices.Contains(o.Keys, kubevirtlabels.HyperVLabelPrefix+"*") {
 			if !strings.Contains(o.Reason, hostcpu.KVMDevicePath) {
 				t.Errorf("omission %q does not name %s", o, hostcpu.KVMDevicePath)
 			}

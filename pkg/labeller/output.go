@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 )
 
 // Report is what `node-agent labels` prints for one discovery: the labels the
@@ -63,16 +64,16 @@ func (r Report) Write(stdout, stderr io.Writer, format string) error {
 // tableGroups is the order of the table's sections: what the host is, then
 // what it can run, then the rest.
 var tableGroups = []string{
-	CPUVendorLabelPrefix,
-	HostModelCPULabelPrefix,
-	HostModelRequiredFeaturesLabelPrefix,
-	CPUModelLabelPrefix,
-	CPUModelMigrationLabelPrefix,
-	CPUFeatureLabelPrefix,
-	CPUTimerLabelPrefix,
-	MachineTypeLabelPrefix,
-	HyperVLabelPrefix,
-	VMArchLabelPrefix,
+	kubevirtlabels.CPUVendorLabelPrefix,
+	kubevirtlabels.HostModelCPULabelPrefix,
+	kubevirtlabels.HostModelRequiredFeaturesLabelPrefix,
+	kubevirtlabels.CPUModelLabelPrefix,
+	kubevirtlabels.CPUModelMigrationLabelPrefix,
+	kubevirtlabels.CPUFeatureLabelPrefix,
+	kubevirtlabels.CPUTimerLabelPrefix,
+	kubevirtlabels.MachineTypeLabelPrefix,
+	kubevirtlabels.HyperVLabelPrefix,
+	kubevirtlabels.VMArchLabelPrefix,
 }
 
 // WriteTable prints the labels grouped by prefix, the names of each group in

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 )
 
 // lines joins want's lines, each ended by a newline.
@@ -86,16 +87,16 @@ func testReport() Report {
 		Policy: Policy{MinCPUModel: "Penryn"},
 		Result: &Result{
 			Labels: map[string]string{
-				CPUVendorLabelPrefix + "Intel":             "true",
-				CPUModelLabelPrefix + "Skylake-Client":     "true",
-				CPUModelLabelPrefix + "Haswell-noTSX":      "true",
-				CPUModelLabelPrefix + "Broadwell":          "true",
-				CPUFeatureLabelPrefix + "avx2":             "true",
-				CPUTimerLabelPrefix + "tsc-frequency":      "2400000000",
-				HostModelCPULabelPrefix + "Skylake-Client": "true",
-				SEVLabel: "true",
+				kubevirtlabels.CPUVendorLabelPrefix + "Intel":             "true",
+				kubevirtlabels.CPUModelLabelPrefix + "Skylake-Client":     "true",
+				kubevirtlabels.CPUModelLabelPrefix + "Haswell-noTSX":      "true",
+				kubevirtlabels.CPUModelLabelPrefix + "Broadwell":          "true",
+				kubevirtlabels.CPUFeatureLabelPrefix + "avx2":             "true",
+				kubevirtlabels.CPUTimerLabelPrefix + "tsc-frequency":      "2400000000",
+				kubevirtlabels.HostModelCPULabelPrefix + "Skylake-Client": "true",
+				kubevirtlabels.SEVLabel:                                   "true",
 			},
-			Omitted:  []Omission{{Keys: []string{HyperVLabelPrefix + "*"}, Reason: "/dev/kvm is not there"}},
+			Omitted:  []Omission{{Keys: []string{kubevirtlabels.HyperVLabelPrefix + "*"}, Reason: "/dev/kvm is not there"}},
 			Notes:    []string{"a note"},
 			Warnings: []string{"a warning"},
 		},
@@ -118,7 +119,7 @@ func TestReportTable(t *testing.T) {
 		"  avx2",
 		"cpu-timer.node.kubevirt.io/ (1)",
 		"  tsc-frequency=2400000000",
-		SEVLabel+"=true",
+		kubevirtlabels.SEVLabel+"=true",
 		"8 labels",
 		"",
 		"Settings: node-agent's configuration: KubeVirt's default obsolete CPU models; minimum CPU model Penryn",
@@ -163,7 +164,7 @@ func TestReportMachineReadable(t *testing.T) {
 			if err := unmarshal(out.Bytes(), &got); err != nil {
 				t.Fatalf("stdout is not %s: %v\n%s", format, err, out.String())
 			}
-			if len(got) != len(r.Result.Labels) || got[CPUTimerLabelPrefix+"tsc-frequency"] != "2400000000" {
+			if len(got) != len(r.Result.Labels) || got[kubevirtlabels.CPUTimerLabelPrefix+"tsc-frequency"] != "2400000000" {
 				t.Errorf("labels %v, want %v", got, r.Result.Labels)
 			}
 			if !strings.HasSuffix(out.String(), "\n") {

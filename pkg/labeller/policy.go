@@ -10,57 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/node-agent/node-agent/pkg/hostcpu"
-)
-
-// Label keys and prefixes, exactly KubeVirt's (kubevirt.io/api/core/v1), so
-// that KubeVirt's scheduling of virt-launcher pods works unchanged.
-const (
-	// CPUModelLabelPrefix + model: the model is usable on this host.
-	CPUModelLabelPrefix = "cpu-model.node.kubevirt.io/"
-	// CPUModelMigrationLabelPrefix + model: libvirt knows the model (any
-	// usable attribute, 'no' included); a host-model guest whose CPU is that
-	// model may migrate here.
-	CPUModelMigrationLabelPrefix = "cpu-model-migration.node.kubevirt.io/"
-	// CPUFeatureLabelPrefix + feature: the hypervisor supports the feature
-	// and the minimum CPU model lacks it.
-	CPUFeatureLabelPrefix = "cpu-feature.node.kubevirt.io/"
-	// HostModelCPULabelPrefix + model: the host-model CPU's model.
-	HostModelCPULabelPrefix = "host-model-cpu.node.kubevirt.io/"
-	// HostModelRequiredFeaturesLabelPrefix + feature: a feature the
-	// host-model CPU requires beyond its model and the minimum CPU model.
-	HostModelRequiredFeaturesLabelPrefix = "host-model-required-features.node.kubevirt.io/"
-	// CPUVendorLabelPrefix + vendor (Intel, AMD, Hygon).
-	CPUVendorLabelPrefix = "cpu-vendor.node.kubevirt.io/"
-	// CPUTimerLabelPrefix holds the TSC labels below.
-	CPUTimerLabelPrefix = "cpu-timer.node.kubevirt.io/"
-	// TSCFrequencyLabel's value is the TSC frequency in Hz.
-	TSCFrequencyLabel = CPUTimerLabelPrefix + "tsc-frequency"
-	// TSCScalableLabel's value is "true" or "false".
-	TSCScalableLabel = CPUTimerLabelPrefix + "tsc-scalable"
-	// MachineTypeLabelPrefix + machine type (pc-q35-7.2, q35, ...).
-	MachineTypeLabelPrefix = "machine-type.node.kubevirt.io/"
-	// ObsoleteHostModelLabel is "true" when the host-model CPU's model is
-	// obsolete; KubeVirt keeps host-model guests off such nodes.
-	ObsoleteHostModelLabel = "node-labeller.kubevirt.io/obsolete-host-model"
-	// HyperVLabelPrefix + enlightenment (base, time, vpindex, ...): KVM
-	// supports that Hyper-V enlightenment.
-	HyperVLabelPrefix = "hyperv.node.kubevirt.io/"
-	// SEVLabel, SEVESLabel, SEVSNPLabel and TDXLabel are "true" when libvirt
-	// offers guests AMD SEV, SEV-ES, SEV-SNP or Intel TDX.
-	SEVLabel    = "kubevirt.io/sev"
-	SEVESLabel  = "kubevirt.io/sev-es"
-	SEVSNPLabel = "kubevirt.io/sev-snp"
-	TDXLabel    = "kubevirt.io/tdx"
-	// S390PVLabel is "true" when libvirt offers s390 protected
-	// virtualization (IBM Secure Execution).
-	S390PVLabel = "kubevirt.io/s390-pv"
-	// RealtimeLabel is "true" when kernel.sched_rt_runtime_us is -1.
-	RealtimeLabel = "kubevirt.io/realtime"
-	// VMArchLabelPrefix + Go architecture (amd64, arm64, s390x): VMs of that
-	// architecture can run here, natively or emulated (KubeVirt v1.9.0,
-	// written only while the KubeVirt CR turns on the
-	// CrossArchitectureVirtualization feature gate).
-	VMArchLabelPrefix = "kubevirt.io/vm-arch-"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 )
 
 // CrossArchitectureGate is KubeVirt's feature gate for cross-architecture VMs
@@ -78,22 +28,22 @@ const DefaultMinCPUModel = "Penryn"
 // them is its to add, change and remove.
 func OwnedPrefixes() []string {
 	return []string{
-		CPUModelLabelPrefix,
-		CPUModelMigrationLabelPrefix,
-		CPUFeatureLabelPrefix,
-		HostModelCPULabelPrefix,
-		HostModelRequiredFeaturesLabelPrefix,
-		CPUVendorLabelPrefix,
-		CPUTimerLabelPrefix,
-		MachineTypeLabelPrefix,
-		HyperVLabelPrefix,
-		VMArchLabelPrefix,
+		kubevirtlabels.CPUModelLabelPrefix,
+		kubevirtlabels.CPUModelMigrationLabelPrefix,
+		kubevirtlabels.CPUFeatureLabelPrefix,
+		kubevirtlabels.HostModelCPULabelPrefix,
+		kubevirtlabels.HostModelRequiredFeaturesLabelPrefix,
+		kubevirtlabels.CPUVendorLabelPrefix,
+		kubevirtlabels.CPUTimerLabelPrefix,
+		kubevirtlabels.MachineTypeLabelPrefix,
+		kubevirtlabels.HyperVLabelPrefix,
+		kubevirtlabels.VMArchLabelPrefix,
 	}
 }
 
 // OwnedKeys returns the single keys this agent owns outside its prefixes.
 func OwnedKeys() []string {
-	return []string{ObsoleteHostModelLabel, SEVLabel, SEVESLabel, SEVSNPLabel, TDXLabel, S390PVLabel, RealtimeLabel}
+	return []string{kubevirtlabels.ObsoleteHostModelLabel, kubevirtlabels.SEVLabel, kubevirtlabels.SEVESLabel, kubevirtlabels.SEVSNPLabel, kubevirtlabels.TDXLabel, kubevirtlabels.S390PVLabel, kubevirtlabels.RealtimeLabel}
 }
 
 // IsOwnedKey reports whether key is one this agent owns: under an owned prefix,
@@ -161,7 +111,7 @@ type Policy struct {
 	MinCPUModel string
 	// ObsoleteCPUModels are added to DefaultObsoleteCPUModels (as the
 	// HyperConverged CR's obsoleteCPUs are), and the host model being on
-	// them writes ObsoleteHostModelLabel, as the KubeVirt CR's
+	// them writes kubevirtlabels.ObsoleteHostModelLabel, as the KubeVirt CR's
 	// obsoleteCPUModels do in KubeVirt. A listed model also covers its -vN
 	// aliases. Unused while KubeVirt is set.
 	ObsoleteCPUModels []string
@@ -234,7 +184,7 @@ type obsoleteRule struct {
 	// for them.
 	models []string
 	// marks are the models someone listed (sorted, distinct): the host
-	// model on them writes ObsoleteHostModelLabel. KubeVirt's defaults
+	// model on them writes kubevirtlabels.ObsoleteHostModelLabel. KubeVirt's defaults
 	// only keep models out of the model families (KubeVirt d923fdb: a CR
 	// without obsoleteCPUModels never writes the label).
 	marks []string
@@ -263,7 +213,7 @@ func (p Policy) obsoleteRule() obsoleteRule {
 func (r obsoleteRule) has(model string) bool { return r.in(r.models, model) }
 
 // marksHost reports whether the host model model writes
-// ObsoleteHostModelLabel.
+// kubevirtlabels.ObsoleteHostModelLabel.
 func (r obsoleteRule) marksHost(model string) bool { return r.in(r.marks, model) }
 
 func (r obsoleteRule) in(list []string, model string) bool {
@@ -393,13 +343,13 @@ func (p Policy) Labels(h *hostcpu.HostCPU) (*Result, error) {
 	switch {
 	case !rules.features:
 	case !minKnown:
-		b.omit(minReason, CPUFeatureLabelPrefix+"*")
+		b.omit(minReason, kubevirtlabels.CPUFeatureLabelPrefix+"*")
 	case h.SupportedFeatures == nil:
 		reason, _ := h.Missing(hostcpu.FactSupportedFeatures)
-		b.omit(reason, CPUFeatureLabelPrefix+"*")
+		b.omit(reason, kubevirtlabels.CPUFeatureLabelPrefix+"*")
 	default:
 		for _, f := range without(h.SupportedFeatures) {
-			b.add("cpu feature", f, CPUFeatureLabelPrefix, "true")
+			b.add("cpu feature", f, kubevirtlabels.CPUFeatureLabelPrefix, "true")
 		}
 		cpuidFeatures = h.FeatureSource == hostcpu.FeatureSourceCPUID
 	}
@@ -408,36 +358,36 @@ func (p Policy) Labels(h *hostcpu.HostCPU) (*Result, error) {
 		// KubeVirt writes tsc-frequency=0 when libvirt reports no
 		// frequency; node-agent leaves the key out (docs/labels.md).
 		if h.TSC.Frequency > 0 {
-			b.add("tsc frequency", "tsc-frequency", CPUTimerLabelPrefix, fmt.Sprint(h.TSC.Frequency))
+			b.add("tsc frequency", "tsc-frequency", kubevirtlabels.CPUTimerLabelPrefix, fmt.Sprint(h.TSC.Frequency))
 		}
-		b.add("tsc scaling", "tsc-scalable", CPUTimerLabelPrefix, fmt.Sprint(h.TSC.Scalable))
+		b.add("tsc scaling", "tsc-scalable", kubevirtlabels.CPUTimerLabelPrefix, fmt.Sprint(h.TSC.Scalable))
 	} else {
 		reason, _ := h.Missing(hostcpu.FactTSC)
-		b.omit(reason, CPUTimerLabelPrefix+"*")
+		b.omit(reason, kubevirtlabels.CPUTimerLabelPrefix+"*")
 	}
 
 	if reason, missing := h.Missing(hostcpu.FactMachineTypes); missing {
-		b.omit(reason, MachineTypeLabelPrefix+"*")
+		b.omit(reason, kubevirtlabels.MachineTypeLabelPrefix+"*")
 	} else {
 		for _, m := range h.MachineTypes {
-			b.add("machine type", m, MachineTypeLabelPrefix, "true")
+			b.add("machine type", m, kubevirtlabels.MachineTypeLabelPrefix, "true")
 		}
 	}
 
 	if h.HyperV == nil {
 		reason, _ := h.Missing(hostcpu.FactHyperV)
-		b.omit(reason, HyperVLabelPrefix+"*")
+		b.omit(reason, kubevirtlabels.HyperVLabelPrefix+"*")
 	} else {
 		for _, e := range h.HyperV {
-			b.add("hyper-v enlightenment", e, HyperVLabelPrefix, "true")
+			b.add("hyper-v enlightenment", e, kubevirtlabels.HyperVLabelPrefix, "true")
 		}
 	}
 
 	if sec := h.Security; sec == nil {
 		reason, _ := h.Missing(hostcpu.FactLaunchSecurity)
-		b.omit(reason, SEVLabel, SEVESLabel, SEVSNPLabel, TDXLabel, S390PVLabel)
+		b.omit(reason, kubevirtlabels.SEVLabel, kubevirtlabels.SEVESLabel, kubevirtlabels.SEVSNPLabel, kubevirtlabels.TDXLabel, kubevirtlabels.S390PVLabel)
 	} else {
-		for key, on := range map[string]bool{SEVLabel: sec.SEV, SEVESLabel: sec.SEVES, SEVSNPLabel: sec.SEVSNP, TDXLabel: sec.TDX, S390PVLabel: sec.S390PV} {
+		for key, on := range map[string]bool{kubevirtlabels.SEVLabel: sec.SEV, kubevirtlabels.SEVESLabel: sec.SEVES, kubevirtlabels.SEVSNPLabel: sec.SEVSNP, kubevirtlabels.TDXLabel: sec.TDX, kubevirtlabels.S390PVLabel: sec.S390PV} {
 			if on {
 				b.res.Labels[key] = "true"
 			}
@@ -446,9 +396,9 @@ func (p Policy) Labels(h *hostcpu.HostCPU) (*Result, error) {
 
 	if h.Realtime == nil {
 		reason, _ := h.Missing(hostcpu.FactRealtime)
-		b.omit(reason, RealtimeLabel)
+		b.omit(reason, kubevirtlabels.RealtimeLabel)
 	} else if *h.Realtime {
-		b.res.Labels[RealtimeLabel] = "true"
+		b.res.Labels[kubevirtlabels.RealtimeLabel] = "true"
 	}
 
 	if p.KubeVirt != nil && p.KubeVirt.CrossArchitectureVirtualization {
@@ -479,7 +429,7 @@ func (b *builder) models(h *hostcpu.HostCPU, rules archRules, obsolete obsoleteR
 		return
 	}
 	if reason, missing := h.Missing(hostcpu.FactModels); missing {
-		b.omit(reason, CPUModelLabelPrefix+"*", CPUModelMigrationLabelPrefix+"*")
+		b.omit(reason, kubevirtlabels.CPUModelLabelPrefix+"*", kubevirtlabels.CPUModelMigrationLabelPrefix+"*")
 		return
 	}
 	for _, m := range h.Models {
@@ -487,9 +437,9 @@ func (b *builder) models(h *hostcpu.HostCPU, rules archRules, obsolete obsoleteR
 			continue
 		}
 		if modelUsable(m) {
-			b.add("cpu model", m.Name, CPUModelLabelPrefix, "true")
+			b.add("cpu model", m.Name, kubevirtlabels.CPUModelLabelPrefix, "true")
 		}
-		b.add("cpu model", m.Name, CPUModelMigrationLabelPrefix, "true")
+		b.add("cpu model", m.Name, kubevirtlabels.CPUModelMigrationLabelPrefix, "true")
 	}
 }
 
@@ -513,30 +463,30 @@ func (b *builder) hostModel(h *hostcpu.HostCPU, rules archRules, obsolete obsole
 	}
 	hm := h.HostModel
 	if hm != nil {
-		b.add("host model", hm.Name, HostModelCPULabelPrefix, "true")
+		b.add("host model", hm.Name, kubevirtlabels.HostModelCPULabelPrefix, "true")
 		if obsolete.marksHost(hm.Name) {
 			b.res.HostModelObsolete = true
-			b.res.Labels[ObsoleteHostModelLabel] = "true"
+			b.res.Labels[kubevirtlabels.ObsoleteHostModelLabel] = "true"
 		}
 		if minKnown {
 			for _, f := range without(hm.Required) {
-				b.add("host-model required feature", f, HostModelRequiredFeaturesLabelPrefix, "true")
+				b.add("host-model required feature", f, kubevirtlabels.HostModelRequiredFeaturesLabelPrefix, "true")
 			}
 		} else {
-			b.omit(minReason, HostModelRequiredFeaturesLabelPrefix+"*")
+			b.omit(minReason, kubevirtlabels.HostModelRequiredFeaturesLabelPrefix+"*")
 		}
 	} else {
 		reason, _ := h.Missing(hostcpu.FactHostModel)
-		b.omit(reason, HostModelCPULabelPrefix+"*", HostModelRequiredFeaturesLabelPrefix+"*", ObsoleteHostModelLabel)
+		b.omit(reason, kubevirtlabels.HostModelCPULabelPrefix+"*", kubevirtlabels.HostModelRequiredFeaturesLabelPrefix+"*", kubevirtlabels.ObsoleteHostModelLabel)
 	}
 	switch {
 	case h.Vendor != "":
-		b.add("vendor", h.Vendor, CPUVendorLabelPrefix, "true")
+		b.add("vendor", h.Vendor, kubevirtlabels.CPUVendorLabelPrefix, "true")
 	case h.Offline:
 		reason, _ := h.Missing(hostcpu.FactHostModel)
-		b.omit(reason, CPUVendorLabelPrefix+"*")
+		b.omit(reason, kubevirtlabels.CPUVendorLabelPrefix+"*")
 	default:
-		b.omit(fmt.Sprintf("neither a host-model CPU nor cpuid (vendor %q) names a vendor libvirt knows", h.CPUID.VendorString), CPUVendorLabelPrefix+"*")
+		b.omit(fmt.Sprintf("neither a host-model CPU nor cpuid (vendor %q) names a vendor libvirt knows", h.CPUID.VendorString), kubevirtlabels.CPUVendorLabelPrefix+"*")
 	}
 }
 
@@ -547,18 +497,18 @@ func (b *builder) hostModel(h *hostcpu.HostCPU, rules archRules, obsolete obsole
 func (b *builder) vmArch(h *hostcpu.HostCPU) {
 	native := goArch(h.Arch)
 	if native == "" {
-		b.omit("the host's architecture is unknown", VMArchLabelPrefix+"*")
+		b.omit("the host's architecture is unknown", kubevirtlabels.VMArchLabelPrefix+"*")
 		return
 	}
 	if h.EmulatedArches == nil {
 		reason, _ := h.Missing(hostcpu.FactEmulatedArches)
-		b.omit(reason, VMArchLabelPrefix+"*")
+		b.omit(reason, kubevirtlabels.VMArchLabelPrefix+"*")
 		return
 	}
-	b.add("vm architecture", native, VMArchLabelPrefix, "true")
+	b.add("vm architecture", native, kubevirtlabels.VMArchLabelPrefix, "true")
 	for _, a := range h.EmulatedArches {
 		if g := goArch(a); g != "" {
-			b.add("vm architecture", g, VMArchLabelPrefix, "true")
+			b.add("vm architecture", g, kubevirtlabels.VMArchLabelPrefix, "true")
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 )
 
 // kubeVirtHost is a host whose models exercise the obsolete rules: qemu64 is
@@ -61,18 +62,18 @@ func TestObsoleteSettings(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res := mustLabels(t, tt.policy, kubeVirtHost(tt.hostModel))
-			if got := keysWithPrefix(res.Labels, CPUModelLabelPrefix); !reflect.DeepEqual(got, tt.wantModels) {
+			if got := keysWithPrefix(res.Labels, kubevirtlabels.CPUModelLabelPrefix); !reflect.DeepEqual(got, tt.wantModels) {
 				t.Errorf("cpu-model %v; want %v", got, tt.wantModels)
 			}
-			if got := keysWithPrefix(res.Labels, CPUModelMigrationLabelPrefix); !reflect.DeepEqual(got, tt.wantModels) {
+			if got := keysWithPrefix(res.Labels, kubevirtlabels.CPUModelMigrationLabelPrefix); !reflect.DeepEqual(got, tt.wantModels) {
 				t.Errorf("cpu-model-migration %v; want %v", got, tt.wantModels)
 			}
-			_, marked := res.Labels[ObsoleteHostModelLabel]
+			_, marked := res.Labels[kubevirtlabels.ObsoleteHostModelLabel]
 			if marked != tt.wantMark || res.HostModelObsolete != tt.wantMark {
 				t.Errorf("obsolete-host-model %v (flag %v); want %v", marked, res.HostModelObsolete, tt.wantMark)
 			}
 			// The host model's own label is written either way.
-			if res.Labels[HostModelCPULabelPrefix+tt.hostModel] != "true" {
+			if res.Labels[kubevirtlabels.HostModelCPULabelPrefix+tt.hostModel] != "true" {
 				t.Errorf("no host-model-cpu label for %s", tt.hostModel)
 			}
 		})
@@ -85,7 +86,7 @@ func TestObsoleteSettings(t *testing.T) {
 func TestKubeVirtMinCPUModel(t *testing.T) {
 	h := kubeVirtHost("Haswell")
 	own := mustLabels(t, Policy{MinCPUModel: "Penryn"}, h)
-	if got := keysWithPrefix(own.Labels, CPUFeatureLabelPrefix); !reflect.DeepEqual(got, []string{"avx2"}) {
+	if got := keysWithPrefix(own.Labels, kubevirtlabels.CPUFeatureLabelPrefix); !reflect.DeepEqual(got, []string{"avx2"}) {
 		t.Errorf("configuration's Penryn: cpu-feature %v; want Penryn's sse2 subtracted", got)
 	}
 	p := Policy{MinCPUModel: "Penryn", KubeVirt: &KubeVirtSettings{CR: "kubevirt/kubevirt", MinCPUModel: "Penryn"}}
@@ -93,7 +94,7 @@ func TestKubeVirtMinCPUModel(t *testing.T) {
 		t.Errorf("under a CR: minimum model %q, expand %v; want none", p.MinModel(), p.ExpandModels())
 	}
 	kv := mustLabels(t, p, h)
-	for _, prefix := range []string{CPUFeatureLabelPrefix, HostModelRequiredFeaturesLabelPrefix} {
+	for _, prefix := range []string{kubevirtlabels.CPUFeatureLabelPrefix, kubevirtlabels.HostModelRequiredFeaturesLabelPrefix} {
 		if got := keysWithPrefix(kv.Labels, prefix); !reflect.DeepEqual(got, []string{"avx2", "sse2"}) {
 			t.Errorf("under a CR: %s %v; want every feature", prefix, got)
 		}
@@ -133,12 +134,12 @@ func TestVMArch(t *testing.T) {
 				h.Unavailable = []hostcpu.Gap{{Fact: hostcpu.FactEmulatedArches, Reason: "libvirt unreachable: no socket"}}
 			}
 			res := mustLabels(t, Policy{KubeVirt: tt.kv}, h)
-			if got := keysWithPrefix(res.Labels, VMArchLabelPrefix); !reflect.DeepEqual(got, tt.want) {
+			if got := keysWithPrefix(res.Labels, kubevirtlabels.VMArchLabelPrefix); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("vm-arch %v; want %v", got, tt.want)
 			}
 			reason := ""
 			for _, o := range res.Omitted {
-				if slices.Contains(o.Keys, VMArchLabelPrefix+"*") {
+				if slices.Contains(o.Keys, kubevirtlabels.VMArchLabelPrefix+"*") {
 					reason = o.Reason
 				}
 			}
@@ -147,7 +148,7 @@ func TestVMArch(t *testing.T) {
 			}
 		})
 	}
-	if !IsOwnedKey(VMArchLabelPrefix + "arm64") {
+	if !IsOwnedKey(kubevirtlabels.VMArchLabelPrefix + "arm64") {
 		t.Error("vm-arch labels are not owned: stale ones would never be removed")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden label files in testdata")
@@ -115,7 +116,7 @@ func TestLabelsGolden(t *testing.T) {
 			res := mustLabels(t, penryn, discover(t, captured(vt)))
 			// Offline files leave out only what this machine's kernel would
 			// have to tell.
-			if got, want := res.OmittedPrefixes(), []string{HyperVLabelPrefix, RealtimeLabel}; !reflect.DeepEqual(got, want) || len(res.Warnings) != 0 || len(res.Notes) != 0 {
+			if got, want := res.OmittedPrefixes(), []string{kubevirtlabels.HyperVLabelPrefix, kubevirtlabels.RealtimeLabel}; !reflect.DeepEqual(got, want) || len(res.Warnings) != 0 || len(res.Notes) != 0 {
 				t.Errorf("omitted %v, warnings %v, notes %v; want omitted %v and nothing else", got, res.Warnings, res.Notes, want)
 			}
 			got, err := json.MarshalIndent(res.Labels, "", "  ")
@@ -139,10 +140,10 @@ func TestLabelsGolden(t *testing.T) {
 			// KubeVirt v1.7's migration rule was followed): check each
 			// model family against the capture read independently.
 			known, usable := modelsOf(t, filepath.Join(capturedDir, "domcapabilities-"+vt+".xml"))
-			if got := keysWithPrefix(res.Labels, CPUModelLabelPrefix); !reflect.DeepEqual(got, usable) {
+			if got := keysWithPrefix(res.Labels, kubevirtlabels.CPUModelLabelPrefix); !reflect.DeepEqual(got, usable) {
 				t.Errorf("cpu-model: %v; want the usable models %v", got, usable)
 			}
-			if got := keysWithPrefix(res.Labels, CPUModelMigrationLabelPrefix); !reflect.DeepEqual(got, known) {
+			if got := keysWithPrefix(res.Labels, kubevirtlabels.CPUModelMigrationLabelPrefix); !reflect.DeepEqual(got, known) {
 				t.Errorf("cpu-model-migration: %v; want the known models %v", got, known)
 			}
 		})
@@ -183,27 +184,27 @@ func TestLabelsFollowTheCapture(t *testing.T) {
 	}{
 		// usable='yes' in the capture, minus the default obsolete models
 		// (Opteron_G1 and Opteron_G2 among them).
-		{CPUModelLabelPrefix, []string{"Nehalem", "Penryn", "Westmere"}},
+		{kubevirtlabels.CPUModelLabelPrefix, []string{"Nehalem", "Penryn", "Westmere"}},
 		// Every model with a usable attribute, usable='no' included, minus
 		// the obsolete ones: KubeVirt v1.7 and later.
-		{CPUModelMigrationLabelPrefix, known},
-		{HostModelCPULabelPrefix, []string{"EPYC"}},
-		{CPUVendorLabelPrefix, []string{"AMD"}},
-		{CPUFeatureLabelPrefix, minus(parse("baseline-host-model-qemu.xml").FeaturesWithPolicy("require"))},
-		{HostModelRequiredFeaturesLabelPrefix, minus(h.HostModel.Required)},
+		{kubevirtlabels.CPUModelMigrationLabelPrefix, known},
+		{kubevirtlabels.HostModelCPULabelPrefix, []string{"EPYC"}},
+		{kubevirtlabels.CPUVendorLabelPrefix, []string{"AMD"}},
+		{kubevirtlabels.CPUFeatureLabelPrefix, minus(parse("baseline-host-model-qemu.xml").FeaturesWithPolicy("require"))},
+		{kubevirtlabels.HostModelRequiredFeaturesLabelPrefix, minus(h.HostModel.Required)},
 	}
 	for _, tt := range tests {
 		if got := keysWithPrefix(res.Labels, tt.prefix); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: %v; want %v", tt.prefix, got, tt.want)
 		}
 	}
-	if n := len(keysWithPrefix(res.Labels, CPUFeatureLabelPrefix)); n != 46 {
+	if n := len(keysWithPrefix(res.Labels, kubevirtlabels.CPUFeatureLabelPrefix)); n != 46 {
 		t.Errorf("%d cpu-feature labels; the capture gives 46", n)
 	}
-	if res.Labels[TSCFrequencyLabel] != "2445426000" || res.Labels[TSCScalableLabel] != "false" {
-		t.Errorf("tsc labels %q %q", res.Labels[TSCFrequencyLabel], res.Labels[TSCScalableLabel])
+	if res.Labels[kubevirtlabels.TSCFrequencyLabel] != "2445426000" || res.Labels[kubevirtlabels.TSCScalableLabel] != "false" {
+		t.Errorf("tsc labels %q %q", res.Labels[kubevirtlabels.TSCFrequencyLabel], res.Labels[kubevirtlabels.TSCScalableLabel])
 	}
-	if n := len(keysWithPrefix(res.Labels, MachineTypeLabelPrefix)); n != 60 {
+	if n := len(keysWithPrefix(res.Labels, kubevirtlabels.MachineTypeLabelPrefix)); n != 60 {
 		t.Errorf("%d machine types; want 60", n)
 	}
 }
@@ -269,14 +270,14 @@ func TestLabelsPolicy(t *testing.T) {
 			want: map[string][]string{
 				// HostX = MinChild(MinBase: fpu sse; sse2) + avx aes,
 				// requires avx2, disables aes.
-				CPUFeatureLabelPrefix:                {"avx", "avx2"},
-				HostModelRequiredFeaturesLabelPrefix: {"avx2"},
-				CPUModelLabelPrefix:                  {"HostX", "MinChild", "MinChild-v1"},
+				kubevirtlabels.CPUFeatureLabelPrefix:                {"avx", "avx2"},
+				kubevirtlabels.HostModelRequiredFeaturesLabelPrefix: {"avx2"},
+				kubevirtlabels.CPUModelLabelPrefix:                  {"HostX", "MinChild", "MinChild-v1"},
 				// MinBase is usable='no': known, so a migration label
 				// but no cpu-model label, as in KubeVirt v1.7 and later.
-				CPUModelMigrationLabelPrefix: {"HostX", "MinBase", "MinChild", "MinChild-v1"},
-				HostModelCPULabelPrefix:      {"HostX"},
-				CPUVendorLabelPrefix:         {"Intel"},
+				kubevirtlabels.CPUModelMigrationLabelPrefix: {"HostX", "MinBase", "MinChild", "MinChild-v1"},
+				kubevirtlabels.HostModelCPULabelPrefix:      {"HostX"},
+				kubevirtlabels.CPUVendorLabelPrefix:         {"Intel"},
 			},
 		},
 		{
@@ -284,10 +285,10 @@ func TestLabelsPolicy(t *testing.T) {
 			in:     ancestry,
 			policy: Policy{MinCPUModel: "MinChild", ObsoleteCPUModels: []string{"MinChild", "MinBase"}},
 			want: map[string][]string{
-				CPUModelLabelPrefix:          {"HostX"},
-				CPUModelMigrationLabelPrefix: {"HostX"},
+				kubevirtlabels.CPUModelLabelPrefix:          {"HostX"},
+				kubevirtlabels.CPUModelMigrationLabelPrefix: {"HostX"},
 				// The minimum model may be obsolete; it is still subtracted.
-				CPUFeatureLabelPrefix: {"avx", "avx2"},
+				kubevirtlabels.CPUFeatureLabelPrefix: {"avx", "avx2"},
 			},
 		},
 		{
@@ -295,9 +296,9 @@ func TestLabelsPolicy(t *testing.T) {
 			in:     ancestry,
 			policy: Policy{MinCPUModel: "MinChild", ObsoleteCPUModels: []string{"HostX"}},
 			want: map[string][]string{
-				CPUModelLabelPrefix:          {"MinChild", "MinChild-v1"},
-				CPUModelMigrationLabelPrefix: {"MinBase", "MinChild", "MinChild-v1"},
-				HostModelCPULabelPrefix:      {"HostX"},
+				kubevirtlabels.CPUModelLabelPrefix:          {"MinChild", "MinChild-v1"},
+				kubevirtlabels.CPUModelMigrationLabelPrefix: {"MinBase", "MinChild", "MinChild-v1"},
+				kubevirtlabels.HostModelCPULabelPrefix:      {"HostX"},
 			},
 		},
 		{
@@ -305,8 +306,8 @@ func TestLabelsPolicy(t *testing.T) {
 			in:     ancestry,
 			policy: penryn, // none of the synthetic features but fpu, sse, sse2
 			want: map[string][]string{
-				CPUFeatureLabelPrefix:                {"avx", "avx2"},
-				HostModelRequiredFeaturesLabelPrefix: {"avx2"},
+				kubevirtlabels.CPUFeatureLabelPrefix:                {"avx", "avx2"},
+				kubevirtlabels.HostModelRequiredFeaturesLabelPrefix: {"avx2"},
 			},
 		},
 	}
@@ -319,7 +320,7 @@ func TestLabelsPolicy(t *testing.T) {
 				}
 			}
 			obsolete := slices.Contains(tt.policy.ObsoleteCPUModels, "HostX")
-			if _, ok := res.Labels[ObsoleteHostModelLabel]; ok != obsolete || res.HostModelObsolete != obsolete {
+			if _, ok := res.Labels[kubevirtlabels.ObsoleteHostModelLabel]; ok != obsolete || res.HostModelObsolete != obsolete {
 				t.Errorf("obsolete-host-model label %v, flag %v; want %v", ok, res.HostModelObsolete, obsolete)
 			}
 		})
@@ -348,7 +349,7 @@ func TestLabelsHaswellOverPenryn(t *testing.T) {
 	}
 	res := mustLabels(t, penryn, h)
 	want := []string{"aes", "avx", "avx2", "bmi1", "bmi2", "erms", "fma", "fsgsbase", "hle", "invpcid", "movbe", "pcid", "pclmuldq", "popcnt", "rdtscp", "rtm", "smep", "sse4.2", "tsc-deadline", "x2apic", "xsave"}
-	if got := keysWithPrefix(res.Labels, CPUFeatureLabelPrefix); !reflect.DeepEqual(got, want) {
+	if got := keysWithPrefix(res.Labels, kubevirtlabels.CPUFeatureLabelPrefix); !reflect.DeepEqual(got, want) {
 		t.Errorf("cpu-feature labels %v; want %v", got, want)
 	}
 }
@@ -369,14 +370,14 @@ func TestLabelsInvalidNames(t *testing.T) {
 	}
 	res := mustLabels(t, penryn, h)
 	want := map[string]string{
-		CPUModelLabelPrefix + "Good":                    "true",
-		CPUModelMigrationLabelPrefix + "Good":           "true",
-		HostModelRequiredFeaturesLabelPrefix + "ok-req": "true",
-		CPUFeatureLabelPrefix + "sse4.1":                "true",
-		CPUFeatureLabelPrefix + "avx512-bf16":           "true",
-		TSCFrequencyLabel:                               "1000",
-		TSCScalableLabel:                                "false",
-		MachineTypeLabelPrefix + "pc-q35-7.2":           "true",
+		kubevirtlabels.CPUModelLabelPrefix + "Good":                    "true",
+		kubevirtlabels.CPUModelMigrationLabelPrefix + "Good":           "true",
+		kubevirtlabels.HostModelRequiredFeaturesLabelPrefix + "ok-req": "true",
+		kubevirtlabels.CPUFeatureLabelPrefix + "sse4.1":                "true",
+		kubevirtlabels.CPUFeatureLabelPrefix + "avx512-bf16":           "true",
+		kubevirtlabels.TSCFrequencyLabel:                               "1000",
+		kubevirtlabels.TSCScalableLabel:                                "false",
+		kubevirtlabels.MachineTypeLabelPrefix + "pc-q35-7.2":           "true",
 	}
 	if !reflect.DeepEqual(res.Labels, want) {
 		t.Errorf("labels = %v\nwant %v", res.Labels, want)
@@ -399,7 +400,7 @@ func TestLabelsInvalidNames(t *testing.T) {
 // one without: the hyperv family follows the (fake) /dev/kvm, everything
 // libvirt would give is omitted for one reason.
 func TestLabelsWithoutLibvirt(t *testing.T) {
-	libvirtOnly := []string{CPUModelLabelPrefix, CPUModelMigrationLabelPrefix, HostModelCPULabelPrefix, HostModelRequiredFeaturesLabelPrefix, ObsoleteHostModelLabel, CPUTimerLabelPrefix, MachineTypeLabelPrefix, SEVLabel, SEVESLabel, SEVSNPLabel, TDXLabel, S390PVLabel}
+	libvirtOnly := []string{kubevirtlabels.CPUModelLabelPrefix, kubevirtlabels.CPUModelMigrationLabelPrefix, kubevirtlabels.HostModelCPULabelPrefix, kubevirtlabels.HostModelRequiredFeaturesLabelPrefix, kubevirtlabels.ObsoleteHostModelLabel, kubevirtlabels.CPUTimerLabelPrefix, kubevirtlabels.MachineTypeLabelPrefix, kubevirtlabels.SEVLabel, kubevirtlabels.SEVESLabel, kubevirtlabels.SEVSNPLabel, kubevirtlabels.TDXLabel, kubevirtlabels.S390PVLabel}
 	tests := []struct {
 		name        string
 		hyperV      func() ([]string, error)
@@ -415,7 +416,7 @@ func TestLabelsWithoutLibvirt(t *testing.T) {
 		{
 			name:        "without /dev/kvm",
 			hyperV:      func() ([]string, error) { return nil, errors.New("opening /dev/kvm: no such file or directory") },
-			wantOmitted: append(slices.Clone(libvirtOnly), HyperVLabelPrefix),
+			wantOmitted: append(slices.Clone(libvirtOnly), kubevirtlabels.HyperVLabelPrefix),
 		},
 	}
 	for _, tt := range tests {
@@ -423,14 +424,14 @@ func TestLabelsWithoutLibvirt(t *testing.T) {
 			h := discover(t, offline{expand: []string{"Penryn"}, hyperV: tt.hyperV}) // libvirt fails, built-in Penryn
 			res := mustLabels(t, penryn, h)
 			want := map[string]string{
-				CPUVendorLabelPrefix + "Intel":       "true",
-				CPUFeatureLabelPrefix + "avx":        "true",
-				CPUFeatureLabelPrefix + "avx2":       "true",
-				CPUFeatureLabelPrefix + "hypervisor": "true",
-				CPUFeatureLabelPrefix + "sse4.2":     "true",
+				kubevirtlabels.CPUVendorLabelPrefix + "Intel":       "true",
+				kubevirtlabels.CPUFeatureLabelPrefix + "avx":        "true",
+				kubevirtlabels.CPUFeatureLabelPrefix + "avx2":       "true",
+				kubevirtlabels.CPUFeatureLabelPrefix + "hypervisor": "true",
+				kubevirtlabels.CPUFeatureLabelPrefix + "sse4.2":     "true",
 			}
 			for _, e := range tt.wantHyperV {
-				want[HyperVLabelPrefix+e] = "true"
+				want[kubevirtlabels.HyperVLabelPrefix+e] = "true"
 			}
 			if !reflect.DeepEqual(res.Labels, want) {
 				t.Errorf("labels = %v; want %v", res.Labels, want)
@@ -459,16 +460,16 @@ func TestLabelsUnknownMinimumModel(t *testing.T) {
 	in := captured("qemu")
 	in.expand = []string{"Skylake-Server"} // not in the testdata cpu_map
 	res := mustLabels(t, Policy{MinCPUModel: "Skylake-Server"}, discover(t, in))
-	if n := len(keysWithPrefix(res.Labels, CPUFeatureLabelPrefix)) + len(keysWithPrefix(res.Labels, HostModelRequiredFeaturesLabelPrefix)); n != 0 {
+	if n := len(keysWithPrefix(res.Labels, kubevirtlabels.CPUFeatureLabelPrefix)) + len(keysWithPrefix(res.Labels, kubevirtlabels.HostModelRequiredFeaturesLabelPrefix)); n != 0 {
 		t.Errorf("%d feature labels without the minimum model's features", n)
 	}
-	if got := res.OmittedPrefixes(); !slices.Contains(got, CPUFeatureLabelPrefix) || !slices.Contains(got, HostModelRequiredFeaturesLabelPrefix) {
+	if got := res.OmittedPrefixes(); !slices.Contains(got, kubevirtlabels.CPUFeatureLabelPrefix) || !slices.Contains(got, kubevirtlabels.HostModelRequiredFeaturesLabelPrefix) {
 		t.Errorf("omitted %v", got)
 	}
 	if !strings.Contains(res.Omitted[0].Reason, "Skylake-Server") {
 		t.Errorf("reason %q does not name the model", res.Omitted[0].Reason)
 	}
-	if len(keysWithPrefix(res.Labels, CPUModelLabelPrefix)) == 0 {
+	if len(keysWithPrefix(res.Labels, kubevirtlabels.CPUModelLabelPrefix)) == 0 {
 		t.Error("model labels lost too")
 	}
 }
@@ -476,7 +477,7 @@ func TestLabelsUnknownMinimumModel(t *testing.T) {
 func TestLabelsTSC(t *testing.T) {
 	h := &hostcpu.HostCPU{TSC: &hostcpu.TSC{Scalable: true}, ModelFeatures: map[string][]string{"Penryn": nil}}
 	res := mustLabels(t, penryn, h)
-	if _, ok := res.Labels[TSCFrequencyLabel]; ok || res.Labels[TSCScalableLabel] != "true" {
+	if _, ok := res.Labels[kubevirtlabels.TSCFrequencyLabel]; ok || res.Labels[kubevirtlabels.TSCScalableLabel] != "true" {
 		t.Errorf("labels = %v; want only tsc-scalable=true", res.Labels)
 	}
 	if _, err := (Policy{}).Labels(nil); err == nil {
@@ -538,8 +539,8 @@ func TestModelUsability(t *testing.T) {
 	}}
 	res := mustLabels(t, Policy{ObsoleteCPUModels: []string{"Old", "OldNo"}}, h)
 	want := map[string][]string{
-		CPUModelLabelPrefix:          {"Unknown", "Yes"},
-		CPUModelMigrationLabelPrefix: {"No", "Unknown", "Yes"},
+		kubevirtlabels.CPUModelLabelPrefix:          {"Unknown", "Yes"},
+		kubevirtlabels.CPUModelMigrationLabelPrefix: {"No", "Unknown", "Yes"},
 	}
 	for prefix, w := range want {
 		if got := keysWithPrefix(res.Labels, prefix); !reflect.DeepEqual(got, w) {
@@ -589,10 +590,10 @@ func TestLocalFamilies(t *testing.T) {
 		wantOmitted []string
 	}{
 		{"unknown", hostcpu.HostCPU{Arch: "x86_64"}, map[string]string{},
-			[]string{HyperVLabelPrefix, SEVLabel, SEVESLabel, SEVSNPLabel, TDXLabel, S390PVLabel, RealtimeLabel}},
+			[]string{kubevirtlabels.HyperVLabelPrefix, kubevirtlabels.SEVLabel, kubevirtlabels.SEVESLabel, kubevirtlabels.SEVSNPLabel, kubevirtlabels.TDXLabel, kubevirtlabels.S390PVLabel, kubevirtlabels.RealtimeLabel}},
 		{"known, nothing offered", hostcpu.HostCPU{Arch: "x86_64", HyperV: []string{}, Security: &hostcpu.LaunchSecurity{}, Realtime: &no}, map[string]string{}, nil},
 		{"known, all offered", hostcpu.HostCPU{Arch: "x86_64", HyperV: []string{"base", "vpindex"}, Security: &hostcpu.LaunchSecurity{SEV: true, SEVES: true, SEVSNP: true, TDX: true, S390PV: true}, Realtime: &yes},
-			map[string]string{HyperVLabelPrefix + "base": "true", HyperVLabelPrefix + "vpindex": "true", SEVLabel: "true", SEVESLabel: "true", SEVSNPLabel: "true", TDXLabel: "true", S390PVLabel: "true", RealtimeLabel: "true"}, nil},
+			map[string]string{kubevirtlabels.HyperVLabelPrefix + "base": "true", kubevirtlabels.HyperVLabelPrefix + "vpindex": "true", kubevirtlabels.SEVLabel: "true", kubevirtlabels.SEVESLabel: "true", kubevirtlabels.SEVSNPLabel: "true", kubevirtlabels.TDXLabel: "true", kubevirtlabels.S390PVLabel: "true", kubevirtlabels.RealtimeLabel: "true"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -606,7 +607,7 @@ func TestLocalFamilies(t *testing.T) {
 			res := mustLabels(t, Policy{}, &h)
 			got := map[string]string{}
 			for k, v := range res.Labels {
-				if slices.Contains(OwnedKeys(), k) || strings.HasPrefix(k, HyperVLabelPrefix) {
+				if slices.Contains(OwnedKeys(), k) || strings.HasPrefix(k, kubevirtlabels.HyperVLabelPrefix) {
 					got[k] = v
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -110,7 +111,7 @@ func (d discovery) check(t *testing.T) {
 	if d.dc.HostModel == "" {
 		t.Errorf("virsh domcapabilities --virttype %s names no host model", d.virtType)
 	}
-	if got := testenv.LabelFamily(d.labels, labeller.HostModelCPULabelPrefix); !slices.Equal(got, []string{d.dc.HostModel}) {
+	if got := testenv.LabelFamily(d.labels, kubevirtlabels.HostModelCPULabelPrefix); !slices.Equal(got, []string{d.dc.HostModel}) {
 		t.Errorf("host-model-cpu: %v; the image's virsh names %q for mode host-model", got, d.dc.HostModel)
 	}
 	known, usable := d.dc.ModelFamilies(kubevirtObsolete)
@@ -119,8 +120,8 @@ func (d discovery) check(t *testing.T) {
 		want   []string
 		what   string
 	}{
-		{labeller.CPUModelMigrationLabelPrefix, known, "every known, non-obsolete model"},
-		{labeller.CPUModelLabelPrefix, usable, "every usable, non-obsolete model"},
+		{kubevirtlabels.CPUModelMigrationLabelPrefix, known, "every known, non-obsolete model"},
+		{kubevirtlabels.CPUModelLabelPrefix, usable, "every usable, non-obsolete model"},
 	} {
 		got := testenv.LabelFamily(d.labels, f.prefix)
 		if missing, extra := difference(f.want, got), difference(got, f.want); len(missing)+len(extra) > 0 {
@@ -129,7 +130,7 @@ func (d discovery) check(t *testing.T) {
 		}
 	}
 	if d.virtType == "qemu" {
-		if got := testenv.LabelFamily(d.labels, labeller.HyperVLabelPrefix); len(got) > 0 {
+		if got := testenv.LabelFamily(d.labels, kubevirtlabels.HyperVLabelPrefix); len(got) > 0 {
 			t.Errorf("without /dev/kvm: hyperv labels %v", got)
 		}
 	}

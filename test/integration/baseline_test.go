@@ -15,6 +15,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/baseline"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -57,17 +58,17 @@ func TestCPUBaseline(t *testing.T) {
 	// knows but cannot run (usable='no'); cpu-baseline reads cpu-model only,
 	// so EPYC-IBPB must not become a candidate held back by intel-old.
 	intelNew := kubevirtLabels(t, "virsh_domcapabilities.xml") // Haswell, IvyBridge, Penryn, Skylake-Client-IBRS
-	if intelNew[labeller.CPUModelMigrationLabelPrefix+"EPYC-IBPB"] != "true" {
+	if intelNew[kubevirtlabels.CPUModelMigrationLabelPrefix+"EPYC-IBPB"] != "true" {
 		t.Fatalf("the fixture lost its migration-only model: %v", intelNew)
 	}
 	amd := kubevirtLabels(t, "domcapabilities_sev.xml") // EPYC-IBPB host; Westmere, SandyBridge, Penryn, ...
 	intelOld := map[string]string{
-		labeller.CPUModelLabelPrefix + "IvyBridge":     "true",
-		labeller.CPUModelLabelPrefix + "Penryn":        "true",
-		labeller.CPUModelLabelPrefix + "Nehalem":       "false", // not "true": not a model it runs
-		labeller.CPUFeatureLabelPrefix + "apic":        "true",
-		labeller.CPUFeatureLabelPrefix + "clflush":     "true",
-		labeller.HostModelCPULabelPrefix + "IvyBridge": "true",
+		kubevirtlabels.CPUModelLabelPrefix + "IvyBridge":     "true",
+		kubevirtlabels.CPUModelLabelPrefix + "Penryn":        "true",
+		kubevirtlabels.CPUModelLabelPrefix + "Nehalem":       "false", // not "true": not a model it runs
+		kubevirtlabels.CPUFeatureLabelPrefix + "apic":        "true",
+		kubevirtlabels.CPUFeatureLabelPrefix + "clflush":     "true",
+		kubevirtlabels.HostModelCPULabelPrefix + "IvyBridge": "true",
 	}
 	nodes := map[string]map[string]string{
 		"intel-new": with(intelNew, "pool", "a"),

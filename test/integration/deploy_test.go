@@ -33,6 +33,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/confinement"
 	"github.com/node-agent/node-agent/pkg/kubevirtcr"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
@@ -473,7 +474,7 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 	// The policy is in force once the apiserver's admission plugin has
 	// loaded it; a dry run cannot change node-2 meanwhile.
 	testenv.WaitFor(t, time.Minute, "the admission policy in force", func() (bool, error) {
-		err := mergePatchNode(t, sa, "node-2", obj{"metadata": obj{"labels": obj{labeller.CPUVendorLabelPrefix + "Probe": "true"}}}, true)
+		err := mergePatchNode(t, sa, "node-2", obj{"metadata": obj{"labels": obj{kubevirtlabels.CPUVendorLabelPrefix + "Probe": "true"}}}, true)
 		return err != nil && strings.Contains(err.Error(), byPolicy), nil
 	})
 	node2Before := getNode(t, b.c, "node-2")
@@ -483,7 +484,7 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 		for _, p := range labeller.OwnedPrefixes() {
 			owned[p+"DeployTest"] = "true"
 		}
-		owned[labeller.ObsoleteHostModelLabel] = "true"
+		owned[kubevirtlabels.ObsoleteHostModelLabel] = "true"
 		wantAllowed(t, "label node-1 under every owned prefix", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"labels": owned}}, false))
 		for k := range owned {
 			owned[k] = nil
@@ -579,7 +580,7 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 
 	t.Run("denied", func(t *testing.T) {
 		label := func(key string) obj { return obj{"metadata": obj{"labels": obj{key: "true"}}} }
-		wantDenied(t, "label node-2 under an owned prefix", mergePatchNode(t, sa, "node-2", label(labeller.CPUModelLabelPrefix+"DeployTest"), false), "may change only that Node, not node-2")
+		wantDenied(t, "label node-2 under an owned prefix", mergePatchNode(t, sa, "node-2", label(kubevirtlabels.CPUModelLabelPrefix+"DeployTest"), false), "may change only that Node, not node-2")
 		wantDenied(t, "cordon node-2", mergePatchNode(t, sa, "node-2", obj{"spec": obj{"unschedulable": true}}, false), "may change only that Node, not node-2")
 		_, err := sa.CoreV1().Nodes().PatchStatus(ctx, "node-2", []byte(fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True","reason":"x"}]}}`, selfdrain.ConditionType)))
 		wantDenied(t, "set UnderMaintenance on node-2", err, "may change only that Node, not node-2")
@@ -677,7 +678,7 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 			t.Errorf("unbound token carries %s=%v", nodeNameExtra, extra)
 		}
 		wantDenied(t, "an unbound token labels node-1 under an owned prefix", mergePatchNode(t, unbound, "node-1",
-			label(labeller.CPUModelLabelPrefix+"DeployTest"), false), "this token names no node")
+			label(kubevirtlabels.CPUModelLabelPrefix+"DeployTest"), false), "this token names no node")
 	})
 
 	// Pods only as its own node (issue 22): the token reaches pods only by
@@ -837,7 +838,7 @@ func (b *deployBed) testAgent(t *testing.T) {
 		// The host model is labelled whatever this host's CPU; which
 		// models are usable depends on it.
 		for k := range labels {
-			if strings.HasPrefix(k, labeller.HostModelCPULabelPrefix) {
+			if strings.HasPrefix(k, kubevirtlabels.HostModelCPULabelPrefix) {
 				return true, nil
 			}
 		}

@@ -23,7 +23,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
-	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -596,7 +596,7 @@ func TestHelmInstallUpgrade(t *testing.T) {
 	var model string
 	testenv.WaitFor(t, 2*time.Minute, "cpu-model-migration labels on node-1", func() (bool, error) {
 		for k := range getNode(t, c, "node-1").Labels {
-			if m, ok := strings.CutPrefix(k, labeller.CPUModelMigrationLabelPrefix); ok {
+			if m, ok := strings.CutPrefix(k, kubevirtlabels.CPUModelMigrationLabelPrefix); ok {
 				model = m
 				return true, nil
 			}
@@ -626,7 +626,7 @@ func TestHelmInstallUpgrade(t *testing.T) {
 	}
 	replaceFile(t, cfgPath, cm.Data[configKey])
 	testenv.WaitFor(t, time.Minute, model+" label removed from node-1 after the reload", func() (bool, error) {
-		_, ok := getNode(t, c, "node-1").Labels[labeller.CPUModelMigrationLabelPrefix+model]
+		_, ok := getNode(t, c, "node-1").Labels[kubevirtlabels.CPUModelMigrationLabelPrefix+model]
 		return !ok, nil
 	})
 	if err, exited := agent.Exited(); exited {

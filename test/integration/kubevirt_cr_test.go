@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/node-agent/node-agent/pkg/kubevirtcr"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -102,13 +103,13 @@ func TestLabellerFollowsKubeVirtCR(t *testing.T) {
 	waitLabels("no CR", own)
 	hostModel := ""
 	for k := range own {
-		if m, ok := strings.CutPrefix(k, labeller.HostModelCPULabelPrefix); ok {
+		if m, ok := strings.CutPrefix(k, kubevirtlabels.HostModelCPULabelPrefix); ok {
 			hostModel = m
 		}
 	}
-	if hostModel == "" || own[labeller.ObsoleteHostModelLabel] != "" || own[labeller.CPUModelMigrationLabelPrefix+"qemu64"] != "" {
+	if hostModel == "" || own[kubevirtlabels.ObsoleteHostModelLabel] != "" || own[kubevirtlabels.CPUModelMigrationLabelPrefix+"qemu64"] != "" {
 		t.Fatalf("without a CR: host model %q, obsolete-host-model %q, qemu64 %q; want a host model, neither label (KubeVirt's defaults)",
-			hostModel, own[labeller.ObsoleteHostModelLabel], own[labeller.CPUModelMigrationLabelPrefix+"qemu64"])
+			hostModel, own[kubevirtlabels.ObsoleteHostModelLabel], own[kubevirtlabels.CPUModelMigrationLabelPrefix+"qemu64"])
 	}
 
 	// A CR with obsoleteCPUModels, as virt-operator leaves it (status.phase).
@@ -139,15 +140,15 @@ func TestLabellerFollowsKubeVirtCR(t *testing.T) {
 	waitLabels("the CR's obsolete list", withList)
 	got := owned()
 	switch {
-	case got[labeller.ObsoleteHostModelLabel] != "true":
-		t.Errorf("host model %s on the CR's list, yet no %s", hostModel, labeller.ObsoleteHostModelLabel)
-	case got[labeller.CPUModelMigrationLabelPrefix+"Westmere"] != "":
+	case got[kubevirtlabels.ObsoleteHostModelLabel] != "true":
+		t.Errorf("host model %s on the CR's list, yet no %s", hostModel, kubevirtlabels.ObsoleteHostModelLabel)
+	case got[kubevirtlabels.CPUModelMigrationLabelPrefix+"Westmere"] != "":
 		t.Errorf("Westmere, on the CR's list, still labelled")
-	case got[labeller.CPUModelMigrationLabelPrefix+"qemu64"] != "true":
+	case got[kubevirtlabels.CPUModelMigrationLabelPrefix+"qemu64"] != "true":
 		t.Errorf("qemu64 not labelled: the CR's list should replace KubeVirt's defaults")
-	case countPrefix(got, labeller.CPUFeatureLabelPrefix) <= countPrefix(own, labeller.CPUFeatureLabelPrefix):
+	case countPrefix(got, kubevirtlabels.CPUFeatureLabelPrefix) <= countPrefix(own, kubevirtlabels.CPUFeatureLabelPrefix):
 		t.Errorf("%d cpu-feature labels under the CR, %d under the configuration's Penryn: no minimum model should apply under a CR",
-			countPrefix(got, labeller.CPUFeatureLabelPrefix), countPrefix(own, labeller.CPUFeatureLabelPrefix))
+			countPrefix(got, kubevirtlabels.CPUFeatureLabelPrefix), countPrefix(own, kubevirtlabels.CPUFeatureLabelPrefix))
 	}
 
 	// A change of the CR relabels: no list (the defaults, no
@@ -165,9 +166,9 @@ func TestLabellerFollowsKubeVirtCR(t *testing.T) {
 	withGate, _ := labels("the CR's feature gate")
 	waitLabels("the CR's feature gate", withGate)
 	got = owned()
-	if got[labeller.VMArchLabelPrefix+"amd64"] != "true" || got[labeller.ObsoleteHostModelLabel] != "" || got[labeller.CPUModelMigrationLabelPrefix+"qemu64"] != "" {
+	if got[kubevirtlabels.VMArchLabelPrefix+"amd64"] != "true" || got[kubevirtlabels.ObsoleteHostModelLabel] != "" || got[kubevirtlabels.CPUModelMigrationLabelPrefix+"qemu64"] != "" {
 		t.Errorf("with the gate and no list: vm-arch-amd64 %q, obsolete-host-model %q, qemu64 %q; want true, none, none",
-			got[labeller.VMArchLabelPrefix+"amd64"], got[labeller.ObsoleteHostModelLabel], got[labeller.CPUModelMigrationLabelPrefix+"qemu64"])
+			got[kubevirtlabels.VMArchLabelPrefix+"amd64"], got[kubevirtlabels.ObsoleteHostModelLabel], got[kubevirtlabels.CPUModelMigrationLabelPrefix+"qemu64"])
 	}
 
 	// KubeVirt uninstalled: the CRD goes, and node-agent's configuration

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -110,7 +111,7 @@ func TestLabellerKeepsLabelsTrue(t *testing.T) {
 	// Deleting an owned label brings it back.
 	var victim string
 	for k := range want {
-		if strings.HasPrefix(k, labeller.CPUFeatureLabelPrefix) {
+		if strings.HasPrefix(k, kubevirtlabels.CPUFeatureLabelPrefix) {
 			victim = k
 			break
 		}
@@ -198,8 +199,8 @@ func TestLabellerReloadsConfig(t *testing.T) {
 	// cpu-model-migration labels the usable models, as KubeVirt does.
 	testenv.WaitFor(t, 2*time.Minute, "cpu-model-migration labels", func() (bool, error) {
 		for k := range getNode(t, c, "node-1").Labels {
-			if strings.HasPrefix(k, labeller.CPUModelMigrationLabelPrefix) {
-				model = strings.TrimPrefix(k, labeller.CPUModelMigrationLabelPrefix)
+			if strings.HasPrefix(k, kubevirtlabels.CPUModelMigrationLabelPrefix) {
+				model = strings.TrimPrefix(k, kubevirtlabels.CPUModelMigrationLabelPrefix)
 				return true, nil
 			}
 		}
@@ -208,7 +209,7 @@ func TestLabellerReloadsConfig(t *testing.T) {
 	// Marking that model obsolete removes its label.
 	write("labeller:\n  libvirtURI: " + uri + "\n  virtType: qemu\n  obsoleteCPUModels: [" + model + "]\nshutdown:\n  enabled: false\n")
 	testenv.WaitFor(t, time.Minute, model+" label removed after reload", func() (bool, error) {
-		_, ok := getNode(t, c, "node-1").Labels[labeller.CPUModelMigrationLabelPrefix+model]
+		_, ok := getNode(t, c, "node-1").Labels[kubevirtlabels.CPUModelMigrationLabelPrefix+model]
 		return !ok, nil
 	})
 	t.Logf("reloaded obsoleteCPUModels=[%s]; its cpu-model-migration label went away", model)
@@ -278,11 +279,11 @@ func TestLabelsWithoutLibvirt(t *testing.T) {
 	features, vendors := 0, 0
 	for k := range got {
 		switch {
-		case strings.HasPrefix(k, labeller.CPUFeatureLabelPrefix):
+		case strings.HasPrefix(k, kubevirtlabels.CPUFeatureLabelPrefix):
 			features++
-		case strings.HasPrefix(k, labeller.CPUVendorLabelPrefix):
+		case strings.HasPrefix(k, kubevirtlabels.CPUVendorLabelPrefix):
 			vendors++
-		case strings.HasPrefix(k, labeller.CPUModelLabelPrefix), strings.HasPrefix(k, labeller.MachineTypeLabelPrefix):
+		case strings.HasPrefix(k, kubevirtlabels.CPUModelLabelPrefix), strings.HasPrefix(k, kubevirtlabels.MachineTypeLabelPrefix):
 			t.Errorf("label %s needs libvirt, yet was printed without it", k)
 		}
 	}
@@ -334,14 +335,14 @@ func TestLabelsCommandModelFamilies(t *testing.T) {
 		t.Fatalf("labels -o json: %v\n%s", err, out)
 	}
 	family := func(prefix string) []string { return testenv.LabelFamily(labels, prefix) }
-	if got := family(labeller.CPUModelMigrationLabelPrefix); !slices.Equal(got, known) {
+	if got := family(kubevirtlabels.CPUModelMigrationLabelPrefix); !slices.Equal(got, known) {
 		t.Errorf("cpu-model-migration: %v\nwant every known model of virsh: %v", got, known)
 	}
-	if got := family(labeller.CPUModelLabelPrefix); !slices.Equal(got, usable) {
+	if got := family(kubevirtlabels.CPUModelLabelPrefix); !slices.Equal(got, usable) {
 		t.Errorf("cpu-model: %v\nwant the usable models of virsh: %v", got, usable)
 	}
 	t.Logf("virsh domcapabilities --virttype qemu: %d known and %d usable models (default obsolete list removed); labels: %d cpu-model-migration, %d cpu-model",
-		len(known), len(usable), len(family(labeller.CPUModelMigrationLabelPrefix)), len(family(labeller.CPUModelLabelPrefix)))
+		len(known), len(usable), len(family(kubevirtlabels.CPUModelMigrationLabelPrefix)), len(family(kubevirtlabels.CPUModelLabelPrefix)))
 	if len(known) == len(usable) {
 		t.Log("every known model is usable here, so this run cannot tell the two rules apart")
 	}

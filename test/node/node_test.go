@@ -24,7 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/confinement"
-	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/slots"
@@ -68,8 +68,8 @@ func (b *bed) testPod(t *testing.T) {
 			t.Logf("with the host's /dev/kvm, `node-agent labels` in the image prints these labels instead (- with /dev/kvm, + without), which the pod, without /dev/kvm, cannot write: %v", testenv.DiffLabels(withKVM, want))
 		}
 	}
-	if !hasPrefix(want, labeller.CPUModelMigrationLabelPrefix) {
-		t.Fatalf("`node-agent labels` in the image printed no %s labels; the comparison would prove nothing", labeller.CPUModelMigrationLabelPrefix)
+	if !hasPrefix(want, kubevirtlabels.CPUModelMigrationLabelPrefix) {
+		t.Fatalf("`node-agent labels` in the image printed no %s labels; the comparison would prove nothing", kubevirtlabels.CPUModelMigrationLabelPrefix)
 	}
 	var got map[string]string
 	deadline := time.Now().Add(3 * time.Minute)
@@ -90,7 +90,7 @@ func (b *bed) testPod(t *testing.T) {
 	}
 	// Container start times are in whole seconds.
 	t.Logf("time from the agent container's start (%s) to the Node's %d CPU labels: %s (%d of them cpu-model-migration)",
-		started.Format(time.TimeOnly), len(got), time.Since(started).Round(time.Second), countPrefix(got, labeller.CPUModelMigrationLabelPrefix))
+		started.Format(time.TimeOnly), len(got), time.Since(started).Round(time.Second), countPrefix(got, kubevirtlabels.CPUModelMigrationLabelPrefix))
 
 	// The pod has run a while; its liveness probe has not restarted it.
 	pod, err := b.c.CoreV1().Pods(agentNS).Get(t.Context(), pod.Name, metav1.GetOptions{})
@@ -183,7 +183,7 @@ func (b *bed) testIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	label := func(node string) error {
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, labeller.CPUModelLabelPrefix+"Identity-Test")
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, kubevirtlabels.CPUModelLabelPrefix+"Identity-Test")
 		_, err := c.CoreV1().Nodes().Patch(t.Context(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		return err
 	}

@@ -37,7 +37,7 @@ func DiffLabels(a, b map[string]string) []string {
 }
 
 // LabelFamily returns, sorted, the names under prefix (such as
-// labeller.CPUModelLabelPrefix) whose label is "true".
+// kubevirtlabels.CPUModelLabelPrefix) whose label is "true".
 func LabelFamily(labels map[string]string, prefix string) []string {
 	var names []string
 	for k, v := range labels {

@@ -1,0 +1,56 @@
+// Package kubevirtlabels owns the keys of KubeVirt's node labels, exactly
+// as KubeVirt spells them (kubevirt.io/api/core/v1): pkg/labeller writes
+// them, pkg/baseline reads the CPU ones across the cluster, and pkg/vmdrain
+// matches VMs to the nodes that can take them by them.
+package kubevirtlabels
+
+// Label keys and prefixes, exactly KubeVirt's, so that KubeVirt's
+// scheduling of virt-launcher pods works unchanged.
+const (
+	// CPUModelLabelPrefix + model: the model is usable on this host.
+	CPUModelLabelPrefix = "cpu-model.node.kubevirt.io/"
+	// CPUModelMigrationLabelPrefix + model: libvirt knows the model (any
+	// usable attribute, 'no' included); a host-model guest whose CPU is that
+	// model may migrate here.
+	CPUModelMigrationLabelPrefix = "cpu-model-migration.node.kubevirt.io/"
+	// CPUFeatureLabelPrefix + feature: the hypervisor supports the feature
+	// and the minimum CPU model lacks it.
+	CPUFeatureLabelPrefix = "cpu-feature.node.kubevirt.io/"
+	// HostModelCPULabelPrefix + model: the host-model CPU's model.
+	HostModelCPULabelPrefix = "host-model-cpu.node.kubevirt.io/"
+	// HostModelRequiredFeaturesLabelPrefix + feature: a feature the
+	// host-model CPU requires beyond its model and the minimum CPU model.
+	HostModelRequiredFeaturesLabelPrefix = "host-model-required-features.node.kubevirt.io/"
+	// CPUVendorLabelPrefix + vendor (Intel, AMD, Hygon).
+	CPUVendorLabelPrefix = "cpu-vendor.node.kubevirt.io/"
+	// CPUTimerLabelPrefix holds the TSC labels below.
+	CPUTimerLabelPrefix = "cpu-timer.node.kubevirt.io/"
+	// TSCFrequencyLabel's value is the TSC frequency in Hz.
+	TSCFrequencyLabel = CPUTimerLabelPrefix + "tsc-frequency"
+	// TSCScalableLabel's value is "true" or "false".
+	TSCScalableLabel = CPUTimerLabelPrefix + "tsc-scalable"
+	// MachineTypeLabelPrefix + machine type (pc-q35-7.2, q35, ...).
+	MachineTypeLabelPrefix = "machine-type.node.kubevirt.io/"
+	// ObsoleteHostModelLabel is "true" when the host-model CPU's model is
+	// obsolete; KubeVirt keeps host-model guests off such nodes.
+	ObsoleteHostModelLabel = "node-labeller.kubevirt.io/obsolete-host-model"
+	// HyperVLabelPrefix + enlightenment (base, time, vpindex, ...): KVM
+	// supports that Hyper-V enlightenment.
+	HyperVLabelPrefix = "hyperv.node.kubevirt.io/"
+	// SEVLabel, SEVESLabel, SEVSNPLabel and TDXLabel are "true" when libvirt
+	// offers guests AMD SEV, SEV-ES, SEV-SNP or Intel TDX.
+	SEVLabel    = "kubevirt.io/sev"
+	SEVESLabel  = "kubevirt.io/sev-es"
+	SEVSNPLabel = "kubevirt.io/sev-snp"
+	TDXLabel    = "kubevirt.io/tdx"
+	// S390PVLabel is "true" when libvirt offers s390 protected
+	// virtualization (IBM Secure Execution).
+	S390PVLabel = "kubevirt.io/s390-pv"
+	// RealtimeLabel is "true" when kernel.sched_rt_runtime_us is -1.
+	RealtimeLabel = "kubevirt.io/realtime"
+	// VMArchLabelPrefix + Go architecture (amd64, arm64, s390x): VMs of that
+	// architecture can run here, natively or emulated (KubeVirt v1.9.0,
+	// written only while the KubeVirt CR turns on the
+	// CrossArchitectureVirtualization feature gate).
+	VMArchLabelPrefix = "kubevirt.io/vm-arch-"
+)
