@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 
@@ -72,7 +74,7 @@ func newMaintenanceStartCommand(client clientFunc) *cobra.Command {
 	var api, podSelector string
 	var dryRun bool
 	cmd := &cobra.Command{
-		Use:   "start NODE --reason TEXT [--wait]",
+		Use:   "start NODE (--reason TEXT [--wait] | --dry-run)",
 		Short: "Request maintenance of NODE: cordon, taint and drain it",
 		Long: `start sets the node-agent.io/maintenance annotation on NODE, or with
 --api nodemaintenance creates the NodeMaintenance object nm-NODE (in
@@ -95,16 +97,18 @@ Failed, and exits non-zero on Failed.`,
 			if dryRun {
 				return c.DryRun(cmd.Context(), o.Node, podSelector)
 			}
+			if o.Reason == "" {
+				return errors.New(`required flag "reason" not set: say why the node goes into maintenance`)
+			}
 			return c.Start(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the node goes into maintenance; shown in its status and Events (required).")
+	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the node goes into maintenance; shown in its status and Events (required, except with --dry-run).")
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "Show progress and wait until the drain Succeeded (exit 0) or Failed (exit 1).")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "With --wait, give up waiting after this long (the maintenance goes on). 0 waits for ever.")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Change nothing: list the pods a drain would evict now, those it would skip, and the PodDisruptionBudgets that would block it.")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Change nothing: list the pods a drain would evict now, those it would skip, and the PodDisruptionBudgets that would block it; where the cluster runs KubeVirt, each VM on the node and its way off it (the nodes that could take it, or why none can).")
 	cmd.Flags().StringVar(&podSelector, "drain-pod-selector", "", "With --dry-run, the agent's drain.podSelector, if it has one.")
 	cmd.Flags().StringVar(&api, "api", string(maintenance.APIAnnotation), "Request maintenance with the annotation node-agent.io/maintenance (annotation) or a NodeMaintenance object (nodemaintenance).")
-	_ = cmd.MarkFlagRequired("reason")
 	return cmd
 }
 

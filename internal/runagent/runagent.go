@@ -25,7 +25,6 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -48,6 +47,8 @@ import (
 	"github.com/node-agent/node-agent/pkg/shutdown"
 	"github.com/node-agent/node-agent/pkg/silence"
 	"github.com/node-agent/node-agent/pkg/slots"
+	"github.com/node-agent/node-agent/pkg/vmdrain"
+	vmspec "github.com/node-agent/node-agent/pkg/vmdrain/spec"
 )
 
 // Options are what one agent is built from.
@@ -103,12 +104,14 @@ func New(o Options) (*agent.Agent, error) {
 	if w.evictionRequests, err = evictionrequest.NewAPI(podaccess.NodeConfig(restCfg, cfg.NodeName)); err != nil {
 		return nil, err
 	}
+	// The other Nodes (where VMs could go) are listed as the ServiceAccount:
+	// a node may read only its own.
+	w.serviceAccount = client
 	// Its own Node is read as the node too, where the cluster allows it.
 	client = podaccess.OwnNodeReads(client, w.podClient, o.Logger.With("node", cfg.NodeName, "component", "podaccess"))
-	if cfg.Maintenance.NodeMaintenance || cfg.Labeller.Enabled {
-		if w.dyn, err = dynamic.NewForConfig(restCfg); err != nil {
-			return nil, err
-		}
+	// NodeMaintenance objects, the KubeVirt CR and VMs are read through it.
+	if w.dyn, err = dynamic.NewForConfig(restCfg); err != nil {
+		return nil, err
 	}
 	opts := []agent.Option{
 		agent.WithKubernetesClient(client),
@@ -126,10 +129,12 @@ type wiring struct {
 	cfg config.Config
 	// podClient impersonates the node (podaccess.NodeConfig).
 	podClient kube.Interface
+	// serviceAccount is the ServiceAccount's own client, with no read made
+	// as the node: for lists of every Node.
+	serviceAccount kube.Interface
 	// evictionRequests is the EvictionRequest API as the node.
 	evictionRequests evictionrequest.API
-	// dyn reads NodeMaintenance objects and the KubeVirt CR; nil unless
-	// maintenance.nodeMaintenance or labeller.enabled.
+	// dyn reads NodeMaintenance objects, the KubeVirt CR and the VMs.
 	dyn        dynamic.Interface
 	discover   labeller.DiscoverFunc
 	configFile string
@@ -178,15 +183,16 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 	}
 	out = append(out, requester)
 	var drainSlots selfdrain.SlotSource = maintenanceSlots{requester}
+	checks := []handshake.Check{{What: handshake.VMGateWhat, Checker: w.vmGate(d)}}
 	if mc := w.cfg.Maintenance; len(mc.Gates) > 0 {
 		gates := make([]reboot.Gate, len(mc.Gates))
 		for i, g := range mc.Gates {
 			gates[i] = reboot.Gate{Name: g.Name, Query: g.Query}
 		}
-		drainSlots = handshake.GatedSlots(drainSlots,
-			reboot.GateBlockers{URL: mc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: 10 * time.Second}},
-			MaintenanceGateInterval, d.Clock)
+		checks = append(checks, handshake.Check{What: "maintenance gates",
+			Checker: reboot.GateBlockers{URL: mc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: 10 * time.Second}}})
 	}
+	drainSlots = handshake.GatedSlots(drainSlots, MaintenanceGateInterval, d.Clock, checks...)
 	ctrl := w.maintenance(d, access, drainSlots, rebootDrainSlot{requester})
 	out = append(out, ctrl)
 	own := new(handshake.OwnReboot)
@@ -306,6 +312,21 @@ func KubeVirtState(s kubevirtcr.State) labeller.KubeVirtState {
 	return out
 }
 
+// vmGate wires the check of the node's VMs before a maintenance
+// (drain.vmWithoutTarget) to the cluster and to the Node's Events.
+func (w *wiring) vmGate(d agent.Deps) *handshake.VMGate {
+	mode, _ := vmspec.ParseMode(w.cfg.Drain.VMWithoutTarget) // validated with the config
+	return &handshake.VMGate{
+		Read: func(ctx context.Context) (vmdrain.Report, error) {
+			return vmdrain.Read(ctx, w.serviceAccount, w.dyn, d.NodeName)
+		},
+		Mode: mode, Logger: d.Logger.With("component", "vmdrain"),
+		Warn: func(reason, message string) {
+			d.Recorder.Event(kube.NodeReference(d.NodeName), corev1.EventTypeWarning, reason, message)
+		},
+	}
+}
+
 // maintenance wires the maintenance requests (the annotation, NodeMaintenance
 // objects when maintenance.nodeMaintenance is on, and the reboot
 // coordinator's record when reboot.enabled is on) to the drain engine, which
@@ -319,7 +340,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 		PodAccess: access.Check, EvictionRequests: w.evictionRequests,
 	})
 	var nm *selfdrain.NodeMaintenanceSource
-	if w.dyn != nil {
+	if cfg.Maintenance.NodeMaintenance {
 		nm = &selfdrain.NodeMaintenanceSource{
 			Client: w.dyn, Discovery: d.Client.Discovery(), NodeName: d.NodeName,
 			Logger: engine.Logger, Clock: d.Clock, RecheckInterval: time.Minute,
@@ -417,7 +438,7 @@ func (w *wiring) configWatcher(d agent.Deps, lab *labeller.Controller) agent.Com
 			}
 		},
 		OnInvalid: func(err error) {
-			d.Recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: d.NodeName, UID: types.UID(d.NodeName)},
+			d.Recorder.Eventf(kube.NodeReference(d.NodeName),
 				corev1.EventTypeWarning, "ConfigReloadRefused", "Configuration %s refused, the last good one stays in force: %v", path, err)
 		},
 	}

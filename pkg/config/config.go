@@ -31,6 +31,7 @@ import (
 	nlspec "github.com/node-agent/node-agent/pkg/nodelifecycle/spec"
 	"github.com/node-agent/node-agent/pkg/notify/spec"
 	"github.com/node-agent/node-agent/pkg/reboot/policy"
+	vmspec "github.com/node-agent/node-agent/pkg/vmdrain/spec"
 )
 
 // LibvirtURIAuto asks discovery to find libvirt itself: qemu:///system first,
@@ -296,6 +297,12 @@ type DrainConfig struct {
 	// where the apiserver does not serve them) or "auto" (EvictionRequests
 	// where served and allowed) (pkg/evictionrequest).
 	EvictionAPI string `json:"evictionAPI"`
+	// VMWithoutTarget is what a maintenance does where KubeVirt VMs on the
+	// node cannot leave it by live migration (no other node offers their
+	// CPU, not live-migratable, strategy None): "wait" (before the cordon,
+	// naming them, until each can) or "proceed" (drain anyway, after a
+	// Warning Event) (pkg/vmdrain).
+	VMWithoutTarget string `json:"vmWithoutTarget"`
 	// MaxConcurrentNodes bounds how many nodes drain for maintenance
 	// requests (annotation or NodeMaintenance object) or reboots at once,
 	// cluster-wide. A shutdown drain takes no slot: the host goes down anyway.
@@ -532,6 +539,7 @@ func Default() Config {
 			OnTimeout:               OnTimeoutKeepCordoned,
 			NodeLifecycleConditions: string(nlspec.Auto),
 			EvictionAPI:             string(erspec.Eviction),
+			VMWithoutTarget:         string(vmspec.Wait),
 			MaxConcurrentNodes:      1,
 			Parallelism:             32,
 			LeaseNamespace:          "node-agent",
@@ -781,6 +789,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(durationValue{&c.Drain.Timeout}, "drain-timeout", "How long a maintenance drain (annotation, NodeMaintenance object or reboot) may run once it holds its drain slot. Past it the drain stops evicting, is marked Failed and gives its slot to the next node; --drain-on-timeout says what becomes of the node. Between 1s and 24h.")
 	fs.StringVar(&c.Drain.NodeLifecycleConditions, "drain-node-lifecycle-conditions", c.Drain.NodeLifecycleConditions, "Whether the drain also writes Kubernetes 1.37's node lifecycle conditions (KEP-5683: MaintenancePlanned, MaintenanceInProgress, DrainInProgress, Drained, GracefulNodeShutdownInProgress) on its Node, and removes those it wrote: auto (where the apiserver is 1.37 or later), on, or off.")
 	fs.StringVar(&c.Drain.EvictionAPI, "drain-eviction-api", c.Drain.EvictionAPI, "How the drain asks for evictions: eviction (pods/eviction), evictionRequest (Kubernetes 1.37's EvictionRequests: a responder named on the pod, such as a VM's live migration, acts; pods with none are evicted through pods/eviction; maintenance is refused where the API is not served) or auto (EvictionRequests where the apiserver serves them and deploy/components/eviction-requests lets nodes create them, pods/eviction elsewhere).")
+	fs.StringVar(&c.Drain.VMWithoutTarget, "drain-vm-without-target", c.Drain.VMWithoutTarget, "What a maintenance does when KubeVirt VMs on the node cannot leave it by live migration (no other node offers their CPU model or features, not live-migratable, or evictionStrategy None): wait (before the cordon, naming them on the Node, until each can) or proceed (drain anyway, after a Warning Event).")
 	fs.StringVar(&c.Drain.OnTimeout, "drain-on-timeout", c.Drain.OnTimeout, "What a maintenance drain that passed --drain-timeout leaves on the node: keepCordoned (cordoned and tainted until the maintenance is ended) or uncordon (the agent's cordon and taint undone; the maintenance stays requested and Failed). A reboot's drain is left to the reboot coordinator.")
 	fs.Var(durationValue{&c.Drain.DeleteAfter}, "drain-delete-after", "Delete pods whose eviction is still refused after this long, overriding their PodDisruptionBudget; shorter than --drain-timeout. 0 means never.")
 	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once for maintenance requests (annotation or NodeMaintenance object) or reboots, cluster-wide. A shutdown drain takes no slot.")
@@ -1060,6 +1069,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := erspec.ParseMode(c.Drain.EvictionAPI); err != nil {
 		errs = append(errs, fmt.Errorf("drain.evictionAPI %w", err))
+	}
+	if _, err := vmspec.ParseMode(c.Drain.VMWithoutTarget); err != nil {
+		errs = append(errs, fmt.Errorf("drain.vmWithoutTarget %w", err))
 	}
 	switch c.Drain.OnTimeout {
 	case OnTimeoutKeepCordoned, OnTimeoutUncordon:

@@ -145,7 +145,7 @@ func (c *Checker) Check(ctx context.Context) Result {
 		msg := "No admission policy holds this agent to its own Node: a dry-run change of a label it does not own was allowed. " +
 			"Apply deploy/admission-policy.yaml, and if the agent's ServiceAccount is not named node-agent, change the policies' match to its name"
 		c.Logger.Warn(msg)
-		c.Recorder.Event(&corev1.ObjectReference{Kind: "Node", Name: c.NodeName, UID: types.UID(c.NodeName)}, corev1.EventTypeWarning, "AdmissionPolicyNotEnforced", msg)
+		c.Recorder.Event(kube.NodeReference(c.NodeName), corev1.EventTypeWarning, "AdmissionPolicyNotEnforced", msg)
 	default:
 		c.Gauge.Set(-1)
 		if ctx.Err() == nil {

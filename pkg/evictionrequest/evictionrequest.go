@@ -61,22 +61,9 @@ const ImperativeResponder = "imperative-eviction.k8s.io/evictor"
 // the rest is the pod's UID.
 const NamePrefix = "node-agent-"
 
-// Served reports whether the apiserver serves EvictionRequests; an error
-// other than "not found" is returned as it is.
+// Served reports whether the apiserver serves EvictionRequests.
 func Served(d kube.DiscoveryInterface) (bool, error) {
-	list, err := d.ServerResourcesForGroupVersion(GroupVersion.String())
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("asking the apiserver whether it serves %s %s: %w", GroupVersion, Resource, err)
-	}
-	for _, r := range list.APIResources {
-		if r.Name == Resource {
-			return true, nil
-		}
-	}
-	return false, nil
+	return kube.Serves(d, GroupVersion.WithResource(Resource))
 }
 
 // ErrNotServed is Choose's error in Request mode on a cluster without the

@@ -18,18 +18,26 @@ type GateChecker interface {
 	Blockers(ctx context.Context) []reboot.Blocker
 }
 
-// GatedSlots is slots behind maintenance gates (selfdrain → the reboot's
-// gates): a maintenance drain asks for its slot only once no gate holds,
-// and asks the gates again every interval until then, saying on the Node
-// which gate holds, with its query and answer. The gates are asked before
-// the cordon, so a maintenance they hold changes nothing on the node.
-func GatedSlots(slots selfdrain.SlotSource, gates GateChecker, interval time.Duration, clk clock.Clock) selfdrain.SlotSource {
-	return gatedSlots{slots: slots, gates: gates, interval: interval, clock: clk}
+// Check is one kind of gate a maintenance waits for: What names it in the
+// wait's reason ("maintenance gates", "VMs that cannot leave").
+type Check struct {
+	What    string
+	Checker GateChecker
+}
+
+// GatedSlots is slots behind checks (selfdrain → the maintenance gates, the
+// VMs that cannot leave the node): a maintenance drain asks for its slot
+// only once no check holds, and asks them again every interval until then,
+// saying on the Node what holds, with the gate's query and answer or the
+// VM and why it cannot leave. The checks are asked before the cordon, so a
+// maintenance they hold changes nothing on the node.
+func GatedSlots(slots selfdrain.SlotSource, interval time.Duration, clk clock.Clock, checks ...Check) selfdrain.SlotSource {
+	return gatedSlots{slots: slots, checks: checks, interval: interval, clock: clk}
 }
 
 type gatedSlots struct {
 	slots    selfdrain.SlotSource
-	gates    GateChecker
+	checks   []Check
 	interval time.Duration
 	clock    clock.Clock
 }
@@ -42,15 +50,22 @@ func (g gateWait) WaitReason() string { return g.why }
 
 func (g gatedSlots) Acquire(ctx context.Context, onWait func(error)) (selfdrain.Slot, error) {
 	for {
-		held := g.gates.Blockers(ctx)
-		if len(held) == 0 {
+		var why []string
+		for _, c := range g.checks {
+			held := c.Checker.Blockers(ctx)
+			if len(held) == 0 {
+				continue
+			}
+			names := make([]string, len(held))
+			for i, b := range held {
+				names[i] = b.Name
+			}
+			why = append(why, "waiting for "+c.What+": "+strings.Join(names, "; "))
+		}
+		if len(why) == 0 {
 			break
 		}
-		names := make([]string, len(held))
-		for i, b := range held {
-			names[i] = b.Name
-		}
-		onWait(gateWait{"waiting for maintenance gates: " + strings.Join(names, "; ")})
+		onWait(gateWait{strings.Join(why, "; and ")})
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()

@@ -33,7 +33,7 @@ func TestGatedSlots(t *testing.T) {
 	waits := make(chan error, 4)
 	done := make(chan error)
 	go func() {
-		_, err := GatedSlots(slots, gates, 30*time.Second, clk).Acquire(t.Context(), func(err error) { waits <- err })
+		_, err := GatedSlots(slots, 30*time.Second, clk, Check{What: "maintenance gates", Checker: gates}).Acquire(t.Context(), func(err error) { waits <- err })
 		done <- err
 	}()
 	gates.holds <- []reboot.Blocker{{Kind: reboot.BlockerGate, Name: "healthy (up == 0) has 1 series: {} 0"}}

@@ -20,6 +20,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -300,6 +301,24 @@ func (d discovery) ServerResourcesForGroupVersion(groupVersion string) (*metav1.
 	return out, nil
 }
 
+// Serves asks discovery whether the apiserver serves gvr: false, with no
+// error, when it does not serve the group version at all.
+func Serves(d DiscoveryInterface, gvr schema.GroupVersionResource) (bool, error) {
+	list, err := d.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("asking the apiserver whether it serves %s (%s): %w", gvr.GroupResource(), gvr.GroupVersion(), err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == gvr.Resource {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // ServerVersion reads /version, as client-go's discovery client does.
 func (d discovery) ServerVersion() (*version.Info, error) {
 	body, err := d.rc.Get().AbsPath("/version").Do(context.TODO()).Raw()
@@ -311,6 +330,13 @@ func (d discovery) ServerVersion() (*version.Info, error) {
 		return nil, fmt.Errorf("the apiserver's version: %w", err)
 	}
 	return &info, nil
+}
+
+// NodeReference is how node-agent's Events refer to a Node: by name, with
+// the name as its UID, as the kubelet's do, so that they show in
+// kubectl describe node.
+func NodeReference(node string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}
 }
 
 // EventSink returns the sink a record.EventBroadcaster writes to.

@@ -58,6 +58,10 @@ type Settings struct {
 	MinCPUModel string
 	// FeatureGates are spec.configuration.developerConfiguration.featureGates.
 	FeatureGates []string
+	// EvictionStrategy and CPUModel are spec.configuration.evictionStrategy
+	// and cpuModel: the defaults of VMs that set none (pkg/vmdrain).
+	EvictionStrategy string
+	CPUModel         string
 }
 
 // State is what the cluster says about the KubeVirt CR.
@@ -79,7 +83,7 @@ func (s State) Equal(o State) bool {
 		return true
 	}
 	a, b := s.Settings, o.Settings
-	return a.CR == b.CR && a.MinCPUModel == b.MinCPUModel &&
+	return a.CR == b.CR && a.MinCPUModel == b.MinCPUModel && a.EvictionStrategy == b.EvictionStrategy && a.CPUModel == b.CPUModel &&
 		slices.Equal(a.ObsoleteCPUModels, b.ObsoleteCPUModels) && slices.Equal(a.FeatureGates, b.FeatureGates)
 }
 
@@ -139,11 +143,16 @@ func settingsOf(o *unstructured.Unstructured) (*Settings, []string) {
 			problems = append(problems, fmt.Sprintf("%s: spec.configuration.obsoleteCPUModels is a %T, not a map of model names; ignored", s.CR, m))
 		}
 	}
-	if v, found, err := unstructured.NestedFieldNoCopy(o.Object, append(conf, "minCPUModel")...); err == nil && found {
-		if m, ok := v.(string); ok {
-			s.MinCPUModel = m
-		} else {
-			problems = append(problems, fmt.Sprintf("%s: spec.configuration.minCPUModel is a %T, not a string; ignored", s.CR, v))
+	for _, f := range []struct {
+		key string
+		to  *string
+	}{{"minCPUModel", &s.MinCPUModel}, {"evictionStrategy", &s.EvictionStrategy}, {"cpuModel", &s.CPUModel}} {
+		if v, found, err := unstructured.NestedFieldNoCopy(o.Object, append(conf, f.key)...); err == nil && found {
+			if m, ok := v.(string); ok {
+				*f.to = m
+			} else {
+				problems = append(problems, fmt.Sprintf("%s: spec.configuration.%s is a %T, not a string; ignored", s.CR, f.key, v))
+			}
 		}
 	}
 	gates, found, err := unstructured.NestedStringSlice(o.Object, append(conf, "developerConfiguration", "featureGates")...)
@@ -168,21 +177,9 @@ func names(objs []*unstructured.Unstructured) string {
 	return strings.Join(out, ", ")
 }
 
-// served asks discovery whether the cluster serves GVR.
-func served(d kube.DiscoveryInterface) (bool, error) {
-	list, err := d.ServerResourcesForGroupVersion(GVR.GroupVersion().String())
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("asking discovery for %s: %w", GVR.GroupVersion(), err)
-	}
-	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == GVR.Resource }), nil
-}
-
 // Read returns the state once: discovery, then one list of the CRs.
 func Read(ctx context.Context, d kube.DiscoveryInterface, c dynamic.Interface) (State, error) {
-	ok, err := served(d)
+	ok, err := kube.Serves(d, GVR)
 	if err != nil {
 		return State{}, err
 	}
@@ -230,7 +227,7 @@ func (w *Watcher) Run(ctx context.Context, report func(State)) {
 	}
 	var warned string
 	for ctx.Err() == nil {
-		ok, err := served(w.Discovery)
+		ok, err := kube.Serves(w.Discovery, GVR)
 		switch {
 		case err != nil:
 			if err.Error() != warned {

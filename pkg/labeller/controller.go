@@ -155,7 +155,7 @@ func (c *Controller) SetConfig(cfg config.LabellerConfig) {
 }
 
 func (c *Controller) nodeRef() *corev1.ObjectReference {
-	return &corev1.ObjectReference{Kind: "Node", Name: c.nodeName, UID: types.UID(c.nodeName)}
+	return kube.NodeReference(c.nodeName)
 }
 
 // enqueue asks for a sync of the node's labels.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/vmdrain"
 )
 
 // API is one of the two ways to ask for maintenance.
@@ -139,7 +140,21 @@ func (c *Client) DryRun(ctx context.Context, node, podSelector string) error {
 	if err != nil {
 		return fmt.Errorf("reading Node %s: %w", node, err)
 	}
-	return writePlan(c.Out, node, n.Spec.Unschedulable, plan)
+	if err := writePlan(c.Out, node, n.Spec.Unschedulable, plan); err != nil {
+		return err
+	}
+	if c.Dynamic == nil {
+		return nil
+	}
+	dyn, err := c.Dynamic()
+	if err != nil {
+		return err
+	}
+	vms, err := vmdrain.Read(ctx, c.Kube, dyn, node)
+	if err != nil {
+		return fmt.Errorf("planning the VMs on %s: %w", node, err)
+	}
+	return writeVMPlan(c.Out, node, vms)
 }
 
 // StopOptions says how to end a maintenance.

@@ -13,6 +13,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/reasontext"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/vmdrain"
 )
 
 func newTabWriter(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
@@ -43,6 +44,44 @@ func writePlan(out io.Writer, node string, cordoned bool, plan []selfdrain.Plann
 	}
 	_, err := fmt.Fprintf(out, "\n%d to evict, %d to skip, %d finished.\n", counts["evict"], counts["skip"], counts["done"])
 	return err
+}
+
+// writeVMPlan prints each VM's way off node (pkg/vmdrain), where the cluster
+// runs KubeVirt.
+func writeVMPlan(out io.Writer, node string, r vmdrain.Report) error {
+	if !r.Served {
+		return nil
+	}
+	if len(r.Plans) == 0 {
+		_, err := fmt.Fprintf(out, "\nNo KubeVirt VM runs on %s.\n", printable(node))
+		return err
+	}
+	fmt.Fprintf(out, "\nVMs on %s, each with its way off the node:\n", printable(node))
+	tw := newTabWriter(out)
+	fmt.Fprintln(tw, "VM\tSTRATEGY\tCPU\tWAY\tTARGETS\tWHY")
+	for _, p := range r.Plans {
+		targets := strings.Join(p.Targets, ",")
+		if targets == "" {
+			targets = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(p.VM.Key()), printable(p.Strategy), printable(p.CPUModel),
+			p.Way, printable(targets), printable(p.Why))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if held := r.Held(); len(held) > 0 {
+		names := make([]string, len(held))
+		for i, p := range held {
+			names[i] = printable(p.VM.Key()) + " (" + string(p.Way) + ")"
+		}
+		fmt.Fprintf(out, "\n%d of %d VMs cannot leave by live migration: %s. With drain.vmWithoutTarget wait (the default) the maintenance waits, the node unchanged, until each can; with proceed it drains anyway.\n",
+			len(held), len(r.Plans), strings.Join(names, ", "))
+	}
+	if r.Note != "" {
+		fmt.Fprintf(out, "KubeVirt CR: %s\n", printable(r.Note))
+	}
+	return nil
 }
 
 // writeStatusTable prints the maintenance status of nodes; one adds the

@@ -595,7 +595,7 @@ func (c *Coordinator) event(typ, reason, format string, args ...any) {
 	if c.o.Recorder == nil {
 		return
 	}
-	c.o.Recorder.Event(&corev1.ObjectReference{Kind: "Node", Name: c.o.NodeName, UID: types.UID(c.o.NodeName)}, typ, reason,
+	c.o.Recorder.Event(kube.NodeReference(c.o.NodeName), typ, reason,
 		reasontext.Cut(fmt.Sprintf(format, args...), reasontext.MaxMessage))
 }
 

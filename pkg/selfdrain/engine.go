@@ -115,7 +115,7 @@ func NewEngine(o EngineOptions) *Engine {
 // wrote. The kubelet uses the node name as the reference's UID for the same
 // reason: Events then show in describe node.
 func (e *Engine) event(typ, reason, format string, args ...any) {
-	ref := &corev1.ObjectReference{Kind: "Node", Name: e.NodeName, UID: types.UID(e.NodeName)}
+	ref := kube.NodeReference(e.NodeName)
 	e.Recorder.Event(ref, typ, reason, reasontext.Cut(fmt.Sprintf(format, args...), reasontext.MaxMessage))
 }
 

@@ -561,7 +561,7 @@ func (c *Coordinator) event(node, typ, reason, format string, args ...any) {
 	if c.o.Recorder == nil {
 		return
 	}
-	c.o.Recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}, typ, reason, format, args...)
+	c.o.Recorder.Eventf(kube.NodeReference(node), typ, reason, format, args...)
 }
 
 func ready(node *corev1.Node) bool {

@@ -128,6 +128,12 @@ func TestKubernetes137MaintenanceAPIs(t *testing.T) {
 			t.Fatal(err)
 		}
 		dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+		// The policy is in force once the apiserver's admission plugin has
+		// loaded it; a dry run changes nothing meanwhile.
+		testenv.WaitFor(t, time.Minute, "the eviction-requests policy in force", func() (bool, error) {
+			_, err := asNode.Resource(erGVR).Namespace("work").Create(ctx, erObject(t, evictionrequest.For(other)), dry)
+			return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'node-agent-node-eviction-requests'"), nil
+		})
 		_, err = asNode.Resource(erGVR).Namespace("work").Create(ctx, erObject(t, evictionrequest.For(other)), dry)
 		wantDenied(t, "node-1 requests the eviction of a pod on node-2", err, "may request the eviction of its own pods only")
 		forged := evictionrequest.For(own)

@@ -1,0 +1,86 @@
+package handshake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/node-agent/node-agent/pkg/reboot"
+	"github.com/node-agent/node-agent/pkg/vmdrain"
+	vmspec "github.com/node-agent/node-agent/pkg/vmdrain/spec"
+)
+
+// VMGate is the check of the VMs on the node before a maintenance takes
+// its slot (drain.vmWithoutTarget): each VM that cannot leave the node by
+// live migration (vmdrain.Way.Held) holds the maintenance in Wait mode,
+// named with why; in Proceed mode none holds, and Warn names them once.
+//
+// A cluster that does not serve VMs holds nothing. One whose apiserver
+// refuses to list them (the agent was not granted
+// deploy/components/kubevirt-vms) holds nothing either,
+// and Warn says so once: VM awareness is then off. Any other failure to
+// read them holds the maintenance (fail closed), saying why.
+type VMGate struct {
+	Read func(ctx context.Context) (vmdrain.Report, error)
+	Mode vmspec.Mode
+	// Warn reports what does not hold the maintenance but an admin must
+	// hear of, as a Warning Event; each text once in a row.
+	Warn func(reason, message string)
+	// Logger, when set, logs each plan.
+	Logger *slog.Logger
+
+	mu   sync.Mutex
+	last string
+}
+
+// VMGateWhat names the VM check in a maintenance's reason to wait.
+const VMGateWhat = "VMs that cannot leave by live migration (drain.vmWithoutTarget wait)"
+
+// Blockers implements GateChecker.
+func (g *VMGate) Blockers(ctx context.Context) []reboot.Blocker {
+	r, err := g.Read(ctx)
+	var notGranted *vmdrain.NotGrantedError
+	if g.Logger != nil {
+		g.Logger.Info("Planned the VMs' ways off the node", "served", r.Served, "vms", len(r.Plans), "cannotLeave", len(r.Held()), "err", err)
+	}
+	switch {
+	case errors.As(err, &notGranted):
+		g.warn("VMsNotRead", fmt.Sprintf("The agent may not list the VirtualMachineInstances on its node, so its drains do not plan the VMs' ways off it: %v", err))
+		return nil
+	case err != nil:
+		return []reboot.Blocker{{Kind: reboot.BlockerGate, Name: "the VMs on this node could not be read: " + err.Error()}}
+	}
+	held := r.Held()
+	if len(held) == 0 {
+		g.warn("", "")
+		return nil
+	}
+	names := make([]string, len(held))
+	for i, p := range held {
+		names[i] = fmt.Sprintf("%s (%s: %s)", p.VM.Key(), p.Way, p.Why)
+	}
+	if g.Mode == vmspec.Proceed {
+		g.warn("VMsCannotMigrate", "Draining anyway (drain.vmWithoutTarget proceed), though these VMs cannot leave by live migration: "+strings.Join(names, "; "))
+		return nil
+	}
+	out := make([]reboot.Blocker, len(names))
+	for i, n := range names {
+		out[i] = reboot.Blocker{Kind: reboot.BlockerGate, Name: n}
+	}
+	return out
+}
+
+func (g *VMGate) warn(reason, message string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if message == g.last {
+		return
+	}
+	g.last = message
+	if message != "" && g.Warn != nil {
+		g.Warn(reason, message)
+	}
+}

@@ -1,0 +1,171 @@
+package vmdrain
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func node(name string, ready, cordoned bool, taints []corev1.Taint, labels ...string) corev1.Node {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}, Spec: corev1.NodeSpec{Unschedulable: cordoned, Taints: taints}}
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+	for _, l := range labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			v = "true"
+		}
+		n.Labels[k] = v
+	}
+	return n
+}
+
+// The cluster: node-1 drains (host model EPYC-Genoa, which requires ibpb);
+// node-2 takes Genoa host-model guests; node-3 takes Milan ones; node-4 is
+// cordoned, node-5 not Ready, node-6 tainted.
+func cluster() (*corev1.Node, []corev1.Node) {
+	source := node("node-1", true, false, nil,
+		"host-model-cpu.node.kubevirt.io/EPYC-Genoa", "host-model-required-features.node.kubevirt.io/ibpb",
+		"cpu-model.node.kubevirt.io/EPYC-Genoa", "cpu-model.node.kubevirt.io/Skylake-Server")
+	nodes := []corev1.Node{
+		source,
+		node("node-2", true, false, nil, "cpu-model-migration.node.kubevirt.io/EPYC-Genoa", "cpu-feature.node.kubevirt.io/ibpb",
+			"cpu-model.node.kubevirt.io/Skylake-Server", "zone=a"),
+		node("node-3", true, false, nil, "cpu-model-migration.node.kubevirt.io/EPYC-Milan", "cpu-model.node.kubevirt.io/Skylake-Server", "zone=b"),
+		node("node-4", true, true, nil, "cpu-model-migration.node.kubevirt.io/EPYC-Genoa", "cpu-feature.node.kubevirt.io/ibpb", "cpu-model.node.kubevirt.io/Skylake-Server"),
+		node("node-5", false, false, nil, "cpu-model-migration.node.kubevirt.io/EPYC-Genoa", "cpu-feature.node.kubevirt.io/ibpb", "cpu-model.node.kubevirt.io/Skylake-Server"),
+		node("node-6", true, false, []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}},
+			"cpu-model-migration.node.kubevirt.io/EPYC-Genoa", "cpu-feature.node.kubevirt.io/ibpb", "cpu-model.node.kubevirt.io/Skylake-Server"),
+	}
+	return &nodes[0], nodes
+}
+
+func migratable(v VM) VM { v.Migratable = true; v.NotMigratable = ""; return v }
+
+func TestPlan(t *testing.T) {
+	source, nodes := cluster()
+	live := func(name, model string) VM {
+		return migratable(VM{Namespace: "vms", Name: name, Node: "node-1", Strategy: StrategyLiveMigrate, CPUModel: model})
+	}
+	for _, c := range []struct {
+		name    string
+		vm      VM
+		d       Defaults
+		nodes   []corev1.Node
+		way     Way
+		targets []string
+		why     string
+	}{
+		{name: "named model offered elsewhere", vm: live("a", "Skylake-Server"), way: Migrate, targets: []string{"node-2", "node-3"},
+			why: "nodes with cpu-model.node.kubevirt.io/Skylake-Server=true"},
+		{name: "named model no other node offers", vm: live("b", "EPYC-Genoa"), way: NoTarget,
+			why: "no other schedulable node has cpu-model.node.kubevirt.io/EPYC-Genoa=true"},
+		{name: "host-model by default: the source's host model and required features", vm: live("c", ""), way: Migrate, targets: []string{"node-2"},
+			why: "nodes with cpu-feature.node.kubevirt.io/ibpb=true, cpu-model-migration.node.kubevirt.io/EPYC-Genoa=true"},
+		{name: "host-model, no node with the required feature", vm: live("d", HostModel), way: NoTarget,
+			nodes: []corev1.Node{nodes[0], node("node-2", true, false, nil, "cpu-model-migration.node.kubevirt.io/EPYC-Genoa")},
+			why:   "no other schedulable node has cpu-feature.node.kubevirt.io/ibpb=true"},
+		{name: "host-model, the source's host model unknown", vm: live("e", HostModel), way: NoTarget,
+			nodes: []corev1.Node{node("node-1", true, false, nil), nodes[1]}, why: "has no host-model-cpu.node.kubevirt.io/ label"},
+		{name: "host-passthrough: any open node", vm: live("f", HostPassthrough), way: Migrate, targets: []string{"node-2", "node-3"}},
+		{name: "a required feature", vm: func() VM { v := live("g", "Skylake-Server"); v.Features = []string{"ibpb"}; return v }(), way: Migrate, targets: []string{"node-2"}},
+		{name: "nodeSelector", vm: func() VM { v := live("h", "Skylake-Server"); v.NodeSelector = map[string]string{"zone": "b"}; return v }(), way: Migrate, targets: []string{"node-3"}},
+		{name: "a tolerated taint", vm: func() VM {
+			v := live("i", "Skylake-Server")
+			v.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+			return v
+		}(), way: Migrate, targets: []string{"node-2", "node-3", "node-6"}},
+		{name: "no open node at all", vm: live("j", HostPassthrough), nodes: []corev1.Node{nodes[0], nodes[3], nodes[4]}, way: NoTarget,
+			why: "no other node is Ready, schedulable and free of taints it does not tolerate"},
+		{name: "strategy None: stopped", vm: func() VM { v := live("k", ""); v.Strategy = StrategyNone; return v }(), way: Stopped, why: "evictionStrategy None"},
+		{name: "no strategy, none in the CR: None", vm: func() VM { v := live("l", ""); v.Strategy = ""; return v }(), way: Stopped},
+		{name: "no strategy, the CR's LiveMigrate", vm: func() VM { v := live("m", ""); v.Strategy = ""; return v }(), d: Defaults{Strategy: StrategyLiveMigrate}, way: Migrate, targets: []string{"node-2"}},
+		{name: "the CR's CPU model", vm: live("n", ""), d: Defaults{CPUModel: "Skylake-Server"}, way: Migrate, targets: []string{"node-2", "node-3"}},
+		{name: "LiveMigrate, not migratable", vm: VM{Namespace: "vms", Name: "o", Strategy: StrategyLiveMigrate, NotMigratable: "DisksNotLiveMigratable: PVC rwo is not shared"},
+			way: CannotMigrate, why: "not live-migratable (DisksNotLiveMigratable: PVC rwo is not shared): LiveMigrate refuses its eviction"},
+		{name: "LiveMigrateIfPossible, not migratable: stopped", vm: VM{Namespace: "vms", Name: "p", Strategy: StrategyLiveMigrateIfPossible, NotMigratable: "x"},
+			way: Stopped, why: "LiveMigrateIfPossible stops it"},
+		{name: "host devices", vm: func() VM { v := live("q", ""); v.HostDevices = true; return v }(), way: CannotMigrate, why: "host devices"},
+		{name: "External", vm: func() VM { v := live("r", ""); v.Strategy = StrategyExternal; return v }(), way: External},
+		{name: "required affinity is said not to be checked", vm: func() VM { v := live("s", "Skylake-Server"); v.RequiredAffinity = true; return v }(),
+			way: Migrate, targets: []string{"node-2", "node-3"}, why: "its required node affinity is not checked"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ns := c.nodes
+			if ns == nil {
+				ns = nodes
+			}
+			src := &ns[0]
+			if c.nodes == nil {
+				src = source
+			}
+			got := Plan([]VM{c.vm}, src, ns, c.d)
+			if len(got) != 1 {
+				t.Fatalf("plans %d", len(got))
+			}
+			p := got[0]
+			if p.Way != c.way || !slices.Equal(p.Targets, c.targets) || !strings.Contains(p.Why, c.why) {
+				t.Errorf("way %s, targets %v, why %q; want %s, %v, containing %q", p.Way, p.Targets, p.Why, c.way, c.targets, c.why)
+			}
+			if held := p.Way.Held(); held != (c.way == NoTarget || c.way == CannotMigrate || c.way == Stopped) {
+				t.Errorf("Held = %v for %s", held, p.Way)
+			}
+		})
+	}
+}
+
+// A VirtualMachineInstance as KubeVirt's API writes it, read into a VM.
+func TestFromUnstructured(t *testing.T) {
+	const doc = `{
+ "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+ "metadata": {"name": "db", "namespace": "vms", "labels": {"kubevirt.io/nodeName": "node-1"}},
+ "spec": {
+  "evictionStrategy": "LiveMigrate",
+  "nodeSelector": {"zone": "a"},
+  "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+  "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "x", "operator": "Exists"}]}]}}},
+  "domain": {
+   "cpu": {"model": "Skylake-Server", "features": [{"name": "ibpb"}, {"name": "avx512f", "policy": "require"}, {"name": "pcid", "policy": "disable"}, {"name": "ssbd", "policy": "force"}]},
+   "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]},
+   "resources": {"requests": {"memory": "1Gi"}}
+  }
+ },
+ "status": {
+  "nodeName": "node-1", "phase": "Running", "evacuationNodeName": "node-1",
+  "conditions": [{"type": "Ready", "status": "True"}, {"type": "LiveMigratable", "status": "False", "reason": "DisksNotLiveMigratable", "message": "cannot migrate VMI: PVC root is not shared"}],
+  "migrationState": {"sourceNode": "node-1", "targetNode": "node-2", "startTimestamp": "2026-11-26T10:00:00Z", "completed": false, "migrationUid": "u1"}
+ }
+}`
+	var m map[string]any
+	if err := json.Unmarshal([]byte(doc), &m); err != nil {
+		t.Fatal(err)
+	}
+	v, err := FromUnstructured(&unstructured.Unstructured{Object: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Key() != "vms/db" || v.Node != "node-1" || v.Strategy != StrategyLiveMigrate || v.CPUModel != "Skylake-Server" ||
+		!slices.Equal(v.Features, []string{"avx512f", "ibpb", "ssbd"}) || v.NodeSelector["zone"] != "a" || len(v.Tolerations) != 1 ||
+		!v.RequiredAffinity || v.HostDevices || v.Phase != "Running" || v.EvacuationNode != "node-1" {
+		t.Errorf("read %+v", v)
+	}
+	if v.Migratable || v.NotMigratable != "DisksNotLiveMigratable: cannot migrate VMI: PVC root is not shared" {
+		t.Errorf("migratable %v (%q)", v.Migratable, v.NotMigratable)
+	}
+	if v.Migration == nil || v.Migration.TargetNode != "node-2" || v.Migration.Completed {
+		t.Errorf("migration %+v", v.Migration)
+	}
+
+	m["spec"].(map[string]any)["evictionStrategy"] = 7
+	if _, err := FromUnstructured(&unstructured.Unstructured{Object: m}); err == nil || !strings.Contains(err.Error(), "vms/db") {
+		t.Errorf("a strategy of the wrong type: %v, want an error naming the VMI", err)
+	}
+}
