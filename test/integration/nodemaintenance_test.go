@@ -544,3 +544,31 @@ func TestNodeMaintenanceWithoutCoordinatorSaysWhy(t *testing.T) {
 		return nm.Status.Phase == selfdrain.PhaseSucceeded && nm.Status.ErrorOnLeaseCount == 0 && nm.Status.LastError == "", nil
 	})
 }
+
+// TestNodeMaintenanceOffByDefault: without maintenance.nodeMaintenance the
+// agent leaves NodeMaintenance objects alone, so that it never competes
+// with a node-maintenance-operator serving them. (Until this test, an
+// agent with its labeller on served them all the same.) The annotation
+// still works.
+func TestNodeMaintenanceOffByDefault(t *testing.T) {
+	b := newNMBed(t, false)
+	c := b.env.Client()
+	agent := startAgent(t, b.env, "node-1")
+	agent.WaitReady(t)
+	b.create(t, medik8sGroup, "nm-node-1", "node-1", "for the operator")
+	// The annotation's drain shows the agent is up and acting meanwhile.
+	if _, err := selfdrain.RequestMaintenance(t.Context(), kubetest.Wrap(c), "node-1", "by annotation"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 2*time.Minute, "the annotation's drain Succeeded", func() (bool, error) {
+		st, err := selfdrain.ParseStatus(getNode(t, c, "node-1"))
+		return err == nil && st != nil && st.Phase == selfdrain.PhaseSucceeded, err
+	})
+	nm := b.get(t, medik8sGroup, "nm-node-1")
+	if nm == nil || nm.Status.Phase != "" || hasFinalizer(nm) {
+		t.Errorf("nm-node-1 was served without maintenance.nodeMaintenance: %+v", nm)
+	}
+	if st := nodeStatus(t, c, "node-1"); st.Trigger != selfdrain.TriggerAnnotation {
+		t.Errorf("the node's maintenance came from %s, want the annotation", st.Trigger)
+	}
+}
