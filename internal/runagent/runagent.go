@@ -312,14 +312,19 @@ func KubeVirtState(s kubevirtcr.State) labeller.KubeVirtState {
 	return out
 }
 
+// readVMs reads the node's VMs and their ways off it.
+func (w *wiring) readVMs(d agent.Deps) func(ctx context.Context) (vmdrain.Report, error) {
+	return func(ctx context.Context) (vmdrain.Report, error) {
+		return vmdrain.Read(ctx, w.serviceAccount, w.dyn, d.NodeName)
+	}
+}
+
 // vmGate wires the check of the node's VMs before a maintenance
 // (drain.vmWithoutTarget) to the cluster and to the Node's Events.
 func (w *wiring) vmGate(d agent.Deps) *handshake.VMGate {
 	mode, _ := vmspec.ParseMode(w.cfg.Drain.VMWithoutTarget) // validated with the config
 	return &handshake.VMGate{
-		Read: func(ctx context.Context) (vmdrain.Report, error) {
-			return vmdrain.Read(ctx, w.serviceAccount, w.dyn, d.NodeName)
-		},
+		Read: w.readVMs(d),
 		Mode: mode, Logger: d.Logger.With("component", "vmdrain"),
 		Warn: func(reason, message string) {
 			d.Recorder.Event(kube.NodeReference(d.NodeName), corev1.EventTypeWarning, reason, message)
@@ -338,6 +343,9 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 		Client: d.Client, NodeName: d.NodeName, Config: cfg.Drain,
 		Logger: d.Logger.With("component", "selfdrain"), Clock: d.Clock, Recorder: d.Recorder, Metrics: selfdrain.NewMetrics(d.Registry),
 		PodAccess: access.Check, EvictionRequests: w.evictionRequests,
+		VMProgress: handshake.VMProgress(w.readVMs(d), func(ctx context.Context) ([]vmdrain.VM, error) {
+			return vmdrain.ListOnNode(ctx, w.dyn, d.NodeName)
+		}, d.Clock.Now, d.Logger.With("component", "vmdrain")),
 	})
 	var nm *selfdrain.NodeMaintenanceSource
 	if cfg.Maintenance.NodeMaintenance {

@@ -7,8 +7,12 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-agent/node-agent/pkg/reboot"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/vmdrain"
 	vmspec "github.com/node-agent/node-agent/pkg/vmdrain/spec"
 )
@@ -82,5 +86,44 @@ func (g *VMGate) warn(reason, message string) {
 	g.last = message
 	if message != "" && g.Warn != nil {
 		g.Warn(reason, message)
+	}
+}
+
+// VMProgress follows the node's VMs for one drain (selfdrain's
+// EngineOptions.VMProgress): when the drain begins it plans the VMs on the
+// node (read), and each poll then says where each of those is
+// (vmdrain.Tracker, with list). A cluster without VMs, or a read that
+// fails, follows none: the drain goes on without.
+func VMProgress(read func(ctx context.Context) (vmdrain.Report, error), list func(ctx context.Context) ([]vmdrain.VM, error),
+	now func() time.Time, log *slog.Logger) func(ctx context.Context) func(ctx context.Context) ([]selfdrain.VMStatus, error) {
+	return func(ctx context.Context) func(ctx context.Context) ([]selfdrain.VMStatus, error) {
+		r, err := read(ctx)
+		if err != nil {
+			if log != nil {
+				log.Warn("Not following the node's VMs during this drain", "err", err)
+			}
+			return nil
+		}
+		if len(r.Plans) == 0 {
+			return nil
+		}
+		t := &vmdrain.Tracker{List: list, Now: now, Planned: map[string]vmdrain.VMPlan{}}
+		for _, p := range r.Plans {
+			t.Planned[p.VM.Key()] = p
+		}
+		return func(ctx context.Context) ([]selfdrain.VMStatus, error) {
+			ps, err := t.Track(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]selfdrain.VMStatus, len(ps))
+			for i, p := range ps {
+				out[i] = selfdrain.VMStatus{Name: p.VM, Phase: p.Phase, Target: p.Target, Message: p.Message}
+				if !p.Since.IsZero() {
+					out[i].Since = &metav1.Time{Time: p.Since}
+				}
+			}
+			return out, nil
+		}
 	}
 }

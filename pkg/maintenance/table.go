@@ -133,6 +133,22 @@ func writeStatusTable(out io.Writer, nodes []corev1.Node, one bool) error {
 	if perr == nil && st != nil && st.PodAccess != "" {
 		more = append(more, "Pods reached as: "+podAccessText(st.PodAccess))
 	}
+	if perr == nil && st != nil && len(st.VMs) > 0 {
+		more = append(more, "VMs:")
+		for _, v := range st.VMs {
+			line := "  " + printable(v.Name) + " " + printable(v.Phase)
+			if v.Target != "" {
+				line += " -> " + printable(v.Target)
+			}
+			if v.Since != nil {
+				line += " since " + v.Since.UTC().Format(time.RFC3339)
+			}
+			if v.Message != "" {
+				line += ": " + printable(v.Message)
+			}
+			more = append(more, line)
+		}
+	}
 	// A reboot drains the node too, or waits for this maintenance to end.
 	if line := rebootLine(&nodes[0]); line != "" {
 		more = append(more, line)

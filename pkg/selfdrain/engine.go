@@ -100,6 +100,10 @@ type EngineOptions struct {
 	// EvictionRequests, when set, is the EvictionRequest API as the node
 	// (pkg/evictionrequest); drain.evictionAPI says whether a drain uses it.
 	EvictionRequests evictionrequest.API
+	// VMProgress, when set, is asked when a drain begins for a way to
+	// follow the node's KubeVirt VMs (pkg/vmdrain through pkg/handshake);
+	// a nil poll follows none. Each poll returns every VM's progress.
+	VMProgress func(ctx context.Context) (poll func(ctx context.Context) ([]VMStatus, error))
 }
 
 // NewEngine returns an engine for o.
@@ -526,6 +530,8 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 	}
 	e.Logger.Info("Evicting pods", "pods", len(r.pending), "finished", r.finished, "parallelism", e.Config.Parallelism)
 
+	r.stopVMs = r.followVMs()
+	defer r.stopVMs(false)
 	// Runs after the workers stopped (defers run last first).
 	defer r.withdrawRequests()
 	stopWorkers := r.startWorkers()
@@ -556,6 +562,10 @@ type drainRun struct {
 
 	pending  map[types.UID]*podState
 	finished int // pods listed that had already finished
+	// vms is the latest progress of the node's VMs (vms.go); stopVMs ends
+	// following them.
+	vms     atomic.Pointer[[]VMStatus]
+	stopVMs func(final bool)
 	// store is the watch's store of the node's pods: their latest state.
 	store cache.Store
 
@@ -748,6 +758,9 @@ func (r *drainRun) resetRetryTimer(d time.Duration) {
 func (r *drainRun) publish(now time.Time) (drained bool) {
 	e, st := r.e, r.st
 	e.setPending(st, r.pending)
+	if r.takeVMs() {
+		r.dirty = true
+	}
 	e.Metrics.drainProgress(r.pending)
 	if len(r.pending) == 0 {
 		return true
@@ -834,6 +847,8 @@ func (r *drainRun) succeed(now time.Time) *Status {
 	e, st := r.e, r.st
 	st.Phase = PhaseSucceeded
 	st.LastError = ""
+	r.stopVMs(true)
+	r.takeVMs()
 	r.pw.stop()
 	e.finishStatus(r.ctx, st, now)
 	d := e.Clock.Since(r.start)
@@ -855,6 +870,8 @@ func (r *drainRun) expire() *Status {
 	if st.LastError == "" {
 		st.LastError = fmt.Sprintf("drain did not finish before its deadline; %d pods left", len(r.pending))
 	}
+	r.stopVMs(true)
+	r.takeVMs()
 	r.pw.stop()
 	e.finishStatus(r.ctx, st, e.Clock.Now())
 	e.event(corev1.EventTypeWarning, "DrainFailed", "Drain did not finish in time: %d of %d pods still on the node; last error: %s", len(r.pending), st.EvictionPods, st.LastError)

@@ -113,7 +113,28 @@ type Status struct {
 	// (pkg/podaccess): "node" (the node's own, by constrained
 	// impersonation) or "cluster-wide" (the ServiceAccount's own grant).
 	PodAccess string `json:"podAccess,omitempty"`
+	// VMs is the progress of each KubeVirt VM the drain began with (its
+	// migration, its target, what holds it), at most MaxVMsShown; empty
+	// where the drain follows no VMs.
+	VMs []VMStatus `json:"vms,omitempty"`
 }
+
+// VMStatus is one VM's progress during the drain (pkg/vmdrain's Progress).
+type VMStatus struct {
+	// Name is namespace/name.
+	Name  string `json:"name"`
+	Phase string `json:"phase"`
+	// Target is the node it migrates or migrated to.
+	Target string `json:"target,omitempty"`
+	// Since is when the current migration started, or the VM was first
+	// seen in its phase.
+	Since   *metav1.Time `json:"since,omitempty"`
+	Message string       `json:"message,omitempty"`
+}
+
+// MaxVMsShown bounds the VMs in the status, which is an annotation on the
+// Node; the last entry counts those left out.
+const MaxVMsShown = 64
 
 // BlockerReason says why a pod stayed on the node past drain.timeout.
 type BlockerReason string

@@ -53,6 +53,8 @@ func (r *drainRun) timeOut() *Status {
 	st.LastError = fmt.Sprintf("drain.timeout (%s) passed; %s", timeout, held)
 	msg := fmt.Sprintf("Drain timed out after %s (drain.timeout) and stopped evicting; %d of %d pods stayed: %s. %s",
 		timeout, len(st.Blockers), st.EvictionPods, held, e.afterTimeout(r.req.Trigger))
+	r.stopVMs(true)
+	r.takeVMs()
 	r.pw.stop()
 	e.finishStatusWith(r.ctx, st, e.Clock.Now(), ReasonDrainFailed, msg)
 	e.event(corev1.EventTypeWarning, "DrainTimedOut", "%s", truncate(msg, eventMessageLimit))

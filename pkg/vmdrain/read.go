@@ -34,6 +34,31 @@ func (r Report) Held() []VMPlan {
 	return slices.DeleteFunc(slices.Clone(r.Plans), func(p VMPlan) bool { return !p.Way.Held() })
 }
 
+// ListOnNode lists the VMs on node: the VMIs labelled with it, whose
+// status.nodeName is node. A refusal to list them is a *NotGrantedError.
+func ListOnNode(ctx context.Context, dyn dynamic.Interface, node string) ([]VM, error) {
+	list, err := dyn.Resource(GVR).List(ctx, metav1.ListOptions{LabelSelector: NodeNameLabel + "=" + node})
+	if apierrors.IsForbidden(err) {
+		return nil, &NotGrantedError{Err: err}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the VirtualMachineInstances on %s: %w", node, err)
+	}
+	var vms []VM
+	var errs []error
+	for i := range list.Items {
+		v, err := FromUnstructured(&list.Items[i])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if v.Node == node {
+			vms = append(vms, v)
+		}
+	}
+	return vms, errors.Join(errs...)
+}
+
 // NotGrantedError is Read's error when the apiserver refuses to list the
 // VMIs: the agent was not granted it (deploy/components/kubevirt-vms).
 type NotGrantedError struct{ Err error }
@@ -54,26 +79,8 @@ func Read(ctx context.Context, c kube.Interface, dyn dynamic.Interface, node str
 		return Report{}, err
 	}
 	r := Report{Served: true}
-	list, err := dyn.Resource(GVR).List(ctx, metav1.ListOptions{LabelSelector: NodeNameLabel + "=" + node})
-	if apierrors.IsForbidden(err) {
-		return r, &NotGrantedError{Err: err}
-	}
+	vms, err := ListOnNode(ctx, dyn, node)
 	if err != nil {
-		return r, fmt.Errorf("listing the VirtualMachineInstances on %s: %w", node, err)
-	}
-	var vms []VM
-	var errs []error
-	for i := range list.Items {
-		v, err := FromUnstructured(&list.Items[i])
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if v.Node == node {
-			vms = append(vms, v)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
 		return r, err
 	}
 	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})

@@ -1,10 +1,13 @@
 package vmdrain
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -168,4 +171,67 @@ func TestFromUnstructured(t *testing.T) {
 	if _, err := FromUnstructured(&unstructured.Unstructured{Object: m}); err == nil || !strings.Contains(err.Error(), "vms/db") {
 		t.Errorf("a strategy of the wrong type: %v, want an error naming the VMI", err)
 	}
+}
+
+func TestTracker(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	now := t0
+	var onNode []VM
+	tr := &Tracker{
+		List: func(context.Context) ([]VM, error) { return onNode, nil },
+		Planned: map[string]VMPlan{
+			"vms/a": {Way: Migrate, Targets: []string{"node-2"}},
+			"vms/b": {Way: Stopped, Why: "evictionStrategy None: the drain stops it"},
+			"vms/c": {Way: Migrate, Why: "nodes with x=true"},
+		},
+		Now: func() time.Time { return now },
+	}
+	vm := func(name string, f func(*VM)) VM {
+		v := VM{Namespace: "vms", Name: name, Node: "node-1"}
+		if f != nil {
+			f(&v)
+		}
+		return v
+	}
+	step := func(want ...string) {
+		t.Helper()
+		got, err := tr.Track(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s []string
+		for _, p := range got {
+			s = append(s, fmt.Sprintf("%s %s %s %s", p.VM, p.Phase, p.Target, p.Message))
+		}
+		if strings.Join(s, "\n") != strings.Join(want, "\n") {
+			t.Errorf("at %s:\n%s\nwant\n%s", now.Sub(t0), strings.Join(s, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	onNode = []VM{vm("a", nil), vm("b", nil), vm("c", nil)}
+	step("vms/a Waiting  waiting for the drain to evict its launcher pod",
+		"vms/b Waiting  waiting for the drain to evict its launcher pod",
+		"vms/c Waiting  waiting for the drain to evict its launcher pod")
+	now = t0.Add(time.Minute)
+	onNode = []VM{
+		vm("a", func(v *VM) {
+			v.EvacuationNode = "node-1"
+			v.Migration = &MigrationState{SourceNode: "node-1", TargetNode: "node-2", StartTimestamp: t0.Add(50 * time.Second).Format(time.RFC3339)}
+		}),
+		vm("c", func(v *VM) {
+			v.EvacuationNode = "node-1"
+			v.Migration = &MigrationState{SourceNode: "node-1", TargetNode: "node-3", Failed: true, FailureReason: "target pod unschedulable"}
+		}),
+	}
+	step("vms/a Migrating node-2 migrating to node-2",
+		"vms/b Stopped  evictionStrategy None: the drain stops it",
+		"vms/c MigrationFailed node-3 migration to node-3 failed: target pod unschedulable")
+	now = t0.Add(2 * time.Minute)
+	onNode = []VM{vm("c", func(v *VM) { v.EvacuationNode = "node-1" })}
+	step("vms/a Migrated node-2 live-migrated to node-2",
+		"vms/b Stopped  evictionStrategy None: the drain stops it",
+		"vms/c Evacuating  marked for evacuation; no migration runs yet")
+	now = t0.Add(2*time.Minute + StuckAfter)
+	step("vms/a Migrated node-2 live-migrated to node-2",
+		"vms/b Stopped  evictionStrategy None: the drain stops it",
+		"vms/c Evacuating  has not moved in 10m0s: marked for evacuation; no migration runs yet (nodes with x=true)")
 }
