@@ -317,6 +317,8 @@ func (e *Engine) End(ctx context.Context, why string) error {
 		return fmt.Errorf("reading Node %s: %w", e.NodeName, err)
 	}
 	if prev, perr := ParseStatus(node); perr == nil && prev.Active() {
+		// No responder goes on moving a pod of a node given back.
+		e.withdrawNodeRequests(ctx)
 		// The condition goes first: once the status is final, everything
 		// is undone, and a reader that waits for it sees the whole result.
 		written, err := removeCondition(ctx, e.Client, e.NodeName)
@@ -532,8 +534,6 @@ func (e *Engine) Drain(ctx context.Context, st *Status, req Request) (*Status, e
 
 	r.stopVMs = r.followVMs()
 	defer r.stopVMs(false)
-	// Runs after the workers stopped (defers run last first).
-	defer r.withdrawRequests()
 	stopWorkers := r.startWorkers()
 	defer stopWorkers()
 	if !req.Deadline.IsZero() {

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/node-agent/node-agent/pkg/evictionrequest"
 	erspec "github.com/node-agent/node-agent/pkg/evictionrequest/spec"
@@ -76,28 +78,65 @@ func (e *Engine) request(ctx context.Context, ps *podState) (requested bool, err
 	return out.Requested, err
 }
 
-// withdrawRequests withdraws the EvictionRequests of the pods a stopped
-// drain leaves (maintenance ended, drain.timeout, shutdown deadline), so
-// that no responder goes on moving them after the maintenance is over.
+// withdrawRequests withdraws the EvictionRequests of the pods a drain that
+// gives up (drain.timeout) leaves, so that no responder goes on moving them
+// while the drain asks for nothing. A drain stopped for an agent restart
+// keeps them: the next agent resumes it, and finds them as they were.
 func (r *drainRun) withdrawRequests() {
-	e := r.e
-	if e.EvictionRequests == nil {
+	var pods []corev1.Pod
+	for _, ps := range sortedStates(r.pending) {
+		if ps.requested {
+			pods = append(pods, ps.pod)
+		}
+	}
+	r.e.withdraw(r.ctx, pods)
+}
+
+// withdrawNodeRequests withdraws the EvictionRequests of every pod still on
+// the node when its maintenance ends, unless drain.evictionAPI is eviction
+// (none was made). The run that made them is gone, maybe with an earlier
+// agent, so each pod's request is named from its UID; one that does not
+// exist is skipped.
+func (e *Engine) withdrawNodeRequests(ctx context.Context) {
+	if mode, _ := erspec.ParseMode(e.Config.EvictionAPI); e.EvictionRequests == nil || mode == erspec.Eviction {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), withdrawTimeout)
-	defer cancel()
-	for _, ps := range sortedStates(r.pending) {
-		if !ps.requested {
-			continue
+	// After an agent restart no drain began in this process: choose how
+	// the node's pods are reached first.
+	e.podsMu.Lock()
+	chosen := e.pods != nil
+	e.podsMu.Unlock()
+	if !chosen {
+		if _, err := e.choosePodClient(ctx); err != nil {
+			e.Logger.Warn("Could not reach the node's pods to withdraw their EvictionRequests", "err", err)
+			return
 		}
-		err := e.EvictionRequests.Withdraw(ctx, ps.pod.Namespace, evictionrequest.Name(&ps.pod))
+	}
+	list, err := e.podClient().CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", e.NodeName).String()})
+	if err != nil {
+		e.Logger.Warn("Could not list the node's pods to withdraw their EvictionRequests", "err", err)
+		return
+	}
+	e.withdraw(ctx, list.Items)
+}
+
+// withdraw sets the intent of the pods' EvictionRequests to Withdrawn.
+func (e *Engine) withdraw(parent context.Context, pods []corev1.Pod) {
+	if e.EvictionRequests == nil || len(pods) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), withdrawTimeout)
+	defer cancel()
+	for i := range pods {
+		p := &pods[i]
+		err := e.EvictionRequests.Withdraw(ctx, p.Namespace, evictionrequest.Name(p))
 		switch {
 		case err == nil:
-			e.Logger.Info("EvictionRequest withdrawn", "pod", ps.key)
+			e.Logger.Info("EvictionRequest withdrawn", "pod", p.Namespace+"/"+p.Name)
 		case apierrors.IsNotFound(err):
 		default:
-			e.Logger.Warn("Could not withdraw the EvictionRequest", "pod", ps.key, "err", err)
-			e.event(corev1.EventTypeWarning, "EvictionRequestNotWithdrawn", "The drain stopped, but the EvictionRequest for pod %s could not be withdrawn: %v", ps.key, err)
+			e.Logger.Warn("Could not withdraw the EvictionRequest", "pod", p.Namespace+"/"+p.Name, "err", err)
+			e.event(corev1.EventTypeWarning, "EvictionRequestNotWithdrawn", "The EvictionRequest for pod %s/%s could not be withdrawn: %v", p.Namespace, p.Name, err)
 		}
 	}
 }

@@ -55,6 +55,8 @@ func (r *drainRun) timeOut() *Status {
 		timeout, len(st.Blockers), st.EvictionPods, held, e.afterTimeout(r.req.Trigger))
 	r.stopVMs(true)
 	r.takeVMs()
+	// The drain asks for nothing more: neither do its EvictionRequests.
+	r.withdrawRequests()
 	r.pw.stop()
 	e.finishStatusWith(r.ctx, st, e.Clock.Now(), ReasonDrainFailed, msg)
 	e.event(corev1.EventTypeWarning, "DrainTimedOut", "%s", truncate(msg, eventMessageLimit))
