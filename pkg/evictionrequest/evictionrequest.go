@@ -15,9 +15,10 @@
 //     that acts on EvictionRequests, so node-agent does what the built-in
 //     fallback responder (imperative-eviction.k8s.io/evictor) is meant to do,
 //     PodDisruptionBudgets included;
-//   - a drain that stops with pods left withdraws its requests (intent
-//     Withdrawn), so no responder keeps moving a VM after the maintenance
-//     ended.
+//   - when the maintenance ends, or its drain gives up at drain.timeout, the
+//     requests of the pods left are withdrawn (intent Withdrawn), so no
+//     responder keeps moving a VM after the maintenance ended; an agent that
+//     exits mid-drain leaves them, for the next agent resumes the drain.
 //
 // Every request goes as the node itself (the agent impersonates it, as for
 // pods/eviction); deploy/components/eviction-requests grants nodes the

@@ -718,6 +718,14 @@ func (e *Env) ClientCertificate(user string, groups ...string) (certPEM, keyPEM 
 	return kp.CertPEM, kp.KeyPEM, err
 }
 
+// ServingCertificate issues a server certificate and key (PEM) for the given
+// IP addresses, signed by the control plane's CA, for a server that
+// kube-apiserver calls and trusts through CAPEM: a webhook on 127.0.0.1, say.
+func (e *Env) ServingCertificate(ips []net.IP) (certPEM, keyPEM []byte, err error) {
+	kp, err := e.pki.serving("testenv-webhook", ips, nil)
+	return kp.CertPEM, kp.KeyPEM, err
+}
+
 // CAPEM returns the control plane's CA certificate.
 func (e *Env) CAPEM() []byte { return e.pki.caPEM }
 
