@@ -346,6 +346,9 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 		VMProgress: handshake.VMProgress(w.readVMs(d), func(ctx context.Context) ([]vmdrain.VM, error) {
 			return vmdrain.ListOnNode(ctx, w.dyn, d.NodeName)
 		}, d.Clock.Now, d.Logger.With("component", "vmdrain")),
+		CancelVMs: handshake.CancelVMs(func(ctx context.Context) ([]vmdrain.Cancelled, error) {
+			return vmdrain.CancelEvacuations(ctx, w.dyn, d.NodeName)
+		}),
 	})
 	var nm *selfdrain.NodeMaintenanceSource
 	if cfg.Maintenance.NodeMaintenance {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-agent/node-agent/pkg/reboot"
@@ -125,5 +126,27 @@ func VMProgress(read func(ctx context.Context) (vmdrain.Report, error), list fun
 			}
 			return out, nil
 		}
+	}
+}
+
+// CancelVMs calls off the evacuation of the node's VMs when its maintenance
+// ends (selfdrain's EngineOptions.CancelVMs), and names them: "vms/a
+// (migrating to node-2), vms/b". A cluster without VMs, or an agent not
+// granted their list, has nothing to call off.
+func CancelVMs(cancel func(ctx context.Context) ([]vmdrain.Cancelled, error)) func(ctx context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		cs, err := cancel(ctx)
+		var notGranted *vmdrain.NotGrantedError
+		if errors.As(err, &notGranted) || apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		names := make([]string, len(cs))
+		for i, c := range cs {
+			names[i] = c.VM
+			if c.Migrating {
+				names[i] += " (migrating to " + c.Target + ")"
+			}
+		}
+		return strings.Join(names, ", "), err
 	}
 }

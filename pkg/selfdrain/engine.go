@@ -104,6 +104,10 @@ type EngineOptions struct {
 	// follow the node's KubeVirt VMs (pkg/vmdrain through pkg/handshake);
 	// a nil poll follows none. Each poll returns every VM's progress.
 	VMProgress func(ctx context.Context) (poll func(ctx context.Context) ([]VMStatus, error))
+	// CancelVMs, when set, calls off the evacuation of the node's VMs when
+	// its maintenance ends (pkg/vmdrain through pkg/handshake), and says
+	// which were still moving; "" when none was.
+	CancelVMs func(ctx context.Context) (string, error)
 }
 
 // NewEngine returns an engine for o.
@@ -317,8 +321,10 @@ func (e *Engine) End(ctx context.Context, why string) error {
 		return fmt.Errorf("reading Node %s: %w", e.NodeName, err)
 	}
 	if prev, perr := ParseStatus(node); perr == nil && prev.Active() {
-		// No responder goes on moving a pod of a node given back.
+		// No responder goes on moving a pod of a node given back, and no
+		// VM goes on migrating off it.
 		e.withdrawNodeRequests(ctx)
+		e.cancelVMs(ctx)
 		// The condition goes first: once the status is final, everything
 		// is undone, and a reader that waits for it sees the whole result.
 		written, err := removeCondition(ctx, e.Client, e.NodeName)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // vmPollInterval is how often a drain reads its VMs' progress.
@@ -89,4 +91,22 @@ func (r *drainRun) takeVMs() bool {
 func sameVM(a, b VMStatus) bool {
 	return a.Name == b.Name && a.Phase == b.Phase && a.Target == b.Target && a.Message == b.Message &&
 		(a.Since == nil) == (b.Since == nil) && (a.Since == nil || a.Since.Equal(b.Since))
+}
+
+// cancelVMs calls off the evacuation of the node's VMs (EngineOptions.
+// CancelVMs) as its maintenance ends, and says in an Event which were still
+// moving.
+func (e *Engine) cancelVMs(ctx context.Context) {
+	if e.CancelVMs == nil {
+		return
+	}
+	msg, err := e.CancelVMs(ctx)
+	if err != nil {
+		e.Logger.Warn("Could not call off the evacuation of the node's VMs", "err", err)
+		e.event(corev1.EventTypeWarning, "VMEvacuationNotCancelled", "The maintenance ended, but the evacuation of its VMs could not all be called off: %v", err)
+	}
+	if msg != "" {
+		e.Logger.Info("Called off the evacuation of the node's VMs", "vms", msg)
+		e.event(corev1.EventTypeNormal, "VMEvacuationCancelled", "The maintenance ended while VMs were leaving the node; their evacuation is called off: %s", msg)
+	}
 }
