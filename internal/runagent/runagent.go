@@ -345,6 +345,8 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 		PodAccess: access.Check, EvictionRequests: w.evictionRequests,
 		VMProgress: handshake.VMProgress(w.readVMs(d), func(ctx context.Context) ([]vmdrain.VM, error) {
 			return vmdrain.ListOnNode(ctx, w.dyn, d.NodeName)
+		}, func(ctx context.Context, namespace, name string) (vmdrain.VM, bool, error) {
+			return vmdrain.GetVM(ctx, w.dyn, namespace, name)
 		}, d.Clock.Now, d.Logger.With("component", "vmdrain")),
 		CancelVMs: handshake.CancelVMs(func(ctx context.Context) ([]vmdrain.Cancelled, error) {
 			return vmdrain.CancelEvacuations(ctx, w.dyn, d.NodeName)

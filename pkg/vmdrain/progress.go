@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -49,6 +50,9 @@ type Progress struct {
 type Tracker struct {
 	// List lists the VMs on the node now (ListOnNode).
 	List func(ctx context.Context) ([]VM, error)
+	// Get reads one VM wherever it runs now (GetVM), for a VM that left
+	// the node: where it went. Nil: only the last target seen tells.
+	Get func(ctx context.Context, namespace, name string) (VM, bool, error)
 	// Planned are the plans made when the drain began, by VM key.
 	Planned map[string]VMPlan
 	// Now is the clock.
@@ -56,6 +60,7 @@ type Tracker struct {
 
 	seen   map[string]Progress // the last progress of each VM
 	target map[string]string   // the last target seen of each VM
+	gone   map[string]Progress // the VMs that left, as found out once
 }
 
 // Track reads the VMs on the node and returns the progress of every VM the
@@ -64,7 +69,7 @@ type Tracker struct {
 // be stopped, Stopped.
 func (t *Tracker) Track(ctx context.Context) ([]Progress, error) {
 	if t.seen == nil {
-		t.seen, t.target = map[string]Progress{}, map[string]string{}
+		t.seen, t.target, t.gone = map[string]Progress{}, map[string]string{}, map[string]Progress{}
 	}
 	vms, err := t.List(ctx)
 	if err != nil {
@@ -82,17 +87,46 @@ func (t *Tracker) Track(ctx context.Context) ([]Progress, error) {
 	sort.Strings(keys)
 	out := make([]Progress, 0, len(keys))
 	for _, k := range keys {
-		p := t.progress(k, here, now)
+		p, ok := t.gone[k]
+		if !ok {
+			p = t.progress(k, here, now)
+			if _, on := here[k]; !on && t.Get != nil {
+				p = t.departed(ctx, k, p)
+				t.gone[k] = p
+			}
+		}
 		t.seen[k] = p
 		out = append(out, p)
 	}
 	return out, nil
 }
 
+// departed finds out once where a VM that left the node went: p is what
+// the node alone tells.
+func (t *Tracker) departed(ctx context.Context, key string, p Progress) Progress {
+	ns, name, _ := strings.Cut(key, "/")
+	v, found, err := t.Get(ctx, ns, name)
+	switch {
+	case err != nil:
+		return p
+	case !found:
+		p.Phase, p.Message = PhaseStopped, "deleted"
+	case v.Phase == "Succeeded" || v.Phase == "Failed":
+		p.Phase, p.Target, p.Message = PhaseStopped, "", "stopped (phase "+v.Phase+")"
+	case v.Node != "":
+		p.Phase, p.Target, p.Message = PhaseMigrated, v.Node, "live-migrated to "+v.Node
+	}
+	return p
+}
+
 func (t *Tracker) progress(key string, here map[string]VM, now time.Time) Progress {
 	plan := t.Planned[key]
 	prev, known := t.seen[key]
 	v, on := here[key]
+	if on && (v.Phase == "Succeeded" || v.Phase == "Failed") {
+		// Its launcher pod is gone: KubeVirt ends the VMI.
+		return Progress{VM: key, Phase: PhaseStopped, Since: since(prev, now, PhaseStopped), Message: "stopped (phase " + v.Phase + ")"}
+	}
 	if !on {
 		if plan.Way == Stopped {
 			return Progress{VM: key, Phase: PhaseStopped, Since: since(prev, now, PhaseStopped), Message: plan.Why}

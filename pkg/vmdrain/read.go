@@ -59,6 +59,21 @@ func ListOnNode(ctx context.Context, dyn dynamic.Interface, node string) ([]VM, 
 	return vms, errors.Join(errs...)
 }
 
+// GetVM reads one VM wherever it runs, with the list the agent is granted
+// (by name: a field selector on metadata.name); found is false when it no
+// longer exists.
+func GetVM(ctx context.Context, dyn dynamic.Interface, namespace, name string) (VM, bool, error) {
+	list, err := dyn.Resource(GVR).Namespace(namespace).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		return VM{}, false, fmt.Errorf("reading VirtualMachineInstance %s/%s: %w", namespace, name, err)
+	}
+	if len(list.Items) == 0 {
+		return VM{}, false, nil
+	}
+	v, err := FromUnstructured(&list.Items[0])
+	return v, err == nil, err
+}
+
 // NotGrantedError is Read's error when the apiserver refuses to list the
 // VMIs: the agent was not granted it (deploy/components/kubevirt-vms).
 type NotGrantedError struct{ Err error }

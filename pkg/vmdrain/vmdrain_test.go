@@ -235,3 +235,44 @@ func TestTracker(t *testing.T) {
 		"vms/b Stopped  evictionStrategy None: the drain stops it",
 		"vms/c Evacuating  has not moved in 10m0s: marked for evacuation; no migration runs yet (nodes with x=true)")
 }
+
+// A VM that left the node unseen is looked up once, wherever it runs now;
+// a stopped one still on the node shows as Stopped.
+func TestTrackerFindsWhereAVMWent(t *testing.T) {
+	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	gets := 0
+	tr := &Tracker{
+		List: func(context.Context) ([]VM, error) {
+			return []VM{{Namespace: "vms", Name: "off", Node: "node-1", Phase: "Failed"}}, nil
+		},
+		Get: func(_ context.Context, ns, name string) (VM, bool, error) {
+			gets++
+			switch name {
+			case "moved":
+				return VM{Namespace: ns, Name: name, Node: "node-3", Phase: "Running"}, true, nil
+			case "ended":
+				return VM{Namespace: ns, Name: name, Node: "node-1", Phase: "Succeeded"}, true, nil
+			}
+			return VM{}, false, nil
+		},
+		Planned: map[string]VMPlan{"vms/moved": {Way: Migrate}, "vms/ended": {Way: Stopped}, "vms/deleted": {Way: Migrate}, "vms/off": {Way: Stopped}},
+		Now:     func() time.Time { return now },
+	}
+	for range 2 {
+		got, err := tr.Track(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s []string
+		for _, p := range got {
+			s = append(s, p.VM+" "+p.Phase+" "+p.Target+" "+p.Message)
+		}
+		want := []string{"vms/deleted Stopped  deleted", "vms/ended Stopped  stopped (phase Succeeded)", "vms/moved Migrated node-3 live-migrated to node-3", "vms/off Stopped  stopped (phase Failed)"}
+		if !slices.Equal(s, want) {
+			t.Errorf("got\n%s\nwant\n%s", strings.Join(s, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	if gets != 3 {
+		t.Errorf("%d lookups, want one for each VM that left, once", gets)
+	}
+}
