@@ -347,7 +347,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 			return vmdrain.ListOnNode(ctx, w.dyn, d.NodeName)
 		}, func(ctx context.Context, namespace, name string) (vmdrain.VM, bool, error) {
 			return vmdrain.GetVM(ctx, w.dyn, namespace, name)
-		}, d.Clock.Now, d.Logger.With("component", "vmdrain")),
+		}, d.NodeName, d.Clock.Now, d.Logger.With("component", "vmdrain")),
 		CancelVMs: handshake.CancelVMs(func(ctx context.Context) ([]vmdrain.Cancelled, error) {
 			return vmdrain.CancelEvacuations(ctx, w.dyn, d.NodeName)
 		}),

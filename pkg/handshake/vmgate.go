@@ -97,7 +97,7 @@ func (g *VMGate) warn(reason, message string) {
 // fails, follows none: the drain goes on without.
 func VMProgress(read func(ctx context.Context) (vmdrain.Report, error), list func(ctx context.Context) ([]vmdrain.VM, error),
 	get func(ctx context.Context, namespace, name string) (vmdrain.VM, bool, error),
-	now func() time.Time, log *slog.Logger) func(ctx context.Context) func(ctx context.Context) ([]selfdrain.VMStatus, error) {
+	node string, now func() time.Time, log *slog.Logger) func(ctx context.Context) func(ctx context.Context) ([]selfdrain.VMStatus, error) {
 	return func(ctx context.Context) func(ctx context.Context) ([]selfdrain.VMStatus, error) {
 		r, err := read(ctx)
 		if err != nil {
@@ -109,7 +109,7 @@ func VMProgress(read func(ctx context.Context) (vmdrain.Report, error), list fun
 		if len(r.Plans) == 0 {
 			return nil
 		}
-		t := &vmdrain.Tracker{List: list, Get: get, Now: now, Planned: map[string]vmdrain.VMPlan{}}
+		t := &vmdrain.Tracker{List: list, Get: get, Now: now, Node: node, Planned: map[string]vmdrain.VMPlan{}}
 		for _, p := range r.Plans {
 			t.Planned[p.VM.Key()] = p
 		}

@@ -57,6 +57,8 @@ type Tracker struct {
 	Planned map[string]VMPlan
 	// Now is the clock.
 	Now func() time.Time
+	// Node is the node drained.
+	Node string
 
 	seen   map[string]Progress // the last progress of each VM
 	target map[string]string   // the last target seen of each VM
@@ -91,8 +93,10 @@ func (t *Tracker) Track(ctx context.Context) ([]Progress, error) {
 		if !ok {
 			p = t.progress(k, here, now)
 			if _, on := here[k]; !on && t.Get != nil {
-				p = t.departed(ctx, k, p)
-				t.gone[k] = p
+				var settled bool
+				if p, settled = t.departed(ctx, k, p); settled {
+					t.gone[k] = p
+				}
 			}
 		}
 		t.seen[k] = p
@@ -101,22 +105,26 @@ func (t *Tracker) Track(ctx context.Context) ([]Progress, error) {
 	return out, nil
 }
 
-// departed finds out once where a VM that left the node went: p is what
-// the node alone tells.
-func (t *Tracker) departed(ctx context.Context, key string, p Progress) Progress {
+// departed finds out where a VM that left the node went: p is what the
+// node alone tells. settled is false while that cannot be told yet (the VM
+// read failed, or it still shows this node: KubeVirt moves its label and its
+// status in separate writes), and the next poll asks again.
+func (t *Tracker) departed(ctx context.Context, key string, p Progress) (Progress, bool) {
 	ns, name, _ := strings.Cut(key, "/")
 	v, found, err := t.Get(ctx, ns, name)
 	switch {
 	case err != nil:
-		return p
+		return p, false
 	case !found:
 		p.Phase, p.Message = PhaseStopped, "deleted"
 	case v.Phase == "Succeeded" || v.Phase == "Failed":
 		p.Phase, p.Target, p.Message = PhaseStopped, "", "stopped (phase "+v.Phase+")"
-	case v.Node != "":
+	case v.Node == "" || v.Node == t.Node:
+		return p, false
+	default:
 		p.Phase, p.Target, p.Message = PhaseMigrated, v.Node, "live-migrated to "+v.Node
 	}
-	return p
+	return p, true
 }
 
 func (t *Tracker) progress(key string, here map[string]VM, now time.Time) Progress {

@@ -257,6 +257,7 @@ func TestTrackerFindsWhereAVMWent(t *testing.T) {
 		},
 		Planned: map[string]VMPlan{"vms/moved": {Way: Migrate}, "vms/ended": {Way: Stopped}, "vms/deleted": {Way: Migrate}, "vms/off": {Way: Stopped}},
 		Now:     func() time.Time { return now },
+		Node:    "node-1",
 	}
 	for range 2 {
 		got, err := tr.Track(context.Background())

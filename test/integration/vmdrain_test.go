@@ -5,12 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -79,6 +81,25 @@ func newVMBed(t *testing.T) *vmBed {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// installAgent installs deploy/ and deploy/components/kubevirt-vms, so
+// that agents run as shipped with the component.
+func (b *vmBed) installAgent(t *testing.T) *deployBed {
+	t.Helper()
+	installAgentIdentity(t, b.env)
+	v, _ := identities.Load(b.env)
+	dep := v.(*deployBed)
+	for _, f := range []string{"rbac.yaml", "admission-policy.yaml"} {
+		data, err := os.ReadFile(filepath.Join(testenv.DeployDir(t), "components", "kubevirt-vms", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dep.run(t, data, "apply", "--server-side", "--field-manager=node-agent-install", "-f", "-"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dep
 }
 
 // vmi creates a running VMI on node as KubeVirt's controllers would leave
@@ -179,15 +200,7 @@ func TestMaintenanceDryRunNamesEachVMsWay(t *testing.T) {
 // is schedulable again, the maintenance goes on.
 func TestMaintenanceWaitsForVMsThatCannotLeave(t *testing.T) {
 	b := newVMBed(t)
-	installAgentIdentity(t, b.env)
-	v, _ := identities.Load(b.env)
-	data, err := os.ReadFile(filepath.Join(testenv.DeployDir(t), "components", "kubevirt-vms", "rbac.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := v.(*deployBed).run(t, data, "apply", "--server-side", "--field-manager=node-agent-install", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
+	b.installAgent(t)
 	// host-model on node-1 (EPYC-Genoa, ibpb): only node-3 takes it, and
 	// node-3 is cordoned.
 	b.vmi(t, "pinned", "node-1", map[string]any{"evictionStrategy": "LiveMigrate", "domain": map[string]any{}}, true)
@@ -221,5 +234,186 @@ func TestMaintenanceWaitsForVMsThatCannotLeave(t *testing.T) {
 	})
 	if n := getNode(t, b.c, "node-1"); !n.Spec.Unschedulable {
 		t.Error("node-1 not cordoned by its maintenance")
+	}
+}
+
+// vmStatus returns node-1's maintenance status and its VMs as name: phase
+// target message.
+func vmLines(st *selfdrain.Status) map[string]string {
+	out := map[string]string{}
+	for _, v := range st.VMs {
+		out[v.Name] = strings.TrimSpace(v.Phase + " " + v.Target + " " + v.Message)
+	}
+	return out
+}
+
+// TestDrainFollowsVMMigrations drains a node with three VMs, against the
+// stand-in for KubeVirt's eviction answer and evacuation (testenv.
+// KubeVirtStandIn), with drain.vmWithoutTarget proceed: vms/a live-migrates
+// to node-2; vms/b (strategy None) is stopped by its eviction; vms/c's first
+// migration fails, which the status names with its reason, and once the
+// failure is lifted it migrates too. The status shows each VM's migration
+// (phase, target) apart from the pods, and the final one where each went.
+func TestDrainFollowsVMMigrations(t *testing.T) {
+	b := newVMBed(t)
+	b.installAgent(t)
+	kv := testenv.StartKubeVirtStandIn(t, b.env, testenv.KubeVirtStandInOptions{MigrationDelay: 12 * time.Second, RetryDelay: 3 * time.Second})
+	ctx := t.Context()
+	to2 := map[string]string{testenv.MigrationTargetAnnotation: "node-2"}
+	skylake := func(strategy string) map[string]any {
+		return map[string]any{"evictionStrategy": strategy, "domain": map[string]any{"cpu": map[string]any{"model": "Skylake-Server"}},
+			"tolerations": []any{map[string]any{"key": testenv.KwokToleration().Key, "operator": "Exists", "effect": "NoSchedule"}}}
+	}
+	kv.CreateVM(ctx, t, "vms", "a", "node-1", skylake("LiveMigrate"), true, to2)
+	kv.CreateVM(ctx, t, "vms", "b", "node-1", skylake("None"), false, nil)
+	kv.CreateVM(ctx, t, "vms", "c", "node-1", skylake("LiveMigrate"), true,
+		map[string]string{testenv.MigrationTargetAnnotation: "node-2", testenv.FailMigrationAnnotation: "true"})
+	testenv.WaitRunningOn(ctx, t, b.c, "vms", "node-1", 3)
+
+	agent := startAgent(t, b.env, "node-1", "--drain-vm-without-target=proceed")
+	agent.WaitReady(t)
+	if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(b.c), "node-1", "VM progress"); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	testenv.WaitFor(t, 2*time.Minute, "vms/c's failed migration in the status", func() (bool, error) {
+		st, err := selfdrain.ParseStatus(getNode(t, b.c, "node-1"))
+		if err != nil || st == nil {
+			return false, err
+		}
+		for name, line := range vmLines(st) {
+			seen[name+" "+line] = true
+		}
+		return strings.HasPrefix(vmLines(st)["vms/c"], "MigrationFailed node-2 migration to node-2 failed: stand-in"), nil
+	})
+	// The failure is lifted: KubeVirt's next attempt succeeds.
+	if _, err := b.dyn.Resource(vmdrain.GVR).Namespace("vms").Patch(ctx, "c", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+testenv.FailMigrationAnnotation+`":null}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var st *selfdrain.Status
+	testenv.WaitFor(t, 3*time.Minute, "phase Succeeded", func() (bool, error) {
+		var err error
+		st, err = selfdrain.ParseStatus(getNode(t, b.c, "node-1"))
+		if err == nil && st != nil {
+			for name, line := range vmLines(st) {
+				seen[name+" "+line] = true
+			}
+		}
+		return err == nil && st != nil && st.Phase == selfdrain.PhaseSucceeded, err
+	})
+	var lines []string
+	for l := range seen {
+		lines = append(lines, l)
+	}
+	slices.Sort(lines)
+	t.Logf("VM progress seen in the status:\n%s", strings.Join(lines, "\n"))
+	t.Logf("the stand-in's events:\n%s", strings.Join(kv.Events(), "\n"))
+	final := vmLines(st)
+	for vm, want := range map[string]string{
+		"vms/a": "Migrated node-2 live-migrated to node-2",
+		"vms/b": "Stopped  stopped (phase Failed)",
+		"vms/c": "Migrated node-2 live-migrated to node-2",
+	} {
+		if got := strings.Join(strings.Fields(final[vm]), " "); got != strings.Join(strings.Fields(want), " ") {
+			t.Errorf("final %s: %q, want %q", vm, final[vm], want)
+		}
+	}
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "vms/a Migrating node-2") }) {
+		t.Error("vms/a was never shown migrating")
+	}
+}
+
+// TestEndingMaintenanceCancelsEvacuation: a maintenance ended while a VM
+// migrates off the node calls the evacuation off (its migration deleted,
+// its evacuation mark cleared), says so in an Event, and the VM stays on
+// the node given back: no new migration starts (kubevirt/kubevirt#9585).
+// A token bound to node-1's agent pod may do neither to node-2's VMs, nor
+// change anything else of a VMI's status.
+func TestEndingMaintenanceCancelsEvacuation(t *testing.T) {
+	b := newVMBed(t)
+	dep := b.installAgent(t)
+	kv := testenv.StartKubeVirtStandIn(t, b.env, testenv.KubeVirtStandInOptions{MigrationDelay: time.Minute, RetryDelay: 2 * time.Second})
+	ctx := t.Context()
+	spec := map[string]any{"evictionStrategy": "LiveMigrate", "domain": map[string]any{"cpu": map[string]any{"model": "Skylake-Server"}},
+		"tolerations": []any{map[string]any{"key": testenv.KwokToleration().Key, "operator": "Exists", "effect": "NoSchedule"}}}
+	kv.CreateVM(ctx, t, "vms", "slow", "node-1", spec, true, map[string]string{testenv.MigrationTargetAnnotation: "node-2"})
+	kv.CreateVM(ctx, t, "vms", "theirs", "node-2", spec, true, map[string]string{testenv.MigrationTargetAnnotation: "node-1"})
+	testenv.WaitRunningOn(ctx, t, b.c, "vms", "node-1", 1)
+
+	agent := startAgent(t, b.env, "node-1")
+	agent.WaitReady(t)
+	if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(b.c), "node-1", "cancel test"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 2*time.Minute, "vms/slow migrating in the status", func() (bool, error) {
+		st, err := selfdrain.ParseStatus(getNode(t, b.c, "node-1"))
+		return err == nil && st != nil && strings.HasPrefix(vmLines(st)["vms/slow"], "Migrating node-2"), err
+	})
+
+	t.Run("a stolen token stays on its node", func(t *testing.T) {
+		token := dep.boundToken(t, dep.agentPod(t, "node-1"))
+		asSA := dep.tokenDynamic(t, token)
+		// An evacuation of node-2 to refuse: vms/theirs marked as KubeVirt
+		// would mark it, and a migration object for it.
+		if _, err := b.dyn.Resource(vmdrain.GVR).Namespace("vms").Patch(ctx, "theirs", types.MergePatchType,
+			[]byte(`{"status":{"evacuationNodeName":"node-2"}}`), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+		dry := metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}
+		const msg = "may only clear the evacuation mark"
+		testenv.WaitFor(t, time.Minute, "the kubevirt-vms policy in force", func() (bool, error) {
+			_, err := asSA.Resource(vmdrain.GVR).Namespace("vms").Patch(ctx, "theirs", types.MergePatchType, []byte(`{"status":{"evacuationNodeName":null}}`), dry, "status")
+			return err != nil && strings.Contains(err.Error(), msg), nil
+		})
+		_, err := asSA.Resource(vmdrain.GVR).Namespace("vms").Patch(ctx, "theirs", types.MergePatchType, []byte(`{"status":{"evacuationNodeName":null}}`), dry, "status")
+		wantDenied(t, "clear the evacuation mark of node-2's VMI", err, msg)
+		_, err = asSA.Resource(vmdrain.GVR).Namespace("vms").Patch(ctx, "slow", types.MergePatchType, []byte(`{"status":{"phase":"Failed"}}`), dry, "status")
+		wantDenied(t, "change the phase of node-1's own VMI", err, msg)
+		_, err = asSA.Resource(vmdrain.GVR).Namespace("vms").Patch(ctx, "slow", types.MergePatchType, []byte(`{"status":{"evacuationNodeName":null}}`), dry, "status")
+		wantAllowed(t, "clear the evacuation mark of node-1's own VMI (dry run)", err)
+		m := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+			"metadata": map[string]any{"name": "their-evacuation", "namespace": "vms", "annotations": map[string]any{vmdrain.EvacuationAnnotation: "node-2"}},
+			"spec":     map[string]any{"vmiName": "theirs"}}}
+		if _, err := b.dyn.Resource(vmdrain.MigrationGVR).Namespace("vms").Create(ctx, m, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err = asSA.Resource(vmdrain.MigrationGVR).Namespace("vms").Delete(ctx, "their-evacuation", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		wantDenied(t, "delete node-2's evacuation migration", err, "may only delete migrations that evacuate that Node")
+	})
+
+	if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(b.c), "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, time.Minute, "node-1 uncordoned", func() (bool, error) {
+		return !getNode(t, b.c, "node-1").Spec.Unschedulable, nil
+	})
+	// Longer than the stand-in's RetryDelay: KubeVirt would have started a
+	// new migration by now had the mark stayed.
+	time.Sleep(6 * time.Second)
+	vmi, err := b.dyn.Resource(vmdrain.GVR).Namespace("vms").Get(ctx, "slow", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := vmdrain.FromUnstructured(vmi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the stand-in's events:\n%s", strings.Join(kv.Events(), "\n"))
+	if v.Node != "node-1" || v.EvacuationNode != "" {
+		t.Errorf("vms/slow after the maintenance ended: on %s, evacuation mark %q; want it left on node-1, unmarked", v.Node, v.EvacuationNode)
+	}
+	started := 0
+	for _, e := range kv.Events() {
+		if strings.Contains(e, "vms/slow") && strings.Contains(e, "started") {
+			started++
+		}
+	}
+	if started != 1 {
+		t.Errorf("%d migrations of vms/slow started, want the one the drain caused and no other after the maintenance ended", started)
+	}
+	events, err := b.c.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=node-1,reason=VMEvacuationCancelled"})
+	if err != nil || len(events.Items) == 0 || !strings.Contains(events.Items[0].Message, "vms/slow (migrating to node-2)") {
+		t.Errorf("no VMEvacuationCancelled Event naming vms/slow (migrating to node-2): %v %v", err, events)
 	}
 }
