@@ -383,7 +383,9 @@ func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reb
 	if len(rc.SentinelCommand) > 0 {
 		need.Runner = &rebootsystemd.Runner{Dial: rebootsystemd.Dial(cfg.Shutdown.SystemBusAddress), Logger: log}
 	}
-	var blockers []reboot.BlockerSource
+	// The VMs that cannot leave the node hold a reboot before its drain, as
+	// they hold a maintenance.
+	blockers := []reboot.BlockerSource{w.vmGate(d)}
 	if rc.BlockingPodSelector != "" {
 		sel, err := labels.Parse(rc.BlockingPodSelector)
 		if err != nil {

@@ -19,7 +19,8 @@ import (
 )
 
 // VMGate is the check of the VMs on the node before a maintenance takes
-// its slot (drain.vmWithoutTarget): each VM that cannot leave the node by
+// its slot, and a blocker of the reboot coordinator before its drain
+// (drain.vmWithoutTarget): each VM that cannot leave the node by
 // live migration (vmdrain.Way.Held) holds the maintenance in Wait mode,
 // named with why; in Proceed mode none holds, and Warn names them once.
 //
@@ -56,7 +57,7 @@ func (g *VMGate) Blockers(ctx context.Context) []reboot.Blocker {
 		g.warn("VMsNotRead", fmt.Sprintf("The agent may not list the VirtualMachineInstances on its node, so its drains do not plan the VMs' ways off it: %v", err))
 		return nil
 	case err != nil:
-		return []reboot.Blocker{{Kind: reboot.BlockerGate, Name: "the VMs on this node could not be read: " + err.Error()}}
+		return []reboot.Blocker{{Kind: reboot.BlockerVM, Name: "the VMs on this node could not be read: " + err.Error()}}
 	}
 	held := r.Held()
 	if len(held) == 0 {
@@ -73,7 +74,7 @@ func (g *VMGate) Blockers(ctx context.Context) []reboot.Blocker {
 	}
 	out := make([]reboot.Blocker, len(names))
 	for i, n := range names {
-		out[i] = reboot.Blocker{Kind: reboot.BlockerGate, Name: n}
+		out[i] = reboot.Blocker{Kind: reboot.BlockerVM, Name: n}
 	}
 	return out
 }

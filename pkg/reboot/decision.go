@@ -81,6 +81,9 @@ const (
 	// BlockedByGates: a PromQL gate of reboot.gates has an answer with a
 	// series, or could not be asked.
 	BlockedByGates Detail = "BlockedByGates"
+	// BlockedByVMs: a KubeVirt VM on the node cannot leave it by live
+	// migration, and drain.vmWithoutTarget is wait.
+	BlockedByVMs Detail = "BlockedByVMs"
 	// WaitingForSlot: every drain slot (drain.maxConcurrentNodes) is held
 	// by another node. Its reason is WaitingForDrainSlot, the one the
 	// UnderMaintenance condition gives the same wait.
@@ -200,6 +203,9 @@ const (
 	BlockerPod   BlockerKind = "pod"
 	BlockerAlert BlockerKind = "alert"
 	BlockerGate  BlockerKind = "gate"
+	// BlockerVM: a KubeVirt VM on the node cannot leave it by live
+	// migration (drain.vmWithoutTarget wait); its name says which and why.
+	BlockerVM BlockerKind = "vm"
 )
 
 // Blocker is one thing that keeps a reboot from starting.
@@ -570,16 +576,18 @@ func decideIdle(in Input, need Need, known bool) Decision {
 		return set(Pending, OutsideWindow, fmt.Sprintf("%s; outside the reboot window (%s); it opens next at %s", need.Why, in.Window, next))
 	}
 	if len(in.Blockers) > 0 {
-		pods, alerts, gates := split(in.Blockers)
+		pods, alerts, gates, vms := split(in.Blockers)
 		detail := BlockedByGates
 		switch {
 		case len(pods) > 0:
 			detail = BlockedByPods
 		case len(alerts) > 0:
 			detail = BlockedByAlerts
+		case len(vms) > 0:
+			detail = BlockedByVMs
 		}
 		d.Blockers = in.Blockers
-		return set(Pending, detail, need.Why+"; "+blockedBy(pods, alerts, gates))
+		return set(Pending, detail, need.Why+"; "+blockedBy(pods, alerts, gates, vms))
 	}
 	if in.Maintenance.Other {
 		return set(Pending, InMaintenance, fmt.Sprintf("%s; the node is under a maintenance asked for otherwise (annotation or NodeMaintenance); the reboot waits until it ends", need.Why))
@@ -680,26 +688,28 @@ func lateBlockers(d Decision, bs []Blocker) Decision {
 		return d
 	}
 	d.Blockers = bs
-	pods, alerts, gates := split(bs)
-	d.Message += "; " + blockedBy(pods, alerts, gates) + " since the drain started, which does not stop it"
+	pods, alerts, gates, vms := split(bs)
+	d.Message += "; " + blockedBy(pods, alerts, gates, vms) + " since the drain started, which does not stop it"
 	return d
 }
 
-func split(bs []Blocker) (pods, alerts, gates []string) {
+func split(bs []Blocker) (pods, alerts, gates, vms []string) {
 	for _, b := range bs {
 		switch b.Kind {
 		case BlockerPod:
 			pods = append(pods, b.Name)
 		case BlockerGate:
 			gates = append(gates, b.Name)
+		case BlockerVM:
+			vms = append(vms, b.Name)
 		default:
 			alerts = append(alerts, b.Name)
 		}
 	}
-	return pods, alerts, gates
+	return pods, alerts, gates, vms
 }
 
-func blockedBy(pods, alerts, gates []string) string {
+func blockedBy(pods, alerts, gates, vms []string) string {
 	var parts []string
 	if len(pods) > 0 {
 		parts = append(parts, "pods "+names(pods))
@@ -709,6 +719,9 @@ func blockedBy(pods, alerts, gates []string) string {
 	}
 	if len(gates) > 0 {
 		parts = append(parts, "gates "+strings.Join(gates, "; "))
+	}
+	if len(vms) > 0 {
+		parts = append(parts, "VMs that cannot leave by live migration "+strings.Join(vms, "; "))
 	}
 	return "blocked by " + strings.Join(parts, " and ")
 }

@@ -75,6 +75,9 @@ func TestDecide(t *testing.T) {
 		{name: "an alert and a gate: the alert names the reason", in: with(func(in *Input) {
 			in.Blockers = []Blocker{alert, {Kind: BlockerGate, Name: "g (q) has 1 series: {} 1"}}
 		}), state: Pending, detail: BlockedByAlerts, msgContains: []string{"blocked by alerts EtcdMembersDown and gates g (q)"}},
+		{name: "blocked by a VM that cannot leave", in: with(func(in *Input) {
+			in.Blockers = []Blocker{{Kind: BlockerVM, Name: "vms/db (no-target: no other schedulable node has x=true)"}}
+		}), state: Pending, detail: BlockedByVMs, msgContains: []string{"blocked by VMs that cannot leave by live migration vms/db (no-target"}},
 		{name: "prometheus unreachable blocks", in: with(func(in *Input) { in.Blockers = []Blocker{down} }), state: Pending, detail: BlockedByAlerts, msgContains: []string{"prometheus unreachable"}},
 		{name: "blocked with a slot gives it back", in: with(func(in *Input) { in.Blockers = []Blocker{pod}; in.SlotHeld = true }), state: Pending, detail: BlockedByPods, action: ActReleaseSlot},
 		{name: "blockers before the slot", in: with(func(in *Input) { in.Blockers = []Blocker{pod} }), state: Pending, detail: BlockedByPods},

@@ -173,7 +173,7 @@ func (d Decision) Reason() string {
 
 // Reasons lists every condition reason, for metric labels and docs.
 var Reasons = []string{
-	string(NotNeeded), string(OutsideWindow), string(BlockedByPods), string(BlockedByAlerts), string(BlockedByGates),
+	string(NotNeeded), string(OutsideWindow), string(BlockedByPods), string(BlockedByAlerts), string(BlockedByGates), string(BlockedByVMs),
 	string(WaitingForSlot), string(InMaintenance), string(Draining), string(Rebooting), string(Done),
 	string(DrainFailed), string(RebootLoop), ReasonUnknown,
 }
