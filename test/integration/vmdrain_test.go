@@ -247,10 +247,11 @@ func vmLines(st *selfdrain.Status) map[string]string {
 	return out
 }
 
-// TestDrainFollowsVMMigrations drains a node with three VMs, against the
+// TestDrainFollowsVMMigrations drains a node with four VMs, against the
 // stand-in for KubeVirt's eviction answer and evacuation (testenv.
 // KubeVirtStandIn), with drain.vmWithoutTarget proceed: vms/a live-migrates
-// to node-2; vms/b (strategy None) is stopped by its eviction; vms/c's first
+// to node-2; vms/b (strategy None) is stopped by its eviction, and so is
+// vms/d (LiveMigrateIfPossible, not live-migratable); vms/c's first
 // migration fails, which the status names with its reason, and once the
 // failure is lifted it migrates too. The status shows each VM's migration
 // (phase, target) apart from the pods, and the final one where each went.
@@ -268,7 +269,8 @@ func TestDrainFollowsVMMigrations(t *testing.T) {
 	kv.CreateVM(ctx, t, "vms", "b", "node-1", skylake("None"), false, nil)
 	kv.CreateVM(ctx, t, "vms", "c", "node-1", skylake("LiveMigrate"), true,
 		map[string]string{testenv.MigrationTargetAnnotation: "node-2", testenv.FailMigrationAnnotation: "true"})
-	testenv.WaitRunningOn(ctx, t, b.c, "vms", "node-1", 3)
+	kv.CreateVM(ctx, t, "vms", "d", "node-1", skylake("LiveMigrateIfPossible"), false, to2)
+	testenv.WaitRunningOn(ctx, t, b.c, "vms", "node-1", 4)
 
 	agent := startAgent(t, b.env, "node-1", "--drain-vm-without-target=proceed")
 	agent.WaitReady(t)
@@ -314,6 +316,7 @@ func TestDrainFollowsVMMigrations(t *testing.T) {
 		"vms/a": "Migrated node-2 live-migrated to node-2",
 		"vms/b": "Stopped  stopped (phase Failed)",
 		"vms/c": "Migrated node-2 live-migrated to node-2",
+		"vms/d": "Stopped  stopped (phase Failed)",
 	} {
 		if got := strings.Join(strings.Fields(final[vm]), " "); got != strings.Join(strings.Fields(want), " ") {
 			t.Errorf("final %s: %q, want %q", vm, final[vm], want)
