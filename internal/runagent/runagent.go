@@ -349,7 +349,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 			return vmdrain.GetVM(ctx, w.dyn, namespace, name)
 		}, d.NodeName, d.Clock.Now, d.Logger.With("component", "vmdrain")),
 		CancelVMs: handshake.CancelVMs(func(ctx context.Context) ([]vmdrain.Cancelled, error) {
-			return vmdrain.CancelEvacuations(ctx, w.dyn, d.NodeName)
+			return vmdrain.CancelEvacuations(ctx, w.serviceAccount.Discovery(), w.dyn, d.NodeName)
 		}),
 	})
 	var nm *selfdrain.NodeMaintenanceSource

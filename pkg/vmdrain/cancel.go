@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/node-agent/node-agent/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -33,8 +34,13 @@ type Cancelled struct {
 // it deletes their evacuation migrations of this node (which aborts a
 // migration that runs) and clears the mark, so that KubeVirt starts no new
 // migration once the node is given back (kubevirt/kubevirt#9585). It
-// returns the VMs it called off.
-func CancelEvacuations(ctx context.Context, dyn dynamic.Interface, node string) ([]Cancelled, error) {
+// returns the VMs it called off; a cluster that serves no VMIs has none.
+func CancelEvacuations(ctx context.Context, d kube.DiscoveryInterface, dyn dynamic.Interface, node string) ([]Cancelled, error) {
+	// Asked first: the apiserver answers a list of a resource it does not
+	// serve with 403 before 404 when the agent was granted nothing on it.
+	if served, err := kube.Serves(d, GVR); err != nil || !served {
+		return nil, err
+	}
 	vms, err := ListOnNode(ctx, dyn, node)
 	if err != nil {
 		return nil, err
