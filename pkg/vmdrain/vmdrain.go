@@ -16,13 +16,13 @@
 //   - each feature the VM requires (policy require or force, or none)
 //     needs cpu-feature.node.kubevirt.io/<f>;
 //   - the target is another node, Ready, schedulable, whose NoSchedule and
-//     NoExecute taints the VM tolerates, and which matches its nodeSelector.
-//
-// Required node affinity is not evaluated: a VM that has it is planned by
-// the rest, and its plan says so.
+//     NoExecute taints the VM tolerates, and which matches its nodeSelector
+//     and its required node affinity (the scheduler's own matching, from
+//     k8s.io/component-helpers).
 package vmdrain
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
 	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
@@ -79,9 +80,9 @@ type VM struct {
 	Tolerations  []corev1.Toleration
 	// HostDevices: it passes host devices or GPUs through.
 	HostDevices bool
-	// RequiredAffinity: it has required node affinity, which Plan does
-	// not evaluate.
-	RequiredAffinity bool
+	// RequiredAffinity is spec.affinity.nodeAffinity's
+	// requiredDuringSchedulingIgnoredDuringExecution, nil when it has none.
+	RequiredAffinity *corev1.NodeSelector
 	// Phase is status.phase.
 	Phase string
 	// Migration is status.migrationState, nil when it never migrated.
@@ -119,7 +120,7 @@ type vmi struct {
 		Tolerations      []corev1.Toleration `json:"tolerations"`
 		Affinity         *struct {
 			NodeAffinity *struct {
-				Required any `json:"requiredDuringSchedulingIgnoredDuringExecution"`
+				Required *corev1.NodeSelector `json:"requiredDuringSchedulingIgnoredDuringExecution"`
 			} `json:"nodeAffinity"`
 		} `json:"affinity"`
 		Domain struct {
@@ -166,8 +167,8 @@ func FromUnstructured(u *unstructured.Unstructured) (VM, error) {
 	if in.Spec.EvictionStrategy != nil {
 		v.Strategy = *in.Spec.EvictionStrategy
 	}
-	if a := in.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.Required != nil {
-		v.RequiredAffinity = true
+	if a := in.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+		v.RequiredAffinity = a.NodeAffinity.Required
 	}
 	if cpu := in.Spec.Domain.CPU; cpu != nil {
 		v.CPUModel = cpu.Model
@@ -303,9 +304,6 @@ func planVM(v VM, source *corev1.Node, nodes []corev1.Node, d Defaults) VMPlan {
 	if len(p.Targets) == 0 {
 		p.Way = NoTarget
 	}
-	if v.RequiredAffinity {
-		p.Why = strings.TrimPrefix(p.Why+"; its required node affinity is not checked", "; ")
-	}
 	return p
 }
 
@@ -361,6 +359,15 @@ func Targets(v VM, model string, source *corev1.Node, nodes []corev1.Node) ([]st
 	if len(open) == 0 {
 		return nil, "no other node is Ready, schedulable and free of taints it does not tolerate"
 	}
+	if v.RequiredAffinity != nil {
+		var err error
+		if open, err = matchAffinity(v.RequiredAffinity, open); len(open) == 0 {
+			if err != nil {
+				return nil, "its required node affinity matches no node: " + err.Error()
+			}
+			return nil, "no other schedulable node matches its required node affinity"
+		}
+	}
 	keys := make([]string, 0, len(req))
 	for k := range req {
 		keys = append(keys, k)
@@ -382,10 +389,14 @@ func Targets(v VM, model string, source *corev1.Node, nodes []corev1.Node) ([]st
 	}
 	sort.Strings(targets)
 	if len(targets) > 0 {
+		by := "nodes with " + strings.Join(labelTerms(keys, req), ", ")
 		if len(keys) == 0 {
-			return targets, "every node that is Ready, schedulable and tolerated (" + model + ")"
+			by = "every node that is Ready, schedulable and tolerated (" + model + ")"
 		}
-		return targets, "nodes with " + strings.Join(labelTerms(keys, req), ", ")
+		if v.RequiredAffinity != nil {
+			by += ", matching its required node affinity"
+		}
+		return targets, by
 	}
 	// Name the labels no open node has, or the one most lack.
 	var none []string
@@ -398,6 +409,25 @@ func Targets(v VM, model string, source *corev1.Node, nodes []corev1.Node) ([]st
 		return nil, fmt.Sprintf("no other schedulable node has %s", strings.Join(labelTerms(none, req), ", "))
 	}
 	return nil, fmt.Sprintf("no other schedulable node has all of %s", strings.Join(labelTerms(keys, req), ", "))
+}
+
+// matchAffinity keeps the nodes that a required node affinity admits, as
+// the scheduler matches it (terms ORed, expressions and fields ANDed). A
+// term that cannot be parsed admits no node; its error is returned when no
+// node matched.
+func matchAffinity(sel *corev1.NodeSelector, nodes []*corev1.Node) ([]*corev1.Node, error) {
+	m := nodeaffinity.NewLazyErrorNodeSelector(sel)
+	var kept []*corev1.Node
+	var errs []error
+	for _, n := range nodes {
+		ok, err := m.Match(n)
+		if ok {
+			kept = append(kept, n)
+		} else if err != nil && len(errs) == 0 {
+			errs = append(errs, err)
+		}
+	}
+	return kept, errors.Join(errs...)
 }
 
 func labelTerms(keys []string, req map[string]string) []string {

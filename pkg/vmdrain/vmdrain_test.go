@@ -51,6 +51,15 @@ func cluster() (*corev1.Node, []corev1.Node) {
 	return &nodes[0], nodes
 }
 
+func expr(key string, op corev1.NodeSelectorOperator, values ...string) corev1.NodeSelectorTerm {
+	return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: op, Values: values}}}
+}
+
+func withAffinity(v VM, terms ...corev1.NodeSelectorTerm) VM {
+	v.RequiredAffinity = &corev1.NodeSelector{NodeSelectorTerms: terms}
+	return v
+}
+
 func migratable(v VM) VM { v.Migratable = true; v.NotMigratable = ""; return v }
 
 func TestPlan(t *testing.T) {
@@ -98,8 +107,20 @@ func TestPlan(t *testing.T) {
 			way: Stopped, why: "LiveMigrateIfPossible stops it"},
 		{name: "host devices", vm: func() VM { v := live("q", ""); v.HostDevices = true; return v }(), way: CannotMigrate, why: "host devices"},
 		{name: "External", vm: func() VM { v := live("r", ""); v.Strategy = StrategyExternal; return v }(), way: External},
-		{name: "required affinity is said not to be checked", vm: func() VM { v := live("s", "Skylake-Server"); v.RequiredAffinity = true; return v }(),
-			way: Migrate, targets: []string{"node-2", "node-3"}, why: "its required node affinity is not checked"},
+		{name: "required affinity narrows the targets", vm: withAffinity(live("s", "Skylake-Server"), expr("zone", corev1.NodeSelectorOpIn, "b")),
+			way: Migrate, targets: []string{"node-3"}, why: "matching its required node affinity"},
+		{name: "required affinity terms are ORed", vm: withAffinity(live("s", "Skylake-Server"), expr("zone", corev1.NodeSelectorOpIn, "b"), expr("zone", corev1.NodeSelectorOpIn, "a")),
+			way: Migrate, targets: []string{"node-2", "node-3"}},
+		{name: "required affinity by node name", vm: withAffinity(live("s", ""), corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"node-2"}}}}),
+			way: Migrate, targets: []string{"node-2"}},
+		{name: "required affinity that no open node matches", vm: withAffinity(live("s", "Skylake-Server"), expr("zone", corev1.NodeSelectorOpNotIn, "a", "b")),
+			way: NoTarget, why: "no other schedulable node matches its required node affinity"},
+		{name: "required affinity that only a cordoned node matches", vm: withAffinity(live("s", ""), corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"node-4"}}}}),
+			way: NoTarget, why: "no other schedulable node matches its required node affinity"},
+		{name: "required affinity that cannot be parsed", vm: withAffinity(live("s", ""), expr("zone", "Near", "a")),
+			way: NoTarget, why: "its required node affinity matches no node: "},
+		{name: "required affinity narrows before the labels are named", vm: withAffinity(live("s", "EPYC-Genoa"), expr("zone", corev1.NodeSelectorOpIn, "a")),
+			way: NoTarget, why: "no other schedulable node has cpu-model.node.kubevirt.io/EPYC-Genoa=true"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ns := c.nodes
@@ -157,7 +178,7 @@ func TestFromUnstructured(t *testing.T) {
 	}
 	if v.Key() != "vms/db" || v.Node != "node-1" || v.Strategy != StrategyLiveMigrate || v.CPUModel != "Skylake-Server" ||
 		!slices.Equal(v.Features, []string{"avx512f", "ibpb", "ssbd"}) || v.NodeSelector["zone"] != "a" || len(v.Tolerations) != 1 ||
-		!v.RequiredAffinity || v.HostDevices || v.Phase != "Running" || v.EvacuationNode != "node-1" {
+		v.RequiredAffinity == nil || len(v.RequiredAffinity.NodeSelectorTerms) != 1 || v.RequiredAffinity.NodeSelectorTerms[0].MatchExpressions[0].Key != "x" || v.HostDevices || v.Phase != "Running" || v.EvacuationNode != "node-1" {
 		t.Errorf("read %+v", v)
 	}
 	if v.Migratable || v.NotMigratable != "DisksNotLiveMigratable: cannot migrate VMI: PVC root is not shared" {
