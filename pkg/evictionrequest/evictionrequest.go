@@ -200,6 +200,8 @@ type API interface {
 	Create(ctx context.Context, er *EvictionRequest) (*EvictionRequest, error)
 	// Withdraw sets the intent of the request ns/name to Withdrawn.
 	Withdraw(ctx context.Context, ns, name string) error
+	// Resubmit sets the intent of the request ns/name back to Eviction.
+	Resubmit(ctx context.Context, ns, name string) error
 	// PodJSON reads a pod as the API serves it.
 	PodJSON(ctx context.Context, ns, name string) ([]byte, error)
 }
@@ -240,12 +242,33 @@ func (a restAPI) Create(ctx context.Context, er *EvictionRequest) (*EvictionRequ
 }
 
 func (a restAPI) Withdraw(ctx context.Context, ns, name string) error {
-	patch := []byte(`{"spec":{"intent":"` + IntentWithdrawn + `"}}`)
+	return a.setIntent(ctx, ns, name, IntentWithdrawn)
+}
+
+func (a restAPI) Resubmit(ctx context.Context, ns, name string) error {
+	return a.setIntent(ctx, ns, name, IntentEviction)
+}
+
+func (a restAPI) setIntent(ctx context.Context, ns, name, intent string) error {
+	patch := []byte(`{"spec":{"intent":"` + intent + `"}}`)
 	return a.lifecycle.Patch(types.MergePatchType).Namespace(ns).Resource(Resource).Name(name).Body(patch).Do(ctx).Error()
 }
 
 func (a restAPI) PodJSON(ctx context.Context, ns, name string) ([]byte, error) {
 	return a.core.Get().Namespace(ns).Resource("pods").Name(name).Do(ctx).Raw()
+}
+
+// notOurs says why er, found under node-agent's name for pod, is not
+// node-agent's request for it; "" when it is.
+func notOurs(er *EvictionRequest, pod *corev1.Pod) string {
+	target := er.Spec.Target.Pod
+	switch {
+	case er.Spec.Requester != Requester:
+		return fmt.Sprintf("EvictionRequest %s/%s was made by requester %q, not node-agent's %s; the pod is evicted through pods/eviction", pod.Namespace, er.Name, er.Spec.Requester, Requester)
+	case target == nil || target.UID != pod.UID:
+		return fmt.Sprintf("EvictionRequest %s/%s targets another pod; the pod is evicted through pods/eviction", pod.Namespace, er.Name)
+	}
+	return ""
 }
 
 // AwaitingResponder is the answer for a pod left to its own responders: the
@@ -270,6 +293,9 @@ type Outcome struct {
 	// Failed, when not empty, is the Failed condition that sent the pod to
 	// the fallback.
 	Failed string
+	// Foreign, when not empty, says why the request found under
+	// node-agent's name is not node-agent's; the pod went to the fallback.
+	Foreign string
 }
 
 // Evict asks for pod's eviction through an EvictionRequest: it creates the
@@ -285,7 +311,23 @@ func Evict(ctx context.Context, api API, pod *corev1.Pod, fallback func(context.
 	if err != nil {
 		return Outcome{}, fmt.Errorf("creating EvictionRequest %s/%s: %w", pod.Namespace, Name(pod), err)
 	}
+	if why := notOurs(er, pod); why != "" {
+		// Someone else created a request under node-agent's name for
+		// this pod (a tenant may create EvictionRequests in its
+		// namespace): it is not used, and not withdrawn later. The pod
+		// is evicted through pods/eviction, PodDisruptionBudgets and
+		// all, as with no responder.
+		return Outcome{Foreign: why}, fallback(ctx)
+	}
 	out := Outcome{Requested: true}
+	if er.Spec.Intent == IntentWithdrawn {
+		// node-agent's own request, withdrawn when an earlier
+		// maintenance ended while the pod stayed: asked for again.
+		if err := api.Resubmit(ctx, pod.Namespace, er.Name); err != nil {
+			return out, fmt.Errorf("asking again for EvictionRequest %s/%s, withdrawn by an earlier maintenance: %w", pod.Namespace, er.Name, err)
+		}
+		er.Spec.Intent = IntentEviction
+	}
 	if msg, ok := er.Failed(); ok {
 		out.Failed = msg
 		return out, fallback(ctx)

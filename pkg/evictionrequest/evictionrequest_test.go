@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -84,16 +85,25 @@ func TestFor(t *testing.T) {
 }
 
 // fakeAPI answers as the apiserver would for one pod.
+// existing, when set, is the request already there under that name: Create
+// returns it, as the apiserver's AlreadyExists and a read would.
 type fakeAPI struct {
-	createErr error
-	status    Status
-	podJSON   string
-	created   []*EvictionRequest
+	createErr   error
+	status      Status
+	podJSON     string
+	existing    *EvictionRequest
+	resubmitErr error
+	created     []*EvictionRequest
+	resubmitted []string
 }
 
 func (f *fakeAPI) Create(_ context.Context, er *EvictionRequest) (*EvictionRequest, error) {
 	if f.createErr != nil {
 		return nil, f.createErr
+	}
+	if f.existing != nil {
+		out := *f.existing
+		return &out, nil
 	}
 	f.created = append(f.created, er)
 	out := *er
@@ -102,6 +112,11 @@ func (f *fakeAPI) Create(_ context.Context, er *EvictionRequest) (*EvictionReque
 }
 
 func (f *fakeAPI) Withdraw(context.Context, string, string) error { return nil }
+
+func (f *fakeAPI) Resubmit(_ context.Context, ns, name string) error {
+	f.resubmitted = append(f.resubmitted, ns+"/"+name)
+	return f.resubmitErr
+}
 
 func (f *fakeAPI) PodJSON(context.Context, string, string) ([]byte, error) {
 	return []byte(f.podJSON), nil
@@ -138,6 +153,59 @@ func TestEvict(t *testing.T) {
 			}
 			if c.awaiting && (aw.Request != "ns/node-agent-u1" || !slices.Equal(aw.Responders, []string{"test.node-agent.io/responder"})) {
 				t.Errorf("awaiting %+v", aw)
+			}
+		})
+	}
+}
+
+// A request found under node-agent's name is used only when it is
+// node-agent's: one a tenant made first (another requester, or another pod)
+// is left alone and the pod goes through pods/eviction; node-agent's own,
+// withdrawn by an earlier maintenance, is asked for again.
+func TestEvictAdoptsOnlyItsOwnRequest(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns", UID: "u1"}}
+	withResponder := `{"spec":{"evictionResponders":[{"name":"test.node-agent.io/responder","priority":10000}]}}`
+	ours := For(pod)
+	squat := For(pod)
+	squat.Spec.Requester = "tenant.example.com/hold"
+	squat.Spec.Intent = IntentWithdrawn
+	other := For(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "else", Namespace: "ns", UID: "u2"}})
+	other.Name = Name(pod)
+	withdrawn := For(pod)
+	withdrawn.Spec.Intent = IntentWithdrawn
+
+	for _, c := range []struct {
+		name        string
+		api         *fakeAPI
+		fallback    bool
+		awaiting    bool
+		requested   bool
+		foreign     string
+		resubmitted bool
+		wantErr     bool
+	}{
+		{name: "its own, in force", api: &fakeAPI{podJSON: withResponder, existing: ours}, awaiting: true, requested: true},
+		{name: "another requester's", api: &fakeAPI{podJSON: withResponder, existing: squat}, fallback: true, foreign: `requester "tenant.example.com/hold"`},
+		{name: "another pod's", api: &fakeAPI{podJSON: withResponder, existing: other}, fallback: true, foreign: "targets another pod"},
+		{name: "its own, withdrawn", api: &fakeAPI{podJSON: withResponder, existing: withdrawn}, awaiting: true, requested: true, resubmitted: true},
+		{name: "its own, withdrawn, and asking again fails", api: &fakeAPI{podJSON: withResponder, existing: withdrawn, resubmitErr: errors.New("boom")},
+			requested: true, resubmitted: true, wantErr: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			evicted := false
+			out, err := Evict(context.Background(), c.api, pod, func(context.Context) error { evicted = true; return nil })
+			var aw *AwaitingResponder
+			if evicted != c.fallback || errors.As(err, &aw) != c.awaiting || out.Requested != c.requested {
+				t.Errorf("Evict = %+v, %v; fallback called %v", out, err, evicted)
+			}
+			if (c.foreign == "") != (out.Foreign == "") || !strings.Contains(out.Foreign, c.foreign) {
+				t.Errorf("Foreign = %q; want it to contain %q", out.Foreign, c.foreign)
+			}
+			if got := len(c.api.resubmitted) == 1 && c.api.resubmitted[0] == "ns/node-agent-u1"; got != c.resubmitted {
+				t.Errorf("resubmitted %v; want %v", c.api.resubmitted, c.resubmitted)
+			}
+			if c.wantErr && (err == nil || aw != nil || !strings.Contains(err.Error(), "withdrawn by an earlier maintenance")) {
+				t.Errorf("err = %v; want the failed resubmission named", err)
 			}
 		})
 	}

@@ -72,6 +72,9 @@ func (e *Engine) request(ctx context.Context, ps *podState) (requested bool, err
 		}
 		return false, e.evict(ctx, &p)
 	}
+	if out.Foreign != "" {
+		e.event(corev1.EventTypeWarning, "EvictionRequestNotOwn", "Pod %s: %s", ps.key, out.Foreign)
+	}
 	if out.Failed != "" {
 		e.event(corev1.EventTypeWarning, "EvictionRequestFailed", "The EvictionRequest for pod %s failed (%s); evicting it through pods/eviction", ps.key, out.Failed)
 	}

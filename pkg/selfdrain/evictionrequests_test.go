@@ -33,6 +33,8 @@ func (f *fakeRequests) Withdraw(_ context.Context, ns, name string) error {
 	return nil
 }
 
+func (f *fakeRequests) Resubmit(context.Context, string, string) error { return nil }
+
 func (f *fakeRequests) PodJSON(context.Context, string, string) ([]byte, error) {
 	return []byte(`{"spec":{"evictionResponders":[{"name":"example.com/mover","priority":10000}]}}`), nil
 }

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/evictionrequest"
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
@@ -248,6 +251,129 @@ func TestKubernetes137MaintenanceAPIs(t *testing.T) {
 			t.Errorf("vm-stuck: %v, want it left on the node", err)
 		}
 	})
+
+	// The next maintenance finds the request the last one withdrew (it is
+	// named after the pod) and asks for the eviction again: a responder
+	// acts only on intent Eviction.
+	t.Run("asked for again by the next maintenance", func(t *testing.T) {
+		pod, err := c.CoreV1().Pods("work").Get(ctx, "vm-stuck", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := evictionrequest.Name(pod)
+		if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "1.37 test, a third time"); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, 2*time.Minute, "EvictionRequest "+name+" asked for again", func() (bool, error) {
+			er, err := dyn.Resource(erGVR).Namespace("work").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			intent, _, _ := unstructured.NestedString(er.Object, "spec", "intent")
+			return intent == evictionrequest.IntentEviction, nil
+		})
+		if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, time.Minute, "EvictionRequest "+name+" withdrawn again", func() (bool, error) {
+			er, err := dyn.Resource(erGVR).Namespace("work").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			intent, _, _ := unstructured.NestedString(er.Object, "spec", "intent")
+			return intent == evictionrequest.IntentWithdrawn, nil
+		})
+	})
+
+	// A tenant who may create EvictionRequests in its namespace makes one
+	// under node-agent's name first, withdrawn, for a pod whose responder
+	// never acts. Adopting it would hold the drain until drain.timeout;
+	// node-agent leaves it alone and evicts the pod through pods/eviction.
+	t.Run("a tenant's request under node-agent's name is not used", func(t *testing.T) {
+		zero := int64(0)
+		if err := c.CoreV1().Pods("work").Delete(ctx, "vm-stuck", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+		createPodNamingResponder(t, dyn, "work", "vm-squat", "node-1", "test.node-agent.io/never")
+		testenv.WaitFor(t, time.Minute, "vm-stuck gone and vm-squat running", func() (bool, error) {
+			pods, err := testenv.PodsOn(ctx, c, "work", "node-1")
+			return err == nil && len(pods) == 1 && pods[0].Name == "vm-squat" && pods[0].Status.Phase == corev1.PodRunning, err
+		})
+		pod, err := c.CoreV1().Pods("work").Get(ctx, "vm-squat", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		squatter := squatterClient(t, env)
+		squat := evictionrequest.For(pod)
+		squat.Spec.Requester = "tenant.example.com/hold"
+		squat.Spec.Intent = evictionrequest.IntentWithdrawn
+		// The tenant's Role takes a moment to reach the authorizer.
+		testenv.WaitFor(t, 30*time.Second, "the tenant creates "+squat.Name, func() (bool, error) {
+			_, err := squatter.Resource(erGVR).Namespace("work").Create(ctx, erObject(t, squat), metav1.CreateOptions{})
+			if apierrors.IsForbidden(err) {
+				return false, nil
+			}
+			return err == nil, err
+		})
+		if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "1.37 test, squatted"); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, 2*time.Minute, "phase Succeeded", func() (bool, error) {
+			st, err := selfdrain.ParseStatus(getNode(t, c, "node-1"))
+			return err == nil && st != nil && st.Phase == selfdrain.PhaseSucceeded, err
+		})
+		er, err := dyn.Resource(erGVR).Namespace("work").Get(ctx, squat.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		requester, _, _ := unstructured.NestedString(er.Object, "spec", "requester")
+		intent, _, _ := unstructured.NestedString(er.Object, "spec", "intent")
+		if requester != squat.Spec.Requester || intent != evictionrequest.IntentWithdrawn {
+			t.Errorf("the tenant's request is now %q, %q; want it as the tenant left it", requester, intent)
+		}
+		evs, err := c.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-1,reason=EvictionRequestNotOwn"})
+		if err != nil || len(evs.Items) == 0 {
+			t.Fatalf("no EvictionRequestNotOwn Event on node-1: %v", err)
+		}
+		t.Logf("Event %s: %s", evs.Items[0].Reason, evs.Items[0].Message)
+		if !strings.Contains(evs.Items[0].Message, "tenant.example.com/hold") {
+			t.Errorf("the Event does not name the tenant's requester: %s", evs.Items[0].Message)
+		}
+		if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// squatterClient is a tenant of the namespace work that may create and read
+// EvictionRequests there, and nothing else.
+func squatterClient(t *testing.T, env *testenv.Env) dynamic.Interface {
+	t.Helper()
+	ctx := t.Context()
+	c := env.Client()
+	const name = "squatter"
+	if _, err := c.CoreV1().ServiceAccounts("work").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RbacV1().Roles("work").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{erGVR.Group}, Resources: []string{erGVR.Resource}, Verbs: []string{"get", "create"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RbacV1().RoleBindings("work").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: "work"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.CoreV1().ServiceAccounts("work").CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dynamic.NewForConfig(env.TokenConfig(tr.Status.Token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // createPodWithResponder creates a pod on node that names testResponder in
