@@ -18,7 +18,11 @@
 //   - when the maintenance ends, or its drain gives up at drain.timeout, the
 //     requests of the pods left are withdrawn (intent Withdrawn), so no
 //     responder keeps moving a VM after the maintenance ended; an agent that
-//     exits mid-drain leaves them, for the next agent resumes the drain.
+//     exits mid-drain leaves them, for the next agent resumes the drain. A
+//     later drain sets its own withdrawn request back to intent Eviction;
+//   - a request found under node-agent's name that another requester made,
+//     or for another pod, is not node-agent's: it is left alone, and the pod
+//     is evicted through pods/eviction.
 //
 // Every request goes as the node itself (the agent impersonates it, as for
 // pods/eviction); deploy/components/eviction-requests grants nodes the
