@@ -3,7 +3,7 @@
 // configuration links none of the Kubernetes client.
 package spec
 
-import "fmt"
+import "github.com/node-agent/node-agent/pkg/enum"
 
 // Mode is drain.evictionAPI.
 type Mode string
@@ -25,11 +25,5 @@ var Modes = []Mode{Eviction, Request, Auto}
 
 // ParseMode reads drain.evictionAPI; empty is Eviction.
 func ParseMode(s string) (Mode, error) {
-	switch m := Mode(s); m {
-	case "":
-		return Eviction, nil
-	case Eviction, Request, Auto:
-		return m, nil
-	}
-	return "", fmt.Errorf("%q: must be one of eviction, evictionRequest, auto", s)
+	return enum.Parse(s, Eviction, Modes...)
 }

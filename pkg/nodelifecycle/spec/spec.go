@@ -3,7 +3,7 @@
 // apart so that the configuration links none of the Kubernetes client.
 package spec
 
-import "fmt"
+import "github.com/node-agent/node-agent/pkg/enum"
 
 // Mode says whether the agent writes the conditions.
 type Mode string
@@ -23,11 +23,5 @@ var Modes = []Mode{Auto, On, Off}
 
 // ParseMode reads a mode; empty is Auto.
 func ParseMode(s string) (Mode, error) {
-	switch m := Mode(s); m {
-	case "":
-		return Auto, nil
-	case Auto, On, Off:
-		return m, nil
-	}
-	return "", fmt.Errorf("%q: must be one of auto, on, off", s)
+	return enum.Parse(s, Auto, Modes...)
 }

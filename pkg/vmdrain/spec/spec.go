@@ -3,7 +3,7 @@
 // configuration links none of the Kubernetes client.
 package spec
 
-import "fmt"
+import "github.com/node-agent/node-agent/pkg/enum"
 
 // Mode is drain.vmWithoutTarget: what a maintenance does when a VM on the
 // node cannot leave it by live migration (no target, not live-migratable,
@@ -22,11 +22,5 @@ const (
 
 // ParseMode reads drain.vmWithoutTarget; empty is Wait.
 func ParseMode(s string) (Mode, error) {
-	switch m := Mode(s); m {
-	case "":
-		return Wait, nil
-	case Wait, Proceed:
-		return m, nil
-	}
-	return "", fmt.Errorf("%q: must be wait or proceed", s)
+	return enum.Parse(s, Wait, Wait, Proceed)
 }
