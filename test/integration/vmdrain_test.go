@@ -102,32 +102,11 @@ func (b *vmBed) installAgent(t *testing.T) *deployBed {
 	return dep
 }
 
-// vmi creates a running VMI on node as KubeVirt's controllers would leave
-// it: the spec given (with kwok's toleration), the node label, and a status with the node, phase
-// Running and the LiveMigratable condition.
+// vmi creates a running VMI on node in the namespace vms
+// (testenv.CreateVMI), without a launcher pod.
 func (b *vmBed) vmi(t *testing.T, name, node string, spec map[string]any, migratable bool) {
 	t.Helper()
-	// kwok's Nodes carry a NoSchedule taint, which the test's pods
-	// tolerate; so do its VMs, as their launcher pods must.
-	tol := testenv.KwokToleration()
-	spec["tolerations"] = []any{map[string]any{"key": tol.Key, "operator": "Exists", "effect": string(tol.Effect)}}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-		"metadata": map[string]any{"name": name, "namespace": "vms", "labels": map[string]any{vmdrain.NodeNameLabel: node}},
-		"spec":     spec,
-	}}
-	created, err := b.dyn.Resource(vmdrain.GVR).Namespace("vms").Create(t.Context(), u, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cond := map[string]any{"type": "LiveMigratable", "status": "True"}
-	if !migratable {
-		cond = map[string]any{"type": "LiveMigratable", "status": "False", "reason": "DisksNotLiveMigratable", "message": "PVC disk is not shared"}
-	}
-	created.Object["status"] = map[string]any{"nodeName": node, "phase": "Running", "conditions": []any{cond}}
-	if _, err := b.dyn.Resource(vmdrain.GVR).Namespace("vms").UpdateStatus(t.Context(), created, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.CreateVMI(t.Context(), t, b.dyn, "vms", name, node, spec, migratable, nil)
 }
 
 // TestMaintenanceDryRunNamesEachVMsWay is issue 34's acceptance for the

@@ -617,11 +617,32 @@ func launcherPod(vmi *unstructured.Unstructured, node string) *corev1.Pod {
 }
 
 // CreateVM creates a running VMI on node with its launcher pod, as
-// KubeVirt would leave them: the spec given (plus kwok's toleration unless
-// it has tolerations), label kubevirt.io/nodeName, the annotations given,
-// and a status with the node, phase Running and the LiveMigratable
-// condition (False with reason DisksNotLiveMigratable unless migratable).
+// KubeVirt would leave them: the VMI as CreateVMI makes it, the launcher pod
+// created before the VMI's status says Running (the stand-in ends a Running
+// VMI whose launcher is gone: endIfLauncherGone).
 func (k *KubeVirtStandIn) CreateVM(ctx context.Context, tb testing.TB, ns, name, node string, spec map[string]any, migratable bool, annotations map[string]string) {
+	tb.Helper()
+	createVMI(ctx, tb, k.dyn, ns, name, node, spec, migratable, annotations, func(created *unstructured.Unstructured) {
+		if _, err := k.client.CoreV1().Pods(ns).Create(ctx, launcherPod(created, node), metav1.CreateOptions{}); err != nil {
+			tb.Fatalf("creating the launcher pod of VMI %s/%s: %v", ns, name, err)
+		}
+	})
+}
+
+// CreateVMI creates a running VMI on node, without a launcher pod, for
+// tests that only read VMIs (no stand-in runs): the spec given (plus kwok's
+// toleration unless it has tolerations), label kubevirt.io/nodeName, the
+// annotations given, and a status with the node, phase Running and the
+// LiveMigratable condition (False with reason DisksNotLiveMigratable unless
+// migratable).
+func CreateVMI(ctx context.Context, tb testing.TB, dyn dynamic.Interface, ns, name, node string, spec map[string]any, migratable bool, annotations map[string]string) {
+	tb.Helper()
+	createVMI(ctx, tb, dyn, ns, name, node, spec, migratable, annotations, nil)
+}
+
+// createVMI is CreateVMI, calling beforeRunning (when not nil) with the
+// created VMI before its status is written.
+func createVMI(ctx context.Context, tb testing.TB, dyn dynamic.Interface, ns, name, node string, spec map[string]any, migratable bool, annotations map[string]string, beforeRunning func(*unstructured.Unstructured)) {
 	tb.Helper()
 	spec = maps.Clone(spec)
 	if spec == nil {
@@ -637,15 +658,13 @@ func (k *KubeVirtStandIn) CreateVM(ctx context.Context, tb testing.TB, ns, name,
 		"spec":     spec,
 	}}
 	u.SetAnnotations(annotations)
-	vmis := k.dyn.Resource(VMIResource).Namespace(ns)
+	vmis := dyn.Resource(VMIResource).Namespace(ns)
 	created, err := vmis.Create(ctx, u, metav1.CreateOptions{})
 	if err != nil {
 		tb.Fatalf("creating VMI %s/%s: %v", ns, name, err)
 	}
-	// The launcher pod first: a Running VMI without one is ended
-	// (endIfLauncherGone).
-	if _, err := k.client.CoreV1().Pods(ns).Create(ctx, launcherPod(created, node), metav1.CreateOptions{}); err != nil {
-		tb.Fatalf("creating the launcher pod of VMI %s/%s: %v", ns, name, err)
+	if beforeRunning != nil {
+		beforeRunning(created)
 	}
 	cond := map[string]any{"type": "LiveMigratable", "status": "True"}
 	if !migratable {
