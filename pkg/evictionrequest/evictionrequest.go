@@ -202,6 +202,8 @@ func OwnResponders(names []string) []string {
 type API interface {
 	// Create creates er, or returns the one of that name already there.
 	Create(ctx context.Context, er *EvictionRequest) (*EvictionRequest, error)
+	// Get reads the request ns/name.
+	Get(ctx context.Context, ns, name string) (*EvictionRequest, error)
 	// Withdraw sets the intent of the request ns/name to Withdrawn.
 	Withdraw(ctx context.Context, ns, name string) error
 	// Resubmit sets the intent of the request ns/name back to Eviction.
@@ -233,14 +235,26 @@ func (a restAPI) Create(ctx context.Context, er *EvictionRequest) (*EvictionRequ
 	}
 	raw, err := a.lifecycle.Post().Namespace(er.Namespace).Resource(Resource).Body(body).SetHeader("Content-Type", "application/json").Do(ctx).Raw()
 	if apierrors.IsAlreadyExists(err) {
-		raw, err = a.lifecycle.Get().Namespace(er.Namespace).Resource(Resource).Name(er.Name).Do(ctx).Raw()
+		return a.Get(ctx, er.Namespace, er.Name)
 	}
 	if err != nil {
 		return nil, err
 	}
+	return decode(raw, er.Namespace, er.Name)
+}
+
+func (a restAPI) Get(ctx context.Context, ns, name string) (*EvictionRequest, error) {
+	raw, err := a.lifecycle.Get().Namespace(ns).Resource(Resource).Name(name).Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	return decode(raw, ns, name)
+}
+
+func decode(raw []byte, ns, name string) (*EvictionRequest, error) {
 	out := &EvictionRequest{}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return nil, fmt.Errorf("reading EvictionRequest %s/%s: %w", er.Namespace, er.Name, err)
+		return nil, fmt.Errorf("reading EvictionRequest %s/%s: %w", ns, name, err)
 	}
 	return out, nil
 }
@@ -302,18 +316,42 @@ type Outcome struct {
 	Foreign string
 }
 
+// Memo is what Evict learned of one pod's request, kept by the caller
+// between the drain's retries of that pod, so that a retry while a
+// responder works costs one read of the request rather than a create, a
+// read and a read of the pod. The zero Memo knows nothing.
+type Memo struct {
+	// inForce: node-agent's request exists, with intent Eviction.
+	inForce bool
+	// responders are the pod's spec.evictionResponders (immutable, as the
+	// rest of a pod's spec), once read.
+	responders      []string
+	respondersKnown bool
+}
+
 // Evict asks for pod's eviction through an EvictionRequest: it creates the
 // request (or finds it), then either leaves the pod to its own responders
 // (an *AwaitingResponder error) or, where the pod names none or a responder
 // marked the request Failed, calls fallback, which evicts through
-// pods/eviction, and returns its result.
-func Evict(ctx context.Context, api API, pod *corev1.Pod, fallback func(context.Context) error) (Outcome, error) {
-	er, err := api.Create(ctx, For(pod))
+// pods/eviction, and returns its result. memo (not nil) carries what an
+// earlier call for the same pod learned.
+func Evict(ctx context.Context, api API, pod *corev1.Pod, memo *Memo, fallback func(context.Context) error) (Outcome, error) {
+	var er *EvictionRequest
+	var err error
+	if memo.inForce {
+		er, err = api.Get(ctx, pod.Namespace, Name(pod))
+		if apierrors.IsNotFound(err) {
+			memo.inForce = false
+		}
+	}
+	if !memo.inForce {
+		er, err = api.Create(ctx, For(pod))
+	}
 	if apierrors.IsForbidden(err) {
 		return Outcome{}, fmt.Errorf("%w %s/%s: %w", ErrCreateRefused, pod.Namespace, Name(pod), err)
 	}
 	if err != nil {
-		return Outcome{}, fmt.Errorf("creating EvictionRequest %s/%s: %w", pod.Namespace, Name(pod), err)
+		return Outcome{}, fmt.Errorf("asking for EvictionRequest %s/%s: %w", pod.Namespace, Name(pod), err)
 	}
 	if why := notOurs(er, pod); why != "" {
 		// Someone else created a request under node-agent's name for
@@ -321,6 +359,7 @@ func Evict(ctx context.Context, api API, pod *corev1.Pod, fallback func(context.
 		// namespace): it is not used, and not withdrawn later. The pod
 		// is evicted through pods/eviction, PodDisruptionBudgets and
 		// all, as with no responder.
+		memo.inForce = false
 		return Outcome{Foreign: why}, fallback(ctx)
 	}
 	out := Outcome{Requested: true}
@@ -332,19 +371,23 @@ func Evict(ctx context.Context, api API, pod *corev1.Pod, fallback func(context.
 		}
 		er.Spec.Intent = IntentEviction
 	}
+	memo.inForce = true
 	if msg, ok := er.Failed(); ok {
 		out.Failed = msg
 		return out, fallback(ctx)
 	}
-	raw, err := api.PodJSON(ctx, pod.Namespace, pod.Name)
-	if err != nil {
-		return out, err
+	if !memo.respondersKnown {
+		raw, err := api.PodJSON(ctx, pod.Namespace, pod.Name)
+		if err != nil {
+			return out, err
+		}
+		names, err := Responders(raw)
+		if err != nil {
+			return out, err
+		}
+		memo.responders, memo.respondersKnown = names, true
 	}
-	names, err := Responders(raw)
-	if err != nil {
-		return out, err
-	}
-	if own := OwnResponders(names); len(own) > 0 {
+	if own := OwnResponders(memo.responders); len(own) > 0 {
 		return out, &AwaitingResponder{Request: pod.Namespace + "/" + er.Name, Responders: own}
 	}
 	return out, fallback(ctx)

@@ -95,6 +95,7 @@ type fakeAPI struct {
 	resubmitErr error
 	created     []*EvictionRequest
 	resubmitted []string
+	gets, reads int
 }
 
 func (f *fakeAPI) Create(_ context.Context, er *EvictionRequest) (*EvictionRequest, error) {
@@ -111,6 +112,22 @@ func (f *fakeAPI) Create(_ context.Context, er *EvictionRequest) (*EvictionReque
 	return &out, nil
 }
 
+func (f *fakeAPI) Get(_ context.Context, ns, name string) (*EvictionRequest, error) {
+	f.gets++
+	var er *EvictionRequest
+	if f.existing != nil {
+		er = f.existing
+	} else if len(f.created) > 0 {
+		er = f.created[len(f.created)-1]
+	}
+	if er == nil || er.Namespace != ns || er.Name != name {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: GroupVersion.Group, Resource: Resource}, name)
+	}
+	out := *er
+	out.Status = f.status
+	return &out, nil
+}
+
 func (f *fakeAPI) Withdraw(context.Context, string, string) error { return nil }
 
 func (f *fakeAPI) Resubmit(_ context.Context, ns, name string) error {
@@ -119,6 +136,7 @@ func (f *fakeAPI) Resubmit(_ context.Context, ns, name string) error {
 }
 
 func (f *fakeAPI) PodJSON(context.Context, string, string) ([]byte, error) {
+	f.reads++
 	return []byte(f.podJSON), nil
 }
 
@@ -143,7 +161,7 @@ func TestEvict(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			evicted := false
-			out, err := Evict(context.Background(), c.api, pod, func(context.Context) error { evicted = true; return nil })
+			out, err := Evict(context.Background(), c.api, pod, &Memo{}, func(context.Context) error { evicted = true; return nil })
 			var aw *AwaitingResponder
 			if evicted != c.fallback || errors.As(err, &aw) != c.awaiting || errors.Is(err, ErrCreateRefused) != c.refused || out.Failed != c.failedReason {
 				t.Errorf("Evict = %+v, %v; fallback called %v", out, err, evicted)
@@ -193,7 +211,7 @@ func TestEvictAdoptsOnlyItsOwnRequest(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			evicted := false
-			out, err := Evict(context.Background(), c.api, pod, func(context.Context) error { evicted = true; return nil })
+			out, err := Evict(context.Background(), c.api, pod, &Memo{}, func(context.Context) error { evicted = true; return nil })
 			var aw *AwaitingResponder
 			if evicted != c.fallback || errors.As(err, &aw) != c.awaiting || out.Requested != c.requested {
 				t.Errorf("Evict = %+v, %v; fallback called %v", out, err, evicted)
@@ -208,5 +226,34 @@ func TestEvictAdoptsOnlyItsOwnRequest(t *testing.T) {
 				t.Errorf("err = %v; want the failed resubmission named", err)
 			}
 		})
+	}
+}
+
+// A retry while the pod's responder works reads the request once: no
+// create, no read of the pod. A responder's Failed condition seen on that
+// read still sends the pod to the fallback; a request deleted meanwhile is
+// made again.
+func TestEvictRetryReadsTheRequestOnly(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns", UID: "u1"}}
+	api := &fakeAPI{podJSON: `{"spec":{"evictionResponders":[{"name":"test.node-agent.io/responder","priority":10000}]}}`}
+	var memo Memo
+	evicted := false
+	fallback := func(context.Context) error { evicted = true; return nil }
+	var aw *AwaitingResponder
+	for i := range 3 {
+		if _, err := Evict(context.Background(), api, pod, &memo, fallback); !errors.As(err, &aw) {
+			t.Fatalf("attempt %d: %v, want to wait for the responder", i+1, err)
+		}
+	}
+	if len(api.created) != 1 || api.gets != 2 || api.reads != 1 {
+		t.Errorf("3 attempts made %d creates, %d reads of the request, %d of the pod; want 1, 2, 1", len(api.created), api.gets, api.reads)
+	}
+	api.status = Status{Conditions: []metav1.Condition{{Type: ConditionFailed, Status: metav1.ConditionTrue, Reason: "Gave", Message: "up"}}}
+	if out, err := Evict(context.Background(), api, pod, &memo, fallback); err != nil || !evicted || out.Failed != "Gave: up" {
+		t.Errorf("after the responder failed: %+v, %v, fallback %v", out, err, evicted)
+	}
+	api.status, api.created = Status{}, nil
+	if _, err := Evict(context.Background(), api, pod, &memo, fallback); !errors.As(err, &aw) || len(api.created) != 1 {
+		t.Errorf("the request deleted meanwhile: %v, %d created; want it made again", err, len(api.created))
 	}
 }

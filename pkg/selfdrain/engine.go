@@ -475,6 +475,9 @@ type podState struct {
 	// requested: node-agent's EvictionRequest for the pod exists, to be
 	// withdrawn if the drain stops with the pod still there.
 	requested bool
+	// erMemo is what the pod's earlier EvictionRequest attempts learned;
+	// only the worker that holds the pod (inFlight) uses it.
+	erMemo evictionrequest.Memo
 }
 
 // podEvent is what the pod watch reports.

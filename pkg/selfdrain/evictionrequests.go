@@ -61,7 +61,7 @@ func (e *Engine) usingRequests() bool {
 // with a Warning Event.
 func (e *Engine) request(ctx context.Context, ps *podState) (requested bool, err error) {
 	p := ps.pod
-	out, err := evictionrequest.Evict(ctx, e.EvictionRequests, &p, func(ctx context.Context) error { return e.evict(ctx, &p) })
+	out, err := evictionrequest.Evict(ctx, e.EvictionRequests, &p, &ps.erMemo, func(ctx context.Context) error { return e.evict(ctx, &p) })
 	if errors.Is(err, evictionrequest.ErrCreateRefused) && e.Config.EvictionAPI == string(erspec.Auto) {
 		e.podsMu.Lock()
 		was := e.requests

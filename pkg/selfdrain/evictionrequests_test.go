@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/node-agent/node-agent/pkg/evictionrequest"
 )
@@ -15,14 +17,20 @@ import (
 // names a responder that never acts.
 type fakeRequests struct {
 	mu        sync.Mutex
-	created   map[string]bool
+	created   map[string]*evictionrequest.EvictionRequest
 	withdrawn []string
+	creates   int
+	gets      int
 }
 
 func (f *fakeRequests) Create(_ context.Context, er *evictionrequest.EvictionRequest) (*evictionrequest.EvictionRequest, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.created[er.Namespace+"/"+er.Name] = true
+	f.creates++
+	if old := f.created[er.Namespace+"/"+er.Name]; old != nil {
+		return old, nil
+	}
+	f.created[er.Namespace+"/"+er.Name] = er
 	return er, nil
 }
 
@@ -31,6 +39,17 @@ func (f *fakeRequests) Withdraw(_ context.Context, ns, name string) error {
 	defer f.mu.Unlock()
 	f.withdrawn = append(f.withdrawn, ns+"/"+name)
 	return nil
+}
+
+func (f *fakeRequests) Get(_ context.Context, ns, name string) (*evictionrequest.EvictionRequest, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gets++
+	er := f.created[ns+"/"+name]
+	if er == nil {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "lifecycle.k8s.io", Resource: "evictionrequests"}, name)
+	}
+	return er, nil
 }
 
 func (f *fakeRequests) Resubmit(context.Context, string, string) error { return nil }
@@ -51,7 +70,7 @@ func (f *fakeRequests) counts() (created, withdrawn int) {
 func TestEvictionRequestsOutliveAnAgentRestartNotTheMaintenance(t *testing.T) {
 	h := newHarness(t, testPod("a"), testPod("b"))
 	h.client.Resources = []*metav1.APIResourceList{{GroupVersion: "lifecycle.k8s.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "evictionrequests", Namespaced: true}}}}
-	api := &fakeRequests{created: map[string]bool{}}
+	api := &fakeRequests{created: map[string]*evictionrequest.EvictionRequest{}}
 	h.engine.EvictionRequests = api
 	h.engine.Config.EvictionAPI = "evictionRequest"
 	st, err := h.engine.Begin(context.Background(), Request{Trigger: TriggerAnnotation, Reason: "test"})
