@@ -85,8 +85,8 @@ func (e *NotGrantedError) Error() string {
 func (e *NotGrantedError) Unwrap() error { return e.Err }
 
 // Read lists the VMs on node (the VMIs labelled with it, status.nodeName
-// checked too), the cluster's Nodes and the KubeVirt CR's defaults, and
-// plans each VM's way off the node. A VMI that does not decode is an error
+// checked too) and, when there are any, the cluster's Nodes and the KubeVirt
+// CR's defaults, and plans each VM's way off the node. A VMI that does not decode is an error
 // naming it: the drain must not guess about a VM.
 func Read(ctx context.Context, c kube.Interface, dyn dynamic.Interface, node string) (Report, error) {
 	served, err := kube.Serves(c.Discovery(), GVR)
@@ -95,7 +95,10 @@ func Read(ctx context.Context, c kube.Interface, dyn dynamic.Interface, node str
 	}
 	r := Report{Served: true}
 	vms, err := ListOnNode(ctx, dyn, node)
-	if err != nil {
+	if err != nil || len(vms) == 0 {
+		// No VM, nothing to plan: neither the Nodes nor the KubeVirt CR
+		// are read, which keeps a reboot blocker's check of a node
+		// without VMs to one list.
 		return r, err
 	}
 	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
