@@ -18,18 +18,18 @@ const vmFinalPollTimeout = 5 * time.Second
 
 // followVMs starts following the node's KubeVirt VMs (EngineOptions.
 // VMProgress) for this run: their progress goes into the status with the
-// next progress write (publish). stop ends it; with final, it reads the VMs
+// next progress write (publish). The VMs are first read beside the
+// evictions, not before them. stop ends it; with final, it reads the VMs
 // once more, so that the last status shows where each went.
 func (r *drainRun) followVMs() (stop func(final bool)) {
 	e := r.e
 	if e.VMProgress == nil {
 		return func(bool) {}
 	}
-	poll := e.VMProgress(r.ctx)
-	if poll == nil {
-		return func(bool) {}
-	}
 	ctx, cancel := context.WithCancel(r.ctx)
+	// poll is set by the goroutine before it ends; stop reads it after
+	// waiting for it.
+	var poll func(context.Context) ([]VMStatus, error)
 	read := func(ctx context.Context) {
 		vms, err := poll(ctx)
 		if err != nil {
@@ -43,6 +43,14 @@ func (r *drainRun) followVMs() (stop func(final bool)) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
+		// The run's context, not ctx: a drain that ends before this
+		// first read does still waits for it, and reads the VMs once
+		// more for its final status.
+		p := e.VMProgress(r.ctx)
+		if p == nil {
+			return
+		}
+		poll = p
 		t := e.Clock.NewTicker(vmPollInterval)
 		defer t.Stop()
 		for {
@@ -59,7 +67,7 @@ func (r *drainRun) followVMs() (stop func(final bool)) {
 		once.Do(func() {
 			cancel()
 			wg.Wait()
-			if final {
+			if final && poll != nil {
 				ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), vmFinalPollTimeout)
 				defer cancel()
 				read(ctx)
