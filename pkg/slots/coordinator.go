@@ -295,9 +295,16 @@ func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 	out := Decide(in)
 	c.o.Metrics.observe(out)
 
-	var back []func() error
+	// A released node's grant is cleared after this decision's grants:
+	// the slot is free once its Lease is gone (the node asks for it no
+	// more, so its grant answers nothing), and the next node need not wait
+	// for one more write.
+	var back, cleared []func() error
 	for _, node := range out.Release {
 		back = append(back, func() error { return c.release(ctx, in, node) })
+		if n := in.Nodes[node]; n != nil && n.Grant != nil {
+			cleared = append(cleared, func() error { return c.writeGrant(ctx, node, nil) })
+		}
 	}
 	for _, r := range out.Revoke {
 		back = append(back, func() error { return c.revoke(ctx, in, r) })
@@ -332,19 +339,14 @@ func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 		answers = answers[:AnswersPerPass]
 		c.queue.Add(key)
 	}
-	return out.Next, errors.Join(errGrant, inParallel(answers))
+	return out.Next, errors.Join(errGrant, inParallel(append(cleared, answers...)))
 }
 
 // release deletes the slot Lease of a node whose request it no longer
-// answers, and the grant with it.
+// answers; reconcile clears its grant after the decision's grants.
 func (c *Coordinator) release(ctx context.Context, in Input, node string) error {
 	if err := c.deleteLease(ctx, node, in.Leases[node].Name); err != nil {
 		return err
-	}
-	if n := in.Nodes[node]; n != nil && n.Grant != nil {
-		if err := c.writeGrant(ctx, node, nil); err != nil {
-			return err
-		}
 	}
 	c.log.Info("Drain slot released", "node", node)
 	return nil

@@ -500,6 +500,61 @@ func TestNoGrantUntilTheSlotIsGivenBack(t *testing.T) {
 	waitFor(t, "every slot Lease deleted", func() bool { return b.leases() == 0 })
 }
 
+// TestHandOverDoesNotWaitForTheOldGrant: the slot n1 gives back goes to
+// n2 once n1's Lease is deleted; clearing n1's grant, which answers no
+// request any more, is written after n2's grant, not before it.
+func TestHandOverDoesNotWaitForTheOldGrant(t *testing.T) {
+	b := newBed(t, "n1", "n2")
+	defer b.coordinator(1, time.Minute)()
+	r1, stop1 := b.requester("n1")
+	defer stop1()
+	h1, err := r1.Acquire(b.ctx, PurposeMaintenance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, stop2 := b.requester("n2")
+	defer stop2()
+	got := make(chan *Held, 1)
+	queued := make(chan struct{}, 1)
+	go func() {
+		h, err := r2.Acquire(b.ctx, PurposeMaintenance, func(error) {
+			select {
+			case queued <- struct{}{}:
+			default:
+			}
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	<-queued
+	h1.Release()
+	h2 := <-got
+	if h2.Name() != LeaseName("n2") {
+		t.Errorf("n2 holds %s", h2.Name())
+	}
+	waitFor(t, "n1's grant cleared", func() bool { g, _ := ParseGrant(b.node("n1")); return g == nil })
+	granted, cleared := -1, -1
+	for i, a := range b.fake.Actions() {
+		p, ok := a.(k8stesting.PatchAction)
+		if !ok || a.GetResource().Resource != "nodes" || !strings.Contains(string(p.GetPatch()), GrantAnnotation) {
+			continue
+		}
+		switch {
+		case p.GetName() == "n2" && strings.Contains(string(p.GetPatch()), string(Granted)) && granted < 0:
+			granted = i
+		case p.GetName() == "n1" && strings.Contains(string(p.GetPatch()), `"`+GrantAnnotation+`":null`) && cleared < 0:
+			cleared = i
+		}
+	}
+	if granted < 0 || cleared < 0 || cleared < granted {
+		t.Errorf("n2's grant written as action %d, n1's grant cleared as action %d; want the grant first", granted, cleared)
+	}
+	h2.Release()
+	waitFor(t, "every slot Lease deleted", func() bool { return b.leases() == 0 })
+}
+
 // TestEveryWaitingNodeIsAnswered: more nodes ask at once than one decision
 // answers; every one of them is told Queued, in later passes, and the
 // first holds the slot.
