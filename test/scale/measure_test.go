@@ -216,7 +216,7 @@ type nodeTracker struct {
 	mu        sync.Mutex
 	labelled  map[string]time.Time
 	draining  map[string]bool // maintenance status Running
-	holding   map[string]bool // the coordinator's grant Granted
+	holding   map[string]bool // the coordinator's grant Granted, answering the node's request
 	succeeded map[string]time.Time
 	// rounds holds the nodes of the rolling maintenance under way; nil
 	// between them.
@@ -261,9 +261,14 @@ func (t *nodeTracker) observe(n *corev1.Node) {
 	now := time.Now()
 	st, _ := selfdrain.ParseStatus(n)
 	g, _ := slots.ParseGrant(n)
+	req, _ := slots.ParseRequest(n)
 	_, asked := n.Annotations[selfdrain.MaintenanceAnnotation]
 	draining := st.Active() && st.Phase == selfdrain.PhaseRunning
-	holding := g != nil && g.State == slots.Granted
+	// A node holds a slot while the grant answers its request, as the
+	// agent (slots.Requester) and test/property read it: the grant of a
+	// request withdrawn holds nothing, and the coordinator clears it after
+	// its next grants.
+	holding := req != nil && g.Answers(req) && g.State == slots.Granted
 	t.mu.Lock()
 	if _, ok := t.labelled[n.Name]; !ok && hasCPULabels(n) {
 		t.labelled[n.Name] = now

@@ -76,7 +76,7 @@ func (r results) write(b *testing.B) {
 	w("")
 	w("Every pool node asked at once; each node's maintenance ended as soon as it was drained. The drain slot coordinator (%d replicas of internal/runcoordinator in this process, one leading, with %s) restarted with each limit. One node's drain alone took %.2f s (the median of three); the ideal is ⌈pool ÷ limit⌉ × that.", coordinatorReplicas, qpsNote(), r.oneDrain.Seconds())
 	w("")
-	w("A node waits from its maintenance request until its status is Running, and drains while it is Running; it holds a slot while the coordinator's grant on its Node says Granted. The means are over the time in which at least `limit` nodes waited, from the benchmark's watch of every Node. Requests are counted from the requests until every node was given back and the agents were quiet.")
+	w("A node waits from its maintenance request until its status is Running, and drains while it is Running; it holds a slot while the coordinator's grant on its Node says Granted and answers the node's request (as the agent reads it: once the agent has withdrawn its request, the grant holds nothing, and the coordinator clears it after its next grants). The means are over the time in which at least `limit` nodes waited, from the benchmark's watch of every Node. Requests are counted from the requests until every node was given back and the agents were quiet.")
 	w("")
 	w("| drain.maxConcurrentNodes | took | ideal | ratio | most draining at once | mean draining while ≥ limit wait | mean holding a slot then | that time | kube-apiserver cores | etcd cores |")
 	w("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -85,7 +85,7 @@ func (r results) write(b *testing.B) {
 			fmtMean(x.meanDraining), fmtMean(x.meanHolding), x.waitingFor, x.apiCores, x.etcdCores)
 	}
 	w("")
-	w("Where a slot's time goes, per node (medians): from the grant until the status is Running; Running (the drain); from the end of the drain until the grant is gone (the agent's release and the coordinator's answer):")
+	w("Where a slot's time goes, per node (medians): from the grant until the status is Running; Running (the drain); from the end of the drain until the slot is given back (the agent withdraws its request, which its grant then no longer answers):")
 	w("")
 	w("| drain.maxConcurrentNodes | granted → Running | Running | drained → slot given back |")
 	w("| ---: | ---: | ---: | ---: |")

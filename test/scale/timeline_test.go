@@ -14,8 +14,9 @@ type nodeRound struct {
 	// asked: the maintenance annotation appeared.
 	asked time.Time
 	// granted and released: the coordinator's grant (the Node's
-	// node-agent.io/drain-slot annotation) turned Granted, and then
-	// anything else: the node held a drain slot in between.
+	// node-agent.io/drain-slot annotation) turned Granted for the node's
+	// request, and then anything else (the request withdrawn, the grant
+	// changed): the node held a drain slot in between.
 	granted, released time.Time
 	// started and drained: the maintenance status turned Running, and
 	// then anything else (Succeeded): the node drained in between.
