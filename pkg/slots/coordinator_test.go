@@ -439,27 +439,20 @@ func (b *bed) ask(node, id string) {
 	}
 }
 
-// TestNoGrantUntilTheSlotIsGivenBack: while the Lease of a slot given back
-// cannot be deleted, the decision that counts it free grants nothing; once
-// it can, the next node gets the slot.
-func TestNoGrantUntilTheSlotIsGivenBack(t *testing.T) {
-	b := newBed(t, "n1", "n2")
-	var failing atomic.Bool
-	b.fake.PrependReactor("delete", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if failing.Load() {
-			return true, nil, errors.New("injected: etcd is slow")
-		}
-		return false, nil, nil
-	})
-	defer b.coordinator(1, time.Minute)()
+// oneWaits runs a coordinator with limit 1 until the test ends, gives n1
+// the slot and has n2 ask for it. It returns once n2 was told it waits:
+// n1's slot, and a channel that gets n2's when it is granted.
+func (b *bed) oneWaits(t *testing.T) (*Held, <-chan *Held) {
+	t.Helper()
+	t.Cleanup(b.coordinator(1, time.Minute))
 	r1, stop1 := b.requester("n1")
-	defer stop1()
+	t.Cleanup(stop1)
 	h1, err := r1.Acquire(b.ctx, PurposeMaintenance, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r2, stop2 := b.requester("n2")
-	defer stop2()
+	t.Cleanup(stop2)
 	got := make(chan *Held, 1)
 	queued := make(chan struct{}, 1)
 	go func() {
@@ -475,6 +468,22 @@ func TestNoGrantUntilTheSlotIsGivenBack(t *testing.T) {
 		got <- h
 	}()
 	<-queued
+	return h1, got
+}
+
+// TestNoGrantUntilTheSlotIsGivenBack: while the Lease of a slot given back
+// cannot be deleted, the decision that counts it free grants nothing; once
+// it can, the next node gets the slot.
+func TestNoGrantUntilTheSlotIsGivenBack(t *testing.T) {
+	b := newBed(t, "n1", "n2")
+	var failing atomic.Bool
+	b.fake.PrependReactor("delete", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failing.Load() {
+			return true, nil, errors.New("injected: etcd is slow")
+		}
+		return false, nil, nil
+	})
+	h1, got := b.oneWaits(t)
 	failing.Store(true)
 	h1.Release()
 	waitFor(t, "n1's request withdrawn", func() bool { return b.node("n1").Annotations[RequestAnnotation] == "" })
@@ -505,30 +514,7 @@ func TestNoGrantUntilTheSlotIsGivenBack(t *testing.T) {
 // request any more, is written after n2's grant, not before it.
 func TestHandOverDoesNotWaitForTheOldGrant(t *testing.T) {
 	b := newBed(t, "n1", "n2")
-	defer b.coordinator(1, time.Minute)()
-	r1, stop1 := b.requester("n1")
-	defer stop1()
-	h1, err := r1.Acquire(b.ctx, PurposeMaintenance, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, stop2 := b.requester("n2")
-	defer stop2()
-	got := make(chan *Held, 1)
-	queued := make(chan struct{}, 1)
-	go func() {
-		h, err := r2.Acquire(b.ctx, PurposeMaintenance, func(error) {
-			select {
-			case queued <- struct{}{}:
-			default:
-			}
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		got <- h
-	}()
-	<-queued
+	h1, got := b.oneWaits(t)
 	h1.Release()
 	h2 := <-got
 	if h2.Name() != LeaseName("n2") {

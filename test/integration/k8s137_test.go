@@ -239,14 +239,7 @@ func TestKubernetes137MaintenanceAPIs(t *testing.T) {
 		if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
 			t.Fatal(err)
 		}
-		testenv.WaitFor(t, time.Minute, "EvictionRequest "+name+" withdrawn", func() (bool, error) {
-			er, err := dyn.Resource(erGVR).Namespace("work").Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			intent, _, _ := unstructured.NestedString(er.Object, "spec", "intent")
-			return intent == evictionrequest.IntentWithdrawn, nil
-		})
+		waitIntent(t, dyn, "work", name, evictionrequest.IntentWithdrawn, time.Minute)
 		if _, err := c.CoreV1().Pods("work").Get(ctx, "vm-stuck", metav1.GetOptions{}); err != nil {
 			t.Errorf("vm-stuck: %v, want it left on the node", err)
 		}
@@ -264,25 +257,11 @@ func TestKubernetes137MaintenanceAPIs(t *testing.T) {
 		if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "1.37 test, a third time"); err != nil {
 			t.Fatal(err)
 		}
-		testenv.WaitFor(t, 2*time.Minute, "EvictionRequest "+name+" asked for again", func() (bool, error) {
-			er, err := dyn.Resource(erGVR).Namespace("work").Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			intent, _, _ := unstructured.NestedString(er.Object, "spec", "intent")
-			return intent == evictionrequest.IntentEviction, nil
-		})
+		waitIntent(t, dyn, "work", name, evictionrequest.IntentEviction, 2*time.Minute)
 		if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
 			t.Fatal(err)
 		}
-		testenv.WaitFor(t, time.Minute, "EvictionRequest "+name+" withdrawn again", func() (bool, error) {
-			er, err := dyn.Resource(erGVR).Namespace("work").Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			intent, _, _ := unstructured.NestedString(er.Object, "spec", "intent")
-			return intent == evictionrequest.IntentWithdrawn, nil
-		})
+		waitIntent(t, dyn, "work", name, evictionrequest.IntentWithdrawn, time.Minute)
 	})
 
 	// A tenant who may create EvictionRequests in its namespace makes one
@@ -342,6 +321,19 @@ func TestKubernetes137MaintenanceAPIs(t *testing.T) {
 		if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
 			t.Fatal(err)
 		}
+	})
+}
+
+// waitIntent waits until the EvictionRequest ns/name has intent.
+func waitIntent(t *testing.T, dyn dynamic.Interface, ns, name, intent string, d time.Duration) {
+	t.Helper()
+	testenv.WaitFor(t, d, "EvictionRequest "+ns+"/"+name+" with intent "+intent, func() (bool, error) {
+		er, err := dyn.Resource(erGVR).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		got, _, _ := unstructured.NestedString(er.Object, "spec", "intent")
+		return got == intent, nil
 	})
 }
 
