@@ -286,6 +286,9 @@ func TestKubernetes137MaintenanceAPIs(t *testing.T) {
 		squat := evictionrequest.For(pod)
 		squat.Spec.Requester = "tenant.example.com/hold"
 		squat.Spec.Intent = evictionrequest.IntentWithdrawn
+		// Not owned by the pod, so that it outlives the pod's eviction
+		// and the test can read it afterwards.
+		squat.OwnerReferences = nil
 		// The tenant's Role takes a moment to reach the authorizer.
 		testenv.WaitFor(t, 30*time.Second, "the tenant creates "+squat.Name, func() (bool, error) {
 			_, err := squatter.Resource(erGVR).Namespace("work").Create(ctx, erObject(t, squat), metav1.CreateOptions{})
