@@ -65,13 +65,14 @@ func deps(t *testing.T, tags, pkg string) []string {
 // coordinator, and the spec packages of settings whose values another
 // package owns (pkg/notify/spec, what a webhook may be configured with;
 // pkg/evictionrequest/spec, pkg/nodelifecycle/spec and pkg/vmdrain/spec,
-// their modes).
+// their modes), with pkg/enum, which parses those modes and imports nothing
+// of Kubernetes.
 // Importing pkg/reboot for that pulled the coordinator, pkg/agent and the
 // Kubernetes clients into config and everything that reads it.
 func TestConfigImportsNoComponent(t *testing.T) {
 	const module = "github.com/node-agent/node-agent/"
 	allowed := []string{module + "pkg/config", module + "pkg/reboot/policy", module + "pkg/notify/spec",
-		module + "pkg/evictionrequest/spec", module + "pkg/nodelifecycle/spec", module + "pkg/vmdrain/spec"}
+		module + "pkg/evictionrequest/spec", module + "pkg/nodelifecycle/spec", module + "pkg/vmdrain/spec", module + "pkg/enum"}
 	for _, p := range deps(t, "libvirt_dlopen", module+"pkg/config") {
 		if strings.HasPrefix(p, module) && !slices.Contains(allowed, p) {
 			t.Errorf("pkg/config imports %s; it may import only %v of node-agent's packages", p, allowed[1:])
