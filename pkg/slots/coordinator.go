@@ -266,14 +266,16 @@ func (c *Coordinator) input() Input {
 // Writers bounds the writes one decision makes at once. Each node's writes
 // are in order; different nodes' go in parallel, so a decision's pace is a
 // round trip per phase rather than per node (the client's rate limit still
-// applies).
-const Writers = 16
+// applies). It is above the limits clusters commonly set (20 in make
+// scale), so that a wave of slots given back, or of grants, goes out in one
+// round trip: at 16, a wave of 20 took two.
+const Writers = 32
 
-// AnswersPerPass bounds the Queued and cleared grants one decision writes:
-// when more changed (the start of a rolling maintenance asks for many), the
-// rest go in the next pass, and a slot given back meanwhile is handed on
-// between the two rather than after every waiting node's answer.
-const AnswersPerPass = 2 * Writers
+// AnswersPerPass bounds the Queued answers one decision writes: when more
+// changed (the start of a rolling maintenance asks for many), the rest go
+// in the next pass, and a slot given back meanwhile is handed on between
+// the two rather than after every waiting node's answer.
+const AnswersPerPass = 32
 
 // reconcile decides once and writes what the decision says, in three
 // phases: slots given back (releases, revocations, repairs), then grants,
@@ -295,14 +297,23 @@ func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 	out := Decide(in)
 	c.o.Metrics.observe(out)
 
-	// A released node's grant is cleared after this decision's grants:
-	// the slot is free once its Lease is gone (the node asks for it no
-	// more, so its grant answers nothing), and the next node need not wait
-	// for one more write.
+	// A released node's grant is cleared beside this decision's grants,
+	// not before them: the slot is free once its Lease is gone (the node
+	// asks for it no more, so its grant answers nothing), and the next
+	// node need not wait for one more write.
+	// A node whose new request this decision grants or queues gets that
+	// answer instead, which replaces the old grant.
+	answered := map[string]bool{}
+	for _, node := range out.Grant {
+		answered[node] = true
+	}
+	for _, q := range out.Queue {
+		answered[q.Node] = true
+	}
 	var back, cleared []func() error
 	for _, node := range out.Release {
 		back = append(back, func() error { return c.release(ctx, in, node) })
-		if n := in.Nodes[node]; n != nil && n.Grant != nil {
+		if n := in.Nodes[node]; n != nil && n.Grant != nil && !answered[node] {
 			cleared = append(cleared, func() error { return c.writeGrant(ctx, node, nil) })
 		}
 	}
@@ -323,8 +334,11 @@ func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 	for _, node := range out.Grant {
 		grants = append(grants, func() error { return c.grant(ctx, in.Nodes[node], in.Now) })
 	}
-	errGrant := inParallel(grants)
 
+	// The answers go out beside the grants: they are written to other
+	// nodes (a node is granted or answered, not both), and this decision
+	// ends, so the next one starts, only once both are done, which keeps
+	// every node's writes in decision order.
 	var answers []func() error
 	for _, q := range out.Queue {
 		n := in.Nodes[q.Node]
@@ -339,7 +353,12 @@ func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 		answers = answers[:AnswersPerPass]
 		c.queue.Add(key)
 	}
-	return out.Next, errors.Join(errGrant, inParallel(append(cleared, answers...)))
+	var errGrant, errAnswer error
+	var wg sync.WaitGroup
+	wg.Go(func() { errGrant = inParallel(grants) })
+	wg.Go(func() { errAnswer = inParallel(append(cleared, answers...)) })
+	wg.Wait()
+	return out.Next, errors.Join(errGrant, errAnswer)
 }
 
 // release deletes the slot Lease of a node whose request it no longer

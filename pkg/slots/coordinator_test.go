@@ -511,34 +511,95 @@ func TestNoGrantUntilTheSlotIsGivenBack(t *testing.T) {
 
 // TestHandOverDoesNotWaitForTheOldGrant: the slot n1 gives back goes to
 // n2 once n1's Lease is deleted; clearing n1's grant, which answers no
-// request any more, is written after n2's grant, not before it.
+// request any more, does not hold n2's grant up: here it is held until n2
+// is granted (before, the release cleared it first, and this test would
+// wait for ever).
 func TestHandOverDoesNotWaitForTheOldGrant(t *testing.T) {
 	b := newBed(t, "n1", "n2")
+	unblock := make(chan struct{})
+	var once sync.Once
+	// Held up before the fake client, whose reactors run under its lock.
+	b.client = beforePatch{b.client, func(name string, data []byte) {
+		if name == "n1" && strings.Contains(string(data), `"`+GrantAnnotation+`":null`) {
+			select {
+			case <-unblock:
+			case <-time.After(10 * time.Second):
+				t.Error("n1's grant was cleared before n2 was granted")
+			}
+		}
+	}}
 	h1, got := b.oneWaits(t)
 	h1.Release()
-	h2 := <-got
+	var h2 *Held
+	select {
+	case h2 = <-got:
+		once.Do(func() { close(unblock) })
+	case <-time.After(5 * time.Second):
+		once.Do(func() { close(unblock) })
+		t.Fatal("n2 was not granted while clearing n1's grant was held up")
+	}
 	if h2.Name() != LeaseName("n2") {
 		t.Errorf("n2 holds %s", h2.Name())
 	}
 	waitFor(t, "n1's grant cleared", func() bool { g, _ := ParseGrant(b.node("n1")); return g == nil })
-	granted, cleared := -1, -1
-	for i, a := range b.fake.Actions() {
-		p, ok := a.(k8stesting.PatchAction)
-		if !ok || a.GetResource().Resource != "nodes" || !strings.Contains(string(p.GetPatch()), GrantAnnotation) {
-			continue
-		}
-		switch {
-		case p.GetName() == "n2" && strings.Contains(string(p.GetPatch()), string(Granted)) && granted < 0:
-			granted = i
-		case p.GetName() == "n1" && strings.Contains(string(p.GetPatch()), `"`+GrantAnnotation+`":null`) && cleared < 0:
-			cleared = i
-		}
-	}
-	if granted < 0 || cleared < 0 || cleared < granted {
-		t.Errorf("n2's grant written as action %d, n1's grant cleared as action %d; want the grant first", granted, cleared)
-	}
 	h2.Release()
 	waitFor(t, "every slot Lease deleted", func() bool { return b.leases() == 0 })
+}
+
+// beforePatch calls before with each Node patch's name and body, then
+// patches.
+type beforePatch struct {
+	kube.Interface
+	before func(name string, data []byte)
+}
+
+// IsWatchListSemanticsUnSupported: the fake client under it serves no
+// watch-list stream, and says so as kubetest's wrapper does.
+func (b beforePatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (b beforePatch) CoreV1() kube.CoreV1Interface {
+	return beforePatchCore{b.Interface.CoreV1(), b.before}
+}
+
+type beforePatchCore struct {
+	kube.CoreV1Interface
+	before func(name string, data []byte)
+}
+
+func (c beforePatchCore) Nodes() kube.NodeInterface {
+	return beforePatchNodes{c.CoreV1Interface.Nodes(), c.before}
+}
+
+type beforePatchNodes struct {
+	kube.NodeInterface
+	before func(name string, data []byte)
+}
+
+func (n beforePatchNodes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*corev1.Node, error) {
+	n.before(name, data)
+	return n.NodeInterface.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+// TestReplacedRequestKeepsItsNewGrant: a node that replaces its request
+// while it holds a slot gives the old slot back and, the slot being free,
+// is granted again in the same decision; the old grant is not cleared
+// after the new one is written (which would leave the node without it).
+func TestReplacedRequestKeepsItsNewGrant(t *testing.T) {
+	b := newBed(t, "n1")
+	defer b.coordinator(1, time.Minute)()
+	b.ask("n1", "id-a")
+	waitFor(t, "id-a granted", func() bool { g, _ := ParseGrant(b.node("n1")); return g != nil && g.ID == "id-a" && g.State == Granted })
+	b.ask("n1", "id-b")
+	waitFor(t, "id-b granted", func() bool { g, _ := ParseGrant(b.node("n1")); return g != nil && g.ID == "id-b" && g.State == Granted })
+	time.Sleep(300 * time.Millisecond)
+	if g, _ := ParseGrant(b.node("n1")); g == nil || g.ID != "id-b" || g.State != Granted {
+		t.Fatalf("n1's grant after the hand-over: %+v; want id-b Granted", g)
+	}
+	for _, a := range b.fake.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok && p.GetName() == "n1" && strings.Contains(string(p.GetPatch()), `"`+GrantAnnotation+`":null`) {
+			t.Errorf("n1's grant was cleared although its new request was granted: %s", p.GetPatch())
+		}
+	}
 }
 
 // TestEveryWaitingNodeIsAnswered: more nodes ask at once than one decision

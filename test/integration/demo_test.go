@@ -29,6 +29,17 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The other Kubernetes releases' control planes (bin/k8s-<version>/),
+	// which NODE_AGENT_K8S_VERSION selects for the demo as for the tests.
+	others, err := filepath.Glob(filepath.Join(root, "bin", "k8s-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range others {
+		if err := os.Symlink(dir, filepath.Join(bin, filepath.Base(dir))); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name, target := range map[string]string{"node-agent": agentBinary, testenv.CoordinatorName: testenv.CoordinatorBinary(agentBinary)} {
 		if err := os.Symlink(target, filepath.Join(bin, name)); err != nil {
 			t.Fatal(err)
