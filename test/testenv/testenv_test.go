@@ -87,6 +87,9 @@ func TestPKI(t *testing.T) {
 }
 
 func TestCheckBinaries(t *testing.T) {
+	// The layout of BinDir itself; `make test K8S_VERSION=...` would
+	// otherwise look for that release's control plane in its directory.
+	t.Setenv(KubernetesVersionEnv, "")
 	dir := t.TempDir()
 	for _, name := range []string{BinEtcd, BinKubeAPIServer, BinKubeScheduler} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
