@@ -89,6 +89,24 @@ type deployBed struct {
 	coordinator *deployedCoordinator
 }
 
+// applyComponent applies a component of deploy/components that carries
+// its own objects (rbac.yaml, then admission-policy.yaml) with the
+// install's field manager.
+func (b *deployBed) applyComponent(t *testing.T, name string) {
+	t.Helper()
+	for _, f := range []string{"rbac.yaml", "admission-policy.yaml"} {
+		data, err := os.ReadFile(filepath.Join(testenv.DeployDir(t), "components", name, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := b.run(t, data, "apply", "--server-side", "--field-manager=node-agent-install", "-f", "-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("components/%s/%s:\n%s", name, f, strings.TrimSpace(string(out)))
+	}
+}
+
 func (b *deployBed) run(t *testing.T, stdin []byte, args ...string) ([]byte, error) {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), b.kubectl, append([]string{"--kubeconfig", b.env.KubeconfigPath()}, args...)...)

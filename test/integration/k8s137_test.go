@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -76,17 +74,7 @@ func TestKubernetes137MaintenanceAPIs(t *testing.T) {
 	installAgentIdentity(t, env)
 	bed, _ := identities.Load(env)
 	dep := bed.(*deployBed)
-	for _, f := range []string{"rbac.yaml", "admission-policy.yaml"} {
-		data, err := os.ReadFile(filepath.Join(testenv.DeployDir(t), "components", "eviction-requests", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out, err := dep.run(t, data, "apply", "--server-side", "--field-manager=node-agent-install", "-f", "-"); err != nil {
-			t.Fatal(err)
-		} else {
-			t.Logf("components/eviction-requests/%s:\n%s", f, strings.TrimSpace(string(out)))
-		}
-	}
+	dep.applyComponent(t, "eviction-requests")
 	if err := env.AddNode(ctx, "node-1"); err != nil {
 		t.Fatal(err)
 	}

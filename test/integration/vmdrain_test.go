@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -90,15 +89,7 @@ func (b *vmBed) installAgent(t *testing.T) *deployBed {
 	installAgentIdentity(t, b.env)
 	v, _ := identities.Load(b.env)
 	dep := v.(*deployBed)
-	for _, f := range []string{"rbac.yaml", "admission-policy.yaml"} {
-		data, err := os.ReadFile(filepath.Join(testenv.DeployDir(t), "components", "kubevirt-vms", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := dep.run(t, data, "apply", "--server-side", "--field-manager=node-agent-install", "-f", "-"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dep.applyComponent(t, "kubevirt-vms")
 	return dep
 }
 
