@@ -147,7 +147,7 @@ func TestLabellerValidateChecksItsBounds(t *testing.T) {
 // whole.
 func TestLoadRefusesAFileLargerThanAConfigMap(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.yaml")
-	data := []byte("nodeName: node-1\n# " + strings.Repeat("x", MaxConfigFileBytes) + "\n")
+	data := []byte("logLevel: info\n# " + strings.Repeat("x", MaxConfigFileBytes) + "\n")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}

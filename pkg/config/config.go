@@ -922,6 +922,12 @@ func Parse(data []byte, base Config) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("not valid YAML: %w", err)
 	}
+	// Who may write the file decides which keys it may hold (trust.go);
+	// asked first, so that such a key is refused for what it is even when
+	// its value would not decode.
+	if err := daemonSetOnlyInFile(js); err != nil {
+		return Config{}, err
+	}
 	// sigs.k8s.io/json matches keys case-sensitively (encoding/json does
 	// not), so a misspelt key such as minCpuModel is refused, not accepted.
 	strict, err := sigsjson.UnmarshalStrict(js, &cfg)
@@ -938,48 +944,7 @@ func Parse(data []byte, base Config) (Config, error) {
 		}
 		return Config{}, errors.New(strings.Join(msgs, "; "))
 	}
-	if err := hostOnlyKeys(js); err != nil {
-		return Config{}, err
-	}
 	return cfg, nil
-}
-
-// ErrHostOnlyKey is returned by Parse for a config file that sets a key
-// taken only from the command line.
-var ErrHostOnlyKey = errors.New("host-only key in a config file")
-
-// hostOnlyKeys refuses, in config file data (as JSON), the keys that would
-// let whoever writes the file run a program as root on the host:
-// reboot.sentinelCommand runs as a transient systemd unit in the host's
-// namespaces. The file is a ConfigMap, and writing a ConfigMap in the
-// agent's namespace is a smaller right than writing the DaemonSet, whose
-// pod template is the host's root already; so such a key comes only from
-// the DaemonSet's arguments (--reboot-sentinel-command). An empty list is
-// allowed: it asks for nothing.
-func hostOnlyKeys(js []byte) error {
-	var doc struct {
-		Reboot struct {
-			SentinelCommand []string `json:"sentinelCommand"`
-		} `json:"reboot"`
-	}
-	if json.Unmarshal(js, &doc) != nil {
-		return nil // the strict decode above has said what is wrong
-	}
-	if len(doc.Reboot.SentinelCommand) > 0 {
-		return fmt.Errorf("%w: reboot.sentinelCommand %s runs a program as root on the host, so it is taken only from the DaemonSet's arguments (--reboot-sentinel-command, one flag per argument), never from a config file: whoever may write the ConfigMap could otherwise run any program on every node",
-			ErrHostOnlyKey, quoteList(doc.Reboot.SentinelCommand))
-	}
-	return nil
-}
-
-// quoteList shows a command line with each argument quoted, control
-// characters escaped.
-func quoteList(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		q[i] = fmt.Sprintf("%q", a)
-	}
-	return "[" + strings.Join(q, " ") + "]"
 }
 
 // durationKeys are the keys whose values are Go durations.

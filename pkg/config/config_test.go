@@ -39,8 +39,8 @@ func TestParse(t *testing.T) {
 		{name: "unknown nested key", yaml: "drain:\n  timeOut: 1s\n", wantErr: `unknown field "drain.timeOut"`},
 		{name: "keys are case-sensitive", yaml: "labeller:\n  minCpuModel: x\n", wantErr: `unknown field "labeller.minCpuModel"`},
 		{name: "bad duration names the key", yaml: "shutdown:\n  drainBudget: 5 minutes\n", wantErr: "shutdown.drainBudget"},
-		{name: "bad duration beside top-level keys", yaml: "nodeName: node-1\nlogLevel: info\ndrain:\n  timeout: soon\n", wantErr: "drain.timeout"},
-		{name: "reboot section", yaml: "reboot:\n  enabled: true\n  sentinelCommand: []\n  window:\n    days: [sat, sun]\n    start: \"22:00\"\n    end: \"04:00\"\n    timeZone: Europe/Berlin\n  loopBound: 12h\n", check: func(t *testing.T, c Config) {
+		{name: "bad duration beside top-level keys", yaml: "logFormat: text\nlogLevel: info\ndrain:\n  timeout: soon\n", wantErr: "drain.timeout"},
+		{name: "reboot section", yaml: "reboot:\n  enabled: true\n  window:\n    days: [sat, sun]\n    start: \"22:00\"\n    end: \"04:00\"\n    timeZone: Europe/Berlin\n  loopBound: 12h\n", check: func(t *testing.T, c Config) {
 			r := c.Reboot
 			if !r.Enabled || len(r.SentinelCommand) != 0 || strings.Join(r.Window.Days, ",") != "sat,sun" || r.Window.End != "04:00" || r.LoopBound.Duration != 12*time.Hour {
 				t.Errorf("not applied: %+v", r)
@@ -50,8 +50,8 @@ func TestParse(t *testing.T) {
 			}
 		}},
 		// A ConfigMap writer must not pick a program the host runs as root.
-		{name: "sentinel command in a file", yaml: "reboot:\n  enabled: true\n  sentinelCommand: [/usr/bin/touch, /etc/owned]\n", wantErr: `reboot.sentinelCommand ["/usr/bin/touch" "/etc/owned"] runs a program as root on the host, so it is taken only from the DaemonSet's arguments (--reboot-sentinel-command`},
-		{name: "sentinel command in a file, quoted", yaml: "reboot:\n  sentinelCommand: [\"/bin/sh\\u001b[2J\"]\n", wantErr: `reboot.sentinelCommand ["/bin/sh\x1b[2J"]`},
+		{name: "sentinel command in a file", yaml: "reboot:\n  enabled: true\n  sentinelCommand: [/usr/bin/touch, /etc/owned]\n", wantErr: `reboot.sentinelCommand is taken only from the DaemonSet's arguments (--reboot-sentinel-command), never from the config file, because whoever may write the ConfigMap could otherwise choose a program every host runs as root`},
+		{name: "sentinel command in a file, quoted", yaml: "reboot:\n  sentinelCommand: [\"/bin/sh\\u001b[2J\"]\n", wantErr: `reboot.sentinelCommand is taken only from the DaemonSet's arguments`},
 		{name: "bad reboot duration names the key", yaml: "reboot:\n  loopBound: a day\n", wantErr: "reboot.loopBound"},
 		{name: "unknown reboot key", yaml: "reboot:\n  window:\n    timezone: UTC\n", wantErr: `unknown field "reboot.window.timezone"`},
 		{name: "wrong type", yaml: "drain:\n  maxConcurrentNodes: many\n", wantErr: "maxConcurrentNodes"},
@@ -229,7 +229,7 @@ func TestValidate(t *testing.T) {
 
 func TestLoadFlagsWinOverFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(path, []byte("nodeName: from-file\nlabeller:\n  minCPUModel: Haswell\n  obsoleteCPUModels: [a]\ndrain:\n  timeout: 1m\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("logLevel: debug\nlabeller:\n  minCPUModel: Haswell\n  obsoleteCPUModels: [a]\ndrain:\n  timeout: 1m\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c := Default()
@@ -242,8 +242,8 @@ func TestLoadFlagsWinOverFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.NodeName != "from-file" {
-		t.Errorf("nodeName = %q, want the file's", got.NodeName)
+	if got.LogLevel != "debug" {
+		t.Errorf("logLevel = %q, want the file's", got.LogLevel)
 	}
 	if got.Labeller.MinCPUModel != "Skylake-Client" || got.Drain.Timeout.Duration != 2*time.Minute {
 		t.Errorf("flags did not win: %+v", got)
@@ -298,7 +298,7 @@ func TestRebootWithoutDrainFlag(t *testing.T) {
 // with a comma must reach the command whole, and flags must win over the file.
 func TestLoadRebootFlags(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(path, []byte("nodeName: node-1\nreboot:\n  sentinelFile: /run/x\n  window:\n    days: [mon]\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("reboot:\n  window:\n    days: [mon]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c := Default()
@@ -343,7 +343,7 @@ func TestEveryKeyHasAFlag(t *testing.T) {
 // reach the policy as empty and not fall back to the default Penryn.
 func TestLoadEmptyMinCPUModel(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(path, []byte("nodeName: node-1\nlabeller:\n  minCPUModel: \"\"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("labeller:\n  minCPUModel: \"\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)

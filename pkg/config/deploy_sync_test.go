@@ -40,7 +40,8 @@ func TestDeployConfigMapIsDefault(t *testing.T) {
 		t.Fatalf("config.yaml in %s: %v", deployConfigMap, err)
 	}
 	got = got.NormalizeEmpty()
-	if want := Default(); !reflect.DeepEqual(got, want) {
+	// The DaemonSet-only keys are not the file's (trust.go).
+	if want := Default().WithoutDaemonSetOnly(); !reflect.DeepEqual(got, want) {
 		gotKeys, wantKeys := deployFlatten(t, got), deployFlatten(t, want)
 		for _, k := range deployKeyPaths(reflect.TypeOf(Config{}), "") {
 			if gotKeys[k] != wantKeys[k] {
@@ -62,6 +63,15 @@ func TestDeployConfigMapIsDefault(t *testing.T) {
 	}
 	defaults := deployFlatten(t, Default())
 	for _, k := range keys {
+		if tr, _ := TrustOf(k); tr.Writer == WriterDaemonSet {
+			if deployHasPath(doc, k) {
+				t.Errorf("config.yaml in %s sets %s, which the agent refuses in a config file", deployConfigMap, k)
+			}
+			if !strings.Contains(string(raw), "--"+flagOfPath()[k]) {
+				t.Errorf("%s does not name --%s among the keys it leaves to the DaemonSet", deployConfigMap, flagOfPath()[k])
+			}
+			continue
+		}
 		if !deployHasPath(doc, k) {
 			t.Errorf("config.yaml in %s lacks key %s (default %s)", deployConfigMap, k, defaults[k])
 		}

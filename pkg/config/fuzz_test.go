@@ -2,13 +2,15 @@ package config
 
 import (
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 )
 
 // FuzzParse feeds Parse what a ConfigMap writer may put in the file. It must
 // not panic; what it accepts must validate without panicking, and never
-// carries a host-only key (a sentinel command) from the file.
+// carries a DaemonSet-only key (a kubeconfig, a sentinel command) from the
+// file.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("labeller:\n  minCPUModel: Haswell\n  obsoleteCPUModels: [Nehalem]\ndrain:\n  timeout: 90s\n"))
 	f.Add([]byte("reboot:\n  enabled: true\n  sentinelCommand: [/usr/bin/touch, /x]\n"))
@@ -16,13 +18,19 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("labeller:\n  libvirtURI: qemu+ext:///system?command=/bin/sh\n"))
 	f.Add([]byte("drain:\n  maxConcurrentNodes: 4294967296\n  pools: [{name: a, nodeSelector: 'x=y', maxConcurrentNodes: 2}]\n"))
 	f.Add([]byte("a: [1\n"))
+	f.Add([]byte("kubeconfig: /etc/node-agent/kubeconfig\nnotifications:\n  webhooks: [{name: a, urlFile: /x}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data, Default())
 		if err != nil {
 			return
 		}
-		if len(c.Reboot.SentinelCommand) > 0 {
-			t.Errorf("accepted a sentinel command from the file: %q", c.Reboot.SentinelCommand)
+		// Nothing a file says reaches a DaemonSet-only key (trust.go):
+		// each is as the base had it.
+		base := Default()
+		for _, p := range DaemonSetOnlyKeys() {
+			if got, want := valueAt(&c, p), valueAt(&base, p); !reflect.DeepEqual(got, want) {
+				t.Errorf("accepted %s = %v from the file (base %v)", p, got, want)
+			}
 		}
 		c.NodeName = "node-1"
 		_ = c.Validate()
@@ -58,4 +66,27 @@ func FuzzCheckLibvirtURI(f *testing.F) {
 			t.Errorf("%q accepted with a transport parameter", uri)
 		}
 	})
+}
+
+// valueAt returns the values at path in c: one for a plain key, one per
+// element for a key inside a list.
+func valueAt(c *Config, path string) []any {
+	var out []any
+	var walk func(v reflect.Value, parts []string)
+	walk = func(v reflect.Value, parts []string) {
+		name, list := strings.CutSuffix(parts[0], "[]")
+		f := fieldByJSON(v, name)
+		switch {
+		case len(parts) == 1:
+			out = append(out, f.Interface())
+		case list:
+			for i := range f.Len() {
+				walk(f.Index(i), parts[1:])
+			}
+		default:
+			walk(f, parts[1:])
+		}
+	}
+	walk(reflect.ValueOf(c).Elem(), strings.Split(path, "."))
+	return out
 }

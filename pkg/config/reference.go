@@ -92,13 +92,24 @@ func Reference() string {
 	b.WriteString("at start, naming the key. The `labeller` keys are applied again when the file changes (a mounted ")
 	b.WriteString("ConfigMap); an invalid change is refused with an Event on the Node and the last good configuration ")
 	b.WriteString("stays. Other keys take effect at the next start. Durations use Go syntax: `90s`, `5m`, `1h`.\n\n")
-	b.WriteString("Keys that would let the file's writer run a program on the host are taken only from the command line ")
-	b.WriteString("(the DaemonSet's arguments), never from the file: `reboot.sentinelCommand` (a file that sets it is ")
-	b.WriteString("refused). `labeller.libvirtURI` accepts only local QEMU connections and the embedded driver. ")
+	b.WriteString("Keys that choose an identity, a credential, a path, a bus, a command or what the host runs are taken ")
+	b.WriteString("only from the command line and the environment (the DaemonSet's arguments), never from the file: a file ")
+	b.WriteString("that sets one is refused, at start and at a reload, with a line that names the key and its flag. ")
+	b.WriteString("[Who may set each key](#who-may-set-each-key) lists them, and the worst a hostile value of every key can do. ")
 	b.WriteString("See the README's security section for who can change what.\n\n")
 	b.WriteString("| key | flag | type | default | meaning |\n| --- | --- | --- | --- | --- |\n")
 	for _, k := range Keys() {
 		fmt.Fprintf(&b, "| `%s` | `--%s` | %s | `%s` | %s |\n", k.Path, k.Flag, k.Type, k.Default, strings.ReplaceAll(k.Usage, "|", `\|`))
+	}
+	b.WriteString("\n## Who may set each key\n\n")
+	b.WriteString("The agent runs as root on every node. Each key is read only from a place whose writers are trusted with ")
+	b.WriteString("what it chooses (pkg/config/trust.go; a key without a class fails a test):\n\n")
+	fmt.Fprintf(&b, "- **%s**: the command line and environment of the DaemonSet's pod (the coordinator's too). Whoever may write them chooses the pod template, which is root on every node already; a config file that sets such a key is refused.\n", WriterDaemonSet)
+	fmt.Fprintf(&b, "- **%s**: the `--config` file, mounted from the ConfigMap `node-agent-config`, which a namespace editor or a Role on that one ConfigMap may write (a flag of the same name wins over it). The DaemonSet and the coordinator mount only its key `config.yaml`, so other keys a writer adds to the ConfigMap never reach the pod.\n\n", WriterConfigMap)
+	b.WriteString("| key | set in | the worst a hostile value can do |\n| --- | --- | --- |\n")
+	for _, p := range KeyPaths() {
+		tr := trust[p]
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", p, tr.Writer, strings.ReplaceAll(tr.Worst, "|", `\|`))
 	}
 	b.WriteString("\n## Bounds\n\n")
 	b.WriteString("Every number and size has a lower and an upper bound; a value outside them is refused at start ")

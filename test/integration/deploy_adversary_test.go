@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/confinement"
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
@@ -151,22 +153,27 @@ func (b *deployBed) testEventsOnlyAboutItsNode(t *testing.T) {
 // configEditor is the user with namespace edit in node-agent.
 const configEditor = "config-editor"
 
-// testConfigMapWriter: a user with the edit role in node-agent may rewrite
-// node-agent's ConfigMap, but cannot make a host run a program through it.
-// The two keys that could, before: reboot.sentinelCommand (run as root in
-// the host's namespaces) and labeller.libvirtURI (qemu+ext runs the URI's
-// command). Each is written through the ConfigMap by that user, and the
-// agent started with the ConfigMap's file as the DaemonSet mounts it must
-// refuse to start, say why, and run nothing: the command is a script that
-// leaves a mark.
+// testConfigMapWriter is issue 40's first acceptance: whoever may write
+// node-agent's ConfigMap (here a Role on that one ConfigMap, the delegation
+// the README recommends, and a namespace editor) gets no more than the
+// ConfigMap's keys give. The writer adds a kubeconfig whose user is an exec
+// credential plugin, as a second key of the ConfigMap and also as a file
+// elsewhere on the host, and points kubeconfig: at it; then, one by one,
+// every key the agent takes only from its command line
+// (config.DaemonSetOnlyKeys), each with a hostile value. The file reaches
+// the agent as the shipped DaemonSet mounts it (only the items its config
+// volume projects), and the agent is started as in the pod: no --kubeconfig,
+// no $KUBECONFIG. It must refuse to start with a line naming the key, and
+// run nothing: every program is a script that leaves a mark.
 func (b *deployBed) testConfigMapWriter(t *testing.T) {
 	ctx := t.Context()
-	editor := b.namespaceEditor(t)
-	cms := editor.CoreV1().ConfigMaps(agentNamespace)
-	original, err := cms.Get(ctx, "node-agent-config", metav1.GetOptions{})
-	wantAllowed(t, "read node-agent's ConfigMap as "+configEditor, err)
+	writers := map[string]kubernetes.Interface{
+		configMapWriter: b.configMapOnlyWriter(t),
+		configEditor:    b.namespaceEditor(t),
+	}
+	original, err := b.c.CoreV1().ConfigMaps(agentNamespace).Get(ctx, "node-agent-config", metav1.GetOptions{})
 	if err != nil {
-		return
+		t.Fatal(err)
 	}
 	defer func() {
 		restore := original.DeepCopy()
@@ -185,69 +192,194 @@ func (b *deployBed) testConfigMapWriter(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+mark+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, kubeconfig := b.agentFiles(t, dir, "node-1")
+	// A kubeconfig whose user runs the payload to get a credential, as
+	// client-go runs an exec plugin before its first request.
+	evil := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "%s", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: %s, interactiveMode: Never}}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`, b.env.Server(), script)
+	hostKubeconfig := filepath.Join(dir, "elsewhere.kubeconfig")
+	if err := os.WriteFile(hostKubeconfig, []byte(evil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// What the shipped DaemonSet's config volume projects of the ConfigMap.
+	var ds appsv1.DaemonSet
+	testenv.DeployObject(t, testenv.ReadDeployObjects(t), "DaemonSet", agentNamespace, "node-agent", &ds)
+	var items []corev1.KeyToPath
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == "config" && v.ConfigMap != nil {
+			items = v.ConfigMap.Items
+		}
+	}
+	if len(items) != 1 || items[0].Key != "config.yaml" {
+		t.Errorf("the DaemonSet's config volume projects %v; want only the key config.yaml, so that a key a ConfigMap writer adds never reaches the pod", items)
+	}
+	// project writes into mdir what the kubelet mounts of cm there.
+	project := func(t *testing.T, mdir string, cm *corev1.ConfigMap) {
+		t.Helper()
+		for _, it := range items {
+			if err := os.WriteFile(filepath.Join(mdir, it.Path), []byte(cm.Data[it.Key]), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 
-	for _, tc := range []struct {
-		name    string
-		set     func(cfg map[string]any)
-		wantErr string
-	}{
-		{"reboot.sentinelCommand", func(cfg map[string]any) {
+	// A hostile value for every key a config file may not set; a key
+	// without one here fails the test.
+	hostile := map[string]func(cfg map[string]any, mdir string){
+		"kubeconfig": func(cfg map[string]any, mdir string) { cfg["kubeconfig"] = hostKubeconfig },
+		"nodeName":   func(cfg map[string]any, _ string) { cfg["nodeName"] = "node-2" },
+		"metricsBindAddress": func(cfg map[string]any, _ string) {
+			cfg["metricsBindAddress"] = ":9465"
+		},
+		"healthProbeBindAddress": func(cfg map[string]any, _ string) { cfg["healthProbeBindAddress"] = "0" },
+		"stateDir":               func(cfg map[string]any, _ string) { cfg["stateDir"] = "/etc" },
+		"labeller.libvirtURI": func(cfg map[string]any, _ string) {
+			section(cfg, "labeller")["libvirtURI"] = "qemu+ext:///system?command=" + script
+		},
+		"shutdown.systemBusAddress": func(cfg map[string]any, _ string) {
+			section(cfg, "shutdown")["systemBusAddress"] = "unix:path=" + filepath.Join(dir, "bus")
+		},
+		"shutdown.manageLogindConfig": func(cfg map[string]any, _ string) { section(cfg, "shutdown")["manageLogindConfig"] = true },
+		"shutdown.logindDropInDir":    func(cfg map[string]any, _ string) { section(cfg, "shutdown")["logindDropInDir"] = "/etc/cron.d" },
+		"reboot.sentinelFile": func(cfg map[string]any, _ string) {
+			section(cfg, "reboot")["enabled"] = true
+			section(cfg, "reboot")["sentinelFile"] = "/etc/hostname"
+		},
+		"reboot.sentinelCommand": func(cfg map[string]any, _ string) {
 			section(cfg, "reboot")["enabled"] = true
 			section(cfg, "reboot")["sentinelCommand"] = []any{script}
-		}, "reboot.sentinelCommand [\"" + script + "\"] runs a program as root on the host, so it is taken only from the DaemonSet's arguments"},
-		{"labeller.libvirtURI qemu+ext", func(cfg map[string]any) {
-			section(cfg, "labeller")["enabled"] = true
-			section(cfg, "labeller")["libvirtURI"] = "qemu+ext:///system?command=" + script
-		}, "transport or driver qemu+ext is not accepted"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+		},
+		"notifications.webhooks[].urlFile": func(cfg map[string]any, _ string) {
+			section(cfg, "notifications")["webhooks"] = []any{map[string]any{"name": "x", "urlFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}}
+		},
+	}
+	type attempt struct {
+		key, writer string
+		set         func(cfg map[string]any, mdir string)
+		extra       map[string]string // keys added beside config.yaml
+	}
+	var attempts []attempt
+	// The attack of the issue: the kubeconfig as a second key of the
+	// ConfigMap, which the DaemonSet must not even mount.
+	attempts = append(attempts, attempt{key: "kubeconfig", writer: configMapWriter, extra: map[string]string{"kubeconfig": evil},
+		set: func(cfg map[string]any, mdir string) { cfg["kubeconfig"] = filepath.Join(mdir, "kubeconfig") }})
+	for _, key := range config.DaemonSetOnlyKeys() {
+		set, ok := hostile[key]
+		if !ok {
+			t.Errorf("no hostile value for %s, a key the agent takes only from its command line: add one here", key)
+			continue
+		}
+		attempts = append(attempts, attempt{key: key, writer: configMapWriter, set: set})
+	}
+	// The namespace editor, once, with the key that ran a program before.
+	attempts = append(attempts, attempt{key: "reboot.sentinelCommand", writer: configEditor, set: hostile["reboot.sentinelCommand"]})
+
+	for _, a := range attempts {
+		t.Run(a.key+" by "+a.writer, func(t *testing.T) {
+			cms := writers[a.writer].CoreV1().ConfigMaps(agentNamespace)
+			cur, err := cms.Get(ctx, original.Name, metav1.GetOptions{})
+			wantAllowed(t, "read node-agent's ConfigMap as "+a.writer, err)
+			if err != nil {
+				return
+			}
 			var cfg map[string]any
 			if err := yaml.Unmarshal([]byte(original.Data["config.yaml"]), &cfg); err != nil {
 				t.Fatal(err)
 			}
-			tc.set(cfg)
+			// The pod's /etc/node-agent: a value may name a file there.
+			mdir := t.TempDir()
+			a.set(cfg, mdir)
 			data, err := yaml.Marshal(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cur, err := cms.Get(ctx, original.Name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
+			cur.Data = map[string]string{"config.yaml": string(data)}
+			for k, v := range a.extra {
+				cur.Data[k] = v
 			}
-			cur.Data["config.yaml"] = string(data)
 			_, err = cms.Update(ctx, cur, metav1.UpdateOptions{})
-			wantAllowed(t, "write "+tc.name+" into node-agent's ConfigMap as "+configEditor, err)
-
-			// The file as the kubelet mounts it from the ConfigMap.
+			wantAllowed(t, "write "+a.key+" into node-agent's ConfigMap as "+a.writer, err)
 			stored, err := b.c.CoreV1().ConfigMaps(agentNamespace).Get(ctx, original.Name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfgFile := filepath.Join(dir, "config.yaml")
-			if err := os.WriteFile(cfgFile, []byte(stored.Data["config.yaml"]), 0o600); err != nil {
-				t.Fatal(err)
+			project(t, mdir, stored)
+			for k := range a.extra {
+				if _, err := os.Stat(filepath.Join(mdir, k)); err == nil {
+					t.Errorf("the key %s a ConfigMap writer added reached the pod's mount", k)
+				}
 			}
 			runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(runCtx, agentBinary, "run", "--config", cfgFile, "--kubeconfig", kubeconfig, "--node-name", "node-1",
-				"--metrics-bind-address=0", "--health-probe-bind-address=0", "--state-dir", dir)
+			cmd := exec.CommandContext(runCtx, agentBinary, "run", "--config", filepath.Join(mdir, "config.yaml"), "--node-name", "node-1",
+				"--metrics-bind-address=0", "--health-probe-bind-address=0", "--state-dir", dir, "--shutdown-enabled=false")
+			// As in the pod: no kubeconfig but what the file might name.
+			cmd.Env = append(os.Environ(), "KUBECONFIG=", "HOME="+dir)
 			out, err := cmd.CombinedOutput()
+			want := a.key + " is taken only from the DaemonSet's arguments"
 			switch {
 			case err == nil:
-				t.Errorf("node-agent run started and stopped with the ConfigMap holding %s; want a refusal:\n%s", tc.name, out)
+				t.Errorf("node-agent run started and stopped with the ConfigMap holding %s; want a refusal:\n%s", a.key, out)
 			case runCtx.Err() != nil:
-				t.Errorf("node-agent run kept running with the ConfigMap holding %s; want a refusal:\n%s", tc.name, lastLines(string(out), 20))
-			case !strings.Contains(string(out), tc.wantErr):
-				t.Errorf("node-agent run refused to start, without saying %q:\n%s", tc.wantErr, lastLines(string(out), 20))
+				t.Errorf("node-agent run kept running with the ConfigMap holding %s; want a refusal:\n%s", a.key, lastLines(string(out), 20))
+			case !strings.Contains(string(out), want):
+				t.Errorf("node-agent run refused to start, without saying %q:\n%s", want, lastLines(string(out), 20))
 			default:
 				t.Logf("refused at start: %s", strings.TrimSpace(lastLines(string(out), 1)))
 			}
 			if _, err := os.Stat(mark); err == nil {
-				t.Errorf("the host ran %s, written into the ConfigMap by %s", script, configEditor)
+				t.Errorf("the host ran %s, after %s wrote %s into the ConfigMap", script, a.writer, a.key)
+				_ = os.Remove(mark)
 			}
 		})
 	}
+}
+
+// configMapWriter is the user with a Role on node-agent's ConfigMap only.
+const configMapWriter = "config-writer"
+
+// configMapOnlyWriter returns a client for a ServiceAccount of another
+// namespace that may get and update node-agent-config and nothing else.
+func (b *deployBed) configMapOnlyWriter(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := b.c.CoreV1().ServiceAccounts(tenantNamespace).Create(ctx, &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{Name: configMapWriter}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.c.RbacV1().Roles(agentNamespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: configMapWriter},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: []string{"node-agent-config"}, Verbs: []string{"get", "update", "patch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.c.RbacV1().RoleBindings(agentNamespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: configMapWriter},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: configMapWriter},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: configMapWriter, Namespace: tenantNamespace}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := b.c.CoreV1().ServiceAccounts(tenantNamespace).CreateToken(ctx, configMapWriter, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := b.tokenClient(t, tr.Status.Token)
+	testenv.WaitFor(t, 30*time.Second, "RBAC to allow "+configMapWriter+" node-agent's ConfigMap", func() (bool, error) {
+		_, err := w.CoreV1().ConfigMaps(agentNamespace).Get(ctx, "node-agent-config", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	// It may write that ConfigMap only.
+	_, err = w.CoreV1().ConfigMaps(agentNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other"}},
+		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	wantDenied(t, "create another ConfigMap in node-agent as "+configMapWriter+" (dry run)", err, "forbidden")
+	return w
 }
 
 // namespaceEditor returns a client for a ServiceAccount of another

@@ -191,8 +191,9 @@ func TestLabellerReloadsConfig(t *testing.T) {
 	// virtType qemu: QEMU's TCG can run a few models (Penryn, Nehalem,
 	// Westmere) on any x86 host, where KVM may offer none that is not
 	// obsolete.
-	write("labeller:\n  libvirtURI: " + uri + "\n  virtType: qemu\nshutdown:\n  enabled: false\n")
-	agent := startAgent(t, env, "node-1", "--config", cfgPath)
+	// labeller.libvirtURI is a flag only (pkg/config/trust.go).
+	write("labeller:\n  virtType: qemu\nshutdown:\n  enabled: false\n")
+	agent := startAgent(t, env, "node-1", "--config", cfgPath, "--libvirt-uri", uri)
 	agent.WaitReady(t)
 
 	var model string
@@ -207,7 +208,7 @@ func TestLabellerReloadsConfig(t *testing.T) {
 		return false, nil
 	})
 	// Marking that model obsolete removes its label.
-	write("labeller:\n  libvirtURI: " + uri + "\n  virtType: qemu\n  obsoleteCPUModels: [" + model + "]\nshutdown:\n  enabled: false\n")
+	write("labeller:\n  virtType: qemu\n  obsoleteCPUModels: [" + model + "]\nshutdown:\n  enabled: false\n")
 	testenv.WaitFor(t, time.Minute, model+" label removed after reload", func() (bool, error) {
 		_, ok := getNode(t, c, "node-1").Labels[kubevirtlabels.CPUModelMigrationLabelPrefix+model]
 		return !ok, nil
@@ -226,9 +227,10 @@ func TestLabellerReloadsConfig(t *testing.T) {
 		t.Errorf("labels changed after a refused reload: %v", d)
 	}
 
-	// labeller.libvirtURI applies without a restart, so a ConfigMap writer
-	// could point it at libvirt's ext transport, which runs the URI's
-	// command: refused at the reload, and nothing runs.
+	// A ConfigMap writer who points labeller.libvirtURI at libvirt's ext
+	// transport, which runs the URI's command: the key is refused in the
+	// file whatever its value (it is taken only from the command line), at
+	// the reload as at a start, and nothing runs.
 	mark := filepath.Join(root, "ran")
 	script := filepath.Join(root, "payload.sh")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+mark+"\n"), 0o755); err != nil {
@@ -241,7 +243,7 @@ func TestLabellerReloadsConfig(t *testing.T) {
 			return false, err
 		}
 		for _, e := range evs.Items {
-			if strings.Contains(e.Message, "transport or driver qemu+ext is not accepted") {
+			if strings.Contains(e.Message, "labeller.libvirtURI is taken only from the DaemonSet's arguments (--libvirt-uri)") {
 				t.Logf("refused: %s", e.Message)
 				return true, nil
 			}

@@ -137,11 +137,11 @@ func TestRunNotReadyWithoutItsNode(t *testing.T) {
 func TestRunRefusesBadInput(t *testing.T) {
 	dir := t.TempDir()
 	unknownKey := filepath.Join(dir, "unknown.yaml")
-	if err := os.WriteFile(unknownKey, []byte("nodeName: node-1\nlabeller:\n  minCpuModel: Haswell\n"), 0o600); err != nil {
+	if err := os.WriteFile(unknownKey, []byte("logLevel: info\nlabeller:\n  minCpuModel: Haswell\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	badValue := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(badValue, []byte("nodeName: node-1\ndrain:\n  timeout: soon\n"), 0o600); err != nil {
+	if err := os.WriteFile(badValue, []byte("logLevel: info\ndrain:\n  timeout: soon\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {

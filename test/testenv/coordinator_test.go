@@ -11,7 +11,7 @@ import (
 
 func TestCoordinatorConfig(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "agent.yaml")
-	if err := os.WriteFile(file, []byte("nodeName: node-1\ndrain:\n  maxConcurrentNodes: 3\n  timeout: 5m\n"+
+	if err := os.WriteFile(file, []byte("drain:\n  maxConcurrentNodes: 3\n  timeout: 5m\n"+
 		"  pools: [{name: gpu, selector: gpu=true, maxConcurrentNodes: 1}]\nreboot:\n  slotHoldBound: 20m\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
