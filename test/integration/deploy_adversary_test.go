@@ -258,14 +258,14 @@ current-context: x
 		},
 	}
 	type attempt struct {
-		key, writer string
+		name, key, writer string
 		set         func(cfg map[string]any, mdir string)
 		extra       map[string]string // keys added beside config.yaml
 	}
 	var attempts []attempt
 	// The attack of the issue: the kubeconfig as a second key of the
 	// ConfigMap, which the DaemonSet must not even mount.
-	attempts = append(attempts, attempt{key: "kubeconfig", writer: configMapWriter, extra: map[string]string{"kubeconfig": evil},
+	attempts = append(attempts, attempt{name: "kubeconfig added to the ConfigMap", key: "kubeconfig", writer: configMapWriter, extra: map[string]string{"kubeconfig": evil},
 		set: func(cfg map[string]any, mdir string) { cfg["kubeconfig"] = filepath.Join(mdir, "kubeconfig") }})
 	for _, key := range config.DaemonSetOnlyKeys() {
 		set, ok := hostile[key]
@@ -279,7 +279,10 @@ current-context: x
 	attempts = append(attempts, attempt{key: "reboot.sentinelCommand", writer: configEditor, set: hostile["reboot.sentinelCommand"]})
 
 	for _, a := range attempts {
-		t.Run(a.key+" by "+a.writer, func(t *testing.T) {
+		if a.name == "" {
+			a.name = a.key
+		}
+		t.Run(a.name+" by "+a.writer, func(t *testing.T) {
 			cms := writers[a.writer].CoreV1().ConfigMaps(agentNamespace)
 			cur, err := cms.Get(ctx, original.Name, metav1.GetOptions{})
 			wantAllowed(t, "read node-agent's ConfigMap as "+a.writer, err)
