@@ -140,8 +140,8 @@ lint: ## gofmt, go vet and staticcheck
 	$(BIN)/staticcheck -tags $(GOTAGS) ./...
 
 .PHONY: docs
-docs: ## Regenerate docs/configuration.md and docs/metrics.md from the code
-	UPDATE_DOCS=1 $(GO) test -tags $(GOTAGS) -count=1 -run TestDocsUpToDate ./cmd/node-agent/
+docs: ## Regenerate docs/configuration.md, docs/metrics.md and docs/inputs.md from the code
+	UPDATE_DOCS=1 $(GO) test -tags $(GOTAGS) -count=1 -run TestDocsUpToDate ./cmd/node-agent/ ./pkg/inputs/
 
 .PHONY: demo
 demo: deps tools build ## Start a local control plane with three kwok nodes and run node-agent for node-1
