@@ -447,7 +447,8 @@ func TestHelmTemplateEqualsKustomize(t *testing.T) {
 	// The values the chart adds over kustomize reach the DaemonSet.
 	t.Run("values", func(t *testing.T) {
 		flags := setFlags("image.repository=registry.example.com/node-agent", "image.tag=v9.9.9", "image.pullPolicy=Always",
-			"resources.limits.memory=256Mi", "components.kvm=true", "config.drain.parallelism=8")
+			"resources.limits.memory=256Mi", "components.kvm=true", "config.drain.parallelism=8",
+			"extraArgs={--libvirt-uri=qemu:///system?socket=/run/host/libvirt/libvirt-sock,--reboot-sentinel-command=/usr/bin/needs-restarting}")
 		// --set would make "true" a boolean, which no label value is.
 		flags = append(flags, "--set-string", `nodeSelector.kubevirt\.io/schedulable=true`)
 		objs := testenv.DecodeObjects(t, h.templateYAML(t, flags...))
@@ -472,6 +473,12 @@ func TestHelmTemplateEqualsKustomize(t *testing.T) {
 		sel, _, _ := unstructured.NestedStringMap(ds, "spec", "template", "spec", "nodeSelector")
 		if sel["kubevirt.io/schedulable"] != "true" {
 			t.Errorf("nodeSelector %v", sel)
+		}
+		// extraArgs, the keys the agent takes only from its command line,
+		// follow the chart's own arguments, in order.
+		args, _, _ := unstructured.NestedStringSlice(c, "args")
+		if n := len(args); n < 2 || args[n-2] != "--libvirt-uri=qemu:///system?socket=/run/host/libvirt/libvirt-sock" || args[n-1] != "--reboot-sentinel-command=/usr/bin/needs-restarting" {
+			t.Errorf("extraArgs did not reach the container's args: %q", args)
 		}
 		cfg := renderedConfig(t, objs)
 		if cfg.Drain.Parallelism != 8 {
