@@ -83,7 +83,7 @@ func choosePods(ctx context.Context, client kube.Interface, pods []corev1.Pod, p
 	if err != nil {
 		return nil, nil, err
 	}
-	evict, errs := podsToEvict(ctx, selected, daemonSetExists(client))
+	evict, errs := podsToEvict(ctx, selected, controllerRefOnly)
 	return evict, sel, errors.Join(errs...)
 }
 
@@ -101,14 +101,6 @@ func selectPods(pods []corev1.Pod, podSelector string) ([]corev1.Pod, labels.Sel
 		}
 	}
 	return selected, sel, nil
-}
-
-// daemonSetExists looks DaemonSets up through client.
-func daemonSetExists(client kube.Interface) daemonSetLookup {
-	return func(ctx context.Context, namespace, name string) error {
-		_, err := client.AppsV1().DaemonSets(namespace).Get(ctx, name, metav1.GetOptions{})
-		return err
-	}
 }
 
 // skipReason says why a drain leaves p alone: p is outside podSelector, or

@@ -20,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/kubectl/pkg/drain"
 
+	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 )
 
@@ -316,8 +317,43 @@ func pfOurs(t *testing.T, client *fake.Clientset, selector string) ([]corev1.Pod
 	if err != nil {
 		return nil, nil, err
 	}
-	evict, errs := podsToEvict(context.Background(), selected, daemonSetExists(kubetest.Wrap(client)))
+	evict, errs := podsToEvict(context.Background(), selected, kubectlLookup(kubetest.Wrap(client)))
 	return evict, errs, nil
+}
+
+// kubectlLookup gets the DaemonSet, as kubectl drain does; the drain itself
+// reads none (controllerRefOnly), and its parity with kubectl is checked with
+// this one.
+func kubectlLookup(client kube.Interface) daemonSetLookup {
+	return func(ctx context.Context, namespace, name string) error {
+		_, err := client.AppsV1().DaemonSets(namespace).Get(ctx, name, metav1.GetOptions{})
+		return err
+	}
+}
+
+// TestControllerRefOnly: the drain's own lookup keeps the pods of a
+// DaemonSet from the controller reference alone, orphans (no owner
+// reference, as the garbage collector leaves them) are evicted; it takes no
+// client, so it reads nothing.
+func TestControllerRefOnly(t *testing.T) {
+	gone := pfPod("ds-gone", pfDS("deleted-daemonset"))
+	orphan := pfPod("orphaned")
+	mirror := pfPod("static", pfMirror("x"))
+	evict, errs := podsToEvict(context.Background(), []corev1.Pod{gone, orphan, mirror}, controllerRefOnly)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if len(evict) != 1 || evict[0].Name != "orphaned" {
+		t.Errorf("evicted %v, want only the pod without a controller", podNames(evict))
+	}
+}
+
+func podNames(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
 }
 
 // pfKubectl runs the pods on client through kubectl's drain.Helper with the

@@ -565,8 +565,12 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 		if err == nil {
 			w.Stop()
 		}
+		// Reads are as narrow as writes: the drain tells a DaemonSet's pods
+		// by their controller reference, so no DaemonSet is readable.
 		_, err = sa.AppsV1().DaemonSets(agentNamespace).Get(ctx, "node-agent", metav1.GetOptions{})
-		wantAllowed(t, "get a DaemonSet (kubectl's drain filter)", err)
+		wantDenied(t, "get a DaemonSet", err, "forbidden")
+		_, err = node1.AppsV1().DaemonSets(agentNamespace).Get(ctx, "node-agent", metav1.GetOptions{})
+		wantDenied(t, "get a DaemonSet as node-1", err, "forbidden")
 
 		// The KubeVirt CR, read only (pkg/kubevirtcr). No CRD is installed
 		// here: an allowed request passes authorization and meets the 404
