@@ -24,6 +24,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/reasontext"
 	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/pkg/slots/election"
 )
@@ -97,7 +98,7 @@ func Run(ctx context.Context, o Options) error {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(kube.EventSink(client))
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: "node-agent-coordinator"})
+	recorder := reasontext.Recorder(broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: "node-agent-coordinator"}))
 
 	o.Logger.Info("Starting the drain slot coordinator", "identity", o.Identity, "namespace", cfg.Drain.LeaseNamespace,
 		"maxConcurrentNodes", cfg.Drain.MaxConcurrentNodes, "pools", len(cfg.Drain.Pools),

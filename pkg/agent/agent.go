@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/reasontext"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
@@ -204,7 +205,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		record.WithCorrelatorOptions(record.CorrelatorOptions{BurstSize: 100, QPS: 1}))
 	broadcaster.StartRecordingToSink(kube.EventSink(a.client))
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: "node-agent", Host: a.nodeName})
+	// Every Event's message is made printable and cut (pkg/reasontext):
+	// many quote texts others wrote.
+	recorder := reasontext.Recorder(broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: "node-agent", Host: a.nodeName}))
 
 	components, err := a.Build(recorder)
 	if err != nil {

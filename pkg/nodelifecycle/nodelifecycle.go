@@ -235,7 +235,7 @@ func Patch(node *corev1.Node, want []Condition, now metav1.Time) ([]byte, error)
 	return json.Marshal(ops)
 }
 
-func cut(msg string) string { return reasontext.Cut(msg, reasontext.MaxMessage) }
+func cut(msg string) string { return reasontext.ForNode(msg, reasontext.MaxMessage) }
 
 func entry(w Condition, now, transition metav1.Time) map[string]any {
 	return map[string]any{

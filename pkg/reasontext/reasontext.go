@@ -8,7 +8,12 @@
 //   - the length of every reason and message the agent writes back (its
 //     status and reboot records, conditions and Events), cut with a visible
 //     marker (Cut), so that no text someone else wrote can push the Node
-//     past the apiserver's limit of 256 KiB for all its annotations.
+//     past the apiserver's limit of 256 KiB for all its annotations;
+//   - that every such text is printable (Printable, ForNode) before it
+//     reaches a Node or an Event, and before the CLI prints it
+//     (ForTerminal): whoever wrote it first, a tenant or an outside service,
+//     cannot drive an admin's terminal. Recorder applies it to every Event
+//     the agent and the coordinator record.
 //
 // pkg/selfdrain and pkg/reboot apply the one rule here, and pkg/maintenance
 // shows it to the people who write the annotations, so that the CLI and the

@@ -298,7 +298,7 @@ func (c *Coordinator) gather(ctx context.Context, node *corev1.Node, rec *Record
 		Phase: rec.Phase, Drain: rec.Drain, Previous: rec.State, PreviousMessage: rec.Message,
 		// Cut as the request is: a record an older agent wrote holds it
 		// whole.
-		Failure:     Failure{Count: rec.DrainFailures, Request: reasontext.Cut(rec.FailedRequest, reasontext.MaxReason)},
+		Failure:     Failure{Count: rec.DrainFailures, Request: reasontext.ForNode(rec.FailedRequest, reasontext.MaxReason)},
 		Maintenance: m, NodeReady: nodeReady(node),
 		LoopBound: c.o.LoopBound, RebootWithoutDrain: c.o.RebootWithoutDrain, RetryReboot: c.o.RetryReboot,
 		CheckInterval: c.o.CheckInterval, BeforeRebootBound: c.o.BeforeRebootBound,
@@ -507,7 +507,7 @@ func (c *Coordinator) reboot(ctx context.Context, node *corev1.Node, rec *Record
 func (c *Coordinator) write(ctx context.Context, node *corev1.Node, prev, next *Record, d Decision) error {
 	// Cut as the record and the condition keep it, so that a long message
 	// compares equal to what they hold and is not written again each step.
-	d.Message = reasontext.Cut(d.Message, reasontext.MaxMessage)
+	d.Message = reasontext.ForNode(d.Message, reasontext.MaxMessage)
 	status, reason := d.Status, d.Reason()
 	next.State, next.Reason, next.Message = d.State, reason, d.Message
 	now := metav1.Time{Time: c.o.Clock.Now()}
@@ -577,7 +577,7 @@ func (c *Coordinator) patchCondition(ctx context.Context, node *corev1.Node, sta
 		transition = cond.LastTransitionTime
 	}
 	b, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{map[string]any{
-		"type": ConditionType, "status": status, "reason": reason, "message": reasontext.Cut(message, reasontext.MaxMessage),
+		"type": ConditionType, "status": status, "reason": reason, "message": reasontext.ForNode(message, reasontext.MaxMessage),
 		"lastHeartbeatTime": now, "lastTransitionTime": transition,
 	}}}})
 	if err != nil {
@@ -596,7 +596,7 @@ func (c *Coordinator) event(typ, reason, format string, args ...any) {
 		return
 	}
 	c.o.Recorder.Event(kube.NodeReference(c.o.NodeName), typ, reason,
-		reasontext.Cut(fmt.Sprintf(format, args...), reasontext.MaxMessage))
+		reasontext.ForNode(fmt.Sprintf(format, args...), reasontext.MaxMessage))
 }
 
 // FieldManager is the coordinator's field manager on the Node.

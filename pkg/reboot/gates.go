@@ -79,7 +79,7 @@ func (g GateBlockers) Blockers(ctx context.Context) []Blocker {
 				text += fmt.Sprintf(" and %d more", answer.series-len(answer.shown))
 			}
 		}
-		out = append(out, Blocker{Kind: BlockerGate, Name: reasontext.Cut(text, maxGateBlocker), BeforeReboot: gate.BeforeReboot})
+		out = append(out, Blocker{Kind: BlockerGate, Name: reasontext.ForNode(text, maxGateBlocker), BeforeReboot: gate.BeforeReboot})
 	}
 	return out
 }
@@ -89,12 +89,12 @@ func (g GateBlockers) Blockers(ctx context.Context) []Blocker {
 // (fail closed).
 func alertBlockers(answer gateAnswer, err error) []Blocker {
 	if err != nil {
-		return []Blocker{{Kind: BlockerAlert, Name: reasontext.Cut("the firing alerts could not be asked: "+err.Error(), maxGateBlocker)}}
+		return []Blocker{{Kind: BlockerAlert, Name: reasontext.ForNode("the firing alerts could not be asked: "+err.Error(), maxGateBlocker)}}
 	}
 	names := slices.Sorted(slices.Values(answer.alertNames))
 	var out []Blocker
 	for _, n := range names {
-		out = append(out, Blocker{Kind: BlockerAlert, Name: n})
+		out = append(out, Blocker{Kind: BlockerAlert, Name: reasontext.ForNode(n, maxGateBlocker)})
 	}
 	if answer.series > 0 && len(out) == 0 {
 		// ALERTS series always carry alertname; a query answered by

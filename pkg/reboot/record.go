@@ -145,8 +145,8 @@ const legacyFailed State = "Failed"
 // FailedRequest is that reason, written by whoever may annotate the Node.
 func (r *Record) Encode() string {
 	b := *r
-	b.Message = reasontext.Cut(r.Message, reasontext.MaxMessage)
-	b.FailedRequest = reasontext.Cut(r.FailedRequest, reasontext.MaxReason)
+	b.Message = reasontext.ForNode(r.Message, reasontext.MaxMessage)
+	b.FailedRequest = reasontext.ForNode(r.FailedRequest, reasontext.MaxReason)
 	out, _ := json.Marshal(&b) // a struct of strings, times and bools
 	return string(out)
 }

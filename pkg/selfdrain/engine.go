@@ -124,7 +124,7 @@ func NewEngine(o EngineOptions) *Engine {
 // reason: Events then show in describe node.
 func (e *Engine) event(typ, reason, format string, args ...any) {
 	ref := kube.NodeReference(e.NodeName)
-	e.Recorder.Event(ref, typ, reason, reasontext.Cut(fmt.Sprintf(format, args...), reasontext.MaxMessage))
+	e.Recorder.Event(ref, typ, reason, reasontext.ForNode(fmt.Sprintf(format, args...), reasontext.MaxMessage))
 }
 
 // now is the engine's clock as an API time.

@@ -179,7 +179,7 @@ func patchCondition(ctx context.Context, client kube.Interface, name string, kno
 		}
 	}
 	cond := map[string]any{
-		"type": typ, "status": status, "reason": reason, "message": reasontext.Cut(message, reasontext.MaxMessage),
+		"type": typ, "status": status, "reason": reason, "message": reasontext.ForNode(message, reasontext.MaxMessage),
 		"lastHeartbeatTime": now, "lastTransitionTime": transition,
 	}
 	b, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{cond}}})

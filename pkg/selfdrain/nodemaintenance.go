@@ -112,7 +112,7 @@ func (nm *NodeMaintenance) hasFinalizer() bool {
 // object asks for, cut as the annotation's reason is.
 func (nm *NodeMaintenance) requestReason() string {
 	if nm.Spec.Reason != "" {
-		return reasontext.Cut(nm.Spec.Reason, reasontext.MaxReason)
+		return reasontext.ForNode(nm.Spec.Reason, reasontext.MaxReason)
 	}
 	return "NodeMaintenance " + nm.Name
 }
@@ -214,7 +214,7 @@ func planObjects(objs []*NodeMaintenance, st *Status, perr error, annotation boo
 func mirrorStatus(cur NodeMaintenanceStatus, st *Status, perr error) *NodeMaintenanceStatus {
 	if perr != nil {
 		s := cur
-		s.LastError = reasontext.Cut(perr.Error(), reasontext.MaxMessage)
+		s.LastError = reasontext.ForNode(perr.Error(), reasontext.MaxMessage)
 		return &s
 	}
 	if !st.Active() {
@@ -224,7 +224,7 @@ func mirrorStatus(cur NodeMaintenanceStatus, st *Status, perr error) *NodeMainte
 		Phase:             st.Phase,
 		DrainProgress:     st.DrainProgress,
 		LastUpdate:        st.LastUpdate,
-		LastError:         reasontext.Cut(st.LastError, reasontext.MaxMessage),
+		LastError:         reasontext.ForNode(st.LastError, reasontext.MaxMessage),
 		PendingPods:       st.PendingPods,
 		TotalPods:         st.TotalPods,
 		EvictionPods:      st.EvictionPods,

@@ -228,22 +228,34 @@ func (s *Status) Encode() string {
 	return string(b)
 }
 
-// bounded is a copy of s whose texts are cut to their bounds
-// (pkg/reasontext): the reason comes from whoever wrote the request, and
+// bounded is a copy of s whose texts are made printable and cut to their
+// bounds (pkg/reasontext ForNode): the reason comes from whoever wrote the request, and
 // the errors and a blocker's detail from the apiserver's answers, and none
 // may grow the record without bound. The Node's annotations share 256 KiB;
 // a 128 KiB reason copied whole failed every write of the record.
 func (s *Status) bounded() *Status {
 	b := *s
-	b.Reason = reasontext.Cut(s.Reason, reasontext.MaxReason)
-	b.LastError = reasontext.Cut(s.LastError, reasontext.MaxMessage)
+	b.Reason = reasontext.ForNode(s.Reason, reasontext.MaxReason)
+	b.LastError = reasontext.ForNode(s.LastError, reasontext.MaxMessage)
 	if len(s.Blockers) > 0 {
 		b.Blockers = make([]Blocker, len(s.Blockers))
 		for i, bl := range s.Blockers {
-			bl.Detail = reasontext.Cut(bl.Detail, reasontext.MaxReason)
+			bl.Detail = reasontext.ForNode(bl.Detail, reasontext.MaxReason)
 			b.Blockers[i] = bl
 		}
 	}
+	// A VM's message quotes KubeVirt's migration state, and its names are
+	// a tenant's.
+	if len(s.VMs) > 0 {
+		b.VMs = make([]VMStatus, len(s.VMs))
+		for i, v := range s.VMs {
+			v.Name = reasontext.ForNode(v.Name, reasontext.MaxReason)
+			v.Target = reasontext.ForNode(v.Target, reasontext.MaxReason)
+			v.Message = reasontext.ForNode(v.Message, reasontext.MaxMessage)
+			b.VMs[i] = v
+		}
+	}
+	// PendingPods are namespace/name, which the apiserver validates.
 	return &b
 }
 
