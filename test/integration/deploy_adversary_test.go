@@ -259,8 +259,8 @@ current-context: x
 	}
 	type attempt struct {
 		name, key, writer string
-		set         func(cfg map[string]any, mdir string)
-		extra       map[string]string // keys added beside config.yaml
+		set               func(cfg map[string]any, mdir string)
+		extra             map[string]string // keys added beside config.yaml
 	}
 	var attempts []attempt
 	// The attack of the issue: the kubeconfig as a second key of the

@@ -3,10 +3,16 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 	"github.com/node-agent/node-agent/pkg/nodelifecycle"
@@ -78,4 +84,64 @@ func TestMaintenanceGate(t *testing.T) {
 			t.Errorf("node lifecycle conditions %v on %s, want none (%s)", got, v.GitVersion, why)
 		}
 	}
+}
+
+// TestGateAnswerReachesTheNodeOnlyPrintable is issue 40's acceptance for
+// outside text: a Prometheus that answers with escape sequences (a sample
+// value that sets the terminal's title and clears the screen, an alert name
+// with a bidi override, as a hostile or compromised Prometheus may send; a
+// real one quotes label values but sends values and names as they are)
+// holds a maintenance in its gate; the Node's status, conditions and Events
+// then quote that answer only as printable text, as kubectl describe node
+// would print it. The Prometheus is a loopback server of the test's: the
+// hostile outside service.
+func TestGateAnswerReachesTheNodeOnlyPrintable(t *testing.T) {
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[`+
+			`{"metric":{"alertname":"Evil\u202e\u001b[2J"},"value":[1700000000,"\u001b]0;pwned\u0007\u001b[2J"]}]}}`)
+	}))
+	t.Cleanup(hostile.Close)
+
+	b := newDrainBed(t)
+	c := b.env.Client()
+	query := `up == 0`
+	agent := startAgent(t, b.env, "node-1", "--maintenance-prometheus-url="+hostile.URL,
+		fmt.Sprintf(`--maintenance-gates=[{"name":"hostile","query":%q}]`, query))
+	agent.WaitReady(t)
+	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "printable test"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, time.Minute, "the maintenance held by the hostile gate", func() (bool, error) {
+		st, err := selfdrain.ParseStatus(getNode(t, c, "node-1"))
+		return err == nil && st != nil && st.Phase == selfdrain.PhaseWaiting && strings.Contains(st.LastError, "pwned"), err
+	})
+	node := getNode(t, c, "node-1")
+	st, _ := selfdrain.ParseStatus(node)
+	if !strings.Contains(st.LastError, `\x1b]0;pwned\x07\x1b[2J`) {
+		t.Errorf("lastError %q does not quote the answer's value, escaped", st.LastError)
+	}
+	var texts []string
+	for k, v := range node.Annotations {
+		texts = append(texts, "annotation "+k+": "+v)
+	}
+	for _, cond := range node.Status.Conditions {
+		texts = append(texts, "condition "+string(cond.Type)+": "+cond.Message)
+	}
+	evs, err := c.CoreV1().Events("").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		texts = append(texts, "event "+e.Reason+": "+e.Message)
+	}
+	for _, s := range texts {
+		for _, r := range s {
+			if !unicode.IsPrint(r) {
+				t.Errorf("%U in %q", r, s)
+				break
+			}
+		}
+	}
+	t.Logf("lastError: %s (%d annotations, conditions and Events checked)", st.LastError, len(texts))
 }
