@@ -108,7 +108,7 @@ func New(o Options) (*agent.Agent, error) {
 	// a node may read only its own.
 	w.serviceAccount = client
 	// Its own Node is read as the node too, where the cluster allows it.
-	client = podaccess.OwnNodeReads(client, w.podClient, o.Logger.With("node", cfg.NodeName, "component", "podaccess"))
+	client = podaccess.OwnNodeReads(client, w.podClient, cfg.NodeName, o.Logger.With("node", cfg.NodeName, "component", "podaccess"))
 	// NodeMaintenance objects, the KubeVirt CR and VMs are read through it.
 	if w.dyn, err = dynamic.NewForConfig(restCfg); err != nil {
 		return nil, err

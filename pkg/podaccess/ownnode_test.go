@@ -2,6 +2,7 @@ package podaccess
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,19 +22,23 @@ func TestOwnNodeReads(t *testing.T) {
 	nodes := schema.GroupResource{Resource: "nodes"}
 	impersonation := apierrors.NewForbidden(nodes, "node-1", errors.New(`User "system:serviceaccount:node-agent:node-agent" cannot impersonate-on:associated-node:get resource "nodes"`))
 	authorizer := apierrors.NewForbidden(nodes, "node-2", errors.New(`User "system:node:node-1" cannot get resource "nodes"`))
+	noNodeAuthorizer := apierrors.NewForbidden(nodes, "node-1", errors.New(`User "system:node:node-1" cannot get resource "nodes"`))
 	for _, tt := range []struct {
 		name      string
+		target    string // the Node read; the agent's is node-1
 		nodeErr   error
 		wantErr   bool
 		wantReads [2]int // reads by the node client, by the ServiceAccount's, over two gets
 	}{
-		{"as the node", nil, false, [2]int{2, 0}},
-		{"impersonation refused: the ServiceAccount from then on", impersonation, false, [2]int{1, 2}},
-		{"the Node authorizer's refusal is the answer", authorizer, true, [2]int{2, 0}},
+		{"as the node", "node-1", nil, false, [2]int{2, 0}},
+		{"impersonation refused: the ServiceAccount from then on", "node-1", impersonation, false, [2]int{1, 2}},
+		{"its own Node refused to the node: no Node authorizer, the ServiceAccount from then on", "node-1", noNodeAuthorizer, false, [2]int{1, 2}},
+		{"the Node authorizer's refusal of another node is the answer", "node-2", authorizer, true, [2]int{2, 0}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			node1 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
-			own, asNode := fake.NewClientset(node1), fake.NewClientset(node1)
+			node2 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-2"}}
+			own, asNode := fake.NewClientset(node1, node2), fake.NewClientset(node1, node2)
 			var reads [2]int
 			asNode.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 				reads[0]++
@@ -48,9 +53,9 @@ func TestOwnNodeReads(t *testing.T) {
 				patchedAsNode = true
 				return false, nil, nil
 			})
-			c := OwnNodeReads(kubetest.Wrap(own), kubetest.Wrap(asNode), nil)
+			c := OwnNodeReads(kubetest.Wrap(own), kubetest.Wrap(asNode), "node-1", nil)
 			for range 2 {
-				_, err := c.CoreV1().Nodes().Get(t.Context(), "node-1", metav1.GetOptions{})
+				_, err := c.CoreV1().Nodes().Get(t.Context(), tt.target, metav1.GetOptions{})
 				if (err != nil) != tt.wantErr {
 					t.Errorf("Get: %v, want error %v", err, tt.wantErr)
 				}
@@ -84,7 +89,7 @@ func TestOwnNodeReadsTriesTheNodeAgain(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	c := OwnNodeReads(kubetest.Wrap(own), kubetest.Wrap(asNode), nil)
+	c := OwnNodeReads(kubetest.Wrap(own), kubetest.Wrap(asNode), "node-1", nil)
 	now := time.Unix(1000, 0)
 	c.(*ownNodeClient).core.nodes.now = func() time.Time { return now }
 	get := func() {
@@ -104,5 +109,44 @@ func TestOwnNodeReadsTriesTheNodeAgain(t *testing.T) {
 	get()
 	if asNodeReads != 3 {
 		t.Errorf("reads as the node after RetryAfter: %d, want 3 (it is used again)", asNodeReads)
+	}
+}
+
+// TestOwnNodeReadsListByFieldSelector: the informer's list and watch of its
+// own Node (field selector metadata.name) fall back as a get does; a list of
+// every Node refused to the node does not.
+func TestOwnNodeReadsListByFieldSelector(t *testing.T) {
+	nodes := schema.GroupResource{Resource: "nodes"}
+	node1 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	own, asNode := fake.NewClientset(node1), fake.NewClientset(node1)
+	asNode.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(nodes, "", errors.New(`User "system:node:node-1" cannot list resource "nodes"`))
+	})
+	c := OwnNodeReads(kubetest.Wrap(own), kubetest.Wrap(asNode), "node-1", nil)
+	if _, err := c.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{}); err == nil {
+		t.Error("a list of every Node, refused to the node, was answered; want the refusal")
+	}
+	if _, err := c.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=node-1"}); err != nil {
+		t.Errorf("the own Node's list: %v, want the ServiceAccount's answer", err)
+	}
+}
+
+func TestRefusedIdentity(t *testing.T) {
+	nodes := schema.GroupResource{Resource: "nodes"}
+	forbidden := func(msg string) error { return apierrors.NewForbidden(nodes, "node-1", errors.New(msg)) }
+	for _, tt := range []struct {
+		err     error
+		own     bool
+		wantSub string
+	}{
+		{forbidden("cannot impersonate-on:associated-node:get"), false, "impersonation"},
+		{forbidden(`User "system:node:node-1" cannot get resource "nodes"`), true, "--authorization-mode lacks Node"},
+		{forbidden(`User "system:node:node-1" cannot get resource "nodes"`), false, ""},
+		{errors.New("connection refused"), true, ""},
+	} {
+		got := RefusedIdentity(tt.err, tt.own)
+		if (tt.wantSub == "") != (got == "") || !strings.Contains(got, tt.wantSub) {
+			t.Errorf("RefusedIdentity(%v, %v) = %q, want it to say %q", tt.err, tt.own, got, tt.wantSub)
+		}
 	}
 }

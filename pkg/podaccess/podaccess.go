@@ -91,7 +91,7 @@ type Prober struct {
 }
 
 // Fix is what an admin does when Probe finds no way to the node's pods.
-const Fix = "use Kubernetes 1.36 or later (or 1.35 with the ConstrainedImpersonation feature gate on) with deploy/'s RBAC, " +
+const Fix = "use Kubernetes 1.36 or later (or 1.35 with the ConstrainedImpersonation feature gate on) with deploy/'s RBAC and the Node authorizer (--authorization-mode=Node,RBAC), " +
 	"or apply deploy/components/cluster-wide-eviction to grant the ServiceAccount cluster-wide pod eviction knowingly"
 
 // Probe lists the node's pods (one item) as the node, then, if the
@@ -110,6 +110,11 @@ func (p Prober) Probe(ctx context.Context) (Access, error) {
 		return Access{}, fmt.Errorf("listing node %s's pods as %s: %w", p.NodeName, NodeUser(p.NodeName), nodeErr)
 	}
 	why := fmt.Sprintf("impersonating %s was refused: %s", NodeUser(p.NodeName), message(nodeErr))
+	if !strings.Contains(nodeErr.Error(), "impersonate") {
+		// The impersonation passed; the node was refused its own pods.
+		why = fmt.Sprintf("%s was refused its own pods, which the Node authorizer always allows, so kube-apiserver runs without it (--authorization-mode lacks Node): %s",
+			NodeUser(p.NodeName), message(nodeErr))
+	}
 	ownErr := listOne(ctx, p.Own, p.NodeName)
 	switch {
 	case ownErr == nil:

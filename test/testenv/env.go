@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -504,7 +505,6 @@ func (e *Env) apiserverArgs(port int, etcdURL string, c *credentials) launchSpec
 		// tests must see the same 403s a real cluster would give. The Node
 		// authorizer and the NodeRestriction admission plugin confine real
 		// kubelets (test/testenv/realnode.go) to their own Node and pods.
-		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--kubelet-client-certificate=" + c.kubeletClientCert,
 		"--kubelet-client-key=" + c.kubeletClientKey,
@@ -523,6 +523,11 @@ func (e *Env) apiserverArgs(port int, etcdURL string, c *credentials) launchSpec
 		// test bed reaches the apiserver directly, never through the
 		// kubernetes Service's endpoints (realnode_net.go), so it has none.
 		args = append(args, "--endpoint-reconciler-type=none")
+	}
+	// --authorization-mode is a list flag, which adds up over repeats: a
+	// test's own (TestWithoutNodeAuthorizer) replaces the default.
+	if !slices.ContainsFunc(e.opts.APIServerArgs, func(a string) bool { return strings.HasPrefix(a, "--authorization-mode") }) {
+		args = append(args, "--authorization-mode=Node,RBAC")
 	}
 	args = append(args, e.opts.APIServerArgs...)
 	url := "https://127.0.0.1:" + strconv.Itoa(port) + "/readyz"
