@@ -69,7 +69,7 @@ SIGTERM or SIGINT stops it cleanly.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&configFile, "config", "", "YAML file with the same keys as the flags (see docs/configuration.md).")
+	cmd.Flags().StringVar(&configFile, "config", "", "YAML file with the same keys as the flags (see docs/configuration.md), except the keys that choose an identity, a credential, a path, a bus or a command (--kubeconfig, --node-name, the bind addresses, --state-dir, --libvirt-uri, --shutdown-system-bus-address, --shutdown-manage-logind-config, --shutdown-logind-drop-in-dir, --reboot-sentinel-file, --reboot-sentinel-command, a webhook's urlFile): those are flags only, and a file that sets one is refused.")
 	cfg.AddFlags(cmd.Flags())
 	return cmd
 }
