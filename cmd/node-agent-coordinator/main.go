@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string) error {
 	var (
 		configFile, kubeconfig, identity, electionName string
 		metricsAddr, healthAddr, logFormat, logLevel   string
-		showVersion                                    bool
+		showVersion, rebootEnabled                     bool
 	)
 	host, _ := os.Hostname()
 	fs.StringVar(&configFile, "config", "", "The agents' YAML configuration file (the node-agent-config ConfigMap); its drain and reboot keys are read. Empty: the defaults.")
@@ -76,6 +76,10 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&logFormat, "log-format", "text", "Log format: text or json.")
 	fs.StringVar(&logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
 	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")
+	// The agents' reboot component turns reboots on with their flag
+	// --reboot-enabled, not the ConfigMap, so the coordinator needs the same
+	// switch: without it every reboot slot request would be refused.
+	fs.BoolVar(&rebootEnabled, "reboot-enabled", false, "Grant reboot slots, as the agents' --reboot-enabled=true asks; wins over reboot.enabled in --config. With reboots off, a reboot slot request is refused (answered Revoked).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -93,6 +97,9 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		cfg = loaded
+	}
+	if fs.Changed("reboot-enabled") {
+		cfg.Reboot.Enabled = rebootEnabled
 	}
 	// The file is the agents', and Validate checks every key of it, the
 	// agent's own nodeName too; the coordinator runs for no node, and the

@@ -487,7 +487,8 @@ func rolesOf(t *testing.T, objs []*unstructured.Unstructured, sa string) []rbacv
 // and dry-runs it): its arguments are flags of `node-agent run` that turn the
 // coordinator on and validate, and its sentinel file is the default one of
 // the host (/run/reboot-required) as seen through the component's read-only
-// mount of the host's /run.
+// mount of the host's /run. It turns reboots on in the coordinator too,
+// which refuses reboot slots otherwise.
 func TestRebootComponentAgreesWithCode(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(testenv.DeployDir(t), "components", "reboot", "kustomization.yaml"))
 	if err != nil {
@@ -507,15 +508,24 @@ func TestRebootComponentAgreesWithCode(t *testing.T) {
 	if err := yaml.UnmarshalStrict(data, &comp); err != nil {
 		t.Fatal(err)
 	}
-	if comp.Kind != "Component" || len(comp.Patches) != 1 || comp.Patches[0].Target.Kind != "DaemonSet" || comp.Patches[0].Target.Name != "node-agent" {
-		t.Fatalf("want a Component with one patch of DaemonSet node-agent, got %+v", comp)
+	if comp.Kind != "Component" || len(comp.Patches) != 2 || comp.Patches[0].Target.Kind != "Deployment" || comp.Patches[0].Target.Name != "node-agent-coordinator" ||
+		comp.Patches[1].Target.Kind != "DaemonSet" || comp.Patches[1].Target.Name != "node-agent" {
+		t.Fatalf("want a Component with a patch of Deployment node-agent-coordinator, then one of DaemonSet node-agent, got %+v", comp)
 	}
-	var ops []struct {
+	type op struct {
 		Op    string          `json:"op"`
 		Path  string          `json:"path"`
 		Value json.RawMessage `json:"value"`
 	}
-	if err := yaml.UnmarshalStrict([]byte(comp.Patches[0].Patch), &ops); err != nil {
+	var coordOps []op
+	if err := yaml.UnmarshalStrict([]byte(comp.Patches[0].Patch), &coordOps); err != nil {
+		t.Fatal(err)
+	}
+	if len(coordOps) != 1 || coordOps[0].Op != "add" || coordOps[0].Path != "/spec/template/spec/containers/0/args/-" || string(coordOps[0].Value) != `"--reboot-enabled=true"` {
+		t.Errorf("the coordinator's patch %+v is not the one added argument --reboot-enabled=true", coordOps)
+	}
+	var ops []op
+	if err := yaml.UnmarshalStrict([]byte(comp.Patches[1].Patch), &ops); err != nil {
 		t.Fatal(err)
 	}
 	var args []string

@@ -111,7 +111,7 @@ func Run(ctx context.Context, o Options) error {
 		return slots.NewCoordinator(slots.CoordinatorOptions{
 			Client: client, Namespace: cfg.Drain.LeaseNamespace, Pools: pools,
 			SilenceBound: cfg.Drain.SlotSilenceBound.Duration, RebootHoldBound: cfg.Reboot.SlotHoldBound.Duration,
-			MaxHold: slots.MaxHold(cfg), MinRebootInterval: cfg.Reboot.MinInterval.Duration, Clock: o.Clock, Logger: o.Logger, Recorder: recorder, Metrics: metrics,
+			MaxHold: slots.MaxHold(cfg), MinRebootInterval: cfg.Reboot.MinInterval.Duration, Off: slots.Off(cfg), Clock: o.Clock, Logger: o.Logger, Recorder: recorder, Metrics: metrics,
 		}).Run(ctx)
 	})
 }

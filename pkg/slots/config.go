@@ -47,3 +47,15 @@ func MaxHold(c config.Config) map[Purpose]time.Duration {
 		PurposeReboot:      timeout + c.Reboot.SlotHoldBound.Duration + 15*time.Minute,
 	}
 }
+
+// Off names the purposes the configuration c does not serve, and why: a
+// reboot slot while reboot.enabled is false. Requests for them are refused
+// (Input.Off), so a node's token cannot hold the cluster's slots for a
+// purpose the admin turned off.
+func Off(c config.Config) map[Purpose]string {
+	off := map[Purpose]string{}
+	if !c.Reboot.Enabled {
+		off[PurposeReboot] = "reboot.enabled is false in the coordinator's configuration, so no reboot slot is granted; set reboot.enabled: true in node-agent-config to coordinate reboots"
+	}
+	return off
+}

@@ -40,6 +40,8 @@ type CoordinatorOptions struct {
 	// MinRebootInterval: see Input. The time of the last reboot grant is
 	// kept in the Lease LastRebootLease, so a new leader counts from it.
 	MinRebootInterval time.Duration
+	// Off: see Input (Off(config) builds it).
+	Off map[Purpose]string
 	// LeaseResync is how often the slot Leases are listed again, so that
 	// a Lease an admin deleted or changed is seen; the coordinator is
 	// their only writer and otherwise keeps them in memory.
@@ -127,8 +129,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	defer c.queue.ShutDown()
 	c.nodes = kube.NodeInformer(c.o.Client, "")
 	if _, err := c.nodes.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(obj any, initial bool) { c.observe(obj, initial) },
-		UpdateFunc: func(_, obj any) { c.observe(obj, false) },
+		AddFunc:    func(obj any, _ bool) { c.observe(obj) },
+		UpdateFunc: func(_, obj any) { c.observe(obj) },
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
@@ -197,8 +199,10 @@ func (c *Coordinator) processNext(ctx context.Context) bool {
 }
 
 // observe notes when a request first appeared and when its heartbeat last
-// changed, on the coordinator's clock: no time written into the Node counts.
-func (c *Coordinator) observe(obj any, initial bool) {
+// changed, on the coordinator's clock: no time an agent wrote counts. A
+// request there before this coordinator led keeps the place an earlier
+// leader stamped into its answer (Node.QueuedAt).
+func (c *Coordinator) observe(obj any) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return
@@ -214,13 +218,7 @@ func (c *Coordinator) observe(obj any, initial bool) {
 	case req == nil:
 		delete(c.seen, n.Name)
 	case o == nil || o.id != req.ID:
-		seen := now
-		if initial && req.RequestedAt.Before(now) {
-			// There before this coordinator led: the order the agents
-			// wrote is all there is to go by.
-			seen = req.RequestedAt
-		}
-		c.seen[n.Name] = &observation{id: req.ID, heartbeat: req.Heartbeat, holdSeconds: req.HoldSeconds, seen: seen, beat: now}
+		c.seen[n.Name] = &observation{id: req.ID, heartbeat: req.Heartbeat, holdSeconds: req.HoldSeconds, seen: now, beat: now}
 	case o.heartbeat != req.Heartbeat || o.holdSeconds != req.HoldSeconds:
 		o.heartbeat, o.holdSeconds, o.beat = req.Heartbeat, req.HoldSeconds, now
 	}
@@ -234,7 +232,7 @@ func (c *Coordinator) input() Input {
 	in := Input{
 		Now: c.o.Clock.Now(), Nodes: map[string]*Node{}, Leases: map[string]Lease{}, Pools: c.o.Pools,
 		SilenceBound: c.o.SilenceBound, RebootHoldBound: c.o.RebootHoldBound, MaxHold: c.o.MaxHold,
-		MinRebootInterval: c.o.MinRebootInterval,
+		MinRebootInterval: c.o.MinRebootInterval, Off: c.o.Off,
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -323,7 +321,7 @@ func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 	for _, node := range out.Repair {
 		n, l := in.Nodes[node], in.Leases[node]
 		back = append(back, func() error {
-			return c.writeGrant(ctx, node, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Granted, Slot: l.Name, Time: l.AcquiredAt})
+			return c.writeGrant(ctx, node, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Granted, Slot: l.Name, Time: l.AcquiredAt, QueuedAt: n.QueuedAt()})
 		})
 	}
 	if err := inParallel(back); err != nil {
@@ -343,8 +341,11 @@ func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 	for _, q := range out.Queue {
 		n := in.Nodes[q.Node]
 		answers = append(answers, func() error {
-			return c.writeGrant(ctx, q.Node, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Queued, Reason: q.Reason, Time: in.Now})
+			return c.writeGrant(ctx, q.Node, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Queued, Reason: q.Reason, Time: in.Now, QueuedAt: n.QueuedAt()})
 		})
+	}
+	for _, r := range out.Refuse {
+		answers = append(answers, func() error { return c.refuse(ctx, in, r) })
 	}
 	for _, node := range out.Clear {
 		answers = append(answers, func() error { return c.writeGrant(ctx, node, nil) })
@@ -384,6 +385,19 @@ func (c *Coordinator) revoke(ctx context.Context, in Input, r Revocation) error 
 	c.o.Metrics.revoked()
 	c.log.Warn("Drain slot revoked", "node", r.Node, "reason", r.Reason)
 	c.event(r.Node, corev1.EventTypeWarning, "DrainSlotRevoked", "The drain slot was taken back: %s; the next node may drain", r.Reason)
+	return nil
+}
+
+// refuse answers a request whose purpose is off with Revoked: it never
+// holds a slot, and the agent's requester reports the reason.
+func (c *Coordinator) refuse(ctx context.Context, in Input, r Revocation) error {
+	n := in.Nodes[r.Node]
+	g := &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Revoked, Reason: r.Reason, Time: in.Now}
+	if err := c.writeGrant(ctx, r.Node, g); err != nil {
+		return err
+	}
+	c.log.Warn("Drain slot request refused", "node", r.Node, "purpose", n.Request.Purpose, "reason", r.Reason)
+	c.event(r.Node, corev1.EventTypeWarning, "DrainSlotRefused", "The %s drain slot request was refused: %s", n.Request.Purpose, r.Reason)
 	return nil
 }
 
@@ -443,7 +457,7 @@ func (c *Coordinator) grant(ctx context.Context, n *Node, now time.Time) error {
 		o.beat = now
 	}
 	c.mu.Unlock()
-	if err := c.writeGrant(ctx, n.Name, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Granted, Slot: name, Time: now}); err != nil {
+	if err := c.writeGrant(ctx, n.Name, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Granted, Slot: name, Time: now, QueuedAt: n.QueuedAt()}); err != nil {
 		return err
 	}
 	if n.Request.Purpose == PurposeReboot && c.o.MinRebootInterval > 0 {
@@ -451,7 +465,7 @@ func (c *Coordinator) grant(ctx context.Context, n *Node, now time.Time) error {
 	}
 	c.o.Metrics.granted()
 	c.log.Info("Drain slot granted", "node", n.Name, "purpose", n.Request.Purpose, "lease", c.o.Namespace+"/"+name,
-		"waited", now.Sub(n.Seen).Round(time.Millisecond))
+		"waited", now.Sub(n.QueuedAt()).Round(time.Millisecond))
 	return nil
 }
 

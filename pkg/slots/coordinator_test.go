@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 )
@@ -743,5 +745,79 @@ func TestMinRebootIntervalOutlivesTheLeader(t *testing.T) {
 	waitFor(t, "n2's reboot queued", func() bool { g := grantOf("n2"); return g != nil && g.State == Queued })
 	if g := grantOf("n2"); !strings.Contains(g.Reason, "reboot.minInterval: the last reboot began at "+recorded.UTC().Format(time.RFC3339)) {
 		t.Errorf("n2 waits with %q, want the interval from the recorded reboot", g.Reason)
+	}
+}
+
+// TestNewLeaderKeepsTheQueueOrder: the queue's order is what the
+// coordinator stamped into its answers, so a new leader serves z1, which
+// asked first, before a2, whose request claims it was written in 1970 (and
+// whose name comes first); the backdated request never counted.
+func TestNewLeaderKeepsTheQueueOrder(t *testing.T) {
+	b := newBed(t, "n0", "z1", "a2")
+	askAt := func(node, id string, at time.Time) {
+		req := &Request{Purpose: PurposeMaintenance, ID: id, RequestedAt: at}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, RequestAnnotation, req.Encode())
+		if _, err := b.fake.CoreV1().Nodes().Patch(b.ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grantOf := func(node string) *Grant {
+		g, _ := ParseGrant(b.node(node))
+		return g
+	}
+	stop := b.coordinator(1, time.Hour)
+	askAt("n0", "r0", time.Now())
+	waitFor(t, "n0 granted", func() bool { g := grantOf("n0"); return g != nil && g.State == Granted })
+	askAt("z1", "r1", time.Now())
+	waitFor(t, "z1 queued with its place", func() bool { g := grantOf("z1"); return g != nil && g.State == Queued && !g.QueuedAt.IsZero() })
+	askAt("a2", "r2", time.Unix(0, 0))
+	waitFor(t, "a2 queued with its place", func() bool { g := grantOf("a2"); return g != nil && g.State == Queued && !g.QueuedAt.IsZero() })
+	if z, a := grantOf("z1").QueuedAt, grantOf("a2").QueuedAt; !z.Before(a) {
+		t.Fatalf("z1 asked first but was stamped %s, a2 %s", z, a)
+	}
+	stop()
+	// n0 is done while no coordinator leads; then a new one starts.
+	if _, err := b.fake.CoreV1().Nodes().Patch(b.ctx, "n0", types.MergePatchType,
+		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null,%q:null}}}`, RequestAnnotation, GrantAnnotation)), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.fake.CoordinationV1().Leases("node-agent").Delete(b.ctx, LeaseName("n0"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer b.coordinator(1, time.Hour)()
+	waitFor(t, "the slot granted again", func() bool {
+		z, a := grantOf("z1"), grantOf("a2")
+		return (z != nil && z.State == Granted) || (a != nil && a.State == Granted)
+	})
+	if g := grantOf("z1"); g.State != Granted {
+		t.Errorf("the new leader granted a2 (backdated to 1970) before z1, which asked first; z1: %s %s", g.State, g.Reason)
+	}
+}
+
+// TestRebootRefusedWhileOff: a coordinator whose configuration turns
+// reboots off answers a reboot request Revoked, with the reason, and holds
+// no slot for it; a maintenance request goes on.
+func TestRebootRefusedWhileOff(t *testing.T) {
+	b := newBed(t, "n1", "n2")
+	ctx, cancel := context.WithCancel(b.ctx)
+	c := NewCoordinator(CoordinatorOptions{Client: b.client, Namespace: "node-agent", Pools: []Pool{{Name: DefaultPool, MaxConcurrentNodes: 1}},
+		SilenceBound: time.Minute, RebootHoldBound: time.Hour, Off: Off(config.Default()), Clock: clock.RealClock{}, Logger: b.log, LeaseResync: time.Hour})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for node, p := range map[string]Purpose{"n1": PurposeReboot, "n2": PurposeMaintenance} {
+		req := &Request{Purpose: p, ID: node, RequestedAt: time.Now(), HoldSeconds: 1 << 20}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, RequestAnnotation, req.Encode())
+		if _, err := b.fake.CoreV1().Nodes().Patch(b.ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "n1's reboot request refused", func() bool { g, _ := ParseGrant(b.node("n1")); return g != nil && g.State == Revoked })
+	waitFor(t, "n2's maintenance granted", func() bool { g, _ := ParseGrant(b.node("n2")); return g != nil && g.State == Granted })
+	if g, _ := ParseGrant(b.node("n1")); !strings.Contains(g.Reason, "reboot.enabled is false") {
+		t.Errorf("n1 refused with %q, want the reason to name reboot.enabled", g.Reason)
+	}
+	if _, err := b.fake.CoordinationV1().Leases("node-agent").Get(b.ctx, LeaseName("n1"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("n1's slot Lease: %v, want none", err)
 	}
 }

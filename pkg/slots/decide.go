@@ -45,12 +45,27 @@ type Node struct {
 	Request *Request
 	// Grant is the answer on the Node as last written, nil when none.
 	Grant *Grant
-	// Seen is when the coordinator first saw this request, on its own
-	// clock: the queue's order.
+	// Seen is when this coordinator first saw this request, on its own
+	// clock. With Grant.QueuedAt, what an earlier leader stamped, it makes
+	// the queue's order (QueuedAt); Request.RequestedAt, the requester's
+	// word, never counts.
 	Seen time.Time
 	// LastBeat is when the coordinator last saw the request's heartbeat
 	// change (or first saw the request), on its own clock.
 	LastBeat time.Time
+}
+
+// QueuedAt is n's place in the queue: the earlier of when this coordinator
+// first saw the request and the QueuedAt a coordinator stamped into its
+// answer to this request. Both are coordinators' clocks, so no requester
+// chooses its place; the stamp keeps the order across a change of leader,
+// which sees every request only when it starts to lead. A request with no
+// stamp (never answered) goes behind every stamped one a new leader finds.
+func (n *Node) QueuedAt() time.Time {
+	if g := n.Grant; g.Answers(n.Request) && !g.QueuedAt.IsZero() && (n.Seen.IsZero() || g.QueuedAt.Before(n.Seen)) {
+		return g.QueuedAt
+	}
+	return n.Seen
 }
 
 // Lease is a slot held, as its Lease says.
@@ -88,6 +103,10 @@ type Input struct {
 	// LastReboot is when the last reboot slot was granted, as the
 	// coordinator recorded it; the slots held count too.
 	LastReboot time.Time
+	// Off names, per purpose, why the coordinator's configuration does not
+	// serve it (reboot.enabled false): such a request is refused, and a
+	// slot held for it is taken back.
+	Off map[Purpose]string
 }
 
 // Revocation takes node's slot back, saying why.
@@ -111,6 +130,9 @@ type Output struct {
 	Release []string
 	// Revoke: take the slot back (write Revoked, then delete the Lease).
 	Revoke []Revocation
+	// Refuse: write Revoked to a request whose purpose is off (Input.Off);
+	// it holds no slot and is never served.
+	Refuse []Revocation
 	// Repair: the Lease is held but the Node does not show the grant:
 	// write it.
 	Repair []string
@@ -129,8 +151,9 @@ type Output struct {
 }
 
 // Decide applies the rule: holders that lost their claim give their slot
-// back, then waiting requests are served in the order the coordinator saw
-// them, each when every pool it belongs to has room. A request that cannot
+// back, requests for a purpose that is off are refused, then waiting
+// requests are served in the order coordinators saw them (Node.QueuedAt),
+// each when every pool it belongs to has room. A request that cannot
 // be served blocks the pools that are full for the requests behind it, and
 // only those: a later node of another pool goes on.
 func Decide(in Input) Output {
@@ -143,6 +166,10 @@ func Decide(in Input) Output {
 		switch {
 		case n == nil, n.Request == nil, n.Request.ID != l.RequestID, n.Request.Purpose != l.Purpose:
 			out.Release = append(out.Release, node)
+			continue
+		}
+		if why, off := in.Off[l.Purpose]; off {
+			out.Revoke = append(out.Revoke, Revocation{Node: node, Reason: why})
 			continue
 		}
 		if bound, why := in.silenceBound(n.Request); in.Now.Sub(n.LastBeat) > bound {
@@ -203,11 +230,15 @@ func Decide(in Input) Output {
 				// Revoked or released this round: not served again now.
 				continue
 			}
+			if why, off := in.Off[n.Request.Purpose]; off {
+				out.Refuse = append(out.Refuse, Revocation{Node: name, Reason: why})
+				continue
+			}
 			waiting = append(waiting, n)
 		}
 	}
 	slices.SortStableFunc(waiting, func(a, b *Node) int {
-		return cmp.Or(a.Seen.Compare(b.Seen), cmp.Compare(a.Name, b.Name))
+		return cmp.Or(a.QueuedAt().Compare(b.QueuedAt()), cmp.Compare(a.Name, b.Name))
 	})
 	lastReboot := in.LastReboot
 	for _, l := range in.Leases {
@@ -229,7 +260,7 @@ func Decide(in Input) Output {
 						out.Waiting[pools[i].Name]++
 					}
 				}
-				if g := n.Grant; !g.Answers(n.Request) || g.State != Queued || g.Reason != reason {
+				if g := n.Grant; !g.Answers(n.Request) || g.State != Queued || g.Reason != reason || !g.QueuedAt.Equal(n.QueuedAt()) {
 					out.Queue = append(out.Queue, Queueing{Node: n.Name, Reason: reason})
 				}
 				continue
@@ -270,7 +301,7 @@ func Decide(in Input) Output {
 				out.Waiting[pools[i].Name]++
 			}
 		}
-		if g := n.Grant; !g.Answers(n.Request) || g.State != Queued || g.Reason != reason {
+		if g := n.Grant; !g.Answers(n.Request) || g.State != Queued || g.Reason != reason || !g.QueuedAt.Equal(n.QueuedAt()) {
 			out.Queue = append(out.Queue, Queueing{Node: n.Name, Reason: reason})
 		}
 	}

@@ -103,8 +103,14 @@ func TestDecideHoldersKeepTheirSlot(t *testing.T) {
 	if want := 31 * time.Second; out.Next != want {
 		t.Errorf("next = %s, want %s", out.Next, want)
 	}
-	// A second decision with b's Queued written changes nothing.
+	// A second decision with b's Queued written (stamped with its place,
+	// as the coordinator writes it) changes nothing; an answer without the
+	// stamp, an older coordinator's, is written again to carry it.
 	b.Grant = &Grant{ID: b.Request.ID, Purpose: PurposeMaintenance, State: Queued, Reason: out.Queue[0].Reason}
+	if out := Decide(in); !slices.Equal(queued(out), []string{"b"}) {
+		t.Errorf("an answer without its place: queued %v, want b again", queued(out))
+	}
+	b.Grant.QueuedAt = b.Seen
 	if out := Decide(in); len(out.Queue) != 0 {
 		t.Errorf("queued again: %+v", out.Queue)
 	}
@@ -341,4 +347,186 @@ func TestDecideMinRebootInterval(t *testing.T) {
 			t.Errorf("grants %v, want both", out.Grant)
 		}
 	})
+}
+
+// stamped gives n the Queued answer a coordinator wrote when it first saw
+// n's request at t0+at.
+func stamped(n *Node, at time.Duration) *Node {
+	n.Grant = &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Queued, Reason: "full", QueuedAt: t0.Add(at)}
+	return n
+}
+
+// backdated makes n's request claim it was written in 1970.
+func backdated(n *Node) *Node {
+	n.Request.RequestedAt = time.Unix(0, 0)
+	return n
+}
+
+// TestDecideOrderIsTheCoordinators: the queue is in the order coordinators
+// saw the requests (their own clock, or the stamp an earlier leader wrote
+// into its answer), never in the order the requesters' RequestedAt claims;
+// a new leader, which sees every request at once when it starts, keeps the
+// stamped order and puts what it finds unstamped behind, by name. The
+// limit is 1 and x holds the slot, so each case lists the queue's order.
+func TestDecideOrderIsTheCoordinators(t *testing.T) {
+	const lead = 10 * time.Minute // when the new leader starts and sees them all
+	tests := []struct {
+		name  string
+		nodes []*Node
+		want  []string
+	}{
+		{name: "a backdated request stays where this coordinator saw it",
+			nodes: []*Node{asking("a", time.Second, 0), backdated(asking("b", 2*time.Second, 0))},
+			want:  []string{"a", "b"}},
+		{name: "after a change of leader: the stamps, not RequestedAt",
+			nodes: []*Node{
+				stamped(asking("b", lead, 0), 2*time.Second),
+				backdated(stamped(asking("a", lead, 0), 3*time.Second)),
+				stamped(asking("c", lead, 0), time.Second),
+			},
+			want: []string{"c", "b", "a"}},
+		{name: "after a change of leader: unstamped behind every stamped one, by name, backdated or not",
+			nodes: []*Node{
+				backdated(asking("a", lead, 0)),
+				stamped(asking("z", lead, 0), 5*time.Second),
+				asking("b", lead, 0),
+			},
+			want: []string{"z", "a", "b"}},
+		{name: "a stamp that answers an earlier request of the node does not count",
+			nodes: func() []*Node {
+				old := stamped(asking("a", lead, 0), time.Second)
+				old.Grant.ID = "a-0"
+				return []*Node{old, stamped(asking("b", lead, 0), 2*time.Second)}
+			}(),
+			want: []string{"b", "a"}},
+		{name: "this coordinator's own earlier sighting of an unanswered request counts",
+			nodes: []*Node{stamped(asking("b", 2*time.Second, 0), 2*time.Second), asking("a", time.Second, 0)},
+			want:  []string{"a", "b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := withLeases(input(lead+time.Second, cluster(1), tt.nodes...), asking("x", 0, lead))
+			out := Decide(in)
+			if len(out.Grant) != 0 {
+				t.Fatalf("granted %v while x holds the only slot", out.Grant)
+			}
+			// The queue's order is the order of the next grants: free the
+			// slot and decide again, as often as there are waiters.
+			var order []string
+			for range tt.want {
+				in := withLeases(input(lead+time.Second, cluster(1), tt.nodes...))
+				for _, n := range tt.nodes {
+					if slices.Contains(order, n.Name) {
+						in.Nodes[n.Name] = idle(n.Name)
+					}
+				}
+				out := Decide(in)
+				if len(out.Grant) != 1 {
+					t.Fatalf("after %v: granted %v, want one", order, out.Grant)
+				}
+				order = append(order, out.Grant[0])
+			}
+			if !slices.Equal(order, tt.want) {
+				t.Errorf("served in the order %v, want %v", order, tt.want)
+			}
+		})
+	}
+}
+
+// TestDecideRevokedNodeAsksAgainAtTheBack: a node whose slot was taken back
+// for a bound asks again with a new ID; it waits behind those queued
+// before, also when a new leader decides from the answers on the Nodes.
+func TestDecideRevokedNodeAsksAgainAtTheBack(t *testing.T) {
+	// n1 held the slot and was silent: revoked at 2 min.
+	n1, l1 := holding(asking("n1", 0, 0), 0)
+	in := input(2*time.Minute, cluster(1), n1, stamped(asking("n2", 10*time.Second, 0), 10*time.Second))
+	in.Leases["n1"] = l1
+	if out := Decide(in); !slices.Equal(revoked(out), []string{"n1"}) || !slices.Equal(out.Grant, []string{"n2"}) {
+		t.Fatalf("revoked %v, granted %v; want n1 revoked and its slot n2's", revoked(out), out.Grant)
+	}
+	// n1 asks again, backdated, seen after the revocation; n2 and n3 were
+	// queued before it. Then the slot is free.
+	again := backdated(asking("n1", 2*time.Minute+time.Second, 0))
+	again.Request.ID = "n1-2"
+	again.Grant = &Grant{ID: "n1-1", Purpose: PurposeMaintenance, State: Revoked, Reason: "silent"}
+	nodes := []*Node{again, stamped(asking("n2", 10*time.Second, 0), 10*time.Second), stamped(asking("n3", 20*time.Second, 0), 20*time.Second)}
+	for name, now := range map[string]time.Duration{"this leader": 3 * time.Minute, "a new leader": 10 * time.Minute} {
+		t.Run(name, func(t *testing.T) {
+			in := input(now, cluster(1), nodes...)
+			if name == "a new leader" {
+				for _, n := range in.Nodes {
+					n.Seen = t0.Add(now)
+				}
+				defer func() {
+					for _, n := range nodes {
+						n.Seen = t0.Add(map[string]time.Duration{"n1": 2*time.Minute + time.Second, "n2": 10 * time.Second, "n3": 20 * time.Second}[n.Name])
+					}
+				}()
+			}
+			out := Decide(in)
+			if !slices.Equal(out.Grant, []string{"n2"}) || !slices.Equal(queued(out), []string{"n3", "n1"}) {
+				t.Errorf("granted %v, queued %v; want n2 granted, then n3, then n1 (asked again after its revocation)", out.Grant, queued(out))
+			}
+		})
+	}
+}
+
+// TestDecideRefusesAPurposeThatIsOff: while reboots are off in the
+// coordinator's configuration, a reboot request is answered Revoked with
+// the reason, never granted (a free slot or not) nor queued, and a slot
+// held for a reboot is taken back; maintenance goes on.
+func TestDecideRefusesAPurposeThatIsOff(t *testing.T) {
+	const why = "reboot.enabled is false"
+	reboot := func(n *Node) *Node { n.Request.Purpose = PurposeReboot; return n }
+	tests := []struct {
+		name                      string
+		in                        Input
+		granted, refused, revoked []string
+	}{
+		{name: "a free slot: the reboot is refused, the maintenance behind it granted",
+			in:      input(time.Minute, cluster(1), reboot(backdated(asking("a", time.Second, 0))), asking("b", 2*time.Second, 0)),
+			granted: []string{"b"}, refused: []string{"a"}},
+		{name: "a reboot request with a long hold is refused too",
+			in: input(time.Minute, cluster(2), func() *Node {
+				n := reboot(asking("a", time.Second, 0))
+				n.Request.HoldSeconds = 1 << 30
+				return n
+			}()),
+			refused: []string{"a"}},
+		{name: "a slot held for a reboot is taken back, and goes to the maintenance",
+			in:      withLeases(input(time.Minute, cluster(1), asking("b", 2*time.Second, 0)), reboot(asking("a", 0, time.Minute))),
+			granted: []string{"b"}, revoked: []string{"a"}},
+		{name: "refused once: the Revoked answer stands, nothing more is written",
+			in: func() Input {
+				n := reboot(asking("a", time.Second, 0))
+				n.Grant = &Grant{ID: n.Request.ID, Purpose: PurposeReboot, State: Revoked, Reason: why}
+				return input(time.Minute, cluster(1), n)
+			}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.in.Off = map[Purpose]string{PurposeReboot: why}
+			out := Decide(tt.in)
+			var refused []string
+			for _, r := range out.Refuse {
+				refused = append(refused, r.Node)
+				if r.Reason != why {
+					t.Errorf("%s refused saying %q, want %q", r.Node, r.Reason, why)
+				}
+			}
+			if !slices.Equal(out.Grant, tt.granted) || !slices.Equal(refused, tt.refused) || !slices.Equal(revoked(out), tt.revoked) {
+				t.Errorf("granted %v, refused %v, revoked %v; want %v, %v, %v", out.Grant, refused, revoked(out), tt.granted, tt.refused, tt.revoked)
+			}
+			for _, q := range out.Queue {
+				if tt.in.Nodes[q.Node].Request.Purpose == PurposeReboot {
+					t.Errorf("the reboot request of %s is queued (%s), want it refused", q.Node, q.Reason)
+				}
+			}
+			// With reboots on, the same input serves the reboot.
+			tt.in.Off = nil
+			if on := Decide(tt.in); len(on.Refuse) != 0 {
+				t.Errorf("with reboots on, refused %v", on.Refuse)
+			}
+		})
+	}
 }

@@ -56,9 +56,9 @@ type Request struct {
 	// ID tells this request from an earlier one of the same node: a new
 	// request gets a new ID and goes to the back of the queue.
 	ID string `json:"id"`
-	// RequestedAt is when the agent asked, as its clock says. The
-	// coordinator orders by when it saw the request; it uses this only for
-	// requests that were there before it became the leader.
+	// RequestedAt is when the agent asked, as its clock says: for people
+	// and logs only. The coordinator never orders by it (an agent's token
+	// can write any time here); it orders by Grant.QueuedAt.
 	RequestedAt time.Time `json:"requestedAt"`
 	// Heartbeat changes while the agent holds the slot. Its value means
 	// nothing; the coordinator notes when it saw it change.
@@ -96,6 +96,12 @@ type Grant struct {
 	Reason string `json:"reason,omitempty"`
 	// Time is when the state was entered.
 	Time time.Time `json:"time"`
+	// QueuedAt is when a coordinator first saw this request (ID), on its
+	// own clock: the queue's order. Written on every Queued and Granted
+	// answer so that a new leader keeps the order; only the coordinator
+	// may write this annotation (its admission policy refuses it to the
+	// agents), so no requester can set its own place.
+	QueuedAt time.Time `json:"queuedAt,omitzero"`
 }
 
 // Answers reports whether g answers req.

@@ -43,6 +43,13 @@ func (b *deployBed) applyRebootComponent(t *testing.T, overlay, base string) {
 			t.Errorf("the reboot component's DaemonSet args %q lack %s", ctr.Args, arg)
 		}
 	}
+	// The coordinator refuses reboot slots while reboots are off in its
+	// configuration: the component turns them on there too.
+	var coord appsv1.Deployment
+	testenv.DeployObject(t, testenv.DecodeObjects(t, rendered), "Deployment", agentNamespace, "node-agent-coordinator", &coord)
+	if args := coord.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--reboot-enabled=true") {
+		t.Errorf("the reboot component's coordinator args %q lack --reboot-enabled=true: it would refuse every reboot slot", args)
+	}
 	i := slices.IndexFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == rebootMountPath })
 	if i < 0 {
 		t.Fatalf("the reboot component's DaemonSet mounts nothing at %s: %+v", rebootMountPath, ctr.VolumeMounts)

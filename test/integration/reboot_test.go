@@ -40,7 +40,7 @@ func TestRebootCoordinatorWaitsAndSaysWhy(t *testing.T) {
 	}
 	// One coordinator for every subtest's agent (their drain settings are
 	// the defaults: one slot), started here so that it outlives them.
-	startCoordinator(t, b.env)
+	startCoordinator(t, b.env, "--reboot-enabled=true")
 	// The only slot is node-9's for as long as the test runs: whatever the
 	// test unblocks waits there.
 	held := holdSlot(t, c, "node-9")

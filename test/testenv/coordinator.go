@@ -199,7 +199,8 @@ func (c *Coordinator) Metric(series string) (float64, error) {
 // CoordinatorConfig returns, as a configuration file for the coordinator,
 // the keys of the agents' configuration that node-agent-coordinator reads
 // (drain.leaseNamespace, drain.maxConcurrentNodes, drain.pools,
-// drain.slotSilenceBound, drain.timeout and reboot.slotHoldBound), as
+// drain.slotSilenceBound, drain.timeout, reboot.enabled,
+// reboot.slotHoldBound and reboot.minInterval), as
 // `node-agent run` with agentArgs sees them: its defaults, the file its
 // --config names, and its flags. The coordinator, not the agent, applies the
 // limits: an agent's --drain-max-concurrent-nodes changes nothing unless
@@ -231,6 +232,8 @@ func CoordinatorConfig(agentArgs []string) ([]byte, error) {
 		Timeout            string              `json:"timeout"`
 	}
 	type reboot struct {
+		// Enabled: the coordinator refuses reboot slots while it is false.
+		Enabled       bool   `json:"enabled"`
 		SlotHoldBound string `json:"slotHoldBound"`
 		MinInterval   string `json:"minInterval"`
 	}
@@ -242,6 +245,6 @@ func CoordinatorConfig(agentArgs []string) ([]byte, error) {
 			LeaseNamespace: cfg.Drain.LeaseNamespace, MaxConcurrentNodes: cfg.Drain.MaxConcurrentNodes, Pools: cfg.Drain.Pools,
 			SlotSilenceBound: cfg.Drain.SlotSilenceBound.Duration.String(), Timeout: cfg.Drain.Timeout.Duration.String(),
 		},
-		Reboot: reboot{SlotHoldBound: cfg.Reboot.SlotHoldBound.Duration.String(), MinInterval: cfg.Reboot.MinInterval.Duration.String()},
+		Reboot: reboot{Enabled: cfg.Reboot.Enabled, SlotHoldBound: cfg.Reboot.SlotHoldBound.Duration.String(), MinInterval: cfg.Reboot.MinInterval.Duration.String()},
 	})
 }

@@ -29,6 +29,7 @@ func TestCoordinatorConfig(t *testing.T) {
 			want: func(c *config.Config) {
 				c.Drain.MaxConcurrentNodes, c.Drain.Timeout.Duration = 2, 20*time.Second
 				c.Drain.SlotSilenceBound.Duration, c.Drain.LeaseNamespace = 30*time.Second, "slots"
+				c.Reboot.Enabled = true
 			}},
 		{name: "a file, a flag over it", args: []string{"--config", file, "--drain-timeout", "40s"},
 			want: func(c *config.Config) {
@@ -50,7 +51,8 @@ func TestCoordinatorConfig(t *testing.T) {
 			tt.want(&want)
 			if got.Drain.MaxConcurrentNodes != want.Drain.MaxConcurrentNodes || got.Drain.Timeout != want.Drain.Timeout ||
 				got.Drain.SlotSilenceBound != want.Drain.SlotSilenceBound || got.Drain.LeaseNamespace != want.Drain.LeaseNamespace ||
-				got.Reboot.SlotHoldBound != want.Reboot.SlotHoldBound || len(got.Drain.Pools) != len(want.Drain.Pools) {
+				got.Reboot.SlotHoldBound != want.Reboot.SlotHoldBound || len(got.Drain.Pools) != len(want.Drain.Pools) ||
+				got.Reboot.Enabled != want.Reboot.Enabled {
 				t.Errorf("read back %+v %+v from\n%s\nwant %+v %+v", got.Drain, got.Reboot.SlotHoldBound, out, want.Drain, want.Reboot.SlotHoldBound)
 			}
 			for i := range want.Drain.Pools {
@@ -62,7 +64,7 @@ func TestCoordinatorConfig(t *testing.T) {
 	}
 	// Agents that differ only in what the coordinator does not read agree.
 	a, _ := CoordinatorConfig([]string{"--reboot-enabled=true", "--drain-timeout", "20s"})
-	b, _ := CoordinatorConfig([]string{"--drain-timeout=20s", "--reboot-window-days=mon"})
+	b, _ := CoordinatorConfig([]string{"--drain-timeout=20s", "--reboot-enabled", "--reboot-window-days=mon"})
 	if string(a) != string(b) {
 		t.Errorf("the same coordinator keys gave\n%s\nand\n%s", a, b)
 	}
