@@ -260,6 +260,7 @@ const (
 	coordinatorServiceAccount = "node-agent-coordinator"
 	coordinatorUser           = "system:serviceaccount:" + deployNamespace + ":" + coordinatorServiceAccount
 	coordinatorPolicy         = "node-agent-coordinator-grant-only"
+	coordinatorEventsPolicy   = "node-agent-coordinator-own-events"
 	// electionLease is node-agent-coordinator's --leader-election-name
 	// default, which the Deployment leaves as it is.
 	electionLease = "node-agent-coordinator"
@@ -405,6 +406,23 @@ func TestCoordinatorManifestsAgreeWithCode(t *testing.T) {
 	}
 	if cb.Spec.PolicyName != cp.Name || !slices.Equal(cb.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
 		t.Errorf("binding %+v does not Deny with policy %s", cb.Spec, cp.Name)
+	}
+	// The managedFields rule keeps every entry but the coordinator's own.
+	if got := celStrings(policyVariable(t, &cp, "fieldManager")); !slices.Equal(got, []string{slots.FieldManager}) {
+		t.Errorf("policy %s fieldManager = %v, want slots.FieldManager %s", cp.Name, got, slots.FieldManager)
+	}
+	// Its Events: about Nodes, as itself (the component runcoordinator's
+	// recorder names), Deny.
+	var ep admissionregistrationv1.ValidatingAdmissionPolicy
+	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicy", "", coordinatorEventsPolicy, &ep)
+	var eb admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	testenv.DeployObject(t, objs, "ValidatingAdmissionPolicyBinding", "", coordinatorEventsPolicy, &eb)
+	wantMatchesServiceAccount(t, &ep, strings.TrimPrefix(coordinatorUser, "system:serviceaccount:"+deployNamespace+":"))
+	if got := celStrings(policyVariable(t, &ep, "component")); !slices.Equal(got, []string{"node-agent-coordinator"}) {
+		t.Errorf("policy %s component = %v, want node-agent-coordinator (internal/runcoordinator's event source)", ep.Name, got)
+	}
+	if eb.Spec.PolicyName != ep.Name || !slices.Equal(eb.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %+v does not Deny with policy %s", eb.Spec, ep.Name)
 	}
 
 	// The agent's Lease policy: its ServiceAccount, the slot Leases by name

@@ -42,7 +42,9 @@ const (
 const (
 	byCoordinatorRBAC   = `User "` + coordinatorUser + `" cannot`
 	byCoordinatorPolicy = `ValidatingAdmissionPolicy '` + coordinatorPolicy + `'`
-	bySlotLeasePolicy   = `ValidatingAdmissionPolicy '` + slotLeasePolicy + `'`
+	// byCoordinatorEventsPolicy: deploy/coordinator.yaml's Events policy.
+	byCoordinatorEventsPolicy = `ValidatingAdmissionPolicy 'node-agent-coordinator-own-events'`
+	bySlotLeasePolicy         = `ValidatingAdmissionPolicy '` + slotLeasePolicy + `'`
 )
 
 // placeCoordinator lets the coordinator's Deployment run on coordinatorNode,
@@ -277,6 +279,58 @@ func (b *deployBed) testCoordinatorPrivilege(t *testing.T) {
 		wantDenied(t, "create an Event outside default", err, byCoordinatorRBAC+` create resource "events"`)
 		_, err = cs.CoreV1().ConfigMaps(agentNamespace).Get(ctx, "node-agent-config", metav1.GetOptions{})
 		wantDenied(t, "get the ConfigMap (it is mounted, not read through the API)", err, byCoordinatorRBAC+` get resource "configmaps"`)
+	})
+
+	// Confined like the agent (issue 40): Events only about Nodes, only as
+	// itself, never another component's; no Node field but the grant, its
+	// managedFields included.
+	t.Run("denied by its own-events and grant-only policies", func(t *testing.T) {
+		events := cs.CoreV1().Events(metav1.NamespaceDefault)
+		asKubelet := &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "node-2.", Namespace: metav1.NamespaceDefault},
+			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "node-2", UID: "node-2"}, Reason: "NodeNotReady", Message: "forged", Type: corev1.EventTypeWarning,
+			Source: corev1.EventSource{Component: "kubelet", Host: "node-2"}}
+		_, err := events.Create(ctx, asKubelet, metav1.CreateOptions{})
+		wantDenied(t, "create a kubelet Event about node-2", err, byCoordinatorEventsPolicy)
+		aboutPod := &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "x.", Namespace: metav1.NamespaceDefault},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: metav1.NamespaceDefault, Name: "x"}, Reason: "DeployTest", Message: "forged", Type: corev1.EventTypeNormal,
+			Source: corev1.EventSource{Component: "node-agent-coordinator"}}
+		_, err = events.Create(ctx, aboutPod, metav1.CreateOptions{})
+		wantDenied(t, "create an Event about a Pod", err, "may record Events only about Nodes")
+
+		// Another component's Event, recorded by the admin: the
+		// coordinator may not rewrite it.
+		theirs, err := b.c.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, asKubelet, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = b.c.CoreV1().Events(metav1.NamespaceDefault).Delete(context.Background(), theirs.Name, metav1.DeleteOptions{})
+		}()
+		_, err = events.Patch(ctx, theirs.Name, types.MergePatchType, []byte(`{"message":"rewritten","count":7}`), metav1.PatchOptions{})
+		wantDenied(t, "rewrite the kubelet's Event", err, "may change only the Events it recorded about a Node")
+		_, err = events.Patch(ctx, theirs.Name, types.MergePatchType, []byte(`{"source":{"component":"node-agent-coordinator","host":""},"message":"taken over"}`), metav1.PatchOptions{})
+		wantDenied(t, "take the kubelet's Event over as its own", err, "may change only the Events it recorded about a Node")
+
+		managers := func(n *corev1.Node) []string {
+			var m []string
+			for _, f := range n.ManagedFields {
+				m = append(m, f.Manager+"/"+string(f.Operation)+"/"+f.Subresource)
+			}
+			slices.Sort(m)
+			return m
+		}
+		before := getNode(t, b.c, "node-2")
+		if len(managers(before)) == 0 {
+			t.Fatal("node-2 has no managedFields to keep")
+		}
+		const keep = "may not change a Node's metadata.managedFields"
+		wantDenied(t, "clear node-2's managedFields", mergePatchNode(t, cs, "node-2", obj{"metadata": obj{"managedFields": []obj{{}}}}, false), keep)
+		wantDenied(t, "clear node-2's managedFields beside a grant", mergePatchNode(t, cs, "node-2", obj{"metadata": obj{
+			"managedFields": []obj{{}}, "annotations": obj{slots.GrantAnnotation: grant}}}, false), keep)
+		wantDenied(t, "set node-2's generateName", mergePatchNode(t, cs, "node-2", obj{"metadata": obj{"generateName": "forged-"}}, false), keep)
+		if after := getNode(t, b.c, "node-2"); !slices.Equal(managers(after), managers(before)) {
+			t.Errorf("node-2's field managers changed: %v, were %v", managers(after), managers(before))
+		}
 	})
 
 	// The policy refuses a Node's deletion and its status on its own,
