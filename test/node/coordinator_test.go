@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +38,9 @@ const electionLease = "node-agent-coordinator"
 // ServiceAccount may and may not do is tested on the real control plane in
 // test/integration, and the pod on the real node runs with it
 // (testCoordinatorPod). It reads the agents' ConfigMap as deploy/ installed
-// it, as the Deployment mounts it.
+// it, as the Deployment mounts it, and takes the Deployment's other
+// arguments (components/reboot's --reboot-enabled=true: without it a
+// leading host replica would refuse the reboot's slot).
 func (b *bed) startCoordinator(t *testing.T) *testenv.Coordinator {
 	t.Helper()
 	bin := filepath.Join(b.bin, testenv.CoordinatorName)
@@ -48,8 +51,18 @@ func (b *bed) startCoordinator(t *testing.T) *testenv.Coordinator {
 	if err != nil {
 		t.Fatalf("the agents' ConfigMap: %v", err)
 	}
+	dep, err := b.c.AppsV1().Deployments(agentNS).Get(t.Context(), coordinatorDeployment, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the coordinator's Deployment: %v", err)
+	}
+	var args []string
+	for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+		if !strings.HasPrefix(a, "--config") {
+			args = append(args, a)
+		}
+	}
 	c := testenv.StartCoordinator(t, testenv.CoordinatorOptions{Binary: bin, Kubeconfig: b.env.KubeconfigPath(),
-		Config: []byte(cm.Data["config.yaml"]), Identity: "host"})
+		Config: []byte(cm.Data["config.yaml"]), Identity: "host", Args: args})
 	c.WaitReady(t)
 	t.Cleanup(func() {
 		if t.Failed() {
