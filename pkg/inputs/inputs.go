@@ -97,7 +97,7 @@ var Register = []Input{
 		TrustedFor: "that node's request for a drain slot: its purpose, an ID and a heartbeat",
 		Bound:      "one per node (admission policy: only its own Node); the queue is ordered by when the coordinator saw it, never by a time the request states; a purpose off in the configuration is refused; the hold it asks for is cut to reboot.slotHoldBound; silence past drain.slotSilenceBound frees the slot"},
 	{Name: "node-agent.io/drain-slot", Kind: Annotation, On: "its Node", Writers: []Writer{Coordinator}, Reader: "both",
-		TrustedFor: "the coordinator's answer: this node holds a slot, or waits, or was refused; to a new leader, its queuedAt is the request's place in the queue",
+		TrustedFor: "the coordinator's answer: this node holds a slot, or waits, or was refused; to a new leader, a Queued answer's time is the request's place in the queue",
 		Bound:      "the admission policy refuses it to every agent token; an answer for another request ID is ignored"},
 	{Name: "node-agent.io/drain-slot", Kind: Label, On: "slot Leases", Writers: []Writer{Coordinator}, Reader: "coordinator",
 		TrustedFor: "marks the slot Leases the coordinator watches",

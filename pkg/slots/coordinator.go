@@ -321,7 +321,7 @@ func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 	for _, node := range out.Repair {
 		n, l := in.Nodes[node], in.Leases[node]
 		back = append(back, func() error {
-			return c.writeGrant(ctx, node, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Granted, Slot: l.Name, Time: l.AcquiredAt, QueuedAt: n.QueuedAt()})
+			return c.writeGrant(ctx, node, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Granted, Slot: l.Name, Time: l.AcquiredAt})
 		})
 	}
 	if err := inParallel(back); err != nil {
@@ -341,7 +341,7 @@ func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 	for _, q := range out.Queue {
 		n := in.Nodes[q.Node]
 		answers = append(answers, func() error {
-			return c.writeGrant(ctx, q.Node, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Queued, Reason: q.Reason, Time: in.Now, QueuedAt: n.QueuedAt()})
+			return c.writeGrant(ctx, q.Node, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Queued, Reason: q.Reason, Time: n.QueuedAt()})
 		})
 	}
 	for _, r := range out.Refuse {
@@ -392,7 +392,7 @@ func (c *Coordinator) revoke(ctx context.Context, in Input, r Revocation) error 
 // holds a slot, and the agent's requester reports the reason.
 func (c *Coordinator) refuse(ctx context.Context, in Input, r Revocation) error {
 	n := in.Nodes[r.Node]
-	g := &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Revoked, Reason: r.Reason, Time: in.Now}
+	g := &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Revoked, Reason: r.Reason, Time: in.Now, Refused: true}
 	if err := c.writeGrant(ctx, r.Node, g); err != nil {
 		return err
 	}
@@ -457,7 +457,7 @@ func (c *Coordinator) grant(ctx context.Context, n *Node, now time.Time) error {
 		o.beat = now
 	}
 	c.mu.Unlock()
-	if err := c.writeGrant(ctx, n.Name, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Granted, Slot: name, Time: now, QueuedAt: n.QueuedAt()}); err != nil {
+	if err := c.writeGrant(ctx, n.Name, &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Granted, Slot: name, Time: now}); err != nil {
 		return err
 	}
 	if n.Request.Purpose == PurposeReboot && c.o.MinRebootInterval > 0 {

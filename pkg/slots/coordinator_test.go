@@ -769,10 +769,10 @@ func TestNewLeaderKeepsTheQueueOrder(t *testing.T) {
 	askAt("n0", "r0", time.Now())
 	waitFor(t, "n0 granted", func() bool { g := grantOf("n0"); return g != nil && g.State == Granted })
 	askAt("z1", "r1", time.Now())
-	waitFor(t, "z1 queued with its place", func() bool { g := grantOf("z1"); return g != nil && g.State == Queued && !g.QueuedAt.IsZero() })
+	waitFor(t, "z1 queued with its place", func() bool { g := grantOf("z1"); return g != nil && g.State == Queued && !g.Time.IsZero() })
 	askAt("a2", "r2", time.Unix(0, 0))
-	waitFor(t, "a2 queued with its place", func() bool { g := grantOf("a2"); return g != nil && g.State == Queued && !g.QueuedAt.IsZero() })
-	if z, a := grantOf("z1").QueuedAt, grantOf("a2").QueuedAt; !z.Before(a) {
+	waitFor(t, "a2 queued with its place", func() bool { g := grantOf("a2"); return g != nil && g.State == Queued && !g.Time.IsZero() })
+	if z, a := grantOf("z1").Time, grantOf("a2").Time; !z.Before(a) {
 		t.Fatalf("z1 asked first but was stamped %s, a2 %s", z, a)
 	}
 	stop()
@@ -819,5 +819,52 @@ func TestRebootRefusedWhileOff(t *testing.T) {
 	}
 	if _, err := b.fake.CoordinationV1().Leases("node-agent").Get(b.ctx, LeaseName("n1"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("n1's slot Lease: %v, want none", err)
+	}
+}
+
+// TestRefusedRequestIsNotAskedAgainAtOnce: the agent's side of a refusal.
+// Asked again at once, a refused request would be refused again, a Node
+// write each round trip; the requester reports the reason and waits
+// RefusedRetry first.
+func TestRefusedRequestIsNotAskedAgainAtOnce(t *testing.T) {
+	b := newBed(t, "n1")
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	c := NewCoordinator(CoordinatorOptions{Client: b.client, Namespace: "node-agent", Pools: []Pool{{Name: DefaultPool, MaxConcurrentNodes: 1}},
+		SilenceBound: time.Minute, RebootHoldBound: time.Hour, Off: Off(config.Default()), Clock: clock.RealClock{}, Logger: b.log, LeaseResync: time.Hour})
+	done := make(chan struct{}, 2)
+	defer func() { cancel(); <-done; <-done }()
+	go func() { defer func() { done <- struct{}{} }(); _ = c.Run(ctx) }()
+	var asked atomic.Int32
+	b.fake.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if p, ok := a.(k8stesting.PatchAction); ok && strings.Contains(string(p.GetPatch()), RequestAnnotation) {
+			asked.Add(1)
+		}
+		return false, nil, nil
+	})
+	r := &Requester{Client: b.client, NodeName: "n1", RenewInterval: 50 * time.Millisecond, NoAnswerAfter: time.Hour,
+		ClaimGrace: time.Hour, RefusedRetry: time.Hour, Clock: clock.RealClock{}, Logger: b.log}
+	go func() { defer func() { done <- struct{}{} }(); _ = r.Run(ctx, newView(ctx, b.client, "n1")) }()
+	reports := make(chan error, 10)
+	go func() {
+		_, _ = r.Acquire(ctx, PurposeReboot, func(err error) {
+			if err != nil {
+				reports <- err
+			}
+		})
+	}()
+	select {
+	case err := <-reports:
+		if !strings.Contains(err.Error(), "refused the reboot drain slot") || !strings.Contains(err.Error(), "reboot.enabled is false") {
+			t.Errorf("reported %q, want the refusal and its reason", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no refusal reported; the request was written %d times", asked.Load())
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the request was written %d times by the refusal, want once", n)
+	}
+	if g, _ := ParseGrant(b.node("n1")); g == nil || g.State != Revoked || !g.Refused {
+		t.Errorf("n1's answer %+v, want Revoked and refused", g)
 	}
 }

@@ -46,9 +46,9 @@ type Node struct {
 	// Grant is the answer on the Node as last written, nil when none.
 	Grant *Grant
 	// Seen is when this coordinator first saw this request, on its own
-	// clock. With Grant.QueuedAt, what an earlier leader stamped, it makes
-	// the queue's order (QueuedAt); Request.RequestedAt, the requester's
-	// word, never counts.
+	// clock. With the Time of a Queued Grant, what an earlier leader
+	// stamped, it makes the queue's order (QueuedAt); Request.RequestedAt,
+	// the requester's word, never counts.
 	Seen time.Time
 	// LastBeat is when the coordinator last saw the request's heartbeat
 	// change (or first saw the request), on its own clock.
@@ -56,14 +56,14 @@ type Node struct {
 }
 
 // QueuedAt is n's place in the queue: the earlier of when this coordinator
-// first saw the request and the QueuedAt a coordinator stamped into its
+// first saw the request and the Time a coordinator stamped into its Queued
 // answer to this request. Both are coordinators' clocks, so no requester
 // chooses its place; the stamp keeps the order across a change of leader,
 // which sees every request only when it starts to lead. A request with no
 // stamp (never answered) goes behind every stamped one a new leader finds.
 func (n *Node) QueuedAt() time.Time {
-	if g := n.Grant; g.Answers(n.Request) && !g.QueuedAt.IsZero() && (n.Seen.IsZero() || g.QueuedAt.Before(n.Seen)) {
-		return g.QueuedAt
+	if g := n.Grant; g.Answers(n.Request) && g.State == Queued && !g.Time.IsZero() && (n.Seen.IsZero() || g.Time.Before(n.Seen)) {
+		return g.Time
 	}
 	return n.Seen
 }
@@ -260,7 +260,7 @@ func Decide(in Input) Output {
 						out.Waiting[pools[i].Name]++
 					}
 				}
-				if g := n.Grant; !g.Answers(n.Request) || g.State != Queued || g.Reason != reason || !g.QueuedAt.Equal(n.QueuedAt()) {
+				if g := n.Grant; !g.Answers(n.Request) || g.State != Queued || g.Reason != reason || !g.Time.Equal(n.QueuedAt()) {
 					out.Queue = append(out.Queue, Queueing{Node: n.Name, Reason: reason})
 				}
 				continue
@@ -301,7 +301,7 @@ func Decide(in Input) Output {
 				out.Waiting[pools[i].Name]++
 			}
 		}
-		if g := n.Grant; !g.Answers(n.Request) || g.State != Queued || g.Reason != reason || !g.QueuedAt.Equal(n.QueuedAt()) {
+		if g := n.Grant; !g.Answers(n.Request) || g.State != Queued || g.Reason != reason || !g.Time.Equal(n.QueuedAt()) {
 			out.Queue = append(out.Queue, Queueing{Node: n.Name, Reason: reason})
 		}
 	}

@@ -103,14 +103,14 @@ func TestDecideHoldersKeepTheirSlot(t *testing.T) {
 	if want := 31 * time.Second; out.Next != want {
 		t.Errorf("next = %s, want %s", out.Next, want)
 	}
-	// A second decision with b's Queued written (stamped with its place,
-	// as the coordinator writes it) changes nothing; an answer without the
-	// stamp, an older coordinator's, is written again to carry it.
+	// A second decision with b's Queued written (its Time is its place, as
+	// the coordinator writes it) changes nothing; an answer whose Time is
+	// not its place is written again to carry it.
 	b.Grant = &Grant{ID: b.Request.ID, Purpose: PurposeMaintenance, State: Queued, Reason: out.Queue[0].Reason}
 	if out := Decide(in); !slices.Equal(queued(out), []string{"b"}) {
 		t.Errorf("an answer without its place: queued %v, want b again", queued(out))
 	}
-	b.Grant.QueuedAt = b.Seen
+	b.Grant.Time = b.Seen
 	if out := Decide(in); len(out.Queue) != 0 {
 		t.Errorf("queued again: %+v", out.Queue)
 	}
@@ -352,7 +352,7 @@ func TestDecideMinRebootInterval(t *testing.T) {
 // stamped gives n the Queued answer a coordinator wrote when it first saw
 // n's request at t0+at.
 func stamped(n *Node, at time.Duration) *Node {
-	n.Grant = &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Queued, Reason: "full", QueuedAt: t0.Add(at)}
+	n.Grant = &Grant{ID: n.Request.ID, Purpose: n.Request.Purpose, State: Queued, Reason: "full", Time: t0.Add(at)}
 	return n
 }
 

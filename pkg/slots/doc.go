@@ -33,7 +33,7 @@
 // judges liveness by when it saw a heartbeat change on its own clock, never by
 // a time written into an object, and every bound is its own configuration.
 // The queue's order is the coordinators' too: when one first saw each request,
-// stamped into its answer (Grant.QueuedAt) so that a new leader keeps it; the
+// stamped into its Queued answer (Grant.Time) so that a new leader keeps it; the
 // time an agent writes into its request is never read for it. A purpose the
 // coordinator's configuration turns off (reboot.enabled false) is refused.
 package slots

@@ -58,7 +58,7 @@ type Request struct {
 	ID string `json:"id"`
 	// RequestedAt is when the agent asked, as its clock says: for people
 	// and logs only. The coordinator never orders by it (an agent's token
-	// can write any time here); it orders by Grant.QueuedAt.
+	// can write any time here); it orders by a Queued Grant's Time.
 	RequestedAt time.Time `json:"requestedAt"`
 	// Heartbeat changes while the agent holds the slot. Its value means
 	// nothing; the coordinator notes when it saw it change.
@@ -94,14 +94,17 @@ type Grant struct {
 	// Reason says why it waits (Queued: which pool is full) or why it was
 	// revoked.
 	Reason string `json:"reason,omitempty"`
-	// Time is when the state was entered.
+	// Time is when the state was entered, on the coordinator's clock. For
+	// Queued, that is when a coordinator first saw this request (ID): the
+	// request's place in the queue, which a new leader keeps. Only the
+	// coordinator may write this annotation (its admission policy refuses
+	// it to the agents), so no requester sets its own place.
 	Time time.Time `json:"time"`
-	// QueuedAt is when a coordinator first saw this request (ID), on its
-	// own clock: the queue's order. Written on every Queued and Granted
-	// answer so that a new leader keeps the order; only the coordinator
-	// may write this annotation (its admission policy refuses it to the
-	// agents), so no requester can set its own place.
-	QueuedAt time.Time `json:"queuedAt,omitzero"`
+	// Refused, on a Revoked answer, says the request was never served: its
+	// purpose is off in the coordinator's configuration (Reason says
+	// which). The agent asks again only after a pause (RefusedRetry), so a
+	// refusal is not a write loop.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // Answers reports whether g answers req.

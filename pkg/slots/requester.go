@@ -23,6 +23,11 @@ import (
 // ErrNoAnswer says that no coordinator answered a request in time.
 var ErrNoAnswer = errors.New("no drain slot coordinator answered the request; check that node-agent-coordinator runs (kubectl -n node-agent get deployment node-agent-coordinator) and reads this node")
 
+// DefaultRefusedRetry is Requester.RefusedRetry's default: a purpose the
+// coordinator refuses stays off until an admin changes its configuration and
+// restarts it, so asking again sooner would only be refused again.
+const DefaultRefusedRetry = 5 * time.Minute
+
 // Requester is the agent's side of the drain slots, for its own Node. It is
 // an agent component (Run), shared by every part of the agent that drains:
 // Acquire asks for a slot for one purpose at a time, so the node never
@@ -36,6 +41,9 @@ type Requester struct {
 	// NoAnswerAfter is how long a request may go unanswered before the
 	// waiting caller is told (ErrNoAnswer).
 	NoAnswerAfter time.Duration
+	// RefusedRetry is how long the agent waits after a refused request
+	// (Grant.Refused) before it asks again; 0: DefaultRefusedRetry.
+	RefusedRetry time.Duration
 	// ClaimGrace is how long after the start a request that no part of
 	// this agent asks for again (a maintenance that ended while the agent
 	// was down) stays on the Node before it is withdrawn.
@@ -190,12 +198,28 @@ func (r *Requester) Acquire(ctx context.Context, purpose Purpose, onWait func(er
 func (r *Requester) await(ctx context.Context, purpose Purpose, report func(error), waited bool) (*Held, error) {
 	asked := r.Clock.Now()
 	var lastErr string
+	// pausedFor is the refused request this call has waited out.
+	var pausedFor string
 	for {
 		req, g, rv, changed, err := r.stateRV()
 		r.Logger.Debug("Drain slot request", "purpose", purpose, "request", req, "grant", g, "rv", rv, "err", err)
 		switch {
 		case err != nil:
 			// The agent's own Node is not in its cache yet.
+		case g.Answers(req) && req.Purpose == purpose && g.State == Revoked && g.Refused && pausedFor != req.ID:
+			pause := r.RefusedRetry
+			if pause <= 0 {
+				pause = DefaultRefusedRetry
+			}
+			r.Logger.Warn("The coordinator refused the drain slot request; asking again later", "purpose", purpose, "reason", g.Reason, "retry", pause)
+			report(fmt.Errorf("node-agent-coordinator refused the %s drain slot: %s; asking again in %s", purpose, g.Reason, pause))
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-r.Clock.After(pause):
+			}
+			pausedFor = req.ID
+			continue
 		case req == nil || req.Purpose != purpose || (g.Answers(req) && g.State == Revoked):
 			if g.Answers(req) && g.State == Revoked {
 				r.Logger.Warn("The drain slot was revoked; asking again", "reason", g.Reason)
