@@ -79,16 +79,16 @@ func TestBackdatedRequestNeverJumpsTheQueue(t *testing.T) {
 	gB := waitState("node-b", reqB, slots.Queued)
 	reqA := ask("node-a", slots.PurposeMaintenance, time.Unix(0, 0).UTC())
 	gA := waitState("node-a", reqA, slots.Queued)
-	t.Logf("node-b queued at %s; node-a, which claims %s, queued at %s", gB.QueuedAt, reqA.RequestedAt, gA.QueuedAt)
-	if !gB.QueuedAt.Before(gA.QueuedAt) {
-		t.Errorf("node-b asked first but was stamped %s, node-a %s", gB.QueuedAt, gA.QueuedAt)
+	t.Logf("node-b queued at %s; node-a, which claims %s, queued at %s", gB.Time, reqA.RequestedAt, gA.Time)
+	if !gB.Time.Before(gA.Time) {
+		t.Errorf("node-b asked first but was stamped %s, node-a %s", gB.Time, gA.Time)
 	}
 
 	// The reboot request is refused, not queued, and holds no slot.
 	reqR := ask("node-r", slots.PurposeReboot, time.Unix(0, 0).UTC())
 	gR := waitState("node-r", reqR, slots.Revoked)
-	if !strings.Contains(gR.Reason, "reboot.enabled is false") {
-		t.Errorf("node-r's reboot request refused with %q, want the reason to name reboot.enabled", gR.Reason)
+	if !strings.Contains(gR.Reason, "reboot.enabled is false") || !gR.Refused {
+		t.Errorf("node-r's reboot request answered %+v, want refused with the reason naming reboot.enabled", gR)
 	}
 
 	first.Kill(t)
