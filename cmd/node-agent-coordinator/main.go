@@ -30,7 +30,10 @@ node-agent.io/drain-slot, which no agent may write) and holds the slot
 Leases (node-agent-drain-slot-<node> in drain.leaseNamespace):
 
   - first come, first served, within drain.maxConcurrentNodes for the whole
-    cluster and within each of drain.pools;
+    cluster and within each of drain.pools, in the order a coordinator saw
+    the requests (never the time a request states);
+  - a reboot slot is refused while reboots are off (reboot.enabled, or
+    --reboot-enabled);
   - a holder whose agent is silent longer than drain.slotSilenceBound (a
     rebooting host: reboot.slotHoldBound), whose Node is deleted, or that
     holds past drain.timeout loses its slot, and the next node goes on.
