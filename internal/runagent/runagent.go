@@ -113,7 +113,19 @@ func New(o Options) (*agent.Agent, error) {
 	if w.dyn, err = dynamic.NewForConfig(restCfg); err != nil {
 		return nil, err
 	}
+	// One read of the own Node before it is watched: a refusal to the node
+	// falls back to the ServiceAccount now, and one to both ends the agent
+	// with the missing right named (pkg/podaccess decides).
+	nodes, log := client, o.Logger.With("node", cfg.NodeName, "component", "podaccess")
+	check := func(ctx context.Context) error {
+		reader, err := podaccess.CheckOwnNode(ctx, nodes, cfg.NodeName)
+		if err == nil {
+			log.Info("Own Node read", "identity", reader)
+		}
+		return err
+	}
 	opts := []agent.Option{
+		agent.WithStartCheck(check),
 		agent.WithKubernetesClient(client),
 		agent.WithLogger(o.Logger),
 		agent.WithMetricsAddress(cfg.MetricsBindAddress),
@@ -164,6 +176,7 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 		lab = c
 		out = append(out, c)
 	}
+	podaccess.RegisterReaderMetric(d.Registry, d.Client)
 	access := &podaccess.Reporter{
 		Prober:  podaccess.Prober{Node: w.podClient, Own: d.Client, NodeName: d.NodeName},
 		Logger:  d.Logger.With("component", "podaccess"),

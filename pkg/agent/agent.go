@@ -82,6 +82,8 @@ type Agent struct {
 	factories   []ComponentsFactory
 	built       bool
 	health      *Health
+	// startChecks run once before the own Node is watched (WithStartCheck).
+	startChecks []func(ctx context.Context) error
 
 	// listeners are set by tests that want the bound addresses.
 	onListen func(name, addr string)
@@ -123,6 +125,14 @@ func WithComponent(f ComponentFactory) Option {
 // WithComponents adds the components built by f when Run starts.
 func WithComponents(f ComponentsFactory) Option {
 	return func(a *Agent) { a.factories = append(a.factories, f) }
+}
+
+// WithStartCheck adds a check Run makes once before it watches its own
+// Node; an error from it ends Run with that error (the agent exits non-zero
+// and says why in one line), where waiting could never help: the own Node's
+// read refused to every identity the agent has.
+func WithStartCheck(f func(ctx context.Context) error) Option {
+	return func(a *Agent) { a.startChecks = append(a.startChecks, f) }
 }
 
 // WithListenHook is called with each server's name and bound address.
@@ -182,6 +192,12 @@ func (a *Agent) Health() *Health { return a.health }
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+
+	for _, check := range a.startChecks {
+		if err := check(ctx); err != nil {
+			return err
+		}
+	}
 
 	// Only our own Node: the agent runs on every node, so its API cost must
 	// not grow with the cluster.

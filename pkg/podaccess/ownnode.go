@@ -64,7 +64,7 @@ type ownNodeNodes struct {
 	// name is the agent's own Node.
 	name string
 	log  *slog.Logger
-	now       func() time.Time
+	now  func() time.Time
 	// until is when the node identity is tried again (Unix nanoseconds);
 	// zero while it is in use.
 	until atomic.Int64
