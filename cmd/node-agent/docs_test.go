@@ -66,6 +66,7 @@ func metricsReference(t *testing.T) string {
 	selfdrain.NewMetrics(rec)
 	labeller.NewMetrics(rec)
 	podaccess.NewMetrics(rec)
+	metrics.NewWaitBound(rec)
 	podaccess.RegisterReaderMetric(rec, nil)
 	confinement.NewGauge(rec)
 	notify.NewMetrics(rec)

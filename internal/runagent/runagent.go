@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -38,6 +39,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/kubevirtcr"
 	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/metrics"
 	"github.com/node-agent/node-agent/pkg/notify"
 	"github.com/node-agent/node-agent/pkg/notify/spec"
 	"github.com/node-agent/node-agent/pkg/podaccess"
@@ -151,6 +153,17 @@ type wiring struct {
 	discover   labeller.DiscoverFunc
 	configFile string
 	flags      *pflag.FlagSet
+	// waitBound is registered once and shared by the components with a
+	// bounded wait (waitBounds).
+	waitBound *metrics.WaitBound
+}
+
+// waitBounds is the one node_agent_wait_bound_* collector on reg.
+func (w *wiring) waitBounds(reg prometheus.Registerer) *metrics.WaitBound {
+	if w.waitBound == nil {
+		w.waitBound = metrics.NewWaitBound(reg)
+	}
+	return w.waitBound
 }
 
 // components builds every component of the agent: the labeller, the pod
@@ -404,7 +417,7 @@ func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reb
 		if err != nil {
 			return nil, err
 		}
-		blockers = append(blockers, reboot.PodBlockers{Lister: reboot.NodePods{Access: access.Check, Node: d.NodeName}, Selector: sel})
+		blockers = append(blockers, reboot.PodBlockers{Lister: reboot.NodePods{Access: access.Check, Node: d.NodeName}, Selector: sel, Namespaces: rc.BlockingPodNamespaces})
 	}
 	if rc.PrometheusURL != "" {
 		// The alert check is the first gate; reboot.gates follow it.
@@ -418,11 +431,12 @@ func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reb
 		Client: d.Client, NodeName: d.NodeName, Need: need, Window: window, Blockers: blockers,
 		LoopBound: rc.LoopBound.Duration, RebootWithoutDrain: rc.RebootWithoutDrain,
 		CheckInterval: rc.CheckInterval.Duration, SlotHoldBound: rc.SlotHoldBound.Duration, BeforeRebootBound: rc.BeforeRebootBound.Duration,
+		BlockerBound: rc.BlockerBound.Duration, ProceedPastBound: rc.OnBlockerBound == config.OnBoundProceed,
 		Slots:       drainSlots,
 		Rebooter:    own.Rebooter(shutdown.LogindRebooter{Connect: w.connectLogind}),
 		Maintenance: handshake.Maintenance,
 		Clock:       d.Clock, Logger: log, Recorder: d.Recorder,
-		Metrics: reboot.NewMetrics(d.Registry),
+		Metrics: reboot.NewMetrics(d.Registry), WaitBound: w.waitBounds(d.Registry),
 	}), nil
 }
 

@@ -397,6 +397,11 @@ type RebootConfig struct {
 	// BlockingPodSelector: while a pod on this node matches it, no reboot
 	// starts. Empty: no pod blocks.
 	BlockingPodSelector string `json:"blockingPodSelector,omitempty"`
+	// BlockingPodNamespaces limits BlockingPodSelector to the pods of
+	// these namespaces. Empty: every namespace, so that any tenant who may
+	// label a pod scheduled here holds the node's reboot (up to
+	// BlockerBound).
+	BlockingPodNamespaces []string `json:"blockingPodNamespaces,omitempty"`
 	// PrometheusURL is queried for firing alerts; a firing alert whose
 	// name matches BlockingAlertRegexp blocks the reboot. Empty: alerts
 	// are not checked.
@@ -441,7 +446,21 @@ type RebootConfig struct {
 	// the attempt is given up as a drain past drain.timeout is (drain
 	// withdrawn, slot released, retried after a backoff).
 	BeforeRebootBound metav1.Duration `json:"beforeRebootBound"`
+	// BlockerBound is how long blockers (pods, alerts, gates, VMs) may
+	// hold a needed reboot, counted from the first check they held it;
+	// OnBlockerBound says what happens then: "wait" (the reboot keeps
+	// waiting, and the Node, a Warning Event and
+	// node_agent_wait_bound_exceeded_total say so) or "proceed" (the
+	// blockers are passed over and the reboot starts).
+	BlockerBound   metav1.Duration `json:"blockerBound"`
+	OnBlockerBound string          `json:"onBlockerBound"`
 }
+
+// The values of reboot.onBlockerBound.
+const (
+	OnBoundWait    = "wait"
+	OnBoundProceed = "proceed"
+)
 
 // RebootWindowConfig is when a reboot may start. A reboot already under way
 // when the window closes finishes.
@@ -575,6 +594,14 @@ func Default() Config {
 			// it within the hour.
 			SlotHoldBound:     metav1.Duration{Duration: 30 * time.Minute},
 			BeforeRebootBound: metav1.Duration{Duration: 15 * time.Minute},
+			// A reboot carries a fix that should not wait for weeks, yet
+			// a blocker is an admin's own guard (a job that must finish,
+			// a storage gate): a day lets nightly jobs and a slow
+			// recovery end, and after it a person hears of it (the
+			// NodeAgentWaitBoundExceeded alert) and decides, rather than
+			// the agent overriding the guard unseen: hence wait.
+			BlockerBound:   metav1.Duration{Duration: 24 * time.Hour},
+			OnBlockerBound: OnBoundWait,
 		},
 		Silences: SilencesConfig{
 			// node_exporter's and kube-state-metrics' alerts carry it as
@@ -620,6 +647,9 @@ func (c Config) NormalizeEmpty() Config {
 	}
 	if len(c.Reboot.Exceptions) == 0 {
 		c.Reboot.Exceptions = nil
+	}
+	if len(c.Reboot.BlockingPodNamespaces) == 0 {
+		c.Reboot.BlockingPodNamespaces = nil
 	}
 	if len(c.Reboot.Window.Days) == 0 {
 		c.Reboot.Window.Days = nil
@@ -817,6 +847,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(&jsonList[RebootExceptionConfig]{&c.Reboot.Exceptions, `[{"from":"2026-12-20","to":"2027-01-03","timeZone":"Europe/Berlin"}]`}, "reboot-exceptions", `Dates on which no reboot starts, whatever the windows say, as JSON: [{"from":"2026-12-20","to":"2027-01-03","timeZone":"Europe/Berlin"}] (to included; empty: from alone; timeZone empty: UTC). Empty: none.`)
 	fs.Var(durationValue{&c.Reboot.MinInterval}, "reboot-min-interval", "Least time between the starts of two nodes' reboots in the cluster, kept by node-agent-coordinator when it grants their drain slots (a reboot waits in its queue, reason reboot.minInterval). 0s: none.")
 	fs.StringVar(&c.Reboot.BlockingPodSelector, "reboot-blocking-pod-selector", c.Reboot.BlockingPodSelector, "Label selector: while a pod on this node matches it, no reboot starts. Empty: no pod blocks.")
+	fs.StringSliceVar(&c.Reboot.BlockingPodNamespaces, "reboot-blocking-pod-namespaces", c.Reboot.BlockingPodNamespaces, "Namespaces whose pods --reboot-blocking-pod-selector selects. Empty: every namespace, so that any tenant whose pod runs here can hold the reboot (up to --reboot-blocker-bound).")
 	fs.StringVar(&c.Reboot.PrometheusURL, "reboot-prometheus-url", c.Reboot.PrometheusURL, "Prometheus queried for firing alerts (/api/v1/alerts); a matching alert blocks the reboot, and so does a failed query. Empty: alerts are not checked.")
 	fs.Var(&jsonList[GateConfig]{&c.Reboot.Gates, `[{"name":"ceph-healthy","query":"ceph_health_status > 0"}]`}, "reboot-gates", `PromQL gates, as JSON: [{"name":"ceph-healthy","query":"ceph_health_status > 0"}]. Each is asked of --reboot-prometheus-url at every check until the drain starts; while its answer has a series, or it cannot be asked, the reboot waits (reason BlockedByGates, which names the gate, its query and its answer). Empty: no gate.`)
 	fs.StringVar(&c.Reboot.BlockingAlertRegexp, "reboot-blocking-alert-regexp", c.Reboot.BlockingAlertRegexp, "Regular expression, anchored, for the names of the firing alerts that block a reboot. Empty: every firing alert. The opposite of kured's --alert-filter-regexp, which names the alerts to ignore.")
@@ -829,6 +860,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(durationValue{&c.Reboot.CheckInterval}, "reboot-check-interval", "How often the sentinel (and, while a reboot is needed, the blockers) are looked at.")
 	fs.Var(durationValue{&c.Reboot.SlotHoldBound}, "reboot-slot-hold-bound", "How long the drain slot stays held while the host reboots; a node not back by then loses it.")
 	fs.Var(durationValue{&c.Reboot.BeforeRebootBound}, "reboot-before-reboot-bound", "How long a drained node waits for the reboot gates marked beforeReboot, asked again before the reboot; past it the attempt is given up (drain withdrawn, slot released, retried after a backoff).")
+	fs.Var(durationValue{&c.Reboot.BlockerBound}, "reboot-blocker-bound", "How long pods, alerts, gates and VMs may hold a needed reboot, from the first check they held it; then --reboot-on-blocker-bound decides.")
+	fs.StringVar(&c.Reboot.OnBlockerBound, "reboot-on-blocker-bound", c.Reboot.OnBlockerBound, "What a reboot held past --reboot-blocker-bound does: wait (keep waiting; a Warning Event, the Node's RebootRequired condition and node_agent_wait_bound_exceeded_total say so) or proceed (the blockers are passed over).")
 	fs.Var(durationValue{&c.Reboot.LoopBound}, "reboot-loop-bound", "No second reboot within this time when the sentinel is still there after a reboot (reported as RebootLoop). 0s: no such guard.")
 
 	fs.StringVar(&c.Silences.AlertmanagerURL, "silences-alertmanager-url", c.Silences.AlertmanagerURL, "Alertmanager in which the node's alerts are silenced while it is drained or rebooting (its v2 API). Empty: no silence.")
@@ -959,6 +992,7 @@ var durationKeys = [][2]string{
 	{"reboot", "checkInterval"},
 	{"reboot", "slotHoldBound"},
 	{"reboot", "beforeRebootBound"},
+	{"reboot", "blockerBound"},
 	{"reboot", "minInterval"},
 	{"silences", "duration"},
 	{"notifications", "timeout"},
@@ -1077,6 +1111,14 @@ func (r *RebootConfig) validate() []error {
 	errs = append(errs, serrs...)
 	if _, err := labels.Parse(r.BlockingPodSelector); err != nil {
 		errs = append(errs, fmt.Errorf("reboot.blockingPodSelector %q: %w", r.BlockingPodSelector, err))
+	}
+	if r.OnBlockerBound != OnBoundWait && r.OnBlockerBound != OnBoundProceed {
+		errs = append(errs, fmt.Errorf("reboot.onBlockerBound %q: want %q (keep waiting past reboot.blockerBound, and say so) or %q (pass the blockers over)", r.OnBlockerBound, OnBoundWait, OnBoundProceed))
+	}
+	for _, ns := range r.BlockingPodNamespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("reboot.blockingPodNamespaces: %q is not a namespace name (%s)", ns, strings.Join(msgs, "; ")))
+		}
 	}
 	if r.PrometheusURL != "" {
 		u, err := url.Parse(r.PrometheusURL)

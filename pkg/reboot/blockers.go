@@ -71,6 +71,9 @@ type PodBlockers struct {
 	// Selector is the parsed reboot.blockingPodSelector; nil or empty
 	// means no pod blocks (labels.Parse("") would select every pod).
 	Selector labels.Selector
+	// Namespaces is reboot.blockingPodNamespaces: only pods of these
+	// namespaces block. Empty: every namespace's.
+	Namespaces []string
 }
 
 // Blockers returns one Blocker per blocking pod, namespace/name, sorted; a
@@ -92,6 +95,11 @@ func (p PodBlockers) Blockers(ctx context.Context) []Blocker {
 		}
 		if !p.Selector.Matches(labels.Set(pod.Labels)) {
 			continue // the lister may be a store that does not filter
+		}
+		if len(p.Namespaces) > 0 && !slices.Contains(p.Namespaces, pod.Namespace) {
+			// The label alone is anyone's who may create a pod here;
+			// the admin chose whose pods count.
+			continue
 		}
 		out = append(out, Blocker{Kind: BlockerPod, Name: pod.Namespace + "/" + pod.Name})
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/agent"
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/metrics"
 	"github.com/node-agent/node-agent/pkg/reasontext"
 )
 
@@ -80,6 +81,10 @@ type Options struct {
 	RetryReboot time.Duration
 	// BeforeRebootBound is reboot.beforeRebootBound.
 	BeforeRebootBound time.Duration
+	// BlockerBound is reboot.blockerBound, and ProceedPastBound says
+	// reboot.onBlockerBound is proceed (Input).
+	BlockerBound     time.Duration
+	ProceedPastBound bool
 
 	Slots Slots
 	// Rebooter asks the host to reboot; the wiring marks the reboot as the
@@ -92,6 +97,8 @@ type Options struct {
 	Logger   *slog.Logger
 	Recorder record.EventRecorder
 	Metrics  Observer
+	// WaitBound counts reboot.blockerBound running out; nil: not counted.
+	WaitBound *metrics.WaitBound
 }
 
 // Coordinator reboots its node when the host needs it: it gathers the
@@ -302,6 +309,10 @@ func (c *Coordinator) gather(ctx context.Context, node *corev1.Node, rec *Record
 		Maintenance: m, NodeReady: nodeReady(node),
 		LoopBound: c.o.LoopBound, RebootWithoutDrain: c.o.RebootWithoutDrain, RetryReboot: c.o.RetryReboot,
 		CheckInterval: c.o.CheckInterval, BeforeRebootBound: c.o.BeforeRebootBound,
+		BlockerBound: c.o.BlockerBound, ProceedPastBound: c.o.ProceedPastBound,
+	}
+	if rec.BlockedSince != nil {
+		in.BlockedSince = rec.BlockedSince.Time
 	}
 	if rec.DrainedAt != nil {
 		in.DrainedAt = rec.DrainedAt.Time
@@ -510,6 +521,10 @@ func (c *Coordinator) write(ctx context.Context, node *corev1.Node, prev, next *
 	d.Message = reasontext.ForNode(d.Message, reasontext.MaxMessage)
 	status, reason := d.Status, d.Reason()
 	next.State, next.Reason, next.Message = d.State, reason, d.Message
+	next.BlockedSince, next.BoundExceeded = nil, d.BoundExceeded
+	if !d.BlockedSince.IsZero() {
+		next.BlockedSince = &metav1.Time{Time: d.BlockedSince}
+	}
 	now := metav1.Time{Time: c.o.Clock.Now()}
 	switch {
 	case status == corev1.ConditionFalse:
@@ -529,6 +544,14 @@ func (c *Coordinator) write(ctx context.Context, node *corev1.Node, prev, next *
 		if err := c.patchCondition(ctx, node, status, reason, d.Message, now); err != nil {
 			return err
 		}
+	}
+	c.o.WaitBound.Hold(metrics.WaitRebootBlockers, d.BoundExceeded == BoundWait)
+	if d.BoundExceeded != "" && prev.BoundExceeded != d.BoundExceeded {
+		// Once per decision: the bound ran out (or the decision changed
+		// with the configuration), not at every check past it.
+		c.o.WaitBound.Ran(metrics.WaitRebootBlockers, d.BoundExceeded)
+		c.event(corev1.EventTypeWarning, "RebootBlockerBoundExceeded", "%s", d.Message)
+		c.log.Warn("Blockers held the reboot past reboot.blockerBound", "decision", d.BoundExceeded, "message", d.Message)
 	}
 	if prev.Reason != reason {
 		typ := corev1.EventTypeNormal

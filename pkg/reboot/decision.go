@@ -299,7 +299,24 @@ type Input struct {
 	// node waits for the gates asked again before the reboot; past it the
 	// attempt is given up as a drain past drain.timeout is.
 	BeforeRebootBound time.Duration
+	// BlockedSince is when the blockers first held this reboot (the
+	// record's); zero when they do not hold it now.
+	BlockedSince time.Time
+	// BlockerBound is reboot.blockerBound: how long blockers may hold a
+	// needed reboot from BlockedSince; 0 holds it as long as they do.
+	// ProceedPastBound is reboot.onBlockerBound=proceed: past the bound
+	// the blockers are passed over; otherwise the reboot keeps waiting and
+	// says so.
+	BlockerBound     time.Duration
+	ProceedPastBound bool
 }
+
+// The values of Decision.BoundExceeded: what was decided once
+// reboot.blockerBound ran out.
+const (
+	BoundWait    = "wait"
+	BoundProceed = "proceed"
+)
 
 // Decision is the state to report, the condition, and what to do next.
 type Decision struct {
@@ -322,6 +339,15 @@ type Decision struct {
 	// AnswerRequest: remove the RequestAnnotation, which the reboot made
 	// (ActFinish) or the failed attempt (ActGiveUp) answered.
 	AnswerRequest bool
+	// BlockedSince is what the record keeps of Input.BlockedSince: when
+	// the blockers first held this reboot; zero once they are found gone
+	// or nothing is needed. It is kept while they are not looked at (an
+	// idle node outside its window, a reboot under way), so that a window
+	// that closes every night does not start the bound afresh.
+	BlockedSince time.Time
+	// BoundExceeded is BoundWait or BoundProceed while blockers hold the
+	// reboot past reboot.blockerBound; "" otherwise.
+	BoundExceeded string
 }
 
 // WantsBlockers says whether the blockers are looked for: only while they
@@ -387,12 +413,18 @@ func (in Input) need() (Need, bool) {
 // they fire.
 func Decide(in Input) Decision {
 	d := decide(in)
+	if !in.idle() {
+		d.BlockedSince = in.BlockedSince
+	}
 	d = takeSlotBack(in, d)
 	if d.Status == "" {
 		d.Status = corev1.ConditionTrue
 		if d.State == NotNeeded || d.State == Done {
 			d.Status = corev1.ConditionFalse
 		}
+	}
+	if d.Status == corev1.ConditionFalse {
+		d.BlockedSince = time.Time{}
 	}
 	if d.State == NotNeeded && d.Status == corev1.ConditionFalse && (in.Previous == Done || in.Previous == DrainFailed) && in.PreviousMessage != "" {
 		// Nothing is needed now; keep saying how the last attempt ended.
@@ -534,7 +566,7 @@ func decideIdle(in Input, need Need, known bool) Decision {
 		// A new request asks anew after a failure.
 		failure = Failure{}
 	}
-	d := Decision{Last: in.Last, Failure: failure, Action: release(in)}
+	d := Decision{Last: in.Last, Failure: failure, Action: release(in), BlockedSince: in.BlockedSince}
 	if in.answered() {
 		// Still there: its removal did not reach the Node, or the cache
 		// is behind. Removing it again changes nothing in the latter case.
@@ -554,6 +586,7 @@ func decideIdle(in Input, need Need, known bool) Decision {
 		return set(prev, "", "cannot tell whether the host needs a reboot: "+in.NeedErr.Error())
 	}
 	if !need.Needed {
+		d.BlockedSince = time.Time{}
 		return set(NotNeeded, "", "the host needs no reboot")
 	}
 	if in.LoopBound > 0 && in.Last.SentinelSurvived && !in.Last.At.IsZero() && in.Now.Before(in.Last.At.Add(in.LoopBound)) {
@@ -575,6 +608,8 @@ func decideIdle(in Input, need Need, known bool) Decision {
 		}
 		return set(Pending, OutsideWindow, fmt.Sprintf("%s; outside the reboot window (%s); it opens next at %s", need.Why, in.Window, next))
 	}
+	// passed says which blockers were passed over, past the bound.
+	var passed string
 	if len(in.Blockers) > 0 {
 		pods, alerts, gates, vms := split(in.Blockers)
 		detail := BlockedByGates
@@ -587,17 +622,37 @@ func decideIdle(in Input, need Need, known bool) Decision {
 			detail = BlockedByVMs
 		}
 		d.Blockers = in.Blockers
-		return set(Pending, detail, need.Why+"; "+blockedBy(pods, alerts, gates, vms))
+		since := in.BlockedSince
+		if since.IsZero() || since.After(in.Now) {
+			// A time in the future (a clock set back, a hand-written
+			// record) counts as now: no value on the Node stretches the
+			// bound.
+			since = in.Now
+		}
+		d.BlockedSince = since
+		held := need.Why + "; " + blockedBy(pods, alerts, gates, vms)
+		if in.BlockerBound <= 0 || in.Now.Before(since.Add(in.BlockerBound)) {
+			return set(Pending, detail, held)
+		}
+		past := fmt.Sprintf("since %s, past reboot.blockerBound (%s)", since.UTC().Format(time.RFC3339), formatDuration(in.BlockerBound))
+		if !in.ProceedPastBound {
+			d.BoundExceeded = BoundWait
+			return set(Pending, detail, held+" "+past+"; the reboot keeps waiting, as reboot.onBlockerBound=wait says: remove what holds it, or set reboot.onBlockerBound to proceed")
+		}
+		d.BoundExceeded = BoundProceed
+		passed = "; " + blockedBy(pods, alerts, gates, vms) + " " + past + ", passed over as reboot.onBlockerBound=proceed says"
+	} else {
+		d.BlockedSince = time.Time{}
 	}
 	if in.Maintenance.Other {
-		return set(Pending, InMaintenance, fmt.Sprintf("%s; the node is under a maintenance asked for otherwise (annotation or NodeMaintenance); the reboot waits until it ends", need.Why))
+		return set(Pending, InMaintenance, fmt.Sprintf("%s; the node is under a maintenance asked for otherwise (annotation or NodeMaintenance); the reboot waits until it ends%s", need.Why, passed))
 	}
 	if !in.SlotHeld {
 		d.Action = ActTakeSlot
-		return set(Pending, WaitingForSlot, fmt.Sprintf("%s; waiting for a drain slot (drain.maxConcurrentNodes)", need.Why))
+		return set(Pending, WaitingForSlot, fmt.Sprintf("%s; waiting for a drain slot (drain.maxConcurrentNodes)%s", need.Why, passed))
 	}
 	d.Action = ActStartDrain
-	return set(Draining, "", fmt.Sprintf("%s; draining the node before the reboot", need.Why))
+	return set(Draining, "", fmt.Sprintf("%s; draining the node before the reboot%s", need.Why, passed))
 }
 
 // bounded is f with a RetryAt that DrainFailedBackoff allows: a record

@@ -81,6 +81,15 @@ type Record struct {
 	// attempt answered (and removed); the same value seen again is that
 	// request, not a new one.
 	FailedRequest string `json:"failedRequest,omitempty"`
+	// BlockedSince is when blockers first held this reboot
+	// (Decision.BlockedSince), the start of reboot.blockerBound;
+	// BoundExceeded is what was decided once that bound ran out (wait or
+	// proceed), while it holds. An agent of a release before these
+	// fields refuses a record that carries them (it decodes strictly):
+	// rolled back while blockers hold a reboot, it stops on the record
+	// until the annotation is removed, as its message says.
+	BlockedSince  *metav1.Time `json:"blockedSince,omitempty"`
+	BoundExceeded string       `json:"boundExceeded,omitempty"`
 }
 
 // Needed says whether the record reports a reboot needed or under way.
