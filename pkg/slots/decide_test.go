@@ -20,7 +20,11 @@ func asking(name string, seen, beat time.Duration, lbls ...string) *Node {
 		k, v, _ := strings.Cut(kv, "=")
 		l[k] = v
 	}
-	return &Node{Name: name, Labels: l, Request: &Request{Purpose: PurposeMaintenance, ID: name + "-1"}, Seen: t0.Add(seen), LastBeat: t0.Add(beat)}
+	// The requester's honest clock: asked when seen. A backdated request
+	// (1970) then claims to be older than every other, as a stolen token's
+	// would, so a test that orders by RequestedAt fails.
+	req := &Request{Purpose: PurposeMaintenance, ID: name + "-1", RequestedAt: t0.Add(seen)}
+	return &Node{Name: name, Labels: l, Request: req, Seen: t0.Add(seen), LastBeat: t0.Add(beat)}
 }
 
 func idle(name string, lbls ...string) *Node {
