@@ -193,12 +193,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	for _, check := range a.startChecks {
-		if err := check(ctx); err != nil {
-			return err
-		}
-	}
-
 	// Only our own Node: the agent runs on every node, so its API cost must
 	// not grow with the cluster.
 	nodeInformer := kube.NodeInformer(a.client, fields.OneTermEqualSelector("metadata.name", a.nodeName).String())
@@ -235,6 +229,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	servers, err := a.startServers(ctx, errCh, &wg)
 	if err != nil {
 		return err
+	}
+	// After the servers, so that /healthz answers while a check waits for
+	// an apiserver that is not reachable yet (the agent is not ready then).
+	for _, check := range a.startChecks {
+		if err := check(ctx); err != nil {
+			a.stopServers(servers)
+			wg.Wait()
+			return err
+		}
 	}
 
 	var informerDone sync.WaitGroup
