@@ -218,7 +218,7 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 		checks = append(checks, handshake.Check{What: "maintenance gates",
 			Checker: reboot.GateBlockers{URL: mc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: 10 * time.Second}}})
 	}
-	drainSlots = handshake.GatedSlots(drainSlots, MaintenanceGateInterval, d.Clock, checks...)
+	drainSlots = handshake.GatedSlots(drainSlots, MaintenanceGateInterval, d.Clock, w.gateBound(d), checks...)
 	ctrl := w.maintenance(d, access, drainSlots, rebootDrainSlot{requester})
 	out = append(out, ctrl)
 	own := new(handshake.OwnReboot)
@@ -355,6 +355,22 @@ func (w *wiring) vmGate(d agent.Deps) *handshake.VMGate {
 		Warn: func(reason, message string) {
 			d.Recorder.Event(kube.NodeReference(d.NodeName), corev1.EventTypeWarning, reason, message)
 		},
+	}
+}
+
+// gateBound wires maintenance.gateBound's decisions to the Node's Events
+// and the wait-bound metrics.
+func (w *wiring) gateBound(d agent.Deps) handshake.GateBound {
+	mc, wb := w.cfg.Maintenance, w.waitBounds(d.Registry)
+	log := d.Logger.With("component", "maintenance-gates")
+	return handshake.GateBound{
+		After: mc.GateBound.Duration, Proceed: mc.OnGateBound == config.OnBoundProceed,
+		Exceeded: func(decision, message string) {
+			wb.Ran(metrics.WaitMaintenanceGates, decision)
+			d.Recorder.Event(kube.NodeReference(d.NodeName), corev1.EventTypeWarning, "MaintenanceGateBoundExceeded", message)
+			log.Warn("Gates held the maintenance past maintenance.gateBound", "decision", decision, "message", message)
+		},
+		Held: func(held bool) { wb.Hold(metrics.WaitMaintenanceGates, held) },
 	}
 }
 

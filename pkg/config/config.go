@@ -226,6 +226,14 @@ type MaintenanceConfig struct {
 	// changes. A shutdown's and a reboot's drains do not wait for them
 	// (reboot.gates are the reboot's).
 	Gates []GateConfig `json:"gates,omitempty"`
+	// GateBound is how long the gates and the VMs that cannot leave
+	// (drain.vmWithoutTarget wait) may hold one maintenance, counted from
+	// its first wait; OnGateBound says what happens then: "wait" (it keeps
+	// waiting, and the Node's status, a Warning Event and
+	// node_agent_wait_bound_exceeded_total say so) or "proceed" (the drain
+	// starts past them).
+	GateBound   metav1.Duration `json:"gateBound"`
+	OnGateBound string          `json:"onGateBound"`
 }
 
 // LabellerConfig configures CPU discovery and labelling.
@@ -575,6 +583,17 @@ func Default() Config {
 			SafetyMargin:     metav1.Duration{Duration: 2 * time.Second},
 			LogindDropInDir:  "/etc/systemd/logind.conf.d",
 		},
+		Maintenance: MaintenanceConfig{
+			// A maintenance is asked for by a person who waits for it; an
+			// hour outlasts a wave of live migrations and a gate's flap,
+			// and then they hear what holds it (the Node's status, a
+			// Warning Event, NodeAgentWaitBoundExceeded). Wait, not
+			// proceed: what holds is a tenant's VM that would be stopped,
+			// or a health gate, which a person should overrule, not the
+			// agent.
+			GateBound:   metav1.Duration{Duration: time.Hour},
+			OnGateBound: OnBoundWait,
+		},
 		Reboot: RebootConfig{
 			SentinelFile: "/run/reboot-required",
 			Window:       RebootWindowConfig{Start: "00:00", End: "00:00", TimeZone: "UTC"},
@@ -828,6 +847,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(&jsonList[PoolConfig]{&c.Drain.Pools, `[{"name":"gpu","selector":"gpu=true","maxConcurrentNodes":1}]`}, "drain-pools", `Pools of nodes with drain limits of their own, as JSON: [{"name":"gpu","selector":"gpu=true","maxConcurrentNodes":1,"maxUnavailable":"10%"}]. A node drains only when every pool it is in has room.`)
 	fs.Var(durationValue{&c.Drain.SlotSilenceBound}, "drain-slot-silence-bound", "How long the agent of a node holding a drain slot may be silent before the coordinator gives the slot to the next node.")
 	fs.BoolVar(&c.Maintenance.NodeMaintenance, "maintenance-node-maintenance", c.Maintenance.NodeMaintenance, "Serve NodeMaintenance objects (nodemaintenance.medik8s.io or nodemaintenance.kubevirt.io) that name this node. Leave off where node-maintenance-operator runs.")
+	fs.Var(durationValue{&c.Maintenance.GateBound}, "maintenance-gate-bound", "How long the maintenance gates and the VMs that cannot leave (--drain-vm-without-target=wait) may hold one maintenance, from its first wait; then --maintenance-on-gate-bound decides.")
+	fs.StringVar(&c.Maintenance.OnGateBound, "maintenance-on-gate-bound", c.Maintenance.OnGateBound, "What a maintenance held past --maintenance-gate-bound does: wait (keep waiting; its status, a Warning Event and node_agent_wait_bound_exceeded_total say so) or proceed (drain past what holds it).")
 	fs.StringVar(&c.Maintenance.PrometheusURL, "maintenance-prometheus-url", c.Maintenance.PrometheusURL, "Prometheus the maintenance gates are asked of. Empty: none.")
 	fs.Var(&jsonList[GateConfig]{&c.Maintenance.Gates, `[{"name":"ceph-healthy","query":"ceph_health_status > 0"}]`}, "maintenance-gates", `PromQL gates of a maintenance, as JSON: [{"name":"cluster-healthy","query":"kube_node_status_condition{condition="Ready",status="true"} == 0"}]. Asked before the maintenance takes its drain slot, before the cordon, and again every 30s while one holds; while one's answer has a series, or it cannot be asked, the maintenance waits (phase Waiting, which names the gate, its query and its answer) and nothing on the node changes. Empty: no gate.`)
 	fs.BoolVar(&c.Shutdown.Enabled, "shutdown-enabled", c.Shutdown.Enabled, "Hold a systemd-logind delay lock and drain the node before the host shuts down.")
@@ -985,6 +1006,7 @@ var durationKeys = [][2]string{
 	{"labeller", "rediscoveryPeriod"},
 	{"labeller", "discoveryTimeout"},
 	{"drain", "timeout"},
+	{"maintenance", "gateBound"},
 	{"drain", "deleteAfter"},
 	{"shutdown", "drainBudget"},
 	{"shutdown", "safetyMargin"},
@@ -1083,6 +1105,9 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Reboot.validate()...)
 	errs = append(errs, checkGates("maintenance", c.Maintenance.Gates, c.Maintenance.PrometheusURL)...)
+	if o := c.Maintenance.OnGateBound; o != OnBoundWait && o != OnBoundProceed {
+		errs = append(errs, fmt.Errorf("maintenance.onGateBound %q: want %q (keep waiting past maintenance.gateBound, and say so) or %q (drain past what holds)", o, OnBoundWait, OnBoundProceed))
+	}
 	errs = append(errs, validateNotifications(&c.Notifications)...)
 	errs = append(errs, validateSilences(&c.Silences)...)
 	return joinErrors(errs)

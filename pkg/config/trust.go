@@ -84,6 +84,8 @@ var trust = map[string]Trust{
 	"maintenance.prometheusURL":        cm("ask the gates of a Prometheus the writer runs, whose answers hold a maintenance until its gate bound; it receives each gate's query, and no credential"),
 	"maintenance.gates[].name":         cm("name a gate"),
 	"maintenance.gates[].query":        cm("add a gate whose answer holds every maintenance until its gate bound"),
+	"maintenance.gateBound":            cm("let gates and VMs hold a maintenance longer, within the bound, or pass them over sooner"),
+	"maintenance.onGateBound":          cm("drain past gates and VMs that cannot leave once the bound runs out (proceed), stopping such VMs"),
 	"maintenance.gates[].beforeReboot": cm("nothing: beforeReboot is refused in maintenance.gates"),
 
 	"shutdown.enabled":            cm("turn the shutdown guard off, so hosts shut down without draining first"),

@@ -2,6 +2,7 @@ package handshake
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -31,8 +32,50 @@ type Check struct {
 // saying on the Node what holds, with the gate's query and answer or the
 // VM and why it cannot leave. The checks are asked before the cordon, so a
 // maintenance they hold changes nothing on the node.
-func GatedSlots(slots selfdrain.SlotSource, interval time.Duration, clk clock.Clock, checks ...Check) selfdrain.SlotSource {
-	return gatedSlots{slots: slots, checks: checks, interval: interval, clock: clk}
+//
+// bound (maintenance.gateBound) limits how long the checks may hold one
+// maintenance, counted from its first wait; then bound.Proceed decides
+// (GateBoundDecision).
+func GatedSlots(slots selfdrain.SlotSource, interval time.Duration, clk clock.Clock, bound GateBound, checks ...Check) selfdrain.SlotSource {
+	return gatedSlots{slots: slots, checks: checks, interval: interval, clock: clk, bound: bound}
+}
+
+// GateBound is maintenance.gateBound and maintenance.onGateBound: a VM of a
+// tenant's that cannot leave, or a gate's outside Prometheus, must not hold
+// a maintenance an admin asked for without anyone hearing of it.
+type GateBound struct {
+	// After is how long the checks may hold a maintenance from its first
+	// wait; 0 holds it as long as they do.
+	After time.Duration
+	// Proceed passes what holds over once After ran out; otherwise the
+	// maintenance keeps waiting, and its reason says so.
+	Proceed bool
+	// Exceeded is told once per maintenance when After runs out, with the
+	// decision (GateBoundWait or GateBoundProceed) and the Node's text of
+	// what held it (a Warning Event and the metric, in the wiring).
+	Exceeded func(decision, message string)
+	// Held is told whether the maintenance keeps waiting past After now.
+	Held func(held bool)
+}
+
+// The decisions once maintenance.gateBound runs out.
+const (
+	GateBoundWait    = "wait"
+	GateBoundProceed = "proceed"
+)
+
+// GateBoundDecision is what a maintenance held by its checks since since
+// does at now: "" within the bound (or with no bound), else the decision.
+// A since after now (a clock set back) counts as now, so that no clock
+// stretches the bound.
+func GateBoundDecision(since, now time.Time, b GateBound) string {
+	if b.After <= 0 || since.After(now) || now.Before(since.Add(b.After)) {
+		return ""
+	}
+	if b.Proceed {
+		return GateBoundProceed
+	}
+	return GateBoundWait
 }
 
 type gatedSlots struct {
@@ -40,6 +83,7 @@ type gatedSlots struct {
 	checks   []Check
 	interval time.Duration
 	clock    clock.Clock
+	bound    GateBound
 }
 
 // gateWait is the drain's reason to wait while a gate holds.
@@ -49,6 +93,12 @@ func (g gateWait) Error() string      { return g.why }
 func (g gateWait) WaitReason() string { return g.why }
 
 func (g gatedSlots) Acquire(ctx context.Context, onWait func(error)) (selfdrain.Slot, error) {
+	// since is this maintenance's first wait; it lives as long as the
+	// attempt does (an agent restarted starts it afresh, which an admin
+	// hears of at worst one bound late).
+	var since time.Time
+	decided := ""
+	defer g.held(false)
 	for {
 		var why []string
 		for _, c := range g.checks {
@@ -65,7 +115,31 @@ func (g gatedSlots) Acquire(ctx context.Context, onWait func(error)) (selfdrain.
 		if len(why) == 0 {
 			break
 		}
-		onWait(gateWait{strings.Join(why, "; and ")})
+		now := g.clock.Now()
+		if since.IsZero() {
+			since = now
+		}
+		held := strings.Join(why, "; and ")
+		decision := GateBoundDecision(since, now, g.bound)
+		if decision != "" {
+			past := fmt.Sprintf("since %s, past maintenance.gateBound (%s)", since.UTC().Format(time.RFC3339), g.bound.After)
+			if decision == GateBoundProceed {
+				held = "going on past " + held + " " + past + ", as maintenance.onGateBound=proceed says"
+			} else {
+				held += " " + past + "; the maintenance keeps waiting, as maintenance.onGateBound=wait says: remove what holds it, or set maintenance.onGateBound to proceed"
+			}
+			if decided != decision {
+				decided = decision
+				if g.bound.Exceeded != nil {
+					g.bound.Exceeded(decision, held)
+				}
+			}
+			if decision == GateBoundProceed {
+				break
+			}
+			g.held(true)
+		}
+		onWait(gateWait{held})
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -73,4 +147,10 @@ func (g gatedSlots) Acquire(ctx context.Context, onWait func(error)) (selfdrain.
 		}
 	}
 	return g.slots.Acquire(ctx, onWait)
+}
+
+func (g gatedSlots) held(held bool) {
+	if g.bound.Held != nil {
+		g.bound.Held(held)
+	}
 }

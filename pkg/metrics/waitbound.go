@@ -3,9 +3,11 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // The waits a tenant or an outside service can prolong, each with an
-// admin's bound (the wait label of WaitBound's metrics). The gates before a
-// maintenance's drain (maintenance.gateBound) are to join them.
+// admin's bound (the wait label of WaitBound's metrics).
 const (
+	// WaitMaintenanceGates: the gates and the VMs that cannot leave,
+	// holding a maintenance before its slot (maintenance.gateBound).
+	WaitMaintenanceGates = "maintenance-gates"
 	// WaitRebootBlockers: pods, alerts, gates and VMs holding a needed
 	// reboot (reboot.blockerBound).
 	WaitRebootBlockers = "reboot-blockers"
@@ -18,7 +20,7 @@ const (
 )
 
 var (
-	waits     = []string{WaitRebootBlockers}
+	waits     = []string{WaitMaintenanceGates, WaitRebootBlockers}
 	decisions = []string{DecisionWait, DecisionProceed}
 )
 
@@ -38,11 +40,11 @@ func NewWaitBound(reg prometheus.Registerer) *WaitBound {
 	w := &WaitBound{
 		Exceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "wait_bound_exceeded_total",
-			Help: "Times a wait that a tenant or an outside service can prolong ran past the bound an admin set, by wait (reboot-blockers: reboot.blockerBound) and decision (wait: the node keeps waiting; proceed: what held it is passed over). Exported only with reboot.enabled.",
+			Help: "Times a wait that a tenant or an outside service can prolong ran past the bound an admin set, by wait (maintenance-gates: maintenance.gateBound; reboot-blockers: reboot.blockerBound) and decision (wait: the node keeps waiting; proceed: what held it is passed over).",
 		}, []string{"wait", "decision"}),
 		Held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace, Name: "wait_bound_held",
-			Help: "1 while this node keeps waiting past a wait's bound (the decision wait: reboot.onBlockerBound), by wait; else 0. Exported only with reboot.enabled.",
+			Help: "1 while this node keeps waiting past a wait's bound (the decision wait: maintenance.onGateBound, reboot.onBlockerBound), by wait; else 0.",
 		}, []string{"wait"}),
 	}
 	for _, wt := range waits {
