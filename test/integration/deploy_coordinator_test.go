@@ -373,6 +373,36 @@ func (b *deployBed) testCoordinatorPrivilege(t *testing.T) {
 	}
 }
 
+// testCoordinatorRecordsItsEvents: the coordinator as deploy/ runs it
+// (its own token, its own-events and grant-only policies in force) refuses
+// a reboot slot request, since the shipped configuration leaves reboots off,
+// and its recorder's Event about the Node passes the own-events policy
+// (checkCoordinator then finds no refused request of it in the audit log).
+// The privilege subtest shows what the policy refuses; this one shows that
+// it does not refuse what the coordinator really writes.
+func (b *deployBed) testCoordinatorRecordsItsEvents(t *testing.T) {
+	ctx := t.Context()
+	req := &slots.Request{Purpose: slots.PurposeReboot, ID: "deploy-test-refused", RequestedAt: time.Now().UTC().Truncate(time.Second)}
+	writeRequest(t, b.c, "node-3", req)
+	defer removeRequest(t, b.c, "node-3")
+	testenv.WaitFor(t, time.Minute, "node-3's reboot slot request refused", func() (bool, error) {
+		g, err := slots.ParseGrant(getNode(t, b.c, "node-3"))
+		return err == nil && g.Answers(req) && g.State == slots.Revoked && g.Refused, nil
+	})
+	testenv.WaitFor(t, time.Minute, "the coordinator's DrainSlotRefused Event about node-3", func() (bool, error) {
+		l, err := b.c.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-3,reason=DrainSlotRefused"})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range l.Items {
+			if e.Source.Component == "node-agent-coordinator" && strings.Contains(e.Message, "reboot.enabled is false") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
 // runCoordinator starts node-agent-coordinator as one of the Deployment's
 // pods on the shipped ConfigMap, for the rest of TestDeploy.
 func (b *deployBed) runCoordinator(t *testing.T) {

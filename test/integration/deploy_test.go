@@ -170,6 +170,7 @@ func TestDeploy(t *testing.T) {
 	// From here on the agents drain, so the coordinator runs.
 	began := time.Now()
 	b.runCoordinator(t)
+	t.Run("coordinator records its events", b.testCoordinatorRecordsItsEvents)
 	t.Run("agent", b.testAgent)
 	t.Run("tenant", b.testTenant)
 	t.Run("without impersonation", b.testWithoutImpersonation)
