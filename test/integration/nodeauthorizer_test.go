@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -34,8 +35,19 @@ func TestWithoutNodeAuthorizer(t *testing.T) {
 	// The agent's refusals are this test's subject: startAgent's check for
 	// none does not apply.
 	identities.Delete(env)
-	agent := startAgent(t, env, "node-1", "--kubeconfig", kubeconfig, "--shutdown-enabled=false", "--labeller-enabled=false")
+	// Labelling on, from cpuid alone (no libvirt behind the socket): the
+	// labels show the agent works, not only that it is ready.
+	agent := startAgent(t, env, "node-1", "--kubeconfig", kubeconfig, "--shutdown-enabled=false",
+		"--libvirt-uri=qemu:///system?socket=/nonexistent/libvirt-sock")
 	agent.WaitReady(t)
+	testenv.WaitFor(t, time.Minute, "cpu-feature labels on node-1", func() (bool, error) {
+		for k := range getNode(t, env.Client(), "node-1").Labels {
+			if strings.HasPrefix(k, kubevirtlabels.CPUFeatureLabelPrefix) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 
 	const fellBack = "Reading the own Node as the node itself was refused"
 	var lines []string
