@@ -10,9 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 	"github.com/node-agent/node-agent/pkg/nodelifecycle"
@@ -121,27 +118,6 @@ func TestGateAnswerReachesTheNodeOnlyPrintable(t *testing.T) {
 	if !strings.Contains(st.LastError, `\x1b]0;pwned\x07\x1b[2J`) {
 		t.Errorf("lastError %q does not quote the answer's value, escaped", st.LastError)
 	}
-	var texts []string
-	for k, v := range node.Annotations {
-		texts = append(texts, "annotation "+k+": "+v)
-	}
-	for _, cond := range node.Status.Conditions {
-		texts = append(texts, "condition "+string(cond.Type)+": "+cond.Message)
-	}
-	evs, err := c.CoreV1().Events("").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=node-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range evs.Items {
-		texts = append(texts, "event "+e.Reason+": "+e.Message)
-	}
-	for _, s := range texts {
-		for _, r := range s {
-			if !unicode.IsPrint(r) {
-				t.Errorf("%U in %q", r, s)
-				break
-			}
-		}
-	}
-	t.Logf("lastError: %s (%d annotations, conditions and Events checked)", st.LastError, len(texts))
+	n := requireNodeTextsPrintable(t, c, node)
+	t.Logf("lastError: %s (%d annotations, conditions and Events checked)", st.LastError, n)
 }

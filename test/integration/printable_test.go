@@ -11,7 +11,9 @@ import (
 	"time"
 	"unicode"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -58,6 +60,16 @@ func TestRebootGateAnswerReachesTheNodeOnlyPrintable(t *testing.T) {
 		t.Errorf("the condition %q does not quote the alert's name, escaped", message)
 	}
 	node := getNode(t, c, "node-1")
+	n := requireNodeTextsPrintable(t, c, node)
+	t.Logf("RebootRequired: %s (%d annotations, conditions and Events checked)", message, n)
+}
+
+// requireNodeTextsPrintable fails t for any character that is not printable
+// in node's annotations, its conditions' messages and the Events about it,
+// as kubectl describe node prints them; it returns how many texts it
+// checked.
+func requireNodeTextsPrintable(t *testing.T, c kubernetes.Interface, node *corev1.Node) int {
+	t.Helper()
 	var texts []string
 	for k, v := range node.Annotations {
 		texts = append(texts, "annotation "+k+": "+v)
@@ -65,7 +77,7 @@ func TestRebootGateAnswerReachesTheNodeOnlyPrintable(t *testing.T) {
 	for _, cond := range node.Status.Conditions {
 		texts = append(texts, "condition "+string(cond.Type)+": "+cond.Message)
 	}
-	evs, err := c.CoreV1().Events("").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=node-1"})
+	evs, err := c.CoreV1().Events("").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + node.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,5 +92,5 @@ func TestRebootGateAnswerReachesTheNodeOnlyPrintable(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("RebootRequired: %s (%d annotations, conditions and Events checked)", message, len(texts))
+	return len(texts)
 }
