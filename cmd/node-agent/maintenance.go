@@ -7,7 +7,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/node-agent/node-agent/pkg/kube"
-	"github.com/node-agent/node-agent/pkg/maintenance"
+	"github.com/node-agent/node-agent/pkg/maintenancecli"
 )
 
 func newMaintenanceCommand() *cobra.Command {
@@ -44,7 +44,7 @@ stayed and why; it is not tried again until asked anew: start with another
 reason, or stop --wait and start.`,
 	}
 	flags.add(cmd.PersistentFlags())
-	client := func(cmd *cobra.Command) (*maintenance.Client, error) {
+	client := func(cmd *cobra.Command) (*maintenancecli.Client, error) {
 		cfg, err := flags.restConfig()
 		if err != nil {
 			return nil, err
@@ -54,7 +54,7 @@ reason, or stop --wait and start.`,
 		if err != nil {
 			return nil, err
 		}
-		return &maintenance.Client{
+		return &maintenancecli.Client{
 			Kube:    c,
 			Dynamic: func() (dynamic.Interface, error) { return dynamic.NewForConfig(cfg) },
 			Out:     cmd.OutOrStdout(),
@@ -67,10 +67,10 @@ reason, or stop --wait and start.`,
 
 // clientFunc builds the maintenance client for a command, once its flags
 // are parsed.
-type clientFunc func(*cobra.Command) (*maintenance.Client, error)
+type clientFunc func(*cobra.Command) (*maintenancecli.Client, error)
 
 func newMaintenanceStartCommand(client clientFunc) *cobra.Command {
-	var o maintenance.StartOptions
+	var o maintenancecli.StartOptions
 	var api, podSelector string
 	var dryRun bool
 	cmd := &cobra.Command{
@@ -86,7 +86,7 @@ Failed, and exits non-zero on Failed.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
-			if o.API, err = maintenance.ParseAPI(api, false); err != nil {
+			if o.API, err = maintenancecli.ParseAPI(api, false); err != nil {
 				return err
 			}
 			c, err := client(cmd)
@@ -108,12 +108,12 @@ Failed, and exits non-zero on Failed.`,
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "With --wait, give up waiting after this long (the maintenance goes on). 0 waits for ever.")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Change nothing: list the pods a drain would evict now, those it would skip, and the PodDisruptionBudgets that would block it; where the cluster runs KubeVirt, each VM on the node and its way off it (the nodes that could take it, or why none can).")
 	cmd.Flags().StringVar(&podSelector, "drain-pod-selector", "", "With --dry-run, the agent's drain.podSelector, if it has one.")
-	cmd.Flags().StringVar(&api, "api", string(maintenance.APIAnnotation), "Request maintenance with the annotation node-agent.io/maintenance (annotation) or a NodeMaintenance object (nodemaintenance).")
+	cmd.Flags().StringVar(&api, "api", string(maintenancecli.APIAnnotation), "Request maintenance with the annotation node-agent.io/maintenance (annotation) or a NodeMaintenance object (nodemaintenance).")
 	return cmd
 }
 
 func newMaintenanceStopCommand(client clientFunc) *cobra.Command {
-	var o maintenance.StopOptions
+	var o maintenancecli.StopOptions
 	var api string
 	cmd := &cobra.Command{
 		Use:   "stop NODE [--wait]",
@@ -124,7 +124,7 @@ node leaves maintenance once neither asks for it any longer.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
-			if o.API, err = maintenance.ParseAPI(api, false); err != nil {
+			if o.API, err = maintenancecli.ParseAPI(api, false); err != nil {
 				return err
 			}
 			c, err := client(cmd)
@@ -136,7 +136,7 @@ node leaves maintenance once neither asks for it any longer.`,
 		},
 	}
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "Wait until the agent has undone its changes.")
-	cmd.Flags().StringVar(&api, "api", string(maintenance.APIAnnotation), "End the maintenance requested with the annotation (annotation) or with NodeMaintenance objects (nodemaintenance).")
+	cmd.Flags().StringVar(&api, "api", string(maintenancecli.APIAnnotation), "End the maintenance requested with the annotation (annotation) or with NodeMaintenance objects (nodemaintenance).")
 	return cmd
 }
 
@@ -158,7 +158,7 @@ from the cluster is shown with control characters escaped (\n, \x1b, \u202e,
 and \\ for a backslash), so each node keeps one row.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := maintenance.ParseAPI(api, true)
+			a, err := maintenancecli.ParseAPI(api, true)
 			if err != nil {
 				return err
 			}

@@ -4,7 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/node-agent/node-agent/pkg/kube"
-	"github.com/node-agent/node-agent/pkg/maintenance"
+	"github.com/node-agent/node-agent/pkg/maintenancecli"
 )
 
 func newRebootCommand() *cobra.Command {
@@ -38,7 +38,7 @@ node-agent.io/reboot-status annotation, Events and metrics.
                                 asks for it; once drained, the reboot goes on.`,
 	}
 	flags.add(cmd.PersistentFlags())
-	client := func(cmd *cobra.Command) (*maintenance.Client, error) {
+	client := func(cmd *cobra.Command) (*maintenancecli.Client, error) {
 		cfg, err := flags.restConfig()
 		if err != nil {
 			return nil, err
@@ -48,7 +48,7 @@ node-agent.io/reboot-status annotation, Events and metrics.
 		if err != nil {
 			return nil, err
 		}
-		return &maintenance.Client{Kube: c, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}, nil
+		return &maintenancecli.Client{Kube: c, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}, nil
 	}
 	cmd.AddCommand(newRebootStatusCommand(client), newRebootRequestCommand(client))
 	return cmd
@@ -131,7 +131,7 @@ reboot; once the node is drained, the reboot goes on.`,
 			return c.RequestReboot(cmd.Context(), args[0], reason)
 		},
 	}
-	cmd.Flags().StringVar(&reason, "reason", maintenance.DefaultRebootReason, "Why the node reboots; the annotation's value, shown in the condition's message and Events.")
+	cmd.Flags().StringVar(&reason, "reason", maintenancecli.DefaultRebootReason, "Why the node reboots; the annotation's value, shown in the condition's message and Events.")
 	cmd.Flags().BoolVar(&cancel, "cancel", false, "Remove the request instead of making it.")
 	cmd.MarkFlagsMutuallyExclusive("reason", "cancel")
 	return cmd

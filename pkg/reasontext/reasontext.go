@@ -15,7 +15,7 @@
 //     cannot drive an admin's terminal. Recorder applies it to every Event
 //     the agent and the coordinator record.
 //
-// pkg/selfdrain and pkg/reboot apply the one rule here, and pkg/maintenance
+// pkg/selfdrain and pkg/reboot apply the one rule here, and pkg/maintenancecli
 // shows it to the people who write the annotations, so that the CLI and the
 // agent never disagree about what a value asks for.
 package reasontext

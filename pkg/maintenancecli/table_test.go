@@ -1,4 +1,4 @@
-package maintenance
+package maintenancecli
 
 import (
 	"bytes"

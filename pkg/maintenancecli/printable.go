@@ -1,4 +1,4 @@
-package maintenance
+package maintenancecli
 
 import "github.com/node-agent/node-agent/pkg/reasontext"
 

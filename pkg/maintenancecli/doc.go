@@ -1,4 +1,4 @@
-// Package maintenance is the client side of the maintenance APIs that
+// Package maintenancecli is the client side of the maintenance APIs that
 // pkg/selfdrain serves, as `node-agent maintenance` uses them. It requests
 // and ends the maintenance of a node (the node-agent.io/maintenance
 // annotation or a NodeMaintenance object), follows the drain that the agent
@@ -12,4 +12,4 @@
 //
 // It reads the types and helpers pkg/selfdrain and pkg/reboot export and
 // nothing of their internals: the agent's side stays there.
-package maintenance
+package maintenancecli
