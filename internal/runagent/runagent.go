@@ -5,7 +5,7 @@
 // watcher, each a component of one pkg/agent Agent for one Node.
 //
 // It owns only the wiring: it makes the clients, hands each package what it
-// takes, and connects packages through the functions of pkg/handshake; every
+// takes, and connects packages through the functions of pkg/maintenance; every
 // rule lives in a package with its tests. It is kept out of cmd/node-agent
 // so that the fleet benchmark (test/scale) runs many agents in one process
 // with exactly the code `node-agent run` runs.
@@ -33,12 +33,12 @@ import (
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/confinement"
 	"github.com/node-agent/node-agent/pkg/evictionrequest"
-	"github.com/node-agent/node-agent/pkg/handshake"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 	"github.com/node-agent/node-agent/pkg/hostcpu/subprocess"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/kubevirtcr"
 	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/metrics"
 	"github.com/node-agent/node-agent/pkg/notify"
 	"github.com/node-agent/node-agent/pkg/notify/spec"
@@ -208,20 +208,20 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 		Clock: d.Clock, Logger: d.Logger.With("component", "slots"),
 	}
 	out = append(out, requester)
-	var drainSlots selfdrain.SlotSource = maintenanceSlots{requester}
-	checks := []handshake.Check{{What: handshake.VMGateWhat, Checker: w.vmGate(d)}}
+	var drainSlots maintenance.SlotSource = maintenanceSlots{requester}
+	checks := []maintenance.Check{{What: maintenance.VMGateWhat, Checker: w.vmGate(d)}}
 	if mc := w.cfg.Maintenance; len(mc.Gates) > 0 {
 		gates := make([]reboot.Gate, len(mc.Gates))
 		for i, g := range mc.Gates {
 			gates[i] = reboot.Gate{Name: g.Name, Query: g.Query}
 		}
-		checks = append(checks, handshake.Check{What: "maintenance gates",
+		checks = append(checks, maintenance.Check{What: "maintenance gates",
 			Checker: reboot.GateBlockers{URL: mc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: 10 * time.Second}}})
 	}
-	drainSlots = handshake.GatedSlots(drainSlots, MaintenanceGateInterval, d.Clock, w.gateBound(d), checks...)
+	drainSlots = maintenance.GatedSlots(drainSlots, MaintenanceGateInterval, d.Clock, w.gateBound(d), checks...)
 	ctrl := w.maintenance(d, access, drainSlots, rebootDrainSlot{requester})
 	out = append(out, ctrl)
-	own := new(handshake.OwnReboot)
+	own := new(maintenance.OwnReboot)
 	if w.cfg.Reboot.Enabled {
 		c, err := w.reboot(d, access, rebootSlots{requester}, own)
 		if err != nil {
@@ -230,7 +230,7 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 		out = append(out, c)
 	}
 	if w.cfg.Shutdown.Enabled {
-		c, err := w.shutdownGuard(d, own.Drainer(handshake.ShutdownDrainer(ctrl)))
+		c, err := w.shutdownGuard(d, own.Drainer(maintenance.ShutdownDrainer(ctrl)))
 		if err != nil {
 			return nil, err
 		}
@@ -243,7 +243,7 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 		}
 		out = append(out, &silence.Keeper{
 			URL: sc.AlertmanagerURL, Node: d.NodeName, NodeLabel: sc.NodeLabel, Matchers: matchers, Duration: sc.Duration.Duration,
-			Disrupted: handshake.Disrupted, Client: &http.Client{}, Clock: d.Clock,
+			Disrupted: maintenance.Disrupted, Client: &http.Client{}, Clock: d.Clock,
 			Logger: d.Logger.With("component", "silence"), Metrics: silence.NewMetrics(d.Registry),
 		})
 	}
@@ -347,9 +347,9 @@ func (w *wiring) readVMs(d agent.Deps) func(ctx context.Context) (vmdrain.Report
 
 // vmGate wires the check of the node's VMs before a maintenance
 // (drain.vmWithoutTarget) to the cluster and to the Node's Events.
-func (w *wiring) vmGate(d agent.Deps) *handshake.VMGate {
+func (w *wiring) vmGate(d agent.Deps) *maintenance.VMGate {
 	mode, _ := vmspec.ParseMode(w.cfg.Drain.VMWithoutTarget) // validated with the config
-	return &handshake.VMGate{
+	return &maintenance.VMGate{
 		Read: w.readVMs(d),
 		Mode: mode, Logger: d.Logger.With("component", "vmdrain"),
 		Warn: func(reason, message string) {
@@ -360,10 +360,10 @@ func (w *wiring) vmGate(d agent.Deps) *handshake.VMGate {
 
 // gateBound wires maintenance.gateBound's decisions to the Node's Events
 // and the wait-bound metrics.
-func (w *wiring) gateBound(d agent.Deps) handshake.GateBound {
+func (w *wiring) gateBound(d agent.Deps) maintenance.GateBound {
 	mc, wb := w.cfg.Maintenance, w.waitBounds(d.Registry)
 	log := d.Logger.With("component", "maintenance-gates")
-	return handshake.GateBound{
+	return maintenance.GateBound{
 		After: mc.GateBound.Duration, Proceed: mc.OnGateBound == config.OnBoundProceed,
 		Exceeded: func(decision, message string) {
 			wb.Ran(metrics.WaitMaintenanceGates, decision)
@@ -379,33 +379,33 @@ func (w *wiring) gateBound(d agent.Deps) handshake.GateBound {
 // coordinator's record when reboot.enabled is on) to the drain engine, which
 // reaches the node's pods as access says. A maintenance drain takes its slot
 // from drainSlots; the reboot's drain follows the coordinator's (rebootSlot).
-func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlots, rebootSlot selfdrain.SlotSource) *selfdrain.Controller {
+func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlots, rebootSlot maintenance.SlotSource) *maintenance.Controller {
 	cfg := w.cfg
 	engine := selfdrain.NewEngine(selfdrain.EngineOptions{
 		Client: d.Client, NodeName: d.NodeName, Config: cfg.Drain,
 		Logger: d.Logger.With("component", "selfdrain"), Clock: d.Clock, Recorder: d.Recorder, Metrics: selfdrain.NewMetrics(d.Registry),
 		PodAccess: access.Check, EvictionRequests: w.evictionRequests,
-		VMProgress: handshake.VMProgress(w.readVMs(d), func(ctx context.Context) ([]vmdrain.VM, error) {
+		VMProgress: maintenance.VMProgress(w.readVMs(d), func(ctx context.Context) ([]vmdrain.VM, error) {
 			return vmdrain.ListOnNode(ctx, w.dyn, d.NodeName)
 		}, func(ctx context.Context, namespace, name string) (vmdrain.VM, bool, error) {
 			return vmdrain.GetVM(ctx, w.dyn, namespace, name)
 		}, d.NodeName, d.Clock.Now, d.Logger.With("component", "vmdrain")),
-		CancelVMs: handshake.CancelVMs(func(ctx context.Context) ([]vmdrain.Cancelled, error) {
+		CancelVMs: maintenance.CancelVMs(func(ctx context.Context) ([]vmdrain.Cancelled, error) {
 			return vmdrain.CancelEvacuations(ctx, w.serviceAccount.Discovery(), w.dyn, d.NodeName)
 		}),
 	})
-	var nm *selfdrain.NodeMaintenanceSource
+	var nm *maintenance.NodeMaintenanceSource
 	if cfg.Maintenance.NodeMaintenance {
-		nm = &selfdrain.NodeMaintenanceSource{
+		nm = &maintenance.NodeMaintenanceSource{
 			Client: w.dyn, Discovery: d.Client.Discovery(), NodeName: d.NodeName,
 			Logger: engine.Logger, Clock: d.Clock, RecheckInterval: time.Minute,
 		}
 	}
-	co := selfdrain.ControllerOptions{Engine: engine, Slots: drainSlots, NodeMaintenance: nm}
+	co := maintenance.ControllerOptions{Engine: engine, Slots: drainSlots, NodeMaintenance: nm}
 	if cfg.Reboot.Enabled {
-		co.RebootDrain, co.RebootSlot = handshake.DrainRequest, rebootSlot
+		co.RebootDrain, co.RebootSlot = maintenance.DrainRequest, rebootSlot
 	}
-	return selfdrain.NewController(co)
+	return maintenance.NewController(co)
 }
 
 // reboot wires the reboot coordinator (reboot.enabled): its drain is asked
@@ -413,7 +413,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 // through the agent's one requester, lists pods for reboot.blockingPodSelector as
 // access says, and reboots through logind with the reboot marked as its own
 // for the shutdown guard.
-func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reboot.Slots, own *handshake.OwnReboot) (agent.Component, error) {
+func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reboot.Slots, own *maintenance.OwnReboot) (agent.Component, error) {
 	cfg := w.cfg
 	rc := cfg.Reboot
 	log := d.Logger.With("component", "reboot")
@@ -450,7 +450,7 @@ func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reb
 		BlockerBound: rc.BlockerBound.Duration, ProceedPastBound: rc.OnBlockerBound == config.OnBoundProceed,
 		Slots:       drainSlots,
 		Rebooter:    own.Rebooter(shutdown.LogindRebooter{Connect: w.connectLogind}),
-		Maintenance: handshake.Maintenance,
+		Maintenance: maintenance.Maintenance,
 		Clock:       d.Clock, Logger: log, Recorder: d.Recorder,
 		Metrics: reboot.NewMetrics(d.Registry), WaitBound: w.waitBounds(d.Registry),
 	}), nil
@@ -522,7 +522,7 @@ const MaintenanceGateInterval = 30 * time.Second
 // maintenanceSlots asks for drain slots for maintenance drains.
 type maintenanceSlots struct{ r *slots.Requester }
 
-func (m maintenanceSlots) Acquire(ctx context.Context, onWait func(error)) (selfdrain.Slot, error) {
+func (m maintenanceSlots) Acquire(ctx context.Context, onWait func(error)) (maintenance.Slot, error) {
 	h, err := m.r.Acquire(ctx, slots.PurposeMaintenance, onWait)
 	if err != nil {
 		return nil, err
@@ -534,7 +534,7 @@ func (m maintenanceSlots) Acquire(ctx context.Context, onWait func(error)) (self
 // coordinator holds: it asks for none.
 type rebootDrainSlot struct{ r *slots.Requester }
 
-func (b rebootDrainSlot) Acquire(ctx context.Context, onWait func(error)) (selfdrain.Slot, error) {
+func (b rebootDrainSlot) Acquire(ctx context.Context, onWait func(error)) (maintenance.Slot, error) {
 	f, err := b.r.Await(ctx, slots.PurposeReboot, onWait)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/vmdrain"
 )
@@ -68,13 +69,13 @@ func (c *Client) clock() clock.Clock {
 // nodeMaintenanceAPI returns a dynamic client and the NodeMaintenance groups
 // the cluster serves, or an error that says how to get one.
 func (c *Client) nodeMaintenanceAPI() (dynamic.Interface, []string, error) {
-	groups, err := selfdrain.ServedNodeMaintenanceGroups(c.Kube.Discovery())
+	groups, err := maintenance.ServedNodeMaintenanceGroups(c.Kube.Discovery())
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(groups) == 0 {
 		return nil, nil, fmt.Errorf("the cluster serves no NodeMaintenance API (%s); install node-agent's deploy/components/nodemaintenance, or use --api %s",
-			strings.Join(selfdrain.NodeMaintenanceGroups, ", "), APIAnnotation)
+			strings.Join(maintenance.NodeMaintenanceGroups, ", "), APIAnnotation)
 	}
 	d, err := c.Dynamic()
 	if err != nil {
@@ -107,13 +108,13 @@ func (c *Client) Start(ctx context.Context, o StartOptions) error {
 		if err != nil {
 			return err
 		}
-		nm, err := selfdrain.RequestNodeMaintenance(ctx, d, groups[0], "nm-"+o.Node, o.Node, o.Reason)
+		nm, err := maintenance.RequestNodeMaintenance(ctx, d, groups[0], "nm-"+o.Node, o.Node, o.Reason)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(c.Err, "maintenance of %s requested with %s: %s\n", o.Node, nm.ID(), o.Reason)
 	} else {
-		if _, err := selfdrain.RequestMaintenance(ctx, c.Kube, o.Node, o.Reason); err != nil {
+		if _, err := maintenance.RequestMaintenance(ctx, c.Kube, o.Node, o.Reason); err != nil {
 			return err
 		}
 		fmt.Fprintf(c.Err, "maintenance of %s requested: %s\n", o.Node, o.Reason)
@@ -173,7 +174,7 @@ func (c *Client) Stop(ctx context.Context, o StopOptions) error {
 		if err != nil {
 			return err
 		}
-		ids, err := selfdrain.EndNodeMaintenance(ctx, d, groups, o.Node)
+		ids, err := maintenance.EndNodeMaintenance(ctx, d, groups, o.Node)
 		if err != nil {
 			return err
 		}
@@ -186,7 +187,7 @@ func (c *Client) Stop(ctx context.Context, o StopOptions) error {
 		}
 		return c.waitForObjectsGone(ctx, d, groups, o.Node)
 	}
-	if _, err := selfdrain.EndMaintenance(ctx, c.Kube, o.Node); err != nil {
+	if _, err := maintenance.EndMaintenance(ctx, c.Kube, o.Node); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.Err, "maintenance of %s ended\n", o.Node)
@@ -216,13 +217,13 @@ func (c *Client) Status(ctx context.Context, node string, api API) error {
 	if api == APIAnnotation {
 		return nil
 	}
-	groups, err := selfdrain.ServedNodeMaintenanceGroups(c.Kube.Discovery())
+	groups, err := maintenance.ServedNodeMaintenanceGroups(c.Kube.Discovery())
 	if err != nil {
 		return err
 	}
 	if len(groups) == 0 {
 		if api == APINodeMaintenance {
-			return fmt.Errorf("the cluster serves no NodeMaintenance API (%s)", strings.Join(selfdrain.NodeMaintenanceGroups, ", "))
+			return fmt.Errorf("the cluster serves no NodeMaintenance API (%s)", strings.Join(maintenance.NodeMaintenanceGroups, ", "))
 		}
 		return nil
 	}
@@ -230,7 +231,7 @@ func (c *Client) Status(ctx context.Context, node string, api API) error {
 	if err != nil {
 		return err
 	}
-	objs, err := selfdrain.ListNodeMaintenances(ctx, d, groups, node)
+	objs, err := maintenance.ListNodeMaintenances(ctx, d, groups, node)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
 
@@ -70,7 +71,7 @@ func TestStart(t *testing.T) {
 		if err := h.client.Start(t.Context(), StartOptions{Node: "node-1", Reason: "BIOS update", API: APINodeMaintenance}); err != nil {
 			t.Fatal(err)
 		}
-		objs, err := selfdrain.ListNodeMaintenances(t.Context(), h.dyn, []string{medik8s}, "")
+		objs, err := maintenance.ListNodeMaintenances(t.Context(), h.dyn, []string{medik8s}, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
 
@@ -58,14 +59,14 @@ func newHarness(t *testing.T, served bool, objs ...runtime.Object) *harness {
 		kube:  fake.NewClientset(typed...),
 		clock: clocktesting.NewFakeClock(t0),
 		dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-			selfdrain.NodeMaintenanceGVR(medik8s):                       "NodeMaintenanceList",
-			selfdrain.NodeMaintenanceGVR("nodemaintenance.kubevirt.io"): "NodeMaintenanceList",
+			maintenance.NodeMaintenanceGVR(medik8s):                       "NodeMaintenanceList",
+			maintenance.NodeMaintenanceGVR("nodemaintenance.kubevirt.io"): "NodeMaintenanceList",
 		}, nms...),
 	}
 	if served {
 		h.kube.Resources = []*metav1.APIResourceList{{
-			GroupVersion: medik8s + "/" + selfdrain.NodeMaintenanceVersion,
-			APIResources: []metav1.APIResource{{Name: selfdrain.NodeMaintenanceResource}},
+			GroupVersion: medik8s + "/" + maintenance.NodeMaintenanceVersion,
+			APIResources: []metav1.APIResource{{Name: maintenance.NodeMaintenanceResource}},
 		}}
 	}
 	h.client = &Client{
@@ -105,8 +106,8 @@ func node(name, rv, requested string, st *selfdrain.Status) *corev1.Node {
 // nodeMaintenance returns a NodeMaintenance object of the medik8s group.
 func nodeMaintenance(name, nodeName string, status map[string]any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": medik8s + "/" + selfdrain.NodeMaintenanceVersion,
-		"kind":       selfdrain.NodeMaintenanceKind,
+		"apiVersion": medik8s + "/" + maintenance.NodeMaintenanceVersion,
+		"kind":       maintenance.NodeMaintenanceKind,
 		"metadata":   map[string]any{"name": name, "creationTimestamp": t0.Format(time.RFC3339)},
 		"spec":       map[string]any{"nodeName": nodeName, "reason": "test"},
 	}}

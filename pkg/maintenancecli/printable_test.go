@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
@@ -131,13 +132,13 @@ func TestTablesShowForgedTextEscaped(t *testing.T) {
 		}
 	})
 	t.Run("NodeMaintenance objects", func(t *testing.T) {
-		var objs []*selfdrain.NodeMaintenance
+		var objs []*maintenance.NodeMaintenance
 		for _, f := range forged {
-			objs = append(objs, &selfdrain.NodeMaintenance{
-				TypeMeta:   metav1.TypeMeta{APIVersion: medik8s + "/v1beta1", Kind: selfdrain.NodeMaintenanceKind},
+			objs = append(objs, &maintenance.NodeMaintenance{
+				TypeMeta:   metav1.TypeMeta{APIVersion: medik8s + "/v1beta1", Kind: maintenance.NodeMaintenanceKind},
 				ObjectMeta: metav1.ObjectMeta{Name: "nm"},
-				Spec:       selfdrain.NodeMaintenanceSpec{NodeName: f, Reason: f},
-				Status:     selfdrain.NodeMaintenanceStatus{Phase: selfdrain.Phase(f), LastError: f},
+				Spec:       maintenance.NodeMaintenanceSpec{NodeName: f, Reason: f},
+				Status:     maintenance.NodeMaintenanceStatus{Phase: selfdrain.Phase(f), LastError: f},
 			})
 		}
 		var b bytes.Buffer

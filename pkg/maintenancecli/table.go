@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/reasontext"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
@@ -162,7 +163,7 @@ func writeStatusTable(out io.Writer, nodes []corev1.Node, one bool) error {
 
 // writeNodeMaintenanceTable prints NodeMaintenance objects; exist tells
 // which of their nodes exist.
-func writeNodeMaintenanceTable(out io.Writer, objs []*selfdrain.NodeMaintenance, exist map[string]bool) error {
+func writeNodeMaintenanceTable(out io.Writer, objs []*maintenance.NodeMaintenance, exist map[string]bool) error {
 	if len(objs) == 0 {
 		_, err := fmt.Fprintln(out, "No NodeMaintenance object.")
 		return err

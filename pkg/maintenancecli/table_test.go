@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/reasontext"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
@@ -119,11 +120,11 @@ func TestWriteStatusTable(t *testing.T) {
 }
 
 func TestWriteNodeMaintenanceTable(t *testing.T) {
-	nm := func(name, node string, st selfdrain.NodeMaintenanceStatus, deleted bool) *selfdrain.NodeMaintenance {
-		o := &selfdrain.NodeMaintenance{
-			TypeMeta:   metav1.TypeMeta{APIVersion: medik8s + "/v1beta1", Kind: selfdrain.NodeMaintenanceKind},
+	nm := func(name, node string, st maintenance.NodeMaintenanceStatus, deleted bool) *maintenance.NodeMaintenance {
+		o := &maintenance.NodeMaintenance{
+			TypeMeta:   metav1.TypeMeta{APIVersion: medik8s + "/v1beta1", Kind: maintenance.NodeMaintenanceKind},
 			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       selfdrain.NodeMaintenanceSpec{NodeName: node},
+			Spec:       maintenance.NodeMaintenanceSpec{NodeName: node},
 			Status:     st,
 		}
 		if deleted {
@@ -139,11 +140,11 @@ func TestWriteNodeMaintenanceTable(t *testing.T) {
 		t.Errorf("no objects: got %q, want %q", got, want)
 	}
 	b.Reset()
-	objs := []*selfdrain.NodeMaintenance{
-		nm("nm-node-1", "node-1", selfdrain.NodeMaintenanceStatus{Phase: selfdrain.PhaseRunning, DrainProgress: 25,
+	objs := []*maintenance.NodeMaintenance{
+		nm("nm-node-1", "node-1", maintenance.NodeMaintenanceStatus{Phase: selfdrain.PhaseRunning, DrainProgress: 25,
 			PendingPods: []string{"vm/a", "vm/b", "vm/c"}, EvictionPods: 4, LastError: "waiting for a drain slot"}, false),
-		nm("nm-node-2", "node-2", selfdrain.NodeMaintenanceStatus{Phase: selfdrain.PhaseSucceeded, DrainProgress: 100, EvictionPods: 1}, true),
-		nm("nm-gone", "node-9", selfdrain.NodeMaintenanceStatus{}, true),
+		nm("nm-node-2", "node-2", maintenance.NodeMaintenanceStatus{Phase: selfdrain.PhaseSucceeded, DrainProgress: 100, EvictionPods: 1}, true),
+		nm("nm-gone", "node-9", maintenance.NodeMaintenanceStatus{}, true),
 	}
 	if err := writeNodeMaintenanceTable(&b, objs, map[string]bool{"node-1": true, "node-2": true}); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
 
@@ -18,7 +19,7 @@ import (
 func (c *Client) waitForDrain(ctx context.Context, node string, since time.Time) error {
 	bar := newProgress(c.Err)
 	var final *selfdrain.Status
-	err := selfdrain.WatchNode(ctx, c.Kube, node, func(n *corev1.Node) (bool, error) {
+	err := maintenance.WatchNode(ctx, c.Kube, node, func(n *corev1.Node) (bool, error) {
 		st, err := selfdrain.ParseStatus(n)
 		if err != nil {
 			return false, err
@@ -53,7 +54,7 @@ func (c *Client) waitForDrain(ctx context.Context, node string, since time.Time)
 // waitForUndo waits until the status on node is no longer active: the
 // agent has undone its changes.
 func (c *Client) waitForUndo(ctx context.Context, node string) error {
-	return selfdrain.WatchNode(ctx, c.Kube, node, func(n *corev1.Node) (bool, error) {
+	return maintenance.WatchNode(ctx, c.Kube, node, func(n *corev1.Node) (bool, error) {
 		st, err := selfdrain.ParseStatus(n)
 		if err != nil {
 			return false, err
@@ -75,7 +76,7 @@ func (c *Client) waitForObjectsGone(ctx context.Context, d dynamic.Interface, gr
 		interval = time.Second
 	}
 	for {
-		left, err := selfdrain.ListNodeMaintenances(ctx, d, groups, node)
+		left, err := maintenance.ListNodeMaintenances(ctx, d, groups, node)
 		if err != nil {
 			return err
 		}

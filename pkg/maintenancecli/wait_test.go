@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
 
@@ -131,7 +132,7 @@ func TestWaitForObjectsGone(t *testing.T) {
 	h := newHarness(t, true, cordoned, nodeMaintenance("nm-node-1", "node-1", nil))
 	h.client.PollInterval = 5 * time.Second
 	// The agent's finalizer keeps a deleted object.
-	h.dyn.PrependReactor("delete", selfdrain.NodeMaintenanceResource, func(k8stesting.Action) (bool, runtime.Object, error) {
+	h.dyn.PrependReactor("delete", maintenance.NodeMaintenanceResource, func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, nil
 	})
 	done := result(func() error {
@@ -161,7 +162,7 @@ func TestWaitForObjectsGone(t *testing.T) {
 		t.Errorf("%d lists, want 3", got)
 	}
 	// The agent has restored the node and removed its finalizer.
-	if err := h.dyn.Tracker().Delete(selfdrain.NodeMaintenanceGVR(medik8s), "", "nm-node-1"); err != nil {
+	if err := h.dyn.Tracker().Delete(maintenance.NodeMaintenanceGVR(medik8s), "", "nm-node-1"); err != nil {
 		t.Fatal(err)
 	}
 	h.clock.Step(5 * time.Second)

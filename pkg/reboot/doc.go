@@ -14,7 +14,7 @@
 // asking logind to reboot), as a controller-runtime Reconcile returns a
 // Result. Everything that touches the world comes in through small
 // interfaces or functions (the drain slots, the host's systemd, the pod
-// lister, the Prometheus HTTP client, the drain's record): pkg/handshake
+// lister, the Prometheus HTTP client, the drain's record): pkg/maintenance
 // supplies the ones that connect it to pkg/selfdrain and pkg/shutdown, so
 // that none of them imports another.
 package reboot

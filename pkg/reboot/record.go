@@ -54,7 +54,7 @@ type Record struct {
 	Slot string `json:"slot,omitempty"`
 	// Drain says the coordinator asks for the node's drain: pkg/selfdrain
 	// reads it as a maintenance request (trigger "reboot", through
-	// handshake.DrainRequest), from the start of the drain until the host
+	// maintenance.DrainRequest), from the start of the drain until the host
 	// is back and Ready, or the reboot is called off or given up.
 	Drain bool `json:"drain,omitempty"`
 	// BootID is the Node's status.nodeInfo.bootID when logind was asked

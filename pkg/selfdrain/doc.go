@@ -1,31 +1,23 @@
-// Package selfdrain owns the drain of the agent's own Node, from the request
-// to the undo:
+// Package selfdrain is the drain engine of the agent's own Node. It knows no
+// triggers and no slots: pkg/maintenance decides when a drain starts, what
+// it waits for, and what follows it, and hands the engine a Request.
 //
-//   - the maintenance requests: the node-agent.io/maintenance annotation
-//     (ParseMaintenanceRequest, which refuses a value such as "false" by
-//     pkg/reasontext's rule) and NodeMaintenance objects that name the node
-//     (Controller, NodeMaintenanceSource), and the calls behind the
-//     maintenance commands
-//     (RequestMaintenance, EndMaintenance, RequestNodeMaintenance, WatchNode,
-//     and Plan for a dry run);
-//   - the drain engine, which cordons, taints and evicts through the
-//     Eviction API, and at the end of maintenance reverses only what the
-//     agent itself did (Engine);
-//   - the record of a maintenance on the Node: the status annotation, from
-//     which a restarted agent resumes, and the UnderMaintenance and
-//     NodeShuttingDown conditions (Status);
-//   - what the Node shows while a drain waits for a cluster-wide drain slot
-//     (slotWait), and a drain's end when its slot is taken back; the slots
-//     themselves are pkg/slots', reached through the SlotSource the wiring
-//     hands in;
-//   - the hand-off to the shutdown guard: DrainForShutdown and
-//     ShutdownCancelled, which pkg/handshake hands to pkg/shutdown, so this
-//     package knows nothing of logind;
+// It owns:
+//
+//   - cordon and the drain taint, and their undo, which reverses only what
+//     the agent itself did (Engine.Begin, Engine.End, Engine.UndoAfterTimeout);
+//   - pod selection (podfilter.go, Plan for a dry run), evictions through
+//     the Eviction API or EvictionRequests (evictionrequests.go), with
+//     PodDisruptionBudgets respected, and the blockers a drain that passed
+//     its deadline names (timeout.go);
+//   - the progress of the VMs that leave the node (vms.go);
+//   - the drain record on the Node: the status annotation, from which a
+//     restarted agent resumes, and the UnderMaintenance and
+//     NodeShuttingDown conditions (Status, node.go, lifecycle.go);
 //   - its metrics (NewMetrics), registered on the registry it is given.
 //
-// One engine serves four triggers: the annotation, NodeMaintenance objects
-// and the reboot coordinator's drain request (its record on the Node,
-// ControllerOptions.RebootDrain) through the Controller, and the host's
-// shutdown through DrainForShutdown. A drain for any of the first three
-// stops at drain.timeout and gives its drain slot back (timeout.go).
+// A Request's Trigger and Reason are recorded for people, Events and
+// metrics; what differs between triggers (the timeout's policy, a
+// hand-over, the shutdown's window) arrives as fields of the Request or as
+// arguments, chosen by pkg/maintenance.
 package selfdrain

@@ -35,7 +35,7 @@ import (
 // small, so a PDB that frees a slot a moment later is used at once, doubles,
 // and is capped so a blocked pod costs at most one request per cap.
 const (
-	retryInitial = 250 * time.Millisecond
+	RetryInitial = 250 * time.Millisecond
 	retryCap     = 10 * time.Second
 	// statusInterval bounds how often progress is written to the Node.
 	statusInterval = time.Second
@@ -67,7 +67,7 @@ type Engine struct {
 
 	// own is the record the engine wrote last, until the cache shows it
 	// (ownwrite.go); ownCopies counts the copies of the Node the
-	// controller's handler passed (ownCopy).
+	// controller's handler passed (OwnCopy).
 	ownMu     sync.Mutex
 	own       *ownWrite
 	ownCopies uint64
@@ -101,11 +101,11 @@ type EngineOptions struct {
 	// (pkg/evictionrequest); drain.evictionAPI says whether a drain uses it.
 	EvictionRequests evictionrequest.API
 	// VMProgress, when set, is asked when a drain begins for a way to
-	// follow the node's KubeVirt VMs (pkg/vmdrain through pkg/handshake);
+	// follow the node's KubeVirt VMs (pkg/vmdrain through pkg/maintenance);
 	// a nil poll follows none. Each poll returns every VM's progress.
 	VMProgress func(ctx context.Context) (poll func(ctx context.Context) ([]VMStatus, error))
 	// CancelVMs, when set, calls off the evacuation of the node's VMs when
-	// its maintenance ends (pkg/vmdrain through pkg/handshake), and says
+	// its maintenance ends (pkg/vmdrain through pkg/maintenance), and says
 	// which were still moving; "" when none was.
 	CancelVMs func(ctx context.Context) (string, error)
 }
@@ -122,19 +122,19 @@ func NewEngine(o EngineOptions) *Engine {
 // reasontext.MaxMessage: it may quote a reason or an error someone else
 // wrote. The kubelet uses the node name as the reference's UID for the same
 // reason: Events then show in describe node.
-func (e *Engine) event(typ, reason, format string, args ...any) {
+func (e *Engine) Event(typ, reason, format string, args ...any) {
 	ref := kube.NodeReference(e.NodeName)
 	e.Recorder.Event(ref, typ, reason, reasontext.ForNode(fmt.Sprintf(format, args...), reasontext.MaxMessage))
 }
 
 // now is the engine's clock as an API time.
-func (e *Engine) now() metav1.Time { return metav1.NewTime(e.Clock.Now()) }
+func (e *Engine) Now() metav1.Time { return metav1.NewTime(e.Clock.Now()) }
 
-// maintenanceDeadline is when a maintenance drain recorded in st times out:
+// MaintenanceDeadline is when a maintenance drain recorded in st times out:
 // drain.timeout after the drain began with its slot, or after the request
 // for a record written before drainStartTime existed; zero when it has no
 // deadline.
-func (e *Engine) maintenanceDeadline(st *Status) time.Time {
+func (e *Engine) MaintenanceDeadline(st *Status) time.Time {
 	t := e.Config.Timeout.Duration
 	start := cmp.Or(st.DrainStartTime, st.StartTime)
 	if t <= 0 || start == nil {
@@ -184,7 +184,7 @@ func (e *Engine) cached() *corev1.Node {
 }
 
 // setCondition sets the UnderMaintenance condition True with reason and msg.
-func (e *Engine) setCondition(ctx context.Context, reason, msg string, now metav1.Time) error {
+func (e *Engine) SetCondition(ctx context.Context, reason, msg string, now metav1.Time) error {
 	written, err := setCondition(ctx, e.Client, e.NodeName, e.cached(), corev1.ConditionTrue, reason, msg, now)
 	if err == nil {
 		e.afterConditionWrite(ctx, written, now)
@@ -194,11 +194,21 @@ func (e *Engine) setCondition(ctx context.Context, reason, msg string, now metav
 
 // Request describes one drain.
 type Request struct {
+	// Trigger and Reason say who asks and why, for the record, Events and
+	// metrics. The engine records them and never acts on which trigger it
+	// is: what differs between triggers is pkg/maintenance's to decide.
 	Trigger Trigger
 	Reason  string
 	// Deadline, when set, ends the attempt: evictions stop, the status
 	// turns Failed, and Drain returns.
 	Deadline time.Time
+	// NotATimeout says Deadline is not drain.timeout but a window the
+	// caller was given (the host's shutdown): passing it is recorded as an
+	// incomplete drain, without the timeout's blockers and Events.
+	NotATimeout bool
+	// AfterTimeout ends the timeout's Event and condition: what becomes of
+	// the node and its drain slot now (pkg/maintenance's policy).
+	AfterTimeout string
 	// SkippedConcurrencyWait is recorded in the status.
 	SkippedConcurrencyWait bool
 }
@@ -216,7 +226,7 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 	if err := e.chooseEvictionAPI(); err != nil {
 		return nil, err
 	}
-	now := e.now()
+	now := e.Now()
 	var st *Status
 	_, err = e.updateRecord(ctx, e.cached(), func(node *corev1.Node) (bool, error) {
 		prev, perr := ParseStatus(node)
@@ -270,11 +280,11 @@ func (e *Engine) Begin(ctx context.Context, req Request) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := e.setCondition(ctx, ReasonDraining, fmt.Sprintf("Draining (%s): %s", req.Trigger, req.Reason), now); err != nil {
+	if err := e.SetCondition(ctx, ReasonDraining, fmt.Sprintf("Draining (%s): %s", req.Trigger, req.Reason), now); err != nil {
 		e.Logger.Warn("Could not set the node condition; the status annotation is set", "err", err)
 	}
-	e.event(corev1.EventTypeNormal, "MaintenanceStarted", "Maintenance started (trigger %s): cordoned, tainted %s, evicting pods; reason: %s", req.Trigger, e.Config.TaintKey, req.Reason)
-	e.Metrics.setActive(true)
+	e.Event(corev1.EventTypeNormal, "MaintenanceStarted", "Maintenance started (trigger %s): cordoned, tainted %s, evicting pods; reason: %s", req.Trigger, e.Config.TaintKey, req.Reason)
+	e.Metrics.SetActive(true)
 	e.Logger.Info("Maintenance started", "trigger", req.Trigger, "reason", req.Reason, "cordonedByAgent", st.CordonedByAgent, "taintedByAgent", st.TaintedByAgent)
 	return st, nil
 }
@@ -315,7 +325,7 @@ func (e *Engine) podClient() kube.Interface {
 // did them), marks the status final and removes the condition. It is safe to
 // call when nothing is active.
 func (e *Engine) End(ctx context.Context, why string) error {
-	now := e.now()
+	now := e.Now()
 	node, err := e.Client.CoreV1().Nodes().Get(ctx, e.NodeName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading Node %s: %w", e.NodeName, err)
@@ -354,7 +364,7 @@ func (e *Engine) End(ctx context.Context, why string) error {
 		return true, nil
 	})
 	if err != nil {
-		e.event(corev1.EventTypeWarning, "MaintenanceEndFailed", "Could not end maintenance: %v", err)
+		e.Event(corev1.EventTypeWarning, "MaintenanceEndFailed", "Could not end maintenance: %v", err)
 		return err
 	}
 	e.Metrics.ended()
@@ -365,20 +375,21 @@ func (e *Engine) End(ctx context.Context, why string) error {
 	if st.UndoneAt == nil {
 		undone = e.undid(st)
 	}
-	e.event(corev1.EventTypeNormal, "MaintenanceEnded", "Maintenance ended (%s): %s", why, undone)
+	e.Event(corev1.EventTypeNormal, "MaintenanceEnded", "Maintenance ended (%s): %s", why, undone)
 	e.Logger.Info("Maintenance ended", "why", why, "undone", undone)
 	return nil
 }
 
-// HandOver gives the maintenance of the reboot coordinator to the request
-// that keeps the node in maintenance once the coordinator no longer asks
-// for it (trigger and reason), with what the agent cordoned and tainted:
-// the record names that request, so that the coordinator sees its own
-// maintenance over and gives its drain slot back, and the end of that
-// request undoes the node (handedOver says what becomes of each phase). A
-// record that is not the reboot's is left alone.
-func (e *Engine) HandOver(ctx context.Context, trigger Trigger, reason string) error {
-	now := e.now()
+// HandOver gives the maintenance recorded for trigger from (the reboot
+// coordinator's, when pkg/maintenance decides so) to another request
+// (trigger and reason), with what the agent cordoned and tainted: the
+// record names that request, so that the former requester sees its own
+// maintenance over, and the end of that request undoes the node (handedOver
+// says what becomes of each phase). waitMessage is the record's lastError
+// while the new request's drain waits for its slot. A record of another
+// trigger is left alone.
+func (e *Engine) HandOver(ctx context.Context, from, trigger Trigger, reason, waitMessage string) error {
+	now := e.Now()
 	var prev, st *Status
 	_, err := e.updateRecord(ctx, e.cached(), func(node *corev1.Node) (bool, error) {
 		var perr error
@@ -387,11 +398,11 @@ func (e *Engine) HandOver(ctx context.Context, trigger Trigger, reason string) e
 			// Fail closed, as End does.
 			return false, perr
 		}
-		if !prev.Active() || prev.Trigger != TriggerReboot {
+		if !prev.Active() || prev.Trigger != from {
 			st = nil
 			return false, nil
 		}
-		st = handedOver(prev, trigger, reason, now)
+		st = handedOver(prev, trigger, reason, waitMessage, now)
 		setStatusAnnotation(node, st)
 		return true, nil
 	})
@@ -403,12 +414,12 @@ func (e *Engine) HandOver(ctx context.Context, trigger Trigger, reason string) e
 	}
 	cond, msg, what := ReasonDrained, fmt.Sprintf("Drained %d pods (%s)", st.EvictionPods, trigger), "the drained node"
 	if st.Phase != PhaseSucceeded {
-		cond, msg, what = ReasonWaiting, slotWaitMessage, "its drain, which waits for a drain slot of its own,"
+		cond, msg, what = ReasonWaiting, waitMessage, "its drain, which waits for a drain slot of its own,"
 	}
-	if err := e.setCondition(ctx, cond, msg, now); err != nil {
+	if err := e.SetCondition(ctx, cond, msg, now); err != nil {
 		e.Logger.Warn("Could not set the node condition; the status annotation is set", "err", err)
 	}
-	e.event(corev1.EventTypeNormal, "MaintenanceHandedOver", "The reboot coordinator no longer asks for the drain (%s); %s goes on for %s: %s", prev.Phase, what, trigger, reason)
+	e.Event(corev1.EventTypeNormal, "MaintenanceHandedOver", "The reboot coordinator no longer asks for the drain (%s); %s goes on for %s: %s", prev.Phase, what, trigger, reason)
 	e.Logger.Info("Maintenance handed over from the reboot coordinator", "phase", prev.Phase, "trigger", trigger, "reason", reason)
 	return nil
 }
@@ -419,14 +430,14 @@ func (e *Engine) HandOver(ctx context.Context, trigger Trigger, reason string) e
 //
 //   - Succeeded: the node stays drained, for that request.
 //   - Running: the drain goes on for that request, in a drain slot of its
-//     own, which it waits for: the record says so (slotWaitMessage), as a
+//     own, which it waits for: the record says so (waitMessage), as a
 //     drain that lost its slot does, and drain.timeout counts from that
 //     slot (Begin sets DrainStartTime).
 //   - Failed: the reboot's attempt timed out; that request's own attempt
 //     begins, counted afresh, and waits for its slot likewise.
 //   - Waiting: nothing changed on the node yet; it waits for that
 //     request's slot.
-func handedOver(prev *Status, trigger Trigger, reason string, now metav1.Time) *Status {
+func handedOver(prev *Status, trigger Trigger, reason, waitMessage string, now metav1.Time) *Status {
 	st := *prev
 	st.Trigger, st.Reason, st.LastUpdate = trigger, reason, &now
 	switch prev.Phase {
@@ -438,7 +449,7 @@ func handedOver(prev *Status, trigger Trigger, reason string, now metav1.Time) *
 	case PhaseRunning:
 		st.Phase = PhaseRunning
 		st.DrainStartTime = nil
-		st.LastError, st.ErrorOnLeaseCount = slotWaitMessage, 0
+		st.LastError, st.ErrorOnLeaseCount = waitMessage, 0
 	}
 	return &st
 }
@@ -845,7 +856,7 @@ func (r *drainRun) handleResult(res evictResult) {
 		r.st.LastError = fmt.Sprintf("evicting %s: %s", ps.key, describeEvictionError(err))
 		if now.Sub(ps.lastEvent) >= podEventInterval {
 			ps.lastEvent = now
-			e.event(corev1.EventTypeWarning, "EvictionBlocked", "Cannot evict pod %s yet: %s", ps.key, describeEvictionError(err))
+			e.Event(corev1.EventTypeWarning, "EvictionBlocked", "Cannot evict pod %s yet: %s", ps.key, describeEvictionError(err))
 		}
 		e.Logger.Debug("Eviction refused", "pod", ps.key, "attempt", ps.attempts, "retryIn", ps.nextAttempt.Sub(now), "err", err)
 	}
@@ -862,7 +873,7 @@ func (r *drainRun) succeed(now time.Time) *Status {
 	e.finishStatus(r.ctx, st, now)
 	d := e.Clock.Since(r.start)
 	e.Metrics.observeDrain(r.req.Trigger, "succeeded", d)
-	e.event(corev1.EventTypeNormal, "DrainSucceeded", "Drained %d pods in %s", st.EvictionPods, d.Round(10*time.Millisecond))
+	e.Event(corev1.EventTypeNormal, "DrainSucceeded", "Drained %d pods in %s", st.EvictionPods, d.Round(10*time.Millisecond))
 	e.Logger.Info("Node drained", "event", "DrainSucceeded", "pods", st.EvictionPods, "duration", d)
 	return st
 }
@@ -871,7 +882,7 @@ func (r *drainRun) succeed(now time.Time) *Status {
 // and marks the status Failed. A maintenance drain's deadline is
 // drain.timeout (timeOut, timeout.go); a shutdown drain's is the host's.
 func (r *drainRun) expire() *Status {
-	if r.req.Trigger != TriggerShutdown {
+	if !r.req.NotATimeout {
 		return r.timeOut()
 	}
 	e, st := r.e, r.st
@@ -883,7 +894,7 @@ func (r *drainRun) expire() *Status {
 	r.takeVMs()
 	r.pw.stop()
 	e.finishStatus(r.ctx, st, e.Clock.Now())
-	e.event(corev1.EventTypeWarning, "DrainFailed", "Drain did not finish in time: %d of %d pods still on the node; last error: %s", len(r.pending), st.EvictionPods, st.LastError)
+	e.Event(corev1.EventTypeWarning, "DrainFailed", "Drain did not finish in time: %d of %d pods still on the node; last error: %s", len(r.pending), st.EvictionPods, st.LastError)
 	e.Logger.Warn("Drain deadline passed", "pending", len(r.pending), "lastError", st.LastError)
 	e.Metrics.observeDrain(r.req.Trigger, "failed", e.Clock.Since(r.start))
 	return st
@@ -946,7 +957,7 @@ func (e *Engine) evictOrDelete(ctx context.Context, ps *podState) (deleted, requ
 	p := ps.pod
 	uid := p.UID
 	if d := e.Config.DeleteAfter.Duration; d > 0 && !ps.firstBlocked.IsZero() && e.Clock.Since(ps.firstBlocked) >= d {
-		e.event(corev1.EventTypeWarning, "PodDeleted", "Deleting pod %s: its eviction was refused for %s (drain.deleteAfter)", ps.key, d)
+		e.Event(corev1.EventTypeWarning, "PodDeleted", "Deleting pod %s: its eviction was refused for %s (drain.deleteAfter)", ps.key, d)
 		return true, false, e.podClient().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	}
 	if e.usingRequests() {
@@ -966,9 +977,9 @@ func (e *Engine) evict(ctx context.Context, p *corev1.Pod) error {
 }
 
 // backoff returns the wait before retry number attempt (1-based): doubling
-// from retryInitial, capped at limit, times a jitter factor, never zero.
+// from RetryInitial, capped at limit, times a jitter factor, never zero.
 func backoff(attempt int, limit time.Duration, jitter func() float64) time.Duration {
-	d := retryInitial
+	d := RetryInitial
 	for i := 1; i < attempt && d < limit; i++ {
 		d *= 2
 	}
@@ -1052,7 +1063,7 @@ func (w *progressWriter) stop() {
 // writeStatus writes st to the Node; a failure is logged and retried by the
 // next write, because the drain itself must not stop for it.
 func (e *Engine) writeStatus(ctx context.Context, st *Status) {
-	now := e.now()
+	now := e.Now()
 	st.LastUpdate = &now
 	if err := e.patchStatus(ctx, st); err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -1077,8 +1088,29 @@ func (e *Engine) finishStatus(ctx context.Context, st *Status, at time.Time) {
 // finishStatusWith is finishStatus with the condition's reason and message
 // given.
 func (e *Engine) finishStatusWith(ctx context.Context, st *Status, at time.Time, reason, msg string) {
-	if err := e.setCondition(ctx, reason, msg, metav1.NewTime(at)); err != nil && ctx.Err() == nil {
+	if err := e.SetCondition(ctx, reason, msg, metav1.NewTime(at)); err != nil && ctx.Err() == nil {
 		e.Logger.Warn("Could not set the node condition", "err", err)
 	}
 	e.writeStatus(ctx, st)
+}
+
+// RecordWait writes phase Waiting with msg, for a drain of trigger and
+// reason that waits since start (pkg/maintenance: for its slot or a gate). A drain that already began (the
+// agent restarted and its slot went to another node, or a request
+// failed) keeps its record of what the agent changed, with msg as lastError;
+// a Node that cannot be read is not written at all, so that record is never
+// lost.
+func (e *Engine) RecordWait(ctx context.Context, trigger Trigger, reason string, start *metav1.Time, now metav1.Time, msg string, errs int) error {
+	prev, err := e.readStatus(ctx)
+	if err != nil {
+		return err
+	}
+	st := &Status{Phase: PhaseWaiting, Trigger: trigger, Reason: reason, StartTime: start, LastUpdate: &now,
+		LastError: msg, ErrorOnLeaseCount: errs}
+	if prev.Active() && prev.Phase != PhaseWaiting {
+		kept := *prev
+		kept.LastError, kept.ErrorOnLeaseCount, kept.LastUpdate = msg, errs, &now
+		st = &kept
+	}
+	return e.patchStatus(ctx, st)
 }

@@ -220,8 +220,8 @@ func TestHandleResult(t *testing.T) {
 		{name: "pod gone", err: gone},
 		{name: "UID precondition failed", err: uidChanged},
 		{name: "budget refused", err: refusal("The disruption budget web-pdb needs 1 healthy pods and has 1 currently"),
-			pending: true, nextAfter: retryInitial, blockedBy: &pdbRef{"ns", "web-pdb"}},
-		{name: "server error", err: apierrors.NewInternalError(errors.New("etcd")), pending: true, nextAfter: retryInitial},
+			pending: true, nextAfter: RetryInitial, blockedBy: &pdbRef{"ns", "web-pdb"}},
+		{name: "server error", err: apierrors.NewInternalError(errors.New("etcd")), pending: true, nextAfter: RetryInitial},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -232,15 +232,15 @@ func TestHandedOver(t *testing.T) {
 		{name: "drained: stays drained", prev: reboot(PhaseSucceeded), want: Status{Phase: PhaseSucceeded, StartTime: &t0, DrainStartTime: &t0,
 			TotalPods: 3, EvictionPods: 2, PendingPods: []string{"ns/a"}, DrainProgress: 50}},
 		{name: "under way: goes on, waiting for its slot", prev: reboot(PhaseRunning), want: Status{Phase: PhaseRunning, StartTime: &t0,
-			TotalPods: 3, EvictionPods: 2, PendingPods: []string{"ns/a"}, DrainProgress: 50, LastError: slotWaitMessage}},
-		{name: "timed out: a new attempt, waiting for its slot", prev: failed, want: Status{Phase: PhaseRunning, StartTime: &now, LastError: slotWaitMessage}},
+			TotalPods: 3, EvictionPods: 2, PendingPods: []string{"ns/a"}, DrainProgress: 50, LastError: testWaitMessage}},
+		{name: "timed out: a new attempt, waiting for its slot", prev: failed, want: Status{Phase: PhaseRunning, StartTime: &now, LastError: testWaitMessage}},
 		{name: "waiting for the reboot's slot: waits for the request's", prev: reboot(PhaseWaiting), want: Status{Phase: PhaseWaiting, StartTime: &t0, DrainStartTime: &t0,
 			TotalPods: 3, EvictionPods: 2, PendingPods: []string{"ns/a"}, DrainProgress: 50}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.prev.Encode()
-			got := handedOver(tt.prev, TriggerAnnotation, "NIC", now)
+			got := handedOver(tt.prev, TriggerAnnotation, "NIC", testWaitMessage, now)
 			want := tt.want
 			want.Trigger, want.Reason, want.LastUpdate = TriggerAnnotation, "NIC", &now
 			want.CordonedByAgent, want.TaintedByAgent = true, true
@@ -253,3 +253,6 @@ func TestHandedOver(t *testing.T) {
 		})
 	}
 }
+
+// testWaitMessage stands for pkg/maintenance's slot-wait message.
+const testWaitMessage = "waiting for a drain slot (test)"

@@ -68,15 +68,15 @@ func (e *Engine) request(ctx context.Context, ps *podState) (requested bool, err
 		e.requests = false
 		e.podsMu.Unlock()
 		if was {
-			e.event(corev1.EventTypeWarning, "EvictionRequestRefused", "The apiserver refused node-agent's EvictionRequest (%v); this drain evicts through pods/eviction (drain.evictionAPI auto). Apply deploy/components/eviction-requests to let nodes request evictions of their own pods", err)
+			e.Event(corev1.EventTypeWarning, "EvictionRequestRefused", "The apiserver refused node-agent's EvictionRequest (%v); this drain evicts through pods/eviction (drain.evictionAPI auto). Apply deploy/components/eviction-requests to let nodes request evictions of their own pods", err)
 		}
 		return false, e.evict(ctx, &p)
 	}
 	if out.Foreign != "" {
-		e.event(corev1.EventTypeWarning, "EvictionRequestNotOwn", "Pod %s: %s", ps.key, out.Foreign)
+		e.Event(corev1.EventTypeWarning, "EvictionRequestNotOwn", "Pod %s: %s", ps.key, out.Foreign)
 	}
 	if out.Failed != "" {
-		e.event(corev1.EventTypeWarning, "EvictionRequestFailed", "The EvictionRequest for pod %s failed (%s); evicting it through pods/eviction", ps.key, out.Failed)
+		e.Event(corev1.EventTypeWarning, "EvictionRequestFailed", "The EvictionRequest for pod %s failed (%s); evicting it through pods/eviction", ps.key, out.Failed)
 	}
 	return out.Requested, err
 }
@@ -139,7 +139,7 @@ func (e *Engine) withdraw(parent context.Context, pods []corev1.Pod) {
 		case apierrors.IsNotFound(err):
 		default:
 			e.Logger.Warn("Could not withdraw the EvictionRequest", "pod", p.Namespace+"/"+p.Name, "err", err)
-			e.event(corev1.EventTypeWarning, "EvictionRequestNotWithdrawn", "The EvictionRequest for pod %s/%s could not be withdrawn: %v", p.Namespace, p.Name, err)
+			e.Event(corev1.EventTypeWarning, "EvictionRequestNotWithdrawn", "The EvictionRequest for pod %s/%s could not be withdrawn: %v", p.Namespace, p.Name, err)
 		}
 	}
 }

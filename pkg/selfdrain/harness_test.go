@@ -3,6 +3,7 @@ package selfdrain
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,93 +35,10 @@ type harness struct {
 	clock    *clocktesting.FakeClock
 	recorder *record.FakeRecorder
 	engine   *Engine
-	slots    *fakeSlots
-	// rebootSlot is the reboot coordinator's slot, which a reboot's drain
-	// follows: held when its holder is testNode.
-	rebootSlot *fakeSlots
 
 	mu        sync.Mutex
 	evictions []eviction
 }
-
-// fakeSlots is a SlotSource of one slot. Another node may hold it (hold);
-// a waiting Acquire reports the wait, calls onWaitHook, and takes the slot
-// once free. One that follows (the reboot coordinator's slot) takes
-// nothing: its Acquire waits until the slot is held by testNode, and its
-// Release leaves it held.
-type fakeSlots struct {
-	follow  bool
-	mu      sync.Mutex
-	holder  string
-	changed chan struct{}
-	// onWaitHook runs after each report of a wait (tests free the slot
-	// there).
-	onWaitHook func()
-	lost       chan struct{}
-}
-
-func newFakeSlots() *fakeSlots {
-	return &fakeSlots{changed: make(chan struct{}), lost: make(chan struct{})}
-}
-
-func newFollowedSlot() *fakeSlots {
-	f := newFakeSlots()
-	f.follow = true
-	return f
-}
-
-func (f *fakeSlots) hold(node string) {
-	f.mu.Lock()
-	f.holder = node
-	close(f.changed)
-	f.changed = make(chan struct{})
-	f.mu.Unlock()
-}
-
-func (f *fakeSlots) holderName() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.holder
-}
-
-func (f *fakeSlots) Acquire(ctx context.Context, onWait func(error)) (Slot, error) {
-	waited := false
-	for {
-		f.mu.Lock()
-		if f.holder == testNode || (f.holder == "" && !f.follow) {
-			f.holder = testNode
-			f.mu.Unlock()
-			return fakeSlot{f}, nil
-		}
-		ch := f.changed
-		f.mu.Unlock()
-		if !waited {
-			waited = true
-			onWait(nil)
-			if f.onWaitHook != nil {
-				f.onWaitHook()
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-ch:
-		}
-	}
-}
-
-type fakeSlot struct{ f *fakeSlots }
-
-func (s fakeSlot) Name() string { return "node-agent-drain-slot-" + testNode }
-func (s fakeSlot) Release() {
-	s.f.mu.Lock()
-	if s.f.holder == testNode && !s.f.follow {
-		s.f.holder = ""
-	}
-	s.f.mu.Unlock()
-}
-func (s fakeSlot) Lost() <-chan struct{} { return s.f.lost }
-func (s fakeSlot) LostReason() string    { return "revoked by the test" }
 
 // eviction is one eviction request the fake apiserver received.
 type eviction struct {
@@ -137,11 +55,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 		client:   fake.NewClientset(objs...),
 		clock:    clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 		recorder: record.NewFakeRecorder(1000),
-		slots:    newFakeSlots(),
-		// The reboot coordinator holds its slot unless a test says not.
-		rebootSlot: newFollowedSlot(),
 	}
-	h.rebootSlot.hold(testNode)
 	cfg := config.Default().Drain
 	cfg.Parallelism = 2
 	h.engine = NewEngine(EngineOptions{
@@ -188,7 +102,7 @@ func (h *harness) drain(ctx context.Context, st *Status, req Request) (out *Stat
 	return out, err
 }
 
-// run calls f and steps the fake clock by retryInitial whenever something
+// run calls f and steps the fake clock by RetryInitial whenever something
 // waits on it and gate (when not nil) allows, until f returns.
 func (h *harness) run(f func(), gate func() bool) {
 	done := make(chan struct{})
@@ -204,7 +118,7 @@ func (h *harness) run(f func(), gate func() bool) {
 			return
 		case <-tick.C:
 			if h.clock.HasWaiters() && (gate == nil || gate()) {
-				h.clock.Step(retryInitial)
+				h.clock.Step(RetryInitial)
 			}
 		}
 	}
@@ -298,12 +212,6 @@ func (v *nodeView) touch() {
 	}
 }
 
-// controller returns a maintenance controller on the harness's engine with
-// its one fake drain slot, and its view.
-func (h *harness) controller() (*Controller, *nodeView) {
-	return NewController(ControllerOptions{Engine: h.engine, Slots: h.slots, RebootSlot: h.rebootSlot}), &nodeView{NodeView: agenttest.NodeView{Client: kubetest.Wrap(h.client), Name: testNode}, t: h.t}
-}
-
 // patchNode applies a merge patch to the Node.
 func (h *harness) patchNode(patch string) {
 	h.t.Helper()
@@ -338,3 +246,39 @@ func (h *harness) status() *Status {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// events takes the Events recorded so far.
+func (h *harness) events() []string {
+	var out []string
+	for {
+		select {
+		case ev := <-h.recorder.Events:
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
+}
+
+func hasEvent(events []string, prefix string) bool {
+	for _, ev := range events {
+		if strings.HasPrefix(ev, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// shutdownDrain drains as pkg/maintenance's DrainForShutdown has the engine
+// do: the condition, a drain without drain.timeout until deadline, and the
+// record of whether it was complete.
+func (h *harness) shutdownDrain(deadline time.Time) (ShutdownResult, error) {
+	ctx := context.Background()
+	h.engine.AnnounceShutdown(ctx, deadline)
+	st, err := h.engine.BeginAndDrain(ctx, Request{Trigger: TriggerShutdown, Reason: "host is shutting down",
+		Deadline: deadline.Add(-StatusReserve), SkippedConcurrencyWait: true, NotATimeout: true})
+	if st == nil {
+		return ShutdownResult{}, err
+	}
+	return h.engine.RecordShutdownDrain(ctx, st), err
+}

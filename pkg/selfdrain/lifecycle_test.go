@@ -34,9 +34,8 @@ func TestLifecycleConditionsFollowTheShutdownDrain(t *testing.T) {
 	h.engine.Config.NodeLifecycleConditions = string(nlspec.On)
 	h.onEvict(func(eviction) error { return nil })
 	h.patchStatus(`{"status":{"conditions":[{"type":"Drained","status":"True","reason":"AdminSaysSo"}]}}`)
-	c, _ := h.controller()
 	h.run(func() {
-		if _, err := c.DrainForShutdown(context.Background(), h.clock.Now().Add(time.Minute)); err != nil {
+		if _, err := h.shutdownDrain(h.clock.Now().Add(time.Minute)); err != nil {
 			t.Error(err)
 		}
 	}, nil)
@@ -44,7 +43,7 @@ func TestLifecycleConditionsFollowTheShutdownDrain(t *testing.T) {
 	if got := h.lifecycleConditions(); !slices.Equal(got, want) {
 		t.Errorf("after the shutdown drain: %v, want %v", got, want)
 	}
-	if err := c.ShutdownCancelled(context.Background()); err != nil {
+	if err := h.engine.End(context.Background(), "shutdown cancelled"); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.lifecycleConditions(); !slices.Equal(got, []string{"Drained=AdminSaysSo"}) {
@@ -65,9 +64,8 @@ func TestLifecycleConditionsNotWritten(t *testing.T) {
 			h := newHarness(t, testPod("a"))
 			setup(h)
 			h.onEvict(func(eviction) error { return nil })
-			c, _ := h.controller()
 			h.run(func() {
-				if _, err := c.DrainForShutdown(context.Background(), h.clock.Now().Add(time.Minute)); err != nil {
+				if _, err := h.shutdownDrain(h.clock.Now().Add(time.Minute)); err != nil {
 					t.Error(err)
 				}
 			}, nil)

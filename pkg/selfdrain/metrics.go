@@ -134,17 +134,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// observeNode mirrors the Node's maintenance record st, or perr when it
+// ObserveNode mirrors the Node's maintenance record st, or perr when it
 // cannot be read: maintenance_active follows it always (an unreadable record
 // counts as none), the phase, start time and progress only when it can be
 // read, so a malformed record leaves their last values.
-func (m *Metrics) observeNode(st *Status, perr error) {
+func (m *Metrics) ObserveNode(st *Status, perr error) {
 	if m == nil {
 		return
 	}
 	// A maintenance undone at its drain's timeout stays in force, but the
 	// agent no longer holds the node cordoned: maintenance_active's 0.
-	m.setActive(st.Active() && st.UndoneAt == nil)
+	m.SetActive(st.Active() && st.UndoneAt == nil)
 	if perr == nil {
 		m.ObserveStatus(st)
 	}
@@ -179,7 +179,7 @@ func (m *Metrics) ObserveStatus(st *Status) {
 	m.setTimedOut(left)
 }
 
-func (m *Metrics) setActive(active bool) {
+func (m *Metrics) SetActive(active bool) {
 	if m == nil {
 		return
 	}

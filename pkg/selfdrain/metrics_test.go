@@ -145,9 +145,9 @@ func TestSeriesExportedFromTheStart(t *testing.T) {
 // and must not fail for it.
 func TestNilMetricsRecordNothing(t *testing.T) {
 	var m *Metrics
-	m.observeNode(&Status{Phase: PhaseRunning}, nil)
+	m.ObserveNode(&Status{Phase: PhaseRunning}, nil)
 	m.ObserveStatus(nil)
-	m.setActive(true)
+	m.SetActive(true)
 	m.drainProgress(map[types.UID]*podState{"a": {blockedBy: &pdbRef{"shop", "web"}}})
 	m.observeDrain(TriggerAnnotation, "succeeded", time.Second)
 	m.countEviction("evicted")

@@ -16,7 +16,7 @@ import (
 // reconcile, and that reconcile still read the Running record and resumed
 // it, which took another drain slot and showed the record Running again
 // while the reboot coordinator was already rebooting the drained node (1 run
-// in 20 of pkg/handshake's TestHandshakeRebootThroughDrainAndShutdown). As
+// in 20 of pkg/maintenance's TestHandshakeRebootThroughDrainAndShutdown). As
 // pkg/slots' Coordinator does with the grants it wrote, the controller
 // decides from the engine's last write until the cache shows it.
 //
@@ -29,7 +29,7 @@ import (
 // delivered between reconcile's read and its decision let the read's older
 // copy, still Running, start the drain that had just succeeded again (1 run
 // in about 150 of that test). So the handler's copies are counted
-// (ownMark), and a write counts as shown for a copy only when it was shown
+// (OwnMark), and a write counts as shown for a copy only when it was shown
 // by a copy passed before that copy was read.
 
 // ownWriteBound bounds how long the engine's last write stands in for the
@@ -45,7 +45,7 @@ type ownWrite struct {
 	at  time.Time
 	// shown: the cache showed this write or went past it; the controller
 	// decides from the cache again, for copies read at or after mark
-	// shownBy (ownMark). The write is still remembered as the record the
+	// shownBy (OwnMark). The write is still remembered as the record the
 	// next write replaces, which the cache shows until it shows that one.
 	shown   bool
 	shownBy uint64
@@ -82,27 +82,27 @@ func (e *Engine) wrote(node *corev1.Node, replaced ...string) {
 	e.own = w
 }
 
-// ownMark is the count of copies of the Node the controller's handler has
-// passed (ownCopy). Reconcile takes it before it reads its copy from the
-// cache, and gives it to ownView with that copy.
-func (e *Engine) ownMark() uint64 {
+// OwnMark is the count of copies of the Node the controller's handler has
+// passed (OwnCopy). Reconcile takes it before it reads its copy from the
+// cache, and gives it to OwnView with that copy.
+func (e *Engine) OwnMark() uint64 {
 	e.ownMu.Lock()
 	defer e.ownMu.Unlock()
 	return e.ownCopies
 }
 
-// ownCopy takes node as the controller's handler passes it: every copy the
+// OwnCopy takes node as the controller's handler passes it: every copy the
 // informer delivers, in order. It is how the write is seen shown by a copy
 // that reconcile does not read, such as one an admin's change replaced
 // at once.
-func (e *Engine) ownCopy(node *corev1.Node) {
+func (e *Engine) OwnCopy(node *corev1.Node) {
 	e.ownMu.Lock()
 	defer e.ownMu.Unlock()
 	e.ownCopies++
 	e.ownViewLocked(node, e.ownCopies)
 }
 
-// ownView is node, read from the cache after ownMark returned mark, as the
+// OwnView is node, read from the cache after OwnMark returned mark, as the
 // controller decides on it: with the record the engine wrote last while
 // node shows a record known to precede that write. The write counts as
 // shown once a copy of the Node shows it (its resourceVersion, or its
@@ -110,7 +110,7 @@ func (e *Engine) ownCopy(node *corev1.Node) {
 // else), or after ownWriteBound. For node it counts only when that copy is
 // node itself or one the handler passed by mark: a copy passed later may be
 // newer than node.
-func (e *Engine) ownView(node *corev1.Node, mark uint64) *corev1.Node {
+func (e *Engine) OwnView(node *corev1.Node, mark uint64) *corev1.Node {
 	e.ownMu.Lock()
 	defer e.ownMu.Unlock()
 	return e.ownViewLocked(node, mark)

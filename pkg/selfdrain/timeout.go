@@ -13,8 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
-	"github.com/node-agent/node-agent/pkg/config"
 )
 
 // This file is what a maintenance drain (annotation, NodeMaintenance object
@@ -52,14 +50,14 @@ func (r *drainRun) timeOut() *Status {
 	held := describeBlockers(st.Blockers)
 	st.LastError = fmt.Sprintf("drain.timeout (%s) passed; %s", timeout, held)
 	msg := fmt.Sprintf("Drain timed out after %s (drain.timeout) and stopped evicting; %d of %d pods stayed: %s. %s",
-		timeout, len(st.Blockers), st.EvictionPods, held, e.afterTimeout(r.req.Trigger))
+		timeout, len(st.Blockers), st.EvictionPods, held, r.req.AfterTimeout)
 	r.stopVMs(true)
 	r.takeVMs()
 	// The drain asks for nothing more: neither do its EvictionRequests.
 	r.withdrawRequests()
 	r.pw.stop()
 	e.finishStatusWith(r.ctx, st, e.Clock.Now(), ReasonDrainFailed, msg)
-	e.event(corev1.EventTypeWarning, "DrainTimedOut", "%s", truncate(msg, eventMessageLimit))
+	e.Event(corev1.EventTypeWarning, "DrainTimedOut", "%s", truncate(msg, eventMessageLimit))
 	e.Logger.Warn("Drain timed out; no more evictions", "timeout", timeout, "pending", len(st.Blockers), "blockers", held)
 	// The drain is over: its refused pods are no longer "blocked", they
 	// are what the timeout left (drain_timed_out_pods).
@@ -70,34 +68,13 @@ func (r *drainRun) timeOut() *Status {
 	return st
 }
 
-// afterTimeout says what becomes of the node and its drain slot after its
-// drain timed out.
-func (e *Engine) afterTimeout(trigger Trigger) string {
-	const again = "it is not drained again until the maintenance is requested anew (another reason, or ended and requested again)."
-	switch {
-	case trigger == TriggerReboot:
-		return "The reboot coordinator, which holds the drain slot, decides what follows."
-	case e.undoesOnTimeout(trigger):
-		return "Its drain slot goes to the next node. The agent undoes its cordon and drain taint (drain.onTimeout uncordon); the maintenance stays requested and Failed, and " + again
-	}
-	return "Its drain slot goes to the next node. The node stays cordoned and tainted (drain.onTimeout keepCordoned) until the maintenance is ended, and " + again
-}
-
-// undoesOnTimeout reports whether a drain of trigger that timed out is
-// undone while its maintenance stays requested: drain.onTimeout uncordon,
-// except for a reboot's drain, which the reboot coordinator undoes by
-// withdrawing its request.
-func (e *Engine) undoesOnTimeout(trigger Trigger) bool {
-	return e.Config.OnTimeout == config.OnTimeoutUncordon && trigger != TriggerReboot
-}
-
 // UndoAfterTimeout undoes what the agent did (uncordon, drain taint removed,
 // only where it did them) on a node whose maintenance drain timed out, by
 // drain.onTimeout uncordon. Unlike End, the maintenance stays in force: the
 // record stays Failed, with the time of the undo, so the controller neither
 // starts the drain again nor undoes twice, and the condition stays.
 func (e *Engine) UndoAfterTimeout(ctx context.Context) error {
-	now := e.now()
+	now := e.Now()
 	var st *Status
 	_, err := e.updateRecord(ctx, e.cached(), func(node *corev1.Node) (bool, error) {
 		prev, perr := ParseStatus(node)
@@ -116,15 +93,15 @@ func (e *Engine) UndoAfterTimeout(ctx context.Context) error {
 		return true, nil
 	})
 	if err != nil {
-		e.event(corev1.EventTypeWarning, "MaintenanceUndoFailed", "Could not undo the maintenance after its drain timed out: %v", err)
+		e.Event(corev1.EventTypeWarning, "MaintenanceUndoFailed", "Could not undo the maintenance after its drain timed out: %v", err)
 		return err
 	}
 	if st == nil {
 		return nil
 	}
 	undone := e.undid(st)
-	e.Metrics.setActive(false)
-	e.event(corev1.EventTypeNormal, "MaintenanceUndone", "Drain timed out and drain.onTimeout is uncordon: %s; the maintenance stays requested and Failed until it is ended or requested anew", undone)
+	e.Metrics.SetActive(false)
+	e.Event(corev1.EventTypeNormal, "MaintenanceUndone", "Drain timed out and drain.onTimeout is uncordon: %s; the maintenance stays requested and Failed until it is ended or requested anew", undone)
 	e.Logger.Info("Maintenance undone after its drain timed out; it stays requested", "undone", undone)
 	return nil
 }

@@ -129,7 +129,7 @@ func TestDrainTimeoutNamesTheBlockers(t *testing.T) {
 	timeout := 30 * time.Second
 	h.engine.Config.Timeout = metav1.Duration{Duration: timeout}
 	st, err := h.drain(context.Background(), &Status{Phase: PhaseRunning, Trigger: TriggerAnnotation},
-		Request{Trigger: TriggerAnnotation, Deadline: h.clock.Now().Add(timeout)})
+		Request{Trigger: TriggerAnnotation, Deadline: h.clock.Now().Add(timeout), AfterTimeout: "What follows is the caller's policy."})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestDrainTimeoutNamesTheBlockers(t *testing.T) {
 	if cond == nil || cond.Reason != ReasonDrainFailed {
 		t.Fatalf("condition = %+v, want reason %s", cond, ReasonDrainFailed)
 	}
-	for _, s := range []string{"timed out after 30s", "stopped evicting", "drain slot goes to the next node", "3 of 4 pods stayed", "PodDisruptionBudget ns/db refused the eviction of ns/db-0, ns/db-1", "still terminating: ns/vm (grace period 1h0m0s", "stays cordoned"} {
+	for _, s := range []string{"timed out after 30s", "stopped evicting", "3 of 4 pods stayed", "PodDisruptionBudget ns/db refused the eviction of ns/db-0, ns/db-1", "still terminating: ns/vm (grace period 1h0m0s", "What follows is the caller's policy."} {
 		if !strings.Contains(cond.Message, s) {
 			t.Errorf("condition message %q lacks %q", cond.Message, s)
 		}

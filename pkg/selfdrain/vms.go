@@ -111,10 +111,10 @@ func (e *Engine) cancelVMs(ctx context.Context) {
 	msg, err := e.CancelVMs(ctx)
 	if err != nil {
 		e.Logger.Warn("Could not call off the evacuation of the node's VMs", "err", err)
-		e.event(corev1.EventTypeWarning, "VMEvacuationNotCancelled", "The maintenance ended, but the evacuation of its VMs could not all be called off: %v", err)
+		e.Event(corev1.EventTypeWarning, "VMEvacuationNotCancelled", "The maintenance ended, but the evacuation of its VMs could not all be called off: %v", err)
 	}
 	if msg != "" {
 		e.Logger.Info("Called off the evacuation of the node's VMs", "vms", msg)
-		e.event(corev1.EventTypeNormal, "VMEvacuationCancelled", "The maintenance ended while VMs were leaving the node; their evacuation is called off: %s", msg)
+		e.Event(corev1.EventTypeNormal, "VMEvacuationCancelled", "The maintenance ended while VMs were leaving the node; their evacuation is called off: %s", msg)
 	}
 }

@@ -22,13 +22,11 @@ func TestDrainShowsVMProgress(t *testing.T) {
 			return []VMStatus{{Name: "vms/a", Phase: "Migrated", Target: "node-2", Message: "live-migrated to node-2"}}, nil
 		}
 	}
-	c, v := h.controller()
-	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"vm test"}}}`)
-	if err := c.reconcile(context.Background(), v); err != nil {
-		t.Fatal(err)
-	}
-	run := c.active
-	h.run(func() { <-run.done }, nil)
+	h.run(func() {
+		if _, err := h.engine.BeginAndDrain(context.Background(), Request{Trigger: TriggerAnnotation, Reason: "vm test"}); err != nil {
+			t.Error(err)
+		}
+	}, nil)
 	st := h.status()
 	if st.Phase != PhaseSucceeded || len(st.VMs) != 1 || st.VMs[0].Phase != "Migrated" || st.VMs[0].Target != "node-2" {
 		t.Fatalf("status %s, want Succeeded with vms/a Migrated to node-2", st.Encode())

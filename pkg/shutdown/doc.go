@@ -35,5 +35,5 @@
 //
 // LogindRebooter asks logind to reboot for the reboot coordinator; which
 // shutdown is the coordinator's own, so that the Guard lets it go at once,
-// is pkg/handshake's rule (OwnReboot).
+// is pkg/maintenance's rule (OwnReboot).
 package shutdown

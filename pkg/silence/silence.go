@@ -1,5 +1,5 @@
 // Package silence owns the Alertmanager silence node-agent keeps for its
-// node while the node is drained or rebooting (handshake.Disrupted): the
+// node while the node is drained or rebooting (maintenance.Disrupted): the
 // node's alerts are expected then, and paging someone for a maintenance
 // they asked for teaches them to ignore pages.
 //

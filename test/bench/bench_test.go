@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -293,7 +294,7 @@ func (bd *bed) reset() {
 	b.Helper()
 	node := bd.node(drainNode)
 	if node.Annotations[selfdrain.MaintenanceAnnotation] != "" {
-		if _, err := selfdrain.EndMaintenance(bd.ctx, kubetest.Wrap(bd.c), drainNode); err != nil {
+		if _, err := maintenance.EndMaintenance(bd.ctx, kubetest.Wrap(bd.c), drainNode); err != nil {
 			b.Fatal(err)
 		}
 	}

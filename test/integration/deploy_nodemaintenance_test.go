@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -42,7 +42,7 @@ func (b *deployBed) applyNodeMaintenanceComponent(t *testing.T, overlay, base st
 	if !bytes.Contains(rendered, []byte("--maintenance-node-maintenance=true")) {
 		t.Errorf("the nodemaintenance component does not turn on --maintenance-node-maintenance")
 	}
-	for _, g := range selfdrain.NodeMaintenanceGroups {
+	for _, g := range maintenance.NodeMaintenanceGroups {
 		if !bytes.Contains(rendered, []byte("name: nodemaintenances."+g)) {
 			t.Errorf("the nodemaintenance component has no CRD in %s", g)
 		}
@@ -62,7 +62,7 @@ func (b *deployBed) applyNodeMaintenanceComponent(t *testing.T, overlay, base st
 	// nodemaintenance.kubevirt.io (the first group by name) and warns that
 	// it could also mean the other. The default of evictionTimeout is
 	// applied.
-	for _, g := range selfdrain.NodeMaintenanceGroups {
+	for _, g := range maintenance.NodeMaintenanceGroups {
 		manifest := fmt.Sprintf(`{"apiVersion":"%s/v1beta1","kind":"NodeMaintenance","metadata":{"name":"columns"},"spec":{"nodeName":"node-3","reason":"columns"}}`, g)
 		if _, err := b.run(t, []byte(manifest), "create", "-f", "-"); err != nil {
 			t.Fatal(err)
@@ -85,7 +85,7 @@ func (b *deployBed) applyNodeMaintenanceComponent(t *testing.T, overlay, base st
 			t.Errorf("kubectl get nm did not warn that nm could also mean the medik8s group: %q", stderr.String())
 		}
 	}
-	for _, g := range selfdrain.NodeMaintenanceGroups {
+	for _, g := range maintenance.NodeMaintenanceGroups {
 		out, err := b.run(t, nil, "get", "nodemaintenances."+g, "columns", "-o", "jsonpath={.spec.evictionTimeout}")
 		if err != nil || string(out) != "30s" {
 			t.Errorf("%s: spec.evictionTimeout = %q (%v), want the default 30s", g, out, err)
@@ -117,16 +117,16 @@ func (b *deployBed) testNodeMaintenancePrivilege(t *testing.T) {
 	for _, o := range []struct{ group, name, node string }{
 		{medik8sGroup, "priv-node-1", "node-1"}, {kubevirtGroup, "priv-node-1", "node-1"}, {medik8sGroup, "priv-node-2", "node-2"},
 	} {
-		if _, err := selfdrain.RequestNodeMaintenance(ctx, admin, o.group, o.name, o.node, "privilege test"); err != nil {
+		if _, err := maintenance.RequestNodeMaintenance(ctx, admin, o.group, o.name, o.node, "privilege test"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	defer func() {
-		for _, g := range selfdrain.NodeMaintenanceGroups {
+		for _, g := range maintenance.NodeMaintenanceGroups {
 			for _, name := range []string{"priv-node-1", "priv-node-2"} {
 				// Finalizers first, so the objects go.
-				_, _ = admin.Resource(selfdrain.NodeMaintenanceGVR(g)).Patch(context.Background(), name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-				_ = admin.Resource(selfdrain.NodeMaintenanceGVR(g)).Delete(context.Background(), name, metav1.DeleteOptions{})
+				_, _ = admin.Resource(maintenance.NodeMaintenanceGVR(g)).Patch(context.Background(), name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+				_ = admin.Resource(maintenance.NodeMaintenanceGVR(g)).Delete(context.Background(), name, metav1.DeleteOptions{})
 			}
 		}
 	}()
@@ -136,7 +136,7 @@ func (b *deployBed) testNodeMaintenancePrivilege(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.Resource(selfdrain.NodeMaintenanceGVR(group)).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{}, subresource...)
+		_, err = c.Resource(maintenance.NodeMaintenanceGVR(group)).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{}, subresource...)
 		return err
 	}
 	finalizers := func(list ...string) obj { return obj{"metadata": obj{"finalizers": list}} }
@@ -145,23 +145,23 @@ func (b *deployBed) testNodeMaintenancePrivilege(t *testing.T) {
 
 	testenv.WaitFor(t, time.Minute, "the NodeMaintenance policy in force", func() (bool, error) {
 		data, _ := json.Marshal(status)
-		_, err := sa.Resource(selfdrain.NodeMaintenanceGVR(medik8sGroup)).Patch(ctx, "priv-node-2", types.MergePatchType, data,
+		_, err := sa.Resource(maintenance.NodeMaintenanceGVR(medik8sGroup)).Patch(ctx, "priv-node-2", types.MergePatchType, data,
 			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}, "status")
 		return err != nil && strings.Contains(err.Error(), byNMPolicy), nil
 	})
 
 	t.Run("allowed on its own node's objects", func(t *testing.T) {
-		for _, g := range selfdrain.NodeMaintenanceGroups {
-			_, err := sa.Resource(selfdrain.NodeMaintenanceGVR(g)).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-1"})
+		for _, g := range maintenance.NodeMaintenanceGroups {
+			_, err := sa.Resource(maintenance.NodeMaintenanceGVR(g)).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-1"})
 			wantAllowed(t, "list "+g+" objects of node-1", err)
-			wantAllowed(t, "add its finalizer to "+g+"/priv-node-1", patch(sa, g, "priv-node-1", finalizers(selfdrain.NodeMaintenanceFinalizer)))
+			wantAllowed(t, "add its finalizer to "+g+"/priv-node-1", patch(sa, g, "priv-node-1", finalizers(maintenance.NodeMaintenanceFinalizer)))
 			wantAllowed(t, "write the status of "+g+"/priv-node-1", patch(sa, g, "priv-node-1", status, "status"))
 			wantAllowed(t, "remove its finalizer from "+g+"/priv-node-1", patch(sa, g, "priv-node-1", finalizers()))
 		}
 	})
 
 	t.Run("denied", func(t *testing.T) {
-		wantDenied(t, "add its finalizer to priv-node-2", patch(sa, medik8sGroup, "priv-node-2", finalizers(selfdrain.NodeMaintenanceFinalizer)),
+		wantDenied(t, "add its finalizer to priv-node-2", patch(sa, medik8sGroup, "priv-node-2", finalizers(maintenance.NodeMaintenanceFinalizer)),
 			"may change only NodeMaintenance objects of that node")
 		wantDenied(t, "write the status of priv-node-2", patch(sa, medik8sGroup, "priv-node-2", status, "status"),
 			"may change only NodeMaintenance objects of that node")
@@ -176,18 +176,18 @@ func (b *deployBed) testNodeMaintenancePrivilege(t *testing.T) {
 		wantDenied(t, "an unbound token writes the status of priv-node-1", patch(unbound, medik8sGroup, "priv-node-1", status, "status"),
 			"this token names no node")
 
-		err := sa.Resource(selfdrain.NodeMaintenanceGVR(medik8sGroup)).Delete(ctx, "priv-node-1", metav1.DeleteOptions{})
+		err := sa.Resource(maintenance.NodeMaintenanceGVR(medik8sGroup)).Delete(ctx, "priv-node-1", metav1.DeleteOptions{})
 		wantDenied(t, "delete priv-node-1 (ends maintenance)", err, byRBAC+" delete resource \"nodemaintenances\"")
-		_, err = selfdrain.RequestNodeMaintenance(ctx, sa, medik8sGroup, "self-made", "node-1", "self-inflicted")
+		_, err = maintenance.RequestNodeMaintenance(ctx, sa, medik8sGroup, "self-made", "node-1", "self-inflicted")
 		wantDenied(t, "create a NodeMaintenance object for node-1", err, byRBAC+" create resource \"nodemaintenances\"")
-		_, err = sa.Resource(selfdrain.NodeMaintenanceGVR(medik8sGroup)).Get(ctx, "priv-node-2", metav1.GetOptions{})
+		_, err = sa.Resource(maintenance.NodeMaintenanceGVR(medik8sGroup)).Get(ctx, "priv-node-2", metav1.GetOptions{})
 		wantDenied(t, "get priv-node-2 (the agent only lists and watches)", err, byRBAC+" get resource \"nodemaintenances\"")
 	})
 
 	// The policy refuses DELETE on its own, should RBAC ever allow it.
 	t.Run("denied delete by the policy alone", func(t *testing.T) {
 		grant := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "deploy-test-delete-nm"},
-			Rules: []rbacv1.PolicyRule{{APIGroups: selfdrain.NodeMaintenanceGroups, Resources: []string{"nodemaintenances"}, Verbs: []string{"delete"}}}}
+			Rules: []rbacv1.PolicyRule{{APIGroups: maintenance.NodeMaintenanceGroups, Resources: []string{"nodemaintenances"}, Verbs: []string{"delete"}}}}
 		bind := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "deploy-test-delete-nm"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: grant.Name},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: agentNamespace, Name: agentServiceAccount}}}
@@ -203,7 +203,7 @@ func (b *deployBed) testNodeMaintenancePrivilege(t *testing.T) {
 		}()
 		var last error
 		testenv.WaitFor(t, 30*time.Second, "RBAC to allow the delete", func() (bool, error) {
-			last = sa.Resource(selfdrain.NodeMaintenanceGVR(medik8sGroup)).Delete(ctx, "priv-node-1", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+			last = sa.Resource(maintenance.NodeMaintenanceGVR(medik8sGroup)).Delete(ctx, "priv-node-1", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 			return last == nil || !strings.Contains(last.Error(), byRBAC), nil
 		})
 		wantDenied(t, "delete priv-node-1 with RBAC allowing it (dry run)", last, "never creates or deletes")
@@ -211,11 +211,11 @@ func (b *deployBed) testNodeMaintenancePrivilege(t *testing.T) {
 
 	// What the denied requests would have changed is unchanged.
 	for _, name := range []string{"priv-node-1", "priv-node-2"} {
-		u, err := admin.Resource(selfdrain.NodeMaintenanceGVR(medik8sGroup)).Get(ctx, name, metav1.GetOptions{})
+		u, err := admin.Resource(maintenance.NodeMaintenanceGVR(medik8sGroup)).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		nm, err := selfdrain.NodeMaintenanceFromUnstructured(u)
+		nm, err := maintenance.NodeMaintenanceFromUnstructured(u)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -31,7 +32,7 @@ func TestMaintenanceGateBound(t *testing.T) {
 	t.Run("wait: held past the bound, and said", func(t *testing.T) {
 		agent := startAgent(t, b.env, "node-1", "--maintenance-gate-bound=3s", "--maintenance-on-gate-bound=wait")
 		agent.WaitReady(t)
-		if _, err := selfdrain.RequestMaintenance(t.Context(), kubetest.Wrap(b.c), "node-1", "gate bound test"); err != nil {
+		if _, err := maintenance.RequestMaintenance(t.Context(), kubetest.Wrap(b.c), "node-1", "gate bound test"); err != nil {
 			t.Fatal(err)
 		}
 		var st *selfdrain.Status
@@ -56,7 +57,7 @@ func TestMaintenanceGateBound(t *testing.T) {
 	t.Run("proceed: the VM is passed over", func(t *testing.T) {
 		agent := startAgent(t, b.env, "node-2", "--maintenance-gate-bound=3s", "--maintenance-on-gate-bound=proceed")
 		agent.WaitReady(t)
-		if _, err := selfdrain.RequestMaintenance(t.Context(), kubetest.Wrap(b.c), "node-2", "gate bound test"); err != nil {
+		if _, err := maintenance.RequestMaintenance(t.Context(), kubetest.Wrap(b.c), "node-2", "gate bound test"); err != nil {
 			t.Fatal(err)
 		}
 		ev := gateBoundEvent(t, b.c, "node-2")

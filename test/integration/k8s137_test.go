@@ -24,6 +24,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/evictionrequest"
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/nodelifecycle"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
@@ -144,7 +145,7 @@ func TestKubernetes137MaintenanceAPIs(t *testing.T) {
 
 	agent := startAgent(t, env, "node-1", "--drain-eviction-api=evictionRequest")
 	agent.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "1.37 test"); err != nil {
+	if _, err := maintenance.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "1.37 test"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 3*time.Minute, "phase Succeeded", func() (bool, error) {
@@ -152,7 +153,7 @@ func TestKubernetes137MaintenanceAPIs(t *testing.T) {
 		return err == nil && st != nil && st.Phase == selfdrain.PhaseSucceeded, err
 	})
 	drained := lifecycleTypes(getNode(t, c, "node-1"))
-	if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
+	if _, err := maintenance.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, time.Minute, "node-agent's lifecycle conditions gone", func() (bool, error) {
@@ -209,7 +210,7 @@ func TestKubernetes137MaintenanceAPIs(t *testing.T) {
 	t.Run("withdrawn when the maintenance ends", func(t *testing.T) {
 		createPodNamingResponder(t, dyn, "work", "vm-stuck", "node-1", "test.node-agent.io/never")
 		testenv.WaitRunningOn(ctx, t, c, "work", "node-1", 1)
-		if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "1.37 test, again"); err != nil {
+		if _, err := maintenance.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "1.37 test, again"); err != nil {
 			t.Fatal(err)
 		}
 		var st *selfdrain.Status
@@ -224,7 +225,7 @@ func TestKubernetes137MaintenanceAPIs(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := evictionrequest.Name(pod)
-		if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
+		if _, err := maintenance.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
 			t.Fatal(err)
 		}
 		waitIntent(t, dyn, "work", name, evictionrequest.IntentWithdrawn, time.Minute)
@@ -242,11 +243,11 @@ func TestKubernetes137MaintenanceAPIs(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := evictionrequest.Name(pod)
-		if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "1.37 test, a third time"); err != nil {
+		if _, err := maintenance.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "1.37 test, a third time"); err != nil {
 			t.Fatal(err)
 		}
 		waitIntent(t, dyn, "work", name, evictionrequest.IntentEviction, 2*time.Minute)
-		if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
+		if _, err := maintenance.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
 			t.Fatal(err)
 		}
 		waitIntent(t, dyn, "work", name, evictionrequest.IntentWithdrawn, time.Minute)
@@ -285,7 +286,7 @@ func TestKubernetes137MaintenanceAPIs(t *testing.T) {
 			}
 			return err == nil, err
 		})
-		if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "1.37 test, squatted"); err != nil {
+		if _, err := maintenance.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "1.37 test, squatted"); err != nil {
 			t.Fatal(err)
 		}
 		testenv.WaitFor(t, 2*time.Minute, "phase Succeeded", func() (bool, error) {
@@ -309,7 +310,7 @@ func TestKubernetes137MaintenanceAPIs(t *testing.T) {
 		if !strings.Contains(evs.Items[0].Message, "tenant.example.com/hold") {
 			t.Errorf("the Event does not name the tenant's requester: %s", evs.Items[0].Message)
 		}
-		if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
+		if _, err := maintenance.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
 			t.Fatal(err)
 		}
 	})

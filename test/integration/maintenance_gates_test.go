@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/nodelifecycle"
 	nlspec "github.com/node-agent/node-agent/pkg/nodelifecycle/spec"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
@@ -45,7 +46,7 @@ func TestMaintenanceGate(t *testing.T) {
 	agent := startAgent(t, b.env, "node-1", "--maintenance-prometheus-url="+prom.URL,
 		fmt.Sprintf(`--maintenance-gates=[{"name":"change-freeze","query":%q}]`, query))
 	agent.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "gate test"); err != nil {
+	if _, err := maintenance.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "gate test"); err != nil {
 		t.Fatal(err)
 	}
 	var st *selfdrain.Status
@@ -106,7 +107,7 @@ func TestGateAnswerReachesTheNodeOnlyPrintable(t *testing.T) {
 	agent := startAgent(t, b.env, "node-1", "--maintenance-prometheus-url="+hostile.URL,
 		fmt.Sprintf(`--maintenance-gates=[{"name":"hostile","query":%q}]`, query))
 	agent.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "printable test"); err != nil {
+	if _, err := maintenance.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "printable test"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, time.Minute, "the maintenance held by the hostile gate", func() (bool, error) {

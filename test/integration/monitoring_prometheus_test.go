@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -155,7 +156,7 @@ func TestMonitoringStuckDrainAlert(t *testing.T) {
 		t.Fatalf("NodeDrainBlocked before any maintenance: %+v, %v", a, err)
 	}
 
-	if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "monitoring test"); err != nil {
+	if _, err := maintenance.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "monitoring test"); err != nil {
 		t.Fatal(err)
 	}
 	var firing *testenv.Alert

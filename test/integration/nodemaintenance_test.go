@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -89,29 +90,29 @@ func installNodeMaintenanceCRDs(t *testing.T, env *testenv.Env) {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, time.Minute, "the NodeMaintenance groups served", func() (bool, error) {
-		groups, err := selfdrain.ServedNodeMaintenanceGroups(env.Client().Discovery())
+		groups, err := maintenance.ServedNodeMaintenanceGroups(env.Client().Discovery())
 		return len(groups) == 2, err
 	})
 }
 
 func (b *nmBed) create(t *testing.T, group, name, node, reason string) {
 	t.Helper()
-	if _, err := selfdrain.RequestNodeMaintenance(context.Background(), b.dyn, group, name, node, reason); err != nil {
+	if _, err := maintenance.RequestNodeMaintenance(context.Background(), b.dyn, group, name, node, reason); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // get returns the object, or nil when it is gone.
-func (b *nmBed) get(t *testing.T, group, name string) *selfdrain.NodeMaintenance {
+func (b *nmBed) get(t *testing.T, group, name string) *maintenance.NodeMaintenance {
 	t.Helper()
-	u, err := b.dyn.Resource(selfdrain.NodeMaintenanceGVR(group)).Get(context.Background(), name, metav1.GetOptions{})
+	u, err := b.dyn.Resource(maintenance.NodeMaintenanceGVR(group)).Get(context.Background(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	nm, err := selfdrain.NodeMaintenanceFromUnstructured(u)
+	nm, err := maintenance.NodeMaintenanceFromUnstructured(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func (b *nmBed) get(t *testing.T, group, name string) *selfdrain.NodeMaintenance
 
 func (b *nmBed) delete(t *testing.T, group, name string) {
 	t.Helper()
-	if err := b.dyn.Resource(selfdrain.NodeMaintenanceGVR(group)).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+	if err := b.dyn.Resource(maintenance.NodeMaintenanceGVR(group)).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -137,7 +138,7 @@ func (b *nmBed) watchPhases(t *testing.T, group, name string) *phases {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &phases{stop: cancel, done: make(chan struct{})}
-	w, err := b.dyn.Resource(selfdrain.NodeMaintenanceGVR(group)).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	w, err := b.dyn.Resource(maintenance.NodeMaintenanceGVR(group)).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +171,8 @@ func (p *phases) list() []string {
 	return slices.Clone(p.seen)
 }
 
-func hasFinalizer(nm *selfdrain.NodeMaintenance) bool {
-	return nm != nil && slices.Contains(nm.Finalizers, selfdrain.NodeMaintenanceFinalizer)
+func hasFinalizer(nm *maintenance.NodeMaintenance) bool {
+	return nm != nil && slices.Contains(nm.Finalizers, maintenance.NodeMaintenanceFinalizer)
 }
 
 // TestNodeMaintenanceObject is issue 12's main path on the real control
@@ -230,7 +231,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 			nm.Status.TotalPods, nm.Status.EvictionPods, nm.Status.PendingPods, nm.Status.DrainProgress, nm.Status.LastError)
 	}
 	if !hasFinalizer(nm) {
-		t.Errorf("finalizers %v, want %s", nm.Finalizers, selfdrain.NodeMaintenanceFinalizer)
+		t.Errorf("finalizers %v, want %s", nm.Finalizers, maintenance.NodeMaintenanceFinalizer)
 	}
 	st := nodeStatus(t, c, "node-1")
 	if st.Trigger != selfdrain.TriggerNodeMaintenance || st.Reason != "NIC replacement" || st.TotalPods != nm.Status.TotalPods || st.EvictionPods != nm.Status.EvictionPods {
@@ -280,7 +281,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 
 	// Both at once: the annotation too; deleting the object then leaves
 	// the node in maintenance, and the object goes at once.
-	if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "also by annotation"); err != nil {
+	if _, err := maintenance.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "also by annotation"); err != nil {
 		t.Fatal(err)
 	}
 	b.delete(t, kubevirtGroup, "nm-node-1")
@@ -299,7 +300,7 @@ func TestNodeMaintenanceObject(t *testing.T) {
 		nm := b.get(t, medik8sGroup, "nm-node-1")
 		return nm.Status.Phase == selfdrain.PhaseSucceeded && hasFinalizer(nm), nil
 	})
-	if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
+	if _, err := maintenance.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
 		t.Fatal(err)
 	}
 	// The agent acts on the annotation's removal within a moment; give it
@@ -353,7 +354,7 @@ func (b *nmBed) agentWrites(t *testing.T) map[string]int {
 	}
 	out := map[string]int{}
 	for _, e := range audit.Events() {
-		if e.User.Username != agentUser || e.ObjectRef == nil || e.ObjectRef.Resource != selfdrain.NodeMaintenanceResource {
+		if e.User.Username != agentUser || e.ObjectRef == nil || e.ObjectRef.Resource != maintenance.NodeMaintenanceResource {
 			continue
 		}
 		switch e.Verb {
@@ -557,7 +558,7 @@ func TestNodeMaintenanceOffByDefault(t *testing.T) {
 	agent.WaitReady(t)
 	b.create(t, medik8sGroup, "nm-node-1", "node-1", "for the operator")
 	// The annotation's drain shows the agent is up and acting meanwhile.
-	if _, err := selfdrain.RequestMaintenance(t.Context(), kubetest.Wrap(c), "node-1", "by annotation"); err != nil {
+	if _, err := maintenance.RequestMaintenance(t.Context(), kubetest.Wrap(c), "node-1", "by annotation"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 2*time.Minute, "the annotation's drain Succeeded", func() (bool, error) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/notify"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -73,7 +74,7 @@ func TestNotificationsNeverHoldUpADrain(t *testing.T) {
 	agent := startAgent(t, b.env, "node-1", "--notifications-webhooks="+hooks, "--notifications-timeout=1m", "--notifications-give-up-after=1h")
 	agent.WaitReady(t)
 
-	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "notification test"); err != nil {
+	if _, err := maintenance.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "notification test"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 2*time.Minute, "phase Succeeded", func() (bool, error) {
@@ -90,7 +91,7 @@ func TestNotificationsNeverHoldUpADrain(t *testing.T) {
 		e := events()
 		return slices.Contains(e, notify.MaintenanceStarted) && slices.Contains(e, notify.MaintenanceDrained), nil
 	})
-	if _, err := selfdrain.EndMaintenance(context.Background(), kubetest.Wrap(c), "node-1"); err != nil {
+	if _, err := maintenance.EndMaintenance(context.Background(), kubetest.Wrap(c), "node-1"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, time.Minute, "the recorder told of the end", func() (bool, error) {

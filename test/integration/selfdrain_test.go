@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -332,7 +333,7 @@ func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 	const timeout = 20 * time.Second
 	agent := startAgent(t, b.env, "node-1", "--drain-timeout", timeout.String())
 	agent.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "blocked"); err != nil {
+	if _, err := maintenance.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "blocked"); err != nil {
 		t.Fatal(err)
 	}
 	sawRunning := false
@@ -419,7 +420,7 @@ func TestDrainTimeoutUncordon(t *testing.T) {
 
 	agent := startAgent(t, b.env, "node-1", "--drain-timeout", "15s", "--drain-on-timeout", "uncordon")
 	agent.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "uncordon test"); err != nil {
+	if _, err := maintenance.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "uncordon test"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 2*time.Minute, "the drain undone after its timeout", func() (bool, error) {
@@ -442,7 +443,7 @@ func TestDrainTimeoutUncordon(t *testing.T) {
 	if cond := nodeCondition(n); cond == nil || cond.Reason != selfdrain.ReasonDrainFailed {
 		t.Errorf("condition %+v, want DrainFailed while the maintenance stays requested", cond)
 	}
-	if _, err := selfdrain.EndMaintenance(context.Background(), kubetest.Wrap(c), "node-1"); err != nil {
+	if _, err := maintenance.EndMaintenance(context.Background(), kubetest.Wrap(c), "node-1"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, time.Minute, "the maintenance ended", func() (bool, error) {
@@ -470,7 +471,7 @@ func TestDrainResumesAfterAgentRestart(t *testing.T) {
 	agent := startAgent(t, b.env, "node-1")
 	agent.WaitReady(t)
 	requested := time.Now()
-	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "restart test"); err != nil {
+	if _, err := maintenance.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "restart test"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, time.Minute, "drain under way", func() (bool, error) {
@@ -546,7 +547,7 @@ func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 
 	agent := startAgent(t, b.env, "node-1")
 	agent.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "apiserver restart"); err != nil {
+	if _, err := maintenance.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "apiserver restart"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, time.Minute, "drain under way", func() (bool, error) {
@@ -614,14 +615,14 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 	a4 := startAgent(t, b.env, "node-4")
 	a1.WaitReady(t)
 	a4.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "first"); err != nil {
+	if _, err := maintenance.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "first"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, time.Minute, "node-1 Running", func() (bool, error) {
 		st := nodeStatus(t, c, "node-1")
 		return st != nil && st.Phase == selfdrain.PhaseRunning, nil
 	})
-	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-4", "second"); err != nil {
+	if _, err := maintenance.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-4", "second"); err != nil {
 		t.Fatal(err)
 	}
 	sawWaiting, sawQueued := false, false
@@ -679,7 +680,7 @@ func TestDrainLimitIsTheCoordinators(t *testing.T) {
 		startAgent(t, b.env, n, "--drain-max-concurrent-nodes=2").WaitReady(t)
 	}
 	for _, n := range nodes {
-		if _, err := selfdrain.RequestMaintenance(t.Context(), kubetest.Wrap(c), n, "limit 2"); err != nil {
+		if _, err := maintenance.RequestMaintenance(t.Context(), kubetest.Wrap(c), n, "limit 2"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -758,14 +759,14 @@ func TestStuckDrainGivesTheSlotToTheNextNode(t *testing.T) {
 	a4 := startAgent(t, b.env, "node-4", "--drain-timeout", timeout.String())
 	a1.WaitReady(t)
 	a4.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "stuck"); err != nil {
+	if _, err := maintenance.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-1", "stuck"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, time.Minute, "node-1 Running", func() (bool, error) {
 		st := nodeStatus(t, c, "node-1")
 		return st != nil && st.Phase == selfdrain.PhaseRunning, nil
 	})
-	if _, err := selfdrain.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-4", "next"); err != nil {
+	if _, err := maintenance.RequestMaintenance(context.Background(), kubetest.Wrap(c), "node-4", "next"); err != nil {
 		t.Fatal(err)
 	}
 	var sawWaiting bool

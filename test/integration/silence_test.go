@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -113,7 +114,7 @@ func TestSilenceWhileDrained(t *testing.T) {
 		t.Fatalf("silences before any maintenance: %+v (%v), want the left-behind one, expired", s, err)
 	}
 
-	if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "firmware"); err != nil {
+	if _, err := maintenance.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "firmware"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 2*time.Minute, "phase Succeeded", func() (bool, error) {
@@ -137,7 +138,7 @@ func TestSilenceWhileDrained(t *testing.T) {
 		t.Logf("silence %s by %s: %s; matchers %+v", ours[0].ID, ours[0].CreatedBy, ours[0].Comment, ours[0].Matchers)
 	}
 
-	if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
+	if _, err := maintenance.EndMaintenance(ctx, kubetest.Wrap(c), "node-1"); err != nil {
 		t.Fatal(err)
 	}
 	want("node-1's warning active again once the maintenance ended", map[string]string{all[0]: "active", all[1]: "active", all[2]: "active"})

@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/node-agent/node-agent/pkg/handshake"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/vmdrain"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -176,7 +176,7 @@ func TestMaintenanceWaitsForVMsThatCannotLeave(t *testing.T) {
 	b.vmi(t, "pinned", "node-1", map[string]any{"evictionStrategy": "LiveMigrate", "domain": map[string]any{}}, true)
 	agent := startAgent(t, b.env, "node-1")
 	agent.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(t.Context(), kubetest.Wrap(b.c), "node-1", "VM test"); err != nil {
+	if _, err := maintenance.RequestMaintenance(t.Context(), kubetest.Wrap(b.c), "node-1", "VM test"); err != nil {
 		t.Fatal(err)
 	}
 	var st *selfdrain.Status
@@ -186,7 +186,7 @@ func TestMaintenanceWaitsForVMsThatCannotLeave(t *testing.T) {
 		return err == nil && st != nil && st.Phase == selfdrain.PhaseWaiting && strings.Contains(st.LastError, "vms/pinned"), err
 	})
 	t.Logf("while no node can take the VM: %s", st.LastError)
-	for _, want := range []string{"waiting for " + handshake.VMGateWhat, "vms/pinned (no-target: no other schedulable node has cpu-model-migration.node.kubevirt.io/EPYC-Genoa=true"} {
+	for _, want := range []string{"waiting for " + maintenance.VMGateWhat, "vms/pinned (no-target: no other schedulable node has cpu-model-migration.node.kubevirt.io/EPYC-Genoa=true"} {
 		if !strings.Contains(st.LastError, want) {
 			t.Errorf("lastError %q lacks %q", st.LastError, want)
 		}
@@ -244,7 +244,7 @@ func TestDrainFollowsVMMigrations(t *testing.T) {
 
 	agent := startAgent(t, b.env, "node-1", "--drain-vm-without-target=proceed")
 	agent.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(b.c), "node-1", "VM progress"); err != nil {
+	if _, err := maintenance.RequestMaintenance(ctx, kubetest.Wrap(b.c), "node-1", "VM progress"); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
@@ -316,7 +316,7 @@ func TestEndingMaintenanceCancelsEvacuation(t *testing.T) {
 
 	agent := startAgent(t, b.env, "node-1")
 	agent.WaitReady(t)
-	if _, err := selfdrain.RequestMaintenance(ctx, kubetest.Wrap(b.c), "node-1", "cancel test"); err != nil {
+	if _, err := maintenance.RequestMaintenance(ctx, kubetest.Wrap(b.c), "node-1", "cancel test"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 2*time.Minute, "vms/slow migrating in the status", func() (bool, error) {
@@ -355,7 +355,7 @@ func TestEndingMaintenanceCancelsEvacuation(t *testing.T) {
 		wantDenied(t, "delete node-2's evacuation migration", err, "may only delete migrations that evacuate that Node")
 	})
 
-	if _, err := selfdrain.EndMaintenance(ctx, kubetest.Wrap(b.c), "node-1"); err != nil {
+	if _, err := maintenance.EndMaintenance(ctx, kubetest.Wrap(b.c), "node-1"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, time.Minute, "node-1 uncordoned", func() (bool, error) {

@@ -25,6 +25,7 @@ import (
 	"github.com/node-agent/node-agent/internal/runagent"
 	"github.com/node-agent/node-agent/internal/runcoordinator"
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -201,8 +202,8 @@ func (b *bed) installNodeMaintenanceCRDs() {
 		}
 	}
 	testenv.WaitFor(b.t, time.Minute, "the NodeMaintenance groups served", func() (bool, error) {
-		groups, err := selfdrain.ServedNodeMaintenanceGroups(b.admin.Discovery())
-		return len(groups) == len(selfdrain.NodeMaintenanceGroups), err
+		groups, err := maintenance.ServedNodeMaintenanceGroups(b.admin.Discovery())
+		return len(groups) == len(maintenance.NodeMaintenanceGroups), err
 	})
 }
 
@@ -430,19 +431,19 @@ func (b *bed) annotate(ctx context.Context, node, key string, value *string) (st
 }
 
 func (b *bed) createNodeMaintenance(ctx context.Context, group, name, node string) error {
-	_, err := selfdrain.RequestNodeMaintenance(ctx, b.dyn, group, name, node, "property test")
+	_, err := maintenance.RequestNodeMaintenance(ctx, b.dyn, group, name, node, "property test")
 	return err
 }
 
 func (b *bed) deleteNodeMaintenance(ctx context.Context, group, name string) error {
-	return b.dyn.Resource(selfdrain.NodeMaintenanceGVR(group)).Delete(ctx, name, metav1.DeleteOptions{})
+	return b.dyn.Resource(maintenance.NodeMaintenanceGVR(group)).Delete(ctx, name, metav1.DeleteOptions{})
 }
 
 // nodeMaintenanceLeft lists the NodeMaintenance objects of either group.
 func (b *bed) nodeMaintenanceLeft(ctx context.Context) ([]string, error) {
 	var out []string
-	for _, g := range selfdrain.NodeMaintenanceGroups {
-		l, err := b.dyn.Resource(selfdrain.NodeMaintenanceGVR(g)).List(ctx, metav1.ListOptions{})
+	for _, g := range maintenance.NodeMaintenanceGroups {
+		l, err := b.dyn.Resource(maintenance.NodeMaintenanceGVR(g)).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, err
 		}

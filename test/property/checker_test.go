@@ -24,6 +24,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/slots"
@@ -50,15 +51,15 @@ const (
 	leaseStream
 	podStream
 	// nmStream is the first of the NodeMaintenance streams, one per group
-	// of selfdrain.NodeMaintenanceGroups.
+	// of maintenance.NodeMaintenanceGroups.
 	nmStream
 )
 
-var streams = nmStream + stream(len(selfdrain.NodeMaintenanceGroups))
+var streams = nmStream + stream(len(maintenance.NodeMaintenanceGroups))
 
 func (s stream) String() string {
 	if s >= nmStream {
-		return "NodeMaintenance objects of " + selfdrain.NodeMaintenanceGroups[s-nmStream]
+		return "NodeMaintenance objects of " + maintenance.NodeMaintenanceGroups[s-nmStream]
 	}
 	return [...]string{"Nodes", "Leases", "pods"}[s]
 }
@@ -250,8 +251,8 @@ func (c *checker) start(ctx context.Context, client kubernetes.Interface, dyn dy
 				return client.CoreV1().Pods(workNamespace).Watch(ctx, o)
 			}},
 	}
-	for i, g := range selfdrain.NodeMaintenanceGroups {
-		r := dyn.Resource(selfdrain.NodeMaintenanceGVR(g))
+	for i, g := range maintenance.NodeMaintenanceGroups {
+		r := dyn.Resource(maintenance.NodeMaintenanceGVR(g))
 		follows = append(follows, follow{nmStream + stream(i),
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return r.List(ctx, o) },
 			r.Watch})

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/slots"
@@ -319,9 +320,9 @@ func (b *bed) fence(ctx context.Context, c *checker) error {
 	if err := c.seen(ctx, leaseStream, l.ResourceVersion); err != nil {
 		return err
 	}
-	for i, g := range selfdrain.NodeMaintenanceGroups {
+	for i, g := range maintenance.NodeMaintenanceGroups {
 		// For a node that does not exist: no agent serves it.
-		nm, err := selfdrain.RequestNodeMaintenance(ctx, b.dyn, g, fmt.Sprintf("property-fence-%d", time.Now().UnixNano()), "no-such-node", "fence")
+		nm, err := maintenance.RequestNodeMaintenance(ctx, b.dyn, g, fmt.Sprintf("property-fence-%d", time.Now().UnixNano()), "no-such-node", "fence")
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 )
 
 // eventKind is what an event does.
@@ -130,7 +130,7 @@ func (s *sequence) next() event {
 		e.on = !s.annotated[e.node]
 		s.annotated[e.node] = e.on
 	case nodeMaintenanceCreate:
-		e.group = selfdrain.NodeMaintenanceGroups[s.rng.IntN(len(selfdrain.NodeMaintenanceGroups))]
+		e.group = maintenance.NodeMaintenanceGroups[s.rng.IntN(len(maintenance.NodeMaintenanceGroups))]
 		e.name = fmt.Sprintf("%s-%d", e.node, s.count)
 		s.objects = append(s.objects, e)
 	case nodeMaintenanceDelete:

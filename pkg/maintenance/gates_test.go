@@ -1,4 +1,4 @@
-package handshake
+package maintenance
 
 import (
 	"context"
@@ -11,16 +11,15 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/node-agent/node-agent/pkg/reboot"
-	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
 
 type fakeGates struct{ holds chan []reboot.Blocker }
 
 func (f fakeGates) Blockers(context.Context) []reboot.Blocker { return <-f.holds }
 
-type fakeSlots struct{ asked chan struct{} }
+type gateSlots struct{ asked chan struct{} }
 
-func (f fakeSlots) Acquire(context.Context, func(error)) (selfdrain.Slot, error) {
+func (f gateSlots) Acquire(context.Context, func(error)) (Slot, error) {
 	close(f.asked)
 	return nil, nil
 }
@@ -31,7 +30,7 @@ func (f fakeSlots) Acquire(context.Context, func(error)) (selfdrain.Slot, error)
 func TestGatedSlots(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	gates := fakeGates{holds: make(chan []reboot.Blocker)}
-	slots := fakeSlots{asked: make(chan struct{})}
+	slots := gateSlots{asked: make(chan struct{})}
 	waits := make(chan error, 4)
 	done := make(chan error)
 	go func() {
@@ -40,7 +39,7 @@ func TestGatedSlots(t *testing.T) {
 	}()
 	gates.holds <- []reboot.Blocker{{Kind: reboot.BlockerGate, Name: "healthy (up == 0) has 1 series: {} 0"}}
 	err := <-waits
-	var wr selfdrain.WaitReason
+	var wr WaitReason
 	if !errors.As(err, &wr) || wr.WaitReason() != "waiting for maintenance gates: healthy (up == 0) has 1 series: {} 0" {
 		t.Fatalf("onWait(%v), want a WaitReason naming the gate", err)
 	}
@@ -95,7 +94,7 @@ func TestGatedSlotsBound(t *testing.T) {
 		t.Run(fmt.Sprintf("proceed=%v", proceed), func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC))
 			gates := fakeGates{holds: make(chan []reboot.Blocker)}
-			slots := fakeSlots{asked: make(chan struct{})}
+			slots := gateSlots{asked: make(chan struct{})}
 			waits := make(chan string, 8)
 			var exceeded []string
 			held := make(chan bool, 8)

@@ -1,7 +1,8 @@
-package selfdrain
+package maintenance
 
 import (
 	"fmt"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"sort"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,7 +70,7 @@ type NodeMaintenanceStatus struct {
 	// Phase is Running, Succeeded or Failed. The agent's Waiting (for a
 	// drain slot) shows as Running, with the reason in LastError: the
 	// operator has no such phase.
-	Phase Phase `json:"phase,omitempty"`
+	Phase selfdrain.Phase `json:"phase,omitempty"`
 	// DrainProgress is the percentage of EvictionPods gone.
 	DrainProgress int `json:"drainProgress,omitempty"`
 	// LastUpdate is when the status last changed.
@@ -180,7 +181,7 @@ type objectAction struct {
 //     object) keeps the node in maintenance anyway. An unreadable record
 //     keeps the finalizer: the agent cannot tell whether the node is
 //     restored, and fails closed.
-func planObjects(objs []*NodeMaintenance, st *Status, perr error, annotation bool) []objectAction {
+func planObjects(objs []*NodeMaintenance, st *selfdrain.Status, perr error, annotation bool) []objectAction {
 	primary := primaryObject(objs)
 	var out []objectAction
 	for _, o := range objs {
@@ -211,7 +212,7 @@ func planObjects(objs []*NodeMaintenance, st *Status, perr error, annotation boo
 // mirrorStatus is the status the primary object should show for the node's
 // record st. It returns nil to leave the object as it is: before the drain
 // has written its first record, nothing new is known.
-func mirrorStatus(cur NodeMaintenanceStatus, st *Status, perr error) *NodeMaintenanceStatus {
+func mirrorStatus(cur NodeMaintenanceStatus, st *selfdrain.Status, perr error) *NodeMaintenanceStatus {
 	if perr != nil {
 		s := cur
 		s.LastError = reasontext.ForNode(perr.Error(), reasontext.MaxMessage)
@@ -230,8 +231,8 @@ func mirrorStatus(cur NodeMaintenanceStatus, st *Status, perr error) *NodeMainte
 		EvictionPods:      st.EvictionPods,
 		ErrorOnLeaseCount: st.ErrorOnLeaseCount,
 	}
-	if s.Phase == PhaseWaiting {
-		s.Phase = PhaseRunning
+	if s.Phase == selfdrain.PhaseWaiting {
+		s.Phase = selfdrain.PhaseRunning
 	}
 	return &s
 }

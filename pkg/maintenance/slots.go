@@ -1,9 +1,10 @@
-package selfdrain
+package maintenance
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,7 +35,7 @@ type Slot interface {
 // take waits for a slot for a drain of trigger and reason, and says on the
 // Node, in its log and in Events why the drain waits meanwhile (see
 // slotWait). It fails only when ctx ends.
-func take(ctx context.Context, s SlotSource, e *Engine, trigger Trigger, reason string) (Slot, error) {
+func take(ctx context.Context, s SlotSource, e *selfdrain.Engine, trigger selfdrain.Trigger, reason string) (Slot, error) {
 	w := &slotWait{e: e, trigger: trigger, reason: reason}
 	return s.Acquire(ctx, func(err error) { w.report(ctx, err) })
 }
@@ -57,8 +58,8 @@ const slotWaitMessage = "waiting for a drain slot from the coordinator (drain.ma
 // waiting will not cure and which the status and a Warning Event then name.
 type slotWait struct {
 	// e writes the status, the condition and the Events.
-	e       *Engine
-	trigger Trigger
+	e       *selfdrain.Engine
+	trigger selfdrain.Trigger
 	reason  string
 	start   *metav1.Time
 	errors  int
@@ -67,7 +68,7 @@ type slotWait struct {
 
 func (w *slotWait) report(ctx context.Context, cause error) {
 	e := w.e
-	now := e.now()
+	now := e.Now()
 	if w.start == nil {
 		w.start = &now
 	}
@@ -91,39 +92,24 @@ func (w *slotWait) report(ctx context.Context, cause error) {
 		return
 	}
 	w.lastMsg = msg
-	if err := e.setCondition(ctx, ReasonWaiting, msg, now); err != nil {
+	if err := e.SetCondition(ctx, selfdrain.ReasonWaiting, msg, now); err != nil {
 		e.Logger.Warn("Could not set the node condition", "err", err)
 	}
 	if cause != nil {
 		e.Logger.Error("Cannot get a drain slot", "err", cause)
-		e.event(corev1.EventTypeWarning, "DrainSlotError", "Maintenance requested, but %s", msg)
+		e.Event(corev1.EventTypeWarning, "DrainSlotError", "Maintenance requested, but %s", msg)
 		return
 	}
 	if waitFor != nil {
 		e.Logger.Info("Maintenance waits", "for", msg)
-		e.event(corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; %s", msg)
+		e.Event(corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; %s", msg)
 		return
 	}
 	e.Logger.Info("Waiting for a drain slot")
-	e.event(corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; waiting for a drain slot (drain.maxConcurrentNodes and drain.pools bound how many nodes drain at once)")
+	e.Event(corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; waiting for a drain slot (drain.maxConcurrentNodes and drain.pools bound how many nodes drain at once)")
 }
 
-// record writes phase Waiting with msg. A drain that already began (the
-// agent restarted and its slot went to another node, or a request
-// failed) keeps its record of what the agent changed, with msg as lastError;
-// a Node that cannot be read is not written at all, so that record is never
-// lost.
+// record writes phase Waiting with msg (selfdrain.Engine.RecordWait).
 func (w *slotWait) record(ctx context.Context, msg string, now metav1.Time) error {
-	prev, err := w.e.readStatus(ctx)
-	if err != nil {
-		return err
-	}
-	st := &Status{Phase: PhaseWaiting, Trigger: w.trigger, Reason: w.reason, StartTime: w.start, LastUpdate: &now,
-		LastError: msg, ErrorOnLeaseCount: w.errors}
-	if prev.Active() && prev.Phase != PhaseWaiting {
-		kept := *prev
-		kept.LastError, kept.ErrorOnLeaseCount, kept.LastUpdate = msg, w.errors, &now
-		st = &kept
-	}
-	return w.e.patchStatus(ctx, st)
+	return w.e.RecordWait(ctx, w.trigger, w.reason, w.start, now, msg, w.errors)
 }

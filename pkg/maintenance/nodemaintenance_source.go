@@ -1,9 +1,10 @@
-package selfdrain
+package maintenance
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"log/slog"
 	"slices"
 	"sync"
@@ -254,7 +255,7 @@ func (s *NodeMaintenanceSource) setFinalizer(ctx context.Context, nm *NodeMainte
 	if err != nil {
 		return err
 	}
-	_, err = s.Client.Resource(NodeMaintenanceGVR(nm.Group())).Patch(ctx, nm.Name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager})
+	_, err = s.Client.Resource(NodeMaintenanceGVR(nm.Group())).Patch(ctx, nm.Name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: selfdrain.FieldManager})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("updating the finalizers of %s: %w", nm.ID(), err)
 	}
@@ -267,7 +268,7 @@ func (s *NodeMaintenanceSource) writeStatus(ctx context.Context, nm *NodeMainten
 	if err != nil {
 		return err
 	}
-	_, err = s.Client.Resource(NodeMaintenanceGVR(nm.Group())).Patch(ctx, nm.Name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	_, err = s.Client.Resource(NodeMaintenanceGVR(nm.Group())).Patch(ctx, nm.Name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: selfdrain.FieldManager}, "status")
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("writing the status of %s: %w", nm.ID(), err)
 	}

@@ -1,4 +1,4 @@
-package handshake
+package maintenance
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/node-agent/node-agent/pkg/reboot"
-	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
 
 // GateChecker asks the maintenance gates (maintenance.gates): the texts of
@@ -36,7 +35,7 @@ type Check struct {
 // bound (maintenance.gateBound) limits how long the checks may hold one
 // maintenance, counted from its first wait; then bound.Proceed decides
 // (GateBoundDecision).
-func GatedSlots(slots selfdrain.SlotSource, interval time.Duration, clk clock.Clock, bound GateBound, checks ...Check) selfdrain.SlotSource {
+func GatedSlots(slots SlotSource, interval time.Duration, clk clock.Clock, bound GateBound, checks ...Check) SlotSource {
 	return gatedSlots{slots: slots, checks: checks, interval: interval, clock: clk, bound: bound}
 }
 
@@ -79,7 +78,7 @@ func GateBoundDecision(since, now time.Time, b GateBound) string {
 }
 
 type gatedSlots struct {
-	slots    selfdrain.SlotSource
+	slots    SlotSource
 	checks   []Check
 	interval time.Duration
 	clock    clock.Clock
@@ -92,7 +91,7 @@ type gateWait struct{ why string }
 func (g gateWait) Error() string      { return g.why }
 func (g gateWait) WaitReason() string { return g.why }
 
-func (g gatedSlots) Acquire(ctx context.Context, onWait func(error)) (selfdrain.Slot, error) {
+func (g gatedSlots) Acquire(ctx context.Context, onWait func(error)) (Slot, error) {
 	// since is this maintenance's first wait; it lives as long as the
 	// attempt does (an agent restarted starts it afresh, which an admin
 	// hears of at worst one bound late).

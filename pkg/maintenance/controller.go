@@ -1,9 +1,10 @@
-package selfdrain
+package maintenance
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"log/slog"
 	"sync"
 	"time"
@@ -27,7 +28,7 @@ import (
 // DrainForShutdown and gives it back through ShutdownCancelled
 // (shutdown.go).
 type Controller struct {
-	engine *Engine
+	engine *selfdrain.Engine
 	slots  SlotSource
 	// rebootSlot follows the slot the reboot coordinator holds for its
 	// drain.
@@ -36,7 +37,7 @@ type Controller struct {
 	nodeMaintenance *NodeMaintenanceSource
 	// rebootDrain, when not nil, reads the reboot coordinator's request.
 	rebootDrain func(*corev1.Node) string
-	metrics     *Metrics
+	metrics     *selfdrain.Metrics
 	node        string
 	log         *slog.Logger
 
@@ -68,14 +69,14 @@ const (
 
 // ControllerOptions configures a Controller. Engine and Slots are required.
 type ControllerOptions struct {
-	Engine *Engine
+	Engine *selfdrain.Engine
 	Slots  SlotSource
 	// NodeMaintenance, when not nil, serves NodeMaintenance objects.
 	NodeMaintenance *NodeMaintenanceSource
 	// RebootDrain, when not nil, says whether the reboot coordinator asks
 	// for a drain of node, with the reason ("" when it does not). The
 	// coordinator keeps that request on the Node, so it survives the
-	// reboot; handshake.DrainRequest reads it there, so that neither
+	// reboot; maintenance.DrainRequest reads it there, so that neither
 	// package imports the other.
 	RebootDrain func(node *corev1.Node) string
 	// RebootSlot, required with RebootDrain, is the drain slot the reboot
@@ -105,10 +106,10 @@ func (c *Controller) Name() string { return "selfdrain" }
 func (c *Controller) enqueue() { c.queue.Add(c.node) }
 
 // observe takes a copy of the Node the informer delivers: it may show the
-// engine's last write (ownCopy), and asks for a reconcile.
+// engine's last write (OwnCopy), and asks for a reconcile.
 func (c *Controller) observe(obj any) {
 	if node, ok := obj.(*corev1.Node); ok {
-		c.engine.ownCopy(node)
+		c.engine.OwnCopy(node)
 	}
 	c.enqueue()
 }
@@ -157,80 +158,20 @@ func (c *Controller) processNext(ctx context.Context, view agent.NodeView) bool 
 	return true
 }
 
-// request is what asks for maintenance of the node right now.
-type request struct {
-	annotation string           // the annotation's reason, or ""
-	object     *NodeMaintenance // the NodeMaintenance object served, or nil
-	reboot     string           // the reboot coordinator's reason, or ""
-}
-
-func (r request) wanted() bool { return r.annotation != "" || r.object != nil || r.reboot != "" }
-
-// answeredBy reports whether the maintenance recorded in st was started for
-// r: the same trigger and reason. The reboot coordinator's reason is its
-// latest message, which changes while the request stays, so for it the
-// trigger alone counts.
-func (r request) answeredBy(st *Status) bool {
-	trigger, reason := r.trigger()
-	return st.Trigger == trigger && (trigger == TriggerReboot || st.Reason == reason)
-}
-
-// trigger and reason of a drain started for r: the annotation wins, only
-// because it was the agent's first API, then a NodeMaintenance object, then
-// the reboot coordinator's request; either way one drain serves them all.
-func (r request) trigger() (Trigger, string) {
-	switch {
-	case r.annotation != "":
-		return TriggerAnnotation, r.annotation
-	case r.object != nil:
-		return TriggerNodeMaintenance, r.object.requestReason()
-	}
-	return TriggerReboot, r.reboot
-}
-
-// reasonFor is the reason r asks for a drain of trigger t, and whether it
-// asks for one.
-func (r request) reasonFor(t Trigger) (string, bool) {
-	switch t {
-	case TriggerAnnotation:
-		return r.annotation, r.annotation != ""
-	case TriggerNodeMaintenance:
-		if r.object != nil {
-			return r.object.requestReason(), true
-		}
-	case TriggerReboot:
-		return r.reboot, r.reboot != ""
-	}
-	return "", false
-}
-
-// endReason says why a maintenance started by trigger ends.
-func endReason(t Trigger) string {
-	switch t {
-	case TriggerNodeMaintenance:
-		return "NodeMaintenance object deleted"
-	case TriggerShutdown:
-		return "node is back after the shutdown drain"
-	case TriggerReboot:
-		return "the reboot coordinator is done with the node"
-	}
-	return "maintenance annotation removed"
-}
-
 // reconcile starts or ends the drain as the requests ask. It returns an
 // error only when ending or undoing the maintenance failed.
 func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 	// Taken before the read: the copies the handler passes after it may
 	// be newer than the one read (ownwrite.go).
-	mark := c.engine.ownMark()
+	mark := c.engine.OwnMark()
 	node, err := view.Get()
 	if err != nil {
 		return nil // the Node's arrival in the cache adds the key again
 	}
-	annotation, refusal := ParseMaintenanceRequest(node)
-	req := request{annotation: annotation}
+	annotation, refusal := selfdrain.ParseMaintenanceRequest(node)
+	req := Requests{Annotation: annotation}
 	if c.rebootDrain != nil {
-		req.reboot = c.rebootDrain(node)
+		req.Reboot = c.rebootDrain(node)
 	}
 	var objs []*NodeMaintenance
 	if c.nodeMaintenance != nil {
@@ -241,48 +182,45 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 			return nil
 		}
 		objs = c.nodeMaintenance.Objects()
-		req.object = primaryObject(objs)
+		req.Object = primaryObject(objs)
 	}
 	// The record as the engine last wrote it, until the cache shows that
 	// write (ownwrite.go): a drain that just finished is not resumed.
-	st, perr := c.readStatus(c.engine.ownView(node, mark))
+	st, perr := c.readStatus(c.engine.OwnView(node, mark))
 	if refusal != nil {
-		req.annotation = c.refuse(refusal, st, perr)
+		req.Annotation = c.refuse(refusal, st, perr)
 	} else {
 		c.badRequest = ""
 	}
 	if c.nodeMaintenance != nil {
 		// Finalizer first: an object the agent drains for is kept until
 		// the drain is undone.
-		c.nodeMaintenance.apply(ctx, planObjects(objs, st, perr, req.annotation != ""))
+		c.nodeMaintenance.apply(ctx, planObjects(objs, st, perr, req.Annotation != ""))
 	}
-	switch d, run := c.decide(ctx, req, st, perr); d {
-	case startDrain:
+	switch d, run := c.decide(ctx, req, st, perr); d.Action {
+	case StartDrain:
 		go run.run()
-	case stopDrain:
+	case StopDrain, End:
 		run.stop()
-		return c.engine.End(ctx, endReason(run.trigger))
-	case endMaintenance:
-		return c.engine.End(ctx, endReason(st.Trigger))
-	case undoAfterTimeout:
+		return c.engine.End(ctx, endReason(d.Trigger))
+	case UndoAfterTimeout:
 		return c.engine.UndoAfterTimeout(ctx)
-	case handOver:
+	case HandOver:
 		run.stop()
-		trigger, reason := req.trigger()
-		return c.engine.HandOver(ctx, trigger, reason)
+		return c.engine.HandOver(ctx, selfdrain.TriggerReboot, d.Trigger, d.Reason, slotWaitMessage)
 	}
 	return nil
 }
 
 // readStatus reads the maintenance record on node and mirrors it in the
 // metrics. A malformed record is reported once for each value it takes.
-func (c *Controller) readStatus(node *corev1.Node) (*Status, error) {
-	st, perr := ParseStatus(node)
-	c.metrics.observeNode(st, perr)
-	if raw := node.Annotations[StatusAnnotation]; perr != nil && raw != c.badStatus {
+func (c *Controller) readStatus(node *corev1.Node) (*selfdrain.Status, error) {
+	st, perr := selfdrain.ParseStatus(node)
+	c.metrics.ObserveNode(st, perr)
+	if raw := node.Annotations[selfdrain.StatusAnnotation]; perr != nil && raw != c.badStatus {
 		c.badStatus = raw
 		c.log.Error("Malformed maintenance status; not changing the node because of it", "err", perr)
-		c.engine.event(corev1.EventTypeWarning, "MalformedMaintenanceStatus", "%v", perr)
+		c.engine.Event(corev1.EventTypeWarning, "MalformedMaintenanceStatus", "%v", perr)
 	}
 	return st, perr
 }
@@ -295,7 +233,7 @@ func (c *Controller) readStatus(node *corev1.Node) (*Status, error) {
 // accept. None starts. Each refused value is reported once, with a Warning
 // Event on the Node that says what is accepted. It returns the reason the
 // annotation stands for now: the earlier one, or "".
-func (c *Controller) refuse(refusal error, st *Status, perr error) string {
+func (c *Controller) refuse(refusal error, st *selfdrain.Status, perr error) string {
 	held := c.heldAnnotation(st, perr)
 	var re *reasontext.RefusedError
 	if !errors.As(refusal, &re) || re.Value == c.badRequest {
@@ -307,120 +245,51 @@ func (c *Controller) refuse(refusal error, st *Status, perr error) string {
 		then = fmt.Sprintf("the maintenance asked for before (reason %q) goes on", held)
 	}
 	c.log.Warn("Maintenance request refused; nothing on the node changes", "err", refusal, "heldReason", held)
-	c.engine.event(corev1.EventTypeWarning, "MaintenanceRequestRefused", "%v. Nothing on the node changed: %s", refusal, then)
+	c.engine.Event(corev1.EventTypeWarning, "MaintenanceRequestRefused", "%v. Nothing on the node changed: %s", refusal, then)
 	return held
 }
 
 // heldAnnotation is the reason of the maintenance the annotation asked for
 // before it took a refused value: the one recorded in force, or the one a
 // drain waiting for its slot serves; "" when there is none.
-func (c *Controller) heldAnnotation(st *Status, perr error) string {
-	if perr == nil && st.Active() && st.Trigger == TriggerAnnotation {
+func (c *Controller) heldAnnotation(st *selfdrain.Status, perr error) string {
+	if perr == nil && st.Active() && st.Trigger == selfdrain.TriggerAnnotation {
 		return st.Reason
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.active != nil && c.active.trigger == TriggerAnnotation {
+	if c.active != nil && c.active.trigger == selfdrain.TriggerAnnotation {
 		return c.active.reason
 	}
 	return ""
 }
 
-// decision is what reconcile does about the drain.
-type decision int
-
-const (
-	// keep changes nothing.
-	keep decision = iota
-	// startDrain: decide made a new run the active one; reconcile starts
-	// it.
-	startDrain
-	// stopDrain: decide took the running drain from its place; reconcile
-	// stops it, then ends the maintenance.
-	stopDrain
-	// endMaintenance ends a maintenance that no drain serves.
-	endMaintenance
-	// undoAfterTimeout undoes what the agent did after a drain that timed
-	// out (drain.onTimeout uncordon); the maintenance stays requested.
-	undoAfterTimeout
-	// handOver gives the maintenance of the reboot coordinator, which no
-	// longer asks for it, to the request that keeps the node in
-	// maintenance (Engine.HandOver); the reboot's run, if one runs, is
-	// stopped first.
-	handOver
-)
-
-// decide compares what is requested (req) with the record on the Node (st,
-// or perr when it cannot be read) and the drain running now. It makes the
-// change of the active drain that goes with its decision under c.mu, so a
-// shutdown drain that takes the engine at the same moment sees one state or
-// the other; the run it returns is the one to start or to stop.
-func (c *Controller) decide(ctx context.Context, req request, st *Status, perr error) (decision, *maintenanceRun) {
+// decide runs Decide on what is requested (req), the record on the Node
+// (st, or perr when it cannot be read) and the drain running now, and makes
+// the change of the active drain that goes with its decision under c.mu, so
+// a shutdown drain that takes the engine at the same moment sees one state
+// or the other. The run it returns is the one to start or to stop.
+func (c *Controller) decide(ctx context.Context, req Requests, st *selfdrain.Status, perr error) (Decision, *maintenanceRun) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case c.shutdown:
-		// The shutdown guard owns the engine until the host goes down or
-		// the shutdown is cancelled.
-	case req.wanted() && req.reboot == "" && perr == nil && st.Active() && st.Trigger == TriggerReboot:
-		// The reboot coordinator no longer asks for its drain (the host
-		// is back, the reboot was called off or given up), but another
-		// request keeps the node: it takes the reboot's maintenance over,
-		// whatever its phase. Left to the reboot, the record keeps the
-		// coordinator waiting for its own maintenance to end with its
-		// drain slot held, for as long as the other request stays
-		// (test/property, P8), and that request's drain, which needs a
-		// slot of its own, waits behind the reboot's slot for ever. The
-		// reboot's run stops: the drain goes on in the request's own
-		// slot. Another request's run, waiting for its slot, goes on.
-		var run *maintenanceRun
-		if c.active != nil && c.active.trigger == TriggerReboot {
+	in := Input{Requests: req, Record: st, RecordErr: perr, Shutdown: c.shutdown, OnTimeout: c.engine.Config.OnTimeout}
+	if c.active != nil {
+		in.Running = &Running{Trigger: c.active.trigger, Reason: c.active.reason}
+	}
+	d := Decide(in)
+	var run *maintenanceRun
+	switch d.Action {
+	case StartDrain:
+		c.active = c.newRun(ctx, d.Trigger, d.Reason)
+		run = c.active
+	case StopDrain:
+		run, c.active = c.active, nil
+	case HandOver:
+		if d.StopRunning {
 			run, c.active = c.active, nil
 		}
-		return handOver, run
-	case req.wanted() && c.active == nil:
-		if perr != nil {
-			// Starting would overwrite a record we cannot read; the
-			// admin must fix or delete it first.
-			break
-		}
-		if st.Active() && st.Trigger != TriggerShutdown && st.Phase == PhaseSucceeded {
-			break // drained; maintenance goes on while it is requested
-		}
-		if st.TimedOut() && req.answeredBy(st) {
-			// Its drain passed drain.timeout. Starting it again would
-			// take a slot for another drain.timeout, and again after
-			// that: the request is answered, Failed, until it is ended
-			// or made anew (another reason, or ended and made again).
-			if st.UndoneAt == nil && c.engine.undoesOnTimeout(st.Trigger) {
-				return undoAfterTimeout, nil
-			}
-			break
-		}
-		trigger, reason := req.trigger()
-		if st.Active() && st.Phase == PhaseRunning {
-			// A drain the record shows under way resumes as what it was
-			// while that still asks: a reboot's drain resumed as the
-			// annotation's would wait for a maintenance slot behind the
-			// reboot's own, while the reboot coordinator waits for its
-			// drain (test/property, P8).
-			if asked, ok := req.reasonFor(st.Trigger); ok {
-				trigger, reason = st.Trigger, asked
-			}
-		}
-		c.active = c.newRun(ctx, trigger, reason)
-		return startDrain, c.active
-	case !req.wanted() && c.active != nil:
-		run := c.active
-		c.active = nil
-		return stopDrain, run
-	case !req.wanted() && perr == nil && st.Active():
-		// Maintenance ended while no drain ran: the request went away
-		// while the agent was down, or the host came back from a shutdown
-		// drain. Undo what the agent did.
-		return endMaintenance, nil
 	}
-	return keep, nil
+	return d, run
 }
 
 // takeActive removes the running drain, if any, from its place and returns
@@ -440,7 +309,7 @@ func (c *Controller) takeActive() *maintenanceRun {
 // record), drain, and finish (give up its place, retry a failure).
 type maintenanceRun struct {
 	c       *Controller
-	trigger Trigger
+	trigger selfdrain.Trigger
 	reason  string
 	// ctx ends when the run is stopped.
 	ctx    context.Context
@@ -448,7 +317,7 @@ type maintenanceRun struct {
 	done   chan struct{}
 }
 
-func (c *Controller) newRun(parent context.Context, trigger Trigger, reason string) *maintenanceRun {
+func (c *Controller) newRun(parent context.Context, trigger selfdrain.Trigger, reason string) *maintenanceRun {
 	ctx, cancel := context.WithCancel(parent)
 	return &maintenanceRun{c: c, trigger: trigger, reason: reason, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
@@ -489,7 +358,7 @@ func (r *maintenanceRun) drainInSlot() error {
 		select {
 		case <-slot.Lost():
 			r.c.log.Warn("Drain stopped: the drain slot was taken back", "reason", slot.LostReason())
-			r.c.engine.event(corev1.EventTypeWarning, "DrainSlotLost", "Drain stopped: %s; the drain asks for a slot again", slot.LostReason())
+			r.c.engine.Event(corev1.EventTypeWarning, "DrainSlotLost", "Drain stopped: %s; the drain asks for a slot again", slot.LostReason())
 			cancel()
 		case <-ctx.Done():
 		}
@@ -518,7 +387,7 @@ func (r *maintenanceRun) drainInSlot() error {
 // resumed the drain and evicted before the reboot coordinator had its slot
 // again.
 func (r *maintenanceRun) takeSlot() (Slot, error) {
-	if r.trigger == TriggerReboot {
+	if r.trigger == selfdrain.TriggerReboot {
 		if r.c.rebootSlot == nil {
 			err := errors.New("no drain slot source for the reboot's drain is wired (ControllerOptions.RebootSlot); the drain does not start without its slot")
 			r.c.log.Error("Cannot drain for the reboot", "err", err)
@@ -531,12 +400,12 @@ func (r *maintenanceRun) takeSlot() (Slot, error) {
 
 // begin cordons and taints the node and records the start, or resumes the
 // record a previous agent left.
-func (r *maintenanceRun) begin(ctx context.Context) (*Status, error) {
+func (r *maintenanceRun) begin(ctx context.Context) (*selfdrain.Status, error) {
 	e := r.c.engine
-	st, err := e.Begin(ctx, Request{Trigger: r.trigger, Reason: r.reason})
+	st, err := e.Begin(ctx, selfdrain.Request{Trigger: r.trigger, Reason: r.reason})
 	if err != nil && ctx.Err() == nil {
 		r.c.log.Error("Could not start maintenance", "err", err)
-		e.event(corev1.EventTypeWarning, "MaintenanceStartFailed", "Could not cordon and taint the node: %v", err)
+		e.Event(corev1.EventTypeWarning, "MaintenanceStartFailed", "Could not cordon and taint the node: %v", err)
 	}
 	return st, err
 }
@@ -544,9 +413,10 @@ func (r *maintenanceRun) begin(ctx context.Context) (*Status, error) {
 // drain evicts the pods until none is left, the run is stopped, or
 // drain.timeout passes: then it asks for no more evictions, the status turns
 // Failed (timeout.go), and it returns.
-func (r *maintenanceRun) drain(ctx context.Context, st *Status) error {
+func (r *maintenanceRun) drain(ctx context.Context, st *selfdrain.Status) error {
 	e := r.c.engine
-	_, err := e.Drain(ctx, st, Request{Trigger: r.trigger, Reason: r.reason, Deadline: e.maintenanceDeadline(st)})
+	_, err := e.Drain(ctx, st, selfdrain.Request{Trigger: r.trigger, Reason: r.reason, Deadline: e.MaintenanceDeadline(st),
+		AfterTimeout: afterTimeout(e.Config.OnTimeout, r.trigger)})
 	if err != nil && ctx.Err() == nil {
 		r.c.log.Error("Drain stopped", "err", err)
 	}

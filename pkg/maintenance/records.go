@@ -1,4 +1,4 @@
-package handshake
+package maintenance
 
 import (
 	corev1 "k8s.io/api/core/v1"

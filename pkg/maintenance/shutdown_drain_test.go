@@ -1,7 +1,8 @@
-package selfdrain
+package maintenance
 
 import (
 	"context"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +13,7 @@ func TestDrainForShutdown(t *testing.T) {
 	h := newHarness(t, testPod("a"), testPod("b"))
 	h.onEvict(func(eviction) error { return nil })
 	c, _ := h.controller()
-	var res ShutdownResult
+	var res selfdrain.ShutdownResult
 	var err error
 	h.run(func() { res, err = c.DrainForShutdown(context.Background(), h.clock.Now().Add(time.Minute)) }, nil)
 	if err != nil {
@@ -22,11 +23,11 @@ func TestDrainForShutdown(t *testing.T) {
 		t.Errorf("result = %+v, want complete with 2 pods", res)
 	}
 	st := h.status()
-	if st.Trigger != TriggerShutdown || st.Phase != PhaseSucceeded || st.DrainedInTime == nil || !*st.DrainedInTime || !st.SkippedConcurrencyWait {
+	if st.Trigger != selfdrain.TriggerShutdown || st.Phase != selfdrain.PhaseSucceeded || st.DrainedInTime == nil || !*st.DrainedInTime || !st.SkippedConcurrencyWait {
 		t.Errorf("status = %+v, want a shutdown drain, succeeded in time, slot not awaited", st)
 	}
-	if cond := h.condition(ShuttingDownCondition); cond == nil || !strings.Contains(cond.Message, "drained 2 pods in time") {
-		t.Errorf("%s = %+v, want the result in its message", ShuttingDownCondition, cond)
+	if cond := h.condition(selfdrain.ShuttingDownCondition); cond == nil || !strings.Contains(cond.Message, "drained 2 pods in time") {
+		t.Errorf("%s = %+v, want the result in its message", selfdrain.ShuttingDownCondition, cond)
 	}
 
 	// logind cancelled the shutdown: the node is given back.
@@ -34,7 +35,7 @@ func TestDrainForShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := h.node()
-	if n.Spec.Unschedulable || h.condition(ShuttingDownCondition) != nil || h.condition(ConditionType) != nil {
+	if n.Spec.Unschedulable || h.condition(selfdrain.ShuttingDownCondition) != nil || h.condition(selfdrain.ConditionType) != nil {
 		t.Errorf("after the cancelled shutdown: unschedulable %t, conditions %+v", n.Spec.Unschedulable, n.Status.Conditions)
 	}
 	if h.status().Active() {
@@ -54,7 +55,7 @@ func TestDrainForShutdownIncomplete(t *testing.T) {
 	})
 	c, _ := h.controller()
 	deadline := h.clock.Now().Add(20 * time.Second)
-	var res ShutdownResult
+	var res selfdrain.ShutdownResult
 	var err error
 	// The clock moves once both pods were asked for.
 	h.run(func() { res, err = c.DrainForShutdown(context.Background(), deadline) }, func() bool { return len(h.evicted()) >= 2 })
@@ -65,7 +66,7 @@ func TestDrainForShutdownIncomplete(t *testing.T) {
 		t.Errorf("result = %+v, want incomplete", res)
 	}
 	st := h.status()
-	if st.Phase != PhaseFailed || st.DrainedInTime == nil || *st.DrainedInTime || !slices.Contains(st.PendingPods, "ns/b") {
+	if st.Phase != selfdrain.PhaseFailed || st.DrainedInTime == nil || *st.DrainedInTime || !slices.Contains(st.PendingPods, "ns/b") {
 		t.Errorf("status = %+v, want Failed with ns/b pending, not drained in time", st)
 	}
 	if st.EndTime != nil {
@@ -87,10 +88,10 @@ func TestDrainForShutdownTakesTheEngine(t *testing.T) {
 	v.touch()
 	h.waitFor("the maintenance drain to run", func() bool {
 		st := h.status()
-		return st != nil && st.Phase == PhaseRunning && st.Trigger == TriggerAnnotation
+		return st != nil && st.Phase == selfdrain.PhaseRunning && st.Trigger == selfdrain.TriggerAnnotation
 	})
 
-	var res ShutdownResult
+	var res selfdrain.ShutdownResult
 	var err error
 	h.run(func() { res, err = c.DrainForShutdown(context.Background(), h.clock.Now().Add(20*time.Second)) }, nil)
 	if err != nil {
@@ -99,7 +100,7 @@ func TestDrainForShutdownTakesTheEngine(t *testing.T) {
 	if res.Complete {
 		t.Errorf("result = %+v, want incomplete: the budget refuses", res)
 	}
-	if st := h.status(); st.Trigger != TriggerShutdown || st.Phase != PhaseFailed {
+	if st := h.status(); st.Trigger != selfdrain.TriggerShutdown || st.Phase != selfdrain.PhaseFailed {
 		t.Errorf("status = %s, want the shutdown drain's, Failed", st.Encode())
 	}
 	c.mu.Lock()
@@ -108,9 +109,9 @@ func TestDrainForShutdownTakesTheEngine(t *testing.T) {
 	if active != nil {
 		t.Error("the maintenance drain still holds its place after the shutdown drain")
 	}
-	if d, run := c.decide(context.Background(), request{annotation: "kernel update"}, h.status(), nil); d != keep {
-		t.Errorf("decide = %d while the shutdown owns the engine, want keep", d)
-		if d == startDrain {
+	if d, run := c.decide(context.Background(), Requests{Annotation: "kernel update"}, h.status(), nil); d.Action != Keep {
+		t.Errorf("decide = %v while the shutdown owns the engine, want Keep", d.Action)
+		if d.Action == StartDrain {
 			go run.run() // so that the controller can stop it at the end
 		}
 	}
@@ -120,6 +121,6 @@ func TestDrainForShutdownTakesTheEngine(t *testing.T) {
 	}
 	h.waitFor("the maintenance drain to start again", func() bool {
 		st := h.status()
-		return st != nil && st.Trigger == TriggerAnnotation && st.Phase == PhaseRunning
+		return st != nil && st.Trigger == selfdrain.TriggerAnnotation && st.Phase == selfdrain.PhaseRunning
 	})
 }

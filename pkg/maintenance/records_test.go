@@ -1,4 +1,4 @@
-package handshake
+package maintenance
 
 import (
 	"testing"
@@ -14,7 +14,7 @@ func node(annotations map[string]string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: annotations}}
 }
 
-func record(r reboot.Record) string { return r.Encode() }
+func rebootRecord(r reboot.Record) string { return r.Encode() }
 
 func status(s selfdrain.Status) string { return s.Encode() }
 
@@ -26,15 +26,15 @@ func TestDrainRequest(t *testing.T) {
 		want        string
 	}{
 		{name: "no record", want: ""},
-		{name: "idle", annotations: map[string]string{reboot.RecordAnnotation: record(reboot.Record{State: reboot.NotNeeded, Reason: "NotNeeded"})}, want: ""},
-		{name: "waiting for a slot asks for nothing", annotations: map[string]string{reboot.RecordAnnotation: record(reboot.Record{State: reboot.Pending, Reason: "WaitingForSlot", Phase: reboot.PhaseWaitingForSlot})}, want: ""},
-		{name: "draining asks, with the coordinator's message", annotations: map[string]string{reboot.RecordAnnotation: record(reboot.Record{
+		{name: "idle", annotations: map[string]string{reboot.RecordAnnotation: rebootRecord(reboot.Record{State: reboot.NotNeeded, Reason: "NotNeeded"})}, want: ""},
+		{name: "waiting for a slot asks for nothing", annotations: map[string]string{reboot.RecordAnnotation: rebootRecord(reboot.Record{State: reboot.Pending, Reason: "WaitingForSlot", Phase: reboot.PhaseWaitingForSlot})}, want: ""},
+		{name: "draining asks, with the coordinator's message", annotations: map[string]string{reboot.RecordAnnotation: rebootRecord(reboot.Record{
 			State: reboot.Draining, Reason: "Draining", Phase: reboot.PhaseDraining, Drain: true, Message: "sentinel file /run/reboot-required exists; draining the node before the reboot"})},
 			want: "reboot coordinator: sentinel file /run/reboot-required exists; draining the node before the reboot"},
-		{name: "rebooting still asks", annotations: map[string]string{reboot.RecordAnnotation: record(reboot.Record{
+		{name: "rebooting still asks", annotations: map[string]string{reboot.RecordAnnotation: rebootRecord(reboot.Record{
 			State: reboot.Rebooting, Reason: "Rebooting", Phase: reboot.PhaseRebootRequested, Drain: true, Message: "waiting for the host to reboot"})},
 			want: "reboot coordinator: waiting for the host to reboot"},
-		{name: "back and undone asks no longer", annotations: map[string]string{reboot.RecordAnnotation: record(reboot.Record{State: reboot.Rebooting, Reason: "Rebooting", Phase: reboot.PhaseBack})}, want: ""},
+		{name: "back and undone asks no longer", annotations: map[string]string{reboot.RecordAnnotation: rebootRecord(reboot.Record{State: reboot.Rebooting, Reason: "Rebooting", Phase: reboot.PhaseBack})}, want: ""},
 		{name: "a malformed record asks for nothing", annotations: map[string]string{reboot.RecordAnnotation: `{"state":"Draining","drain":true,"phase":"Sideways"}`}, want: ""},
 		{name: "the maintenance annotation is not the coordinator's", annotations: map[string]string{selfdrain.MaintenanceAnnotation: "kernel"}, want: ""},
 	}

@@ -1,9 +1,10 @@
-package selfdrain
+package maintenance
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"strings"
 	"sync"
 	"testing"
@@ -43,9 +44,9 @@ func TestControllerAnnotationLifecycle(t *testing.T) {
 	v.touch()
 	h.waitFor("the drain to succeed", func() bool {
 		st := h.status()
-		return st != nil && st.Phase == PhaseSucceeded
+		return st != nil && st.Phase == selfdrain.PhaseSucceeded
 	})
-	if st := h.status(); st.Trigger != TriggerAnnotation || st.Reason != "kernel update" || st.EvictionPods != 1 {
+	if st := h.status(); st.Trigger != selfdrain.TriggerAnnotation || st.Reason != "kernel update" || st.EvictionPods != 1 {
 		t.Errorf("status = %+v, want the annotation's drain of one pod", st)
 	}
 	if n := h.node(); !n.Spec.Unschedulable || !hasTaint(n, h.engine.Config.TaintKey) {
@@ -64,7 +65,7 @@ func TestControllerAnnotationLifecycle(t *testing.T) {
 // the first reconcile.
 func TestControllerEndsAnOrphanedMaintenance(t *testing.T) {
 	h := newHarness(t)
-	if _, err := h.engine.Begin(context.Background(), Request{Trigger: TriggerAnnotation, Reason: "old"}); err != nil {
+	if _, err := h.engine.Begin(context.Background(), selfdrain.Request{Trigger: selfdrain.TriggerAnnotation, Reason: "old"}); err != nil {
 		t.Fatal(err)
 	}
 	c, v := h.controller()
@@ -83,12 +84,12 @@ func TestControllerEndsAnOrphanedMaintenance(t *testing.T) {
 // the node stays cordoned until the annotation goes.
 func TestControllerHandsARebootsDrainOver(t *testing.T) {
 	h := newHarness(t)
-	st, err := h.engine.Begin(context.Background(), Request{Trigger: TriggerReboot, Reason: "reboot coordinator: kernel"})
+	st, err := h.engine.Begin(context.Background(), selfdrain.Request{Trigger: selfdrain.TriggerReboot, Reason: "reboot coordinator: kernel"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Phase = PhaseSucceeded
-	h.patchNode(fmt.Sprintf(`{"metadata":{"annotations":{"node-agent.io/maintenance":"NIC",%q:%q}}}`, StatusAnnotation, st.Encode()))
+	st.Phase = selfdrain.PhaseSucceeded
+	h.patchNode(fmt.Sprintf(`{"metadata":{"annotations":{"node-agent.io/maintenance":"NIC",%q:%q}}}`, selfdrain.StatusAnnotation, st.Encode()))
 	rebootAsks := "reboot coordinator: rebooting"
 	c := NewController(ControllerOptions{Engine: h.engine, Slots: h.slots, RebootSlot: h.rebootSlot, RebootDrain: func(*corev1.Node) string { return rebootAsks }})
 	_, v := h.controller()
@@ -99,14 +100,14 @@ func TestControllerHandsARebootsDrainOver(t *testing.T) {
 		}
 	}
 	reconcile()
-	if got := h.status(); got.Trigger != TriggerReboot {
+	if got := h.status(); got.Trigger != selfdrain.TriggerReboot {
 		t.Fatalf("handed over while the reboot still asks: %s", got.Encode())
 	}
 
 	rebootAsks = ""
 	reconcile()
 	got := h.status()
-	if got.Trigger != TriggerAnnotation || got.Reason != "NIC" || got.Phase != PhaseSucceeded || !got.Active() || !got.CordonedByAgent {
+	if got.Trigger != selfdrain.TriggerAnnotation || got.Reason != "NIC" || got.Phase != selfdrain.PhaseSucceeded || !got.Active() || !got.CordonedByAgent {
 		t.Fatalf("after the reboot: %s; want the drained record, in force, for the annotation", got.Encode())
 	}
 	if !h.node().Spec.Unschedulable || c.active != nil {
@@ -156,13 +157,13 @@ func TestControllerHandsARunningRebootDrainOver(t *testing.T) {
 		}
 	}
 	// The reboot's drain began before the annotation came.
-	if _, err := h.engine.Begin(ctx, Request{Trigger: TriggerReboot, Reason: rebootAsks}); err != nil {
+	if _, err := h.engine.Begin(ctx, selfdrain.Request{Trigger: selfdrain.TriggerReboot, Reason: rebootAsks}); err != nil {
 		t.Fatal(err)
 	}
 	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"NIC"}}}`)
 	reconcile()
 	reboot := c.active
-	if reboot == nil || reboot.trigger != TriggerReboot {
+	if reboot == nil || reboot.trigger != selfdrain.TriggerReboot {
 		t.Fatalf("active run %+v, want the reboot's", reboot)
 	}
 	h.waitFor("the reboot's drain to evict", func() bool { return len(h.evicted()) > 0 })
@@ -176,15 +177,15 @@ func TestControllerHandsARunningRebootDrainOver(t *testing.T) {
 		t.Fatal("the reboot's run still runs after the hand-over")
 	}
 	st := h.status()
-	if st.Trigger != TriggerAnnotation || st.Reason != "NIC" || st.Phase != PhaseRunning || st.LastError != slotWaitMessage ||
+	if st.Trigger != selfdrain.TriggerAnnotation || st.Reason != "NIC" || st.Phase != selfdrain.PhaseRunning || st.LastError != slotWaitMessage ||
 		!st.CordonedByAgent || !st.TaintedByAgent || st.DrainStartTime != nil {
 		t.Fatalf("after the hand-over: %s; want the annotation's drain, Running and waiting for its slot, with the agent's cordon and taint", st.Encode())
 	}
 	if !h.node().Spec.Unschedulable {
 		t.Fatal("the handed-over node was uncordoned")
 	}
-	if cond := h.condition(ConditionType); cond == nil || cond.Reason != ReasonWaiting {
-		t.Errorf("condition %+v, want %s", cond, ReasonWaiting)
+	if cond := h.condition(selfdrain.ConditionType); cond == nil || cond.Reason != selfdrain.ReasonWaiting {
+		t.Errorf("condition %+v, want %s", cond, selfdrain.ReasonWaiting)
 	}
 	if !hasEvent(h.events(), "Normal MaintenanceHandedOver") {
 		t.Error("no MaintenanceHandedOver Event")
@@ -193,7 +194,7 @@ func TestControllerHandsARunningRebootDrainOver(t *testing.T) {
 	// The annotation's drain waits for its own slot, then resumes.
 	reconcile()
 	run := c.active
-	if run == nil || run.trigger != TriggerAnnotation {
+	if run == nil || run.trigger != selfdrain.TriggerAnnotation {
 		t.Fatalf("active run %+v, want the annotation's", run)
 	}
 	mu.Lock()
@@ -202,7 +203,7 @@ func TestControllerHandsARunningRebootDrainOver(t *testing.T) {
 	h.slots.hold("")
 	h.run(func() { <-run.done }, nil)
 	st = h.status()
-	if st.Trigger != TriggerAnnotation || st.Phase != PhaseSucceeded || !st.CordonedByAgent || st.DrainStartTime == nil {
+	if st.Trigger != selfdrain.TriggerAnnotation || st.Phase != selfdrain.PhaseSucceeded || !st.CordonedByAgent || st.DrainStartTime == nil {
 		t.Fatalf("after the annotation's drain: %s; want it Succeeded, with the agent's cordon on record", st.Encode())
 	}
 
@@ -247,7 +248,7 @@ func TestControllerRetriesAFailedStart(t *testing.T) {
 	runController(t, c, v)
 	h.waitFor("the drain to succeed", func() bool {
 		st := h.status()
-		return st != nil && st.Phase == PhaseSucceeded
+		return st != nil && st.Phase == selfdrain.PhaseSucceeded
 	})
 	got := tries()
 	if len(got) < 2 {
@@ -261,7 +262,7 @@ func TestControllerRetriesAFailedStart(t *testing.T) {
 // A failure to end the maintenance is retried until it succeeds.
 func TestControllerRetriesAFailedEnd(t *testing.T) {
 	h := newHarness(t)
-	if _, err := h.engine.Begin(context.Background(), Request{Trigger: TriggerAnnotation, Reason: "old"}); err != nil {
+	if _, err := h.engine.Begin(context.Background(), selfdrain.Request{Trigger: selfdrain.TriggerAnnotation, Reason: "old"}); err != nil {
 		t.Fatal(err)
 	}
 	tries := failNodePatches(h, 3)
@@ -299,7 +300,7 @@ func TestControllerTimedOutDrainIsNotStartedAgain(t *testing.T) {
 		}
 	}
 	// timeOut runs the drain reconcile started until it returns.
-	timeOut := func(what string) *Status {
+	timeOut := func(what string) *selfdrain.Status {
 		t.Helper()
 		run := c.active
 		if run == nil {
@@ -307,7 +308,7 @@ func TestControllerTimedOutDrainIsNotStartedAgain(t *testing.T) {
 		}
 		h.run(func() { <-run.done }, nil)
 		st := h.status()
-		if st.Phase != PhaseFailed {
+		if st.Phase != selfdrain.PhaseFailed {
 			t.Fatalf("%s: status %s, want Failed", what, st.Encode())
 		}
 		if got := h.slotHolder(); got != "" {
@@ -331,7 +332,7 @@ func TestControllerTimedOutDrainIsNotStartedAgain(t *testing.T) {
 	if got := len(h.evicted()); got != tries {
 		t.Errorf("%d evictions after the timeout while the request stayed, want none", got-tries)
 	}
-	if st := h.status(); st.Phase != PhaseFailed || !st.StartTime.Equal(first.StartTime) {
+	if st := h.status(); st.Phase != selfdrain.PhaseFailed || !st.StartTime.Equal(first.StartTime) {
 		t.Errorf("status %s, want the Failed record kept", st.Encode())
 	}
 
@@ -376,7 +377,7 @@ func TestControllerOnTimeout(t *testing.T) {
 			h := newHarness(t, testPod("a"))
 			h.engine.Config.Timeout = metav1.Duration{Duration: 30 * time.Second}
 			h.engine.Config.OnTimeout = tt.onTimeout
-			h.engine.Metrics = NewMetrics(nil)
+			h.engine.Metrics = selfdrain.NewMetrics(nil)
 			h.onEvict(func(eviction) error {
 				return refusal("The disruption budget web-pdb needs 1 healthy pods and has 1 currently")
 			})
@@ -404,10 +405,10 @@ func TestControllerOnTimeout(t *testing.T) {
 			if n.Spec.Unschedulable != tt.cordoned || hasTaint(n, h.engine.Config.TaintKey) != tt.cordoned {
 				t.Errorf("unschedulable %t, tainted %t; want both %t", n.Spec.Unschedulable, hasTaint(n, h.engine.Config.TaintKey), tt.cordoned)
 			}
-			if st.Phase != PhaseFailed || !st.Active() || (st.UndoneAt == nil) != tt.cordoned || !st.CordonedByAgent {
+			if st.Phase != selfdrain.PhaseFailed || !st.Active() || (st.UndoneAt == nil) != tt.cordoned || !st.CordonedByAgent {
 				t.Errorf("status %s: want Failed and in force, undone %t, with the agent's cordon on record", st.Encode(), !tt.cordoned)
 			}
-			if cond := h.condition(ConditionType); cond == nil || cond.Reason != ReasonDrainFailed || !strings.Contains(cond.Message, "drain.onTimeout "+tt.onTimeout) {
+			if cond := h.condition(selfdrain.ConditionType); cond == nil || cond.Reason != selfdrain.ReasonDrainFailed || !strings.Contains(cond.Message, "drain.onTimeout "+tt.onTimeout) {
 				t.Errorf("condition %+v, want DrainFailed naming drain.onTimeout %s", cond, tt.onTimeout)
 			}
 			var undone int
@@ -444,12 +445,12 @@ func TestControllerOnTimeout(t *testing.T) {
 func TestControllerRetriesAFailedUndo(t *testing.T) {
 	h := newHarness(t)
 	h.engine.Config.OnTimeout = config.OnTimeoutUncordon
-	if _, err := h.engine.Begin(context.Background(), Request{Trigger: TriggerAnnotation, Reason: "kernel"}); err != nil {
+	if _, err := h.engine.Begin(context.Background(), selfdrain.Request{Trigger: selfdrain.TriggerAnnotation, Reason: "kernel"}); err != nil {
 		t.Fatal(err)
 	}
 	st := h.status()
-	st.Phase = PhaseFailed
-	h.patchNode(fmt.Sprintf(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel",%q:%q}}}`, StatusAnnotation, st.Encode()))
+	st.Phase = selfdrain.PhaseFailed
+	h.patchNode(fmt.Sprintf(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel",%q:%q}}}`, selfdrain.StatusAnnotation, st.Encode()))
 	failNodePatches(h, 1)
 	c, v := h.controller()
 	if err := c.reconcile(context.Background(), v); err == nil {
@@ -461,7 +462,72 @@ func TestControllerRetriesAFailedUndo(t *testing.T) {
 	if err := c.reconcile(context.Background(), v); err != nil {
 		t.Fatal(err)
 	}
-	if n, st := h.node(), h.status(); n.Spec.Unschedulable || st.UndoneAt == nil || st.Phase != PhaseFailed {
+	if n, st := h.node(), h.status(); n.Spec.Unschedulable || st.UndoneAt == nil || st.Phase != selfdrain.PhaseFailed {
 		t.Errorf("after the retry: unschedulable %t, status %s; want uncordoned, undone, still Failed", n.Spec.Unschedulable, st.Encode())
+	}
+}
+
+// A drain that succeeded is not started again by the reconcile its run asks
+// for, while the cache still shows it Running: it would take another slot
+// and write Running over Succeeded (the flake of pkg/maintenance's
+// TestHandshakeRebootThroughDrainAndShutdown, where the reboot coordinator
+// already rebooted the drained node). Two interleavings:
+//   - "cache behind": the cache stops at the Node as it was when the
+//     eviction was asked for (Running), until the test lets it catch up;
+//   - "handler saw it first": the informer takes the Succeeded copy just
+//     after reconcile read the Running one, and hands it to the controller's
+//     handler before reconcile decides; the handler's copy shows the write,
+//     reconcile's is older (about 1 run in 150).
+func TestControllerDoesNotResumeADrainThatSucceeded(t *testing.T) {
+	for _, handlerFirst := range []bool{false, true} {
+		name := "cache behind"
+		if handlerFirst {
+			name = "handler saw it first"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, testPod("a"))
+			c, v := h.controller()
+			// The cache stops at the Node as it was when the eviction was
+			// asked for: the drain recorded Running.
+			h.onEvict(func(eviction) error {
+				v.hold(h.trackedNode())
+				return nil
+			})
+			h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel"}}}`)
+			ctx := context.Background()
+			if err := c.reconcile(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+			run := c.active
+			h.run(func() { <-run.done }, nil)
+			if st := h.status(); st.Phase != selfdrain.PhaseSucceeded {
+				t.Fatalf("status %s, want Succeeded", st.Encode())
+			}
+			if handlerFirst {
+				v.afterNextGet(func() {
+					v.hold(nil)
+					c.observe(h.node())
+				})
+			} else if held, _ := v.Get(); held.Annotations[selfdrain.StatusAnnotation] == h.node().Annotations[selfdrain.StatusAnnotation] {
+				t.Fatal("the view is not behind")
+			}
+
+			if err := c.reconcile(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+			if c.active != nil {
+				c.takeActive().stop()
+				t.Fatal("the drain that succeeded was started again from a Running copy")
+			}
+			if !handlerFirst {
+				v.hold(nil)
+				if err := c.reconcile(ctx, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if st := h.status(); c.active != nil || st.Phase != selfdrain.PhaseSucceeded || h.slotHolder() != "" {
+				t.Errorf("once the cache caught up: active %p, status %s, slot held by %q; want nothing started", c.active, st.Encode(), h.slotHolder())
+			}
+		})
 	}
 }

@@ -1,8 +1,9 @@
-package selfdrain
+package maintenance
 
 import (
 	"encoding/json"
 	"errors"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"strings"
 	"testing"
 	"time"
@@ -66,22 +67,22 @@ func TestPlanObjects(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const g = "nodemaintenance.medik8s.io"
 	upd := metav1.NewTime(t0.Add(time.Minute))
-	running := &Status{Phase: PhaseRunning, Trigger: TriggerNodeMaintenance, TotalPods: 10, EvictionPods: 8,
+	running := &selfdrain.Status{Phase: selfdrain.PhaseRunning, Trigger: selfdrain.TriggerNodeMaintenance, TotalPods: 10, EvictionPods: 8,
 		PendingPods: []string{"work/a"}, DrainProgress: 87, LastError: "evicting work/a: PDB", LastUpdate: &upd, StartTime: &upd}
-	waiting := &Status{Phase: PhaseWaiting, Trigger: TriggerNodeMaintenance, LastError: "cannot take a drain slot", ErrorOnLeaseCount: 3, LastUpdate: &upd}
-	ended := &Status{Phase: PhaseSucceeded, Trigger: TriggerNodeMaintenance, EndTime: &upd}
+	waiting := &selfdrain.Status{Phase: selfdrain.PhaseWaiting, Trigger: selfdrain.TriggerNodeMaintenance, LastError: "cannot take a drain slot", ErrorOnLeaseCount: 3, LastUpdate: &upd}
+	ended := &selfdrain.Status{Phase: selfdrain.PhaseSucceeded, Trigger: selfdrain.TriggerNodeMaintenance, EndTime: &upd}
 
 	type want struct {
 		id           string
 		add, remove  bool
-		phase        Phase
+		phase        selfdrain.Phase
 		status       bool
 		errSubstring string
 	}
 	tests := []struct {
 		name       string
 		objs       []*NodeMaintenance
-		st         *Status
+		st         *selfdrain.Status
 		perr       error
 		annotation bool
 		want       []want
@@ -91,13 +92,13 @@ func TestPlanObjects(t *testing.T) {
 			[]want{{id: "a", add: true}}},
 		{"primary mirrors the record",
 			[]*NodeMaintenance{nmObject(g, "a", t0, withFinalizer)}, running, nil, false,
-			[]want{{id: "a", status: true, phase: PhaseRunning, errSubstring: "PDB"}}},
+			[]want{{id: "a", status: true, phase: selfdrain.PhaseRunning, errSubstring: "PDB"}}},
 		{"waiting shows as Running with the cause",
 			[]*NodeMaintenance{nmObject(g, "a", t0, withFinalizer)}, waiting, nil, false,
-			[]want{{id: "a", status: true, phase: PhaseRunning, errSubstring: "drain slot"}}},
+			[]want{{id: "a", status: true, phase: selfdrain.PhaseRunning, errSubstring: "drain slot"}}},
 		{"a second object says which one holds the node",
 			[]*NodeMaintenance{nmObject(g, "a", t0, withFinalizer), nmObject(g, "b", t0.Add(time.Second))}, running, nil, false,
-			[]want{{id: "a", status: true, phase: PhaseRunning}, {id: "b", status: true, errSubstring: "nodemaintenances." + g + "/a"}}},
+			[]want{{id: "a", status: true, phase: selfdrain.PhaseRunning}, {id: "b", status: true, errSubstring: "nodemaintenances." + g + "/a"}}},
 		{"deleted: finalizer stays while the node is still in maintenance",
 			[]*NodeMaintenance{nmObject(g, "a", t0, withFinalizer, beingDeleted)}, running, nil, false, nil},
 		{"deleted: finalizer goes once the maintenance is undone",
@@ -108,7 +109,7 @@ func TestPlanObjects(t *testing.T) {
 			[]want{{id: "a", remove: true}}},
 		{"deleted: finalizer goes when another object takes over",
 			[]*NodeMaintenance{nmObject(g, "a", t0, withFinalizer, beingDeleted), nmObject(g, "b", t0.Add(time.Second), withFinalizer)}, running, nil, false,
-			[]want{{id: "a", remove: true}, {id: "b", status: true, phase: PhaseRunning}}},
+			[]want{{id: "a", remove: true}, {id: "b", status: true, phase: selfdrain.PhaseRunning}}},
 		{"unreadable record: finalizer stays, status names the problem",
 			[]*NodeMaintenance{nmObject(g, "a", t0, withFinalizer), nmObject(g, "d", t0, withFinalizer, beingDeleted)}, nil, errors.New("annotation node-agent.io/maintenance-status is not valid"), false,
 			[]want{{id: "a", status: true, errSubstring: "not valid"}}},
@@ -149,7 +150,7 @@ func TestPlanObjects(t *testing.T) {
 // TestStatusPatchKeys checks the JSON keys against the operator's
 // (totalpods is lower case there) and that empty fields are cleared.
 func TestStatusPatchKeys(t *testing.T) {
-	b, err := json.Marshal(statusPatch(NodeMaintenanceStatus{Phase: PhaseSucceeded, DrainProgress: 100, TotalPods: 3}))
+	b, err := json.Marshal(statusPatch(NodeMaintenanceStatus{Phase: selfdrain.PhaseSucceeded, DrainProgress: 100, TotalPods: 3}))
 	if err != nil {
 		t.Fatal(err)
 	}

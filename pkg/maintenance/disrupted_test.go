@@ -1,4 +1,4 @@
-package handshake
+package maintenance
 
 import (
 	"strings"
@@ -17,7 +17,7 @@ func TestDisrupted(t *testing.T) {
 		return map[string]string{selfdrain.StatusAnnotation: status(s)}
 	}
 	rec := func(s reboot.State) map[string]string {
-		return map[string]string{reboot.RecordAnnotation: record(reboot.Record{State: s, Reason: string(s)})}
+		return map[string]string{reboot.RecordAnnotation: rebootRecord(reboot.Record{State: s, Reason: string(s)})}
 	}
 	for _, tt := range []struct {
 		name        string

@@ -1,4 +1,4 @@
-package selfdrain
+package maintenance
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package handshake
+package maintenance
 
 import (
 	"go/parser"
@@ -35,9 +35,9 @@ func TestSidesDoNotImportEachOther(t *testing.T) {
 			}
 			for _, imp := range file.Imports {
 				path, _ := strconv.Unquote(imp.Path.Value)
-				for _, other := range append(sides, "handshake") {
+				for _, other := range append(sides, "maintenance") {
 					if other != side && path == module+other {
-						t.Errorf("%s imports pkg/%s: hand it a function in its options instead, and put the rule in pkg/handshake", f, other)
+						t.Errorf("%s imports pkg/%s: hand it a function in its options instead, and put the rule in pkg/maintenance", f, other)
 					}
 				}
 			}

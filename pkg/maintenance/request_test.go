@@ -1,10 +1,11 @@
-package selfdrain
+package maintenance
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"strings"
 	"testing"
 
@@ -34,9 +35,9 @@ func TestParseMaintenanceRequest(t *testing.T) {
 	} {
 		n := &corev1.Node{}
 		if tt.value != nil {
-			n.Annotations = map[string]string{MaintenanceAnnotation: *tt.value}
+			n.Annotations = map[string]string{selfdrain.MaintenanceAnnotation: *tt.value}
 		}
-		got, err := ParseMaintenanceRequest(n)
+		got, err := selfdrain.ParseMaintenanceRequest(n)
 		var re *reasontext.RefusedError
 		if refused := errors.As(err, &re); refused != tt.refused || got != tt.want || (err != nil && !refused) {
 			t.Errorf("ParseMaintenanceRequest(%v) = %q, %v; want %q, refused %t", tt.value, got, err, tt.want, tt.refused)
@@ -82,7 +83,7 @@ func TestControllerRefusesFalse(t *testing.T) {
 		t.Fatal("a drain started on node-agent.io/maintenance=false")
 	}
 	n := h.node()
-	if n.Spec.Unschedulable || hasTaint(n, h.engine.Config.TaintKey) || n.Annotations[StatusAnnotation] != "" || h.condition(ConditionType) != nil {
+	if n.Spec.Unschedulable || hasTaint(n, h.engine.Config.TaintKey) || n.Annotations[selfdrain.StatusAnnotation] != "" || h.condition(selfdrain.ConditionType) != nil {
 		t.Fatalf("node changed on a refused value: %+v, annotations %v", n.Spec, n.Annotations)
 	}
 	if len(h.evicted()) > 0 {
@@ -114,7 +115,7 @@ func TestControllerRefusesFalse(t *testing.T) {
 		t.Fatalf("active run %+v, want the annotation's", run)
 	}
 	h.run(func() { <-run.done }, nil)
-	if st := h.status(); st.Phase != PhaseSucceeded || !h.node().Spec.Unschedulable {
+	if st := h.status(); st.Phase != selfdrain.PhaseSucceeded || !h.node().Spec.Unschedulable {
 		t.Fatalf("status %s; want the drain done", st.Encode())
 	}
 }
@@ -126,21 +127,21 @@ func TestControllerRefusesFalse(t *testing.T) {
 func TestControllerRefusedValueKeepsTheMaintenance(t *testing.T) {
 	h := newHarness(t)
 	c, reconcile := reconciler(t, h)
-	st, err := h.engine.Begin(context.Background(), Request{Trigger: TriggerAnnotation, Reason: "NIC"})
+	st, err := h.engine.Begin(context.Background(), selfdrain.Request{Trigger: selfdrain.TriggerAnnotation, Reason: "NIC"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Phase = PhaseSucceeded
-	h.patchNode(fmt.Sprintf(`{"metadata":{"annotations":{"node-agent.io/maintenance":"NIC",%q:%q}}}`, StatusAnnotation, st.Encode()))
+	st.Phase = selfdrain.PhaseSucceeded
+	h.patchNode(fmt.Sprintf(`{"metadata":{"annotations":{"node-agent.io/maintenance":"NIC",%q:%q}}}`, selfdrain.StatusAnnotation, st.Encode()))
 	reconcile()
-	before := h.node().Annotations[StatusAnnotation]
+	before := h.node().Annotations[selfdrain.StatusAnnotation]
 
 	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"false"}}}`)
 	reconcile()
 	reconcile()
 	n := h.node()
-	if !n.Spec.Unschedulable || n.Annotations[StatusAnnotation] != before || c.active != nil {
-		t.Fatalf("the maintenance changed on a refused value: unschedulable %t, status %s", n.Spec.Unschedulable, n.Annotations[StatusAnnotation])
+	if !n.Spec.Unschedulable || n.Annotations[selfdrain.StatusAnnotation] != before || c.active != nil {
+		t.Fatalf("the maintenance changed on a refused value: unschedulable %t, status %s", n.Spec.Unschedulable, n.Annotations[selfdrain.StatusAnnotation])
 	}
 	got := refusals(h.events())
 	if len(got) != 1 || !strings.Contains(got[0], `the maintenance asked for before (reason "NIC") goes on`) {
@@ -185,7 +186,7 @@ func TestControllerCutsALongReason(t *testing.T) {
 	h.onEvict(func(eviction) error { return nil })
 	c, reconcile := reconciler(t, h)
 	long := strings.Repeat("x", 200<<10)
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{MaintenanceAnnotation: long}}})
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{selfdrain.MaintenanceAnnotation: long}}})
 	h.patchNode(string(b))
 	reconcile()
 	run := c.active
@@ -194,7 +195,7 @@ func TestControllerCutsALongReason(t *testing.T) {
 	}
 	h.run(func() { <-run.done }, nil)
 	st := h.status()
-	if st.Phase != PhaseSucceeded {
+	if st.Phase != selfdrain.PhaseSucceeded {
 		t.Fatalf("status %s; want Succeeded", st.Encode())
 	}
 	if len(st.Reason) > reasontext.MaxReason || !strings.HasSuffix(st.Reason, reasontext.Marker) {
@@ -203,7 +204,7 @@ func TestControllerCutsALongReason(t *testing.T) {
 	if total := annotationBytes(h.node()); total > 256<<10 {
 		t.Errorf("the Node's annotations hold %d bytes, past the apiserver's 256 KiB", total)
 	}
-	if cond := h.condition(ConditionType); cond == nil || len(cond.Message) > reasontext.MaxMessage {
+	if cond := h.condition(selfdrain.ConditionType); cond == nil || len(cond.Message) > reasontext.MaxMessage {
 		t.Errorf("condition %v: want its message within %d bytes", cond != nil, reasontext.MaxMessage)
 	}
 	for _, ev := range h.events() {
@@ -232,9 +233,9 @@ func annotationBytes(n *corev1.Node) int {
 // The texts of the record are cut, whatever set them.
 func TestStatusEncodeCutsTexts(t *testing.T) {
 	long := strings.Repeat("é", 10000)
-	st := &Status{Phase: PhaseFailed, Trigger: TriggerNodeMaintenance, Reason: long, LastError: long,
-		Blockers: []Blocker{{Pod: "ns/a", Reason: BlockerEvictionFailed, Detail: long}}, StartTime: &metav1.Time{}}
-	got, err := DecodeStatus(st.Encode())
+	st := &selfdrain.Status{Phase: selfdrain.PhaseFailed, Trigger: selfdrain.TriggerNodeMaintenance, Reason: long, LastError: long,
+		Blockers: []selfdrain.Blocker{{Pod: "ns/a", Reason: selfdrain.BlockerEvictionFailed, Detail: long}}, StartTime: &metav1.Time{}}
+	got, err := selfdrain.DecodeStatus(st.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}

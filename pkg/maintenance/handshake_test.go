@@ -1,4 +1,4 @@
-package handshake
+package maintenance
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func TestHandshakeRebootThroughDrainAndShutdown(t *testing.T) {
 			agent.WithComponents(func(d agent.Deps) ([]agent.Component, error) {
 				engine := selfdrain.NewEngine(selfdrain.EngineOptions{Client: d.Client, NodeName: d.NodeName,
 					Config: config.Default().Drain, Logger: log, Clock: d.Clock, Recorder: d.Recorder})
-				ctrl := selfdrain.NewController(selfdrain.ControllerOptions{Engine: engine, RebootDrain: DrainRequest,
+				ctrl := NewController(ControllerOptions{Engine: engine, RebootDrain: DrainRequest,
 					RebootSlot: slot.following(), Slots: noMaintenanceSlots{}})
 				host.setGuard(own.Drainer(ShutdownDrainer(ctrl)))
 				window, err := reboot.ParseWindow(nil, "00:00", "00:00", "UTC")
@@ -199,13 +199,13 @@ func (s *slot) setHolding(h bool) {
 }
 
 // following is the slot as the reboot's drain follows it
-// (selfdrain.ControllerOptions.RebootSlot): Acquire waits until the
+// (ControllerOptions.RebootSlot): Acquire waits until the
 // coordinator holds it, and takes none.
-func (s *slot) following() selfdrain.SlotSource { return following{s} }
+func (s *slot) following() SlotSource { return following{s} }
 
 type following struct{ s *slot }
 
-func (f following) Acquire(ctx context.Context, _ func(error)) (selfdrain.Slot, error) {
+func (f following) Acquire(ctx context.Context, _ func(error)) (Slot, error) {
 	for {
 		f.s.mu.Lock()
 		if f.s.changed == nil {
@@ -306,7 +306,7 @@ func (h *host) guardResult() shutdown.Result {
 // reboot's drain runs in the coordinator's slot).
 type noMaintenanceSlots struct{}
 
-func (noMaintenanceSlots) Acquire(ctx context.Context, _ func(error)) (selfdrain.Slot, error) {
+func (noMaintenanceSlots) Acquire(ctx context.Context, _ func(error)) (Slot, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }

@@ -1,9 +1,10 @@
-package selfdrain
+package maintenance
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,7 +29,7 @@ func RequestMaintenance(ctx context.Context, client kube.Interface, node, reason
 	if strings.TrimSpace(reason) == "" {
 		return nil, fmt.Errorf("maintenance of %s: the reason must not be empty (it is the annotation's value)", node)
 	}
-	if _, err := reasontext.ParseRequest(MaintenanceAnnotation, reason); err != nil {
+	if _, err := reasontext.ParseRequest(selfdrain.MaintenanceAnnotation, reason); err != nil {
 		return nil, fmt.Errorf("maintenance of %s: %w; nothing was changed", node, err)
 	}
 	return patchAnnotation(ctx, client, node, &reason)
@@ -41,7 +42,7 @@ func EndMaintenance(ctx context.Context, client kube.Interface, node string) (*c
 
 func patchAnnotation(ctx context.Context, client kube.Interface, node string, value *string) (*corev1.Node, error) {
 	// A null value in a merge patch removes the key.
-	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]*string{MaintenanceAnnotation: value}}})
+	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]*string{selfdrain.MaintenanceAnnotation: value}}})
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package handshake
+package maintenance
 
 import (
 	"fmt"

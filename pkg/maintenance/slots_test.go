@@ -1,8 +1,9 @@
-package selfdrain
+package maintenance
 
 import (
 	"context"
 	"errors"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"log/slog"
 	"strings"
 	"testing"
@@ -23,16 +24,16 @@ import (
 func TestSlotWaitNamesTheCause(t *testing.T) {
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}})
 	rec := record.NewFakeRecorder(10)
-	e := NewEngine(EngineOptions{Client: kubetest.Wrap(client), NodeName: "node-1", Config: config.Default().Drain, Logger: slog.New(slog.DiscardHandler), Clock: clocktesting.NewFakeClock(time.Now()), Recorder: rec})
-	w := &slotWait{e: e, trigger: TriggerNodeMaintenance, reason: "NIC replacement"}
+	e := selfdrain.NewEngine(selfdrain.EngineOptions{Client: kubetest.Wrap(client), NodeName: "node-1", Config: config.Default().Drain, Logger: slog.New(slog.DiscardHandler), Clock: clocktesting.NewFakeClock(time.Now()), Recorder: rec})
+	w := &slotWait{e: e, trigger: selfdrain.TriggerNodeMaintenance, reason: "NIC replacement"}
 	ctx := context.Background()
 	cause := errors.New(`writing the drain slot request on Node node-1: nodes "node-1" is forbidden`)
-	status := func() *Status {
+	status := func() *selfdrain.Status {
 		n, err := client.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := ParseStatus(n)
+		st, err := selfdrain.ParseStatus(n)
 		if err != nil || st == nil {
 			t.Fatalf("status %v, %v", st, err)
 		}
@@ -42,7 +43,7 @@ func TestSlotWaitNamesTheCause(t *testing.T) {
 	w.report(ctx, cause)
 	w.report(ctx, cause)
 	st := status()
-	if st.Phase != PhaseWaiting || st.Trigger != TriggerNodeMaintenance || st.ErrorOnLeaseCount != 2 ||
+	if st.Phase != selfdrain.PhaseWaiting || st.Trigger != selfdrain.TriggerNodeMaintenance || st.ErrorOnLeaseCount != 2 ||
 		!strings.Contains(st.LastError, `nodes "node-1" is forbidden`) || !strings.Contains(st.LastError, "cannot get a drain slot") {
 		t.Errorf("status after two errors = %s", st.Encode())
 	}
@@ -71,23 +72,23 @@ func TestSlotWaitNamesTheCause(t *testing.T) {
 // what the agent changed; only lastError and the count change.
 func TestSlotWaitKeepsABegunDrain(t *testing.T) {
 	start := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	begun := &Status{Phase: PhaseRunning, Trigger: TriggerNodeMaintenance, Reason: "NIC", StartTime: &start,
+	begun := &selfdrain.Status{Phase: selfdrain.PhaseRunning, Trigger: selfdrain.TriggerNodeMaintenance, Reason: "NIC", StartTime: &start,
 		TotalPods: 5, EvictionPods: 4, PendingPods: []string{"work/a"}, DrainProgress: 75, CordonedByAgent: true, TaintedByAgent: true}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: map[string]string{StatusAnnotation: begun.Encode()}},
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: map[string]string{selfdrain.StatusAnnotation: begun.Encode()}},
 		Spec: corev1.NodeSpec{Unschedulable: true}}
 	client := fake.NewClientset(node)
-	e := NewEngine(EngineOptions{Client: kubetest.Wrap(client), NodeName: "node-1", Config: config.Default().Drain, Logger: slog.New(slog.DiscardHandler), Clock: clocktesting.NewFakeClock(time.Now()), Recorder: record.NewFakeRecorder(10)})
-	w := &slotWait{e: e, trigger: TriggerNodeMaintenance, reason: "NIC"}
+	e := selfdrain.NewEngine(selfdrain.EngineOptions{Client: kubetest.Wrap(client), NodeName: "node-1", Config: config.Default().Drain, Logger: slog.New(slog.DiscardHandler), Clock: clocktesting.NewFakeClock(time.Now()), Recorder: record.NewFakeRecorder(10)})
+	w := &slotWait{e: e, trigger: selfdrain.TriggerNodeMaintenance, reason: "NIC"}
 	w.report(context.Background(), errors.New("leases is forbidden"))
 	n, err := client.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := ParseStatus(n)
+	st, err := selfdrain.ParseStatus(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Phase != PhaseRunning || !st.CordonedByAgent || !st.TaintedByAgent || !st.StartTime.Equal(&start) || st.EvictionPods != 4 ||
+	if st.Phase != selfdrain.PhaseRunning || !st.CordonedByAgent || !st.TaintedByAgent || !st.StartTime.Equal(&start) || st.EvictionPods != 4 ||
 		st.ErrorOnLeaseCount != 1 || !strings.Contains(st.LastError, "leases is forbidden") {
 		t.Errorf("record after a slot error = %s", st.Encode())
 	}
