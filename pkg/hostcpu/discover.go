@@ -76,12 +76,11 @@ func NewDiscoverer(opts Options) (*Discoverer, error) {
 // cpuid, recorded in the snapshot's Unavailable list.
 func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 	start := time.Now()
-	o := &d.opts
-	h := &HostCPU{ModelFeatures: map[string][]string{}, Offline: o.Offline()}
+	h := &HostCPU{ModelFeatures: map[string][]string{}, Offline: d.opts.Offline()}
 	if h.Offline {
 		h.addGap(FactCPUID, offlineReason)
 	} else {
-		h.CPUID = o.ReadCPUID()
+		h.CPUID = d.opts.ReadCPUID()
 		h.addSource("cpuid", h.CPUID.String(), "cpu identity")
 	}
 
@@ -90,29 +89,12 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 		return nil, err
 	}
 
-	var conn Conn
-	var uri string
-	libvirtReason := "" // why libvirt could not help, for the gaps
-	if h.Offline {
-		libvirtReason = offlineReason
-	} else if dc == nil || caps == nil || cmap == nil {
-		var cerr error
-		conn, uri, cerr = d.connect(ctx)
-		if cerr != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			libvirtReason = "libvirt unreachable: " + cerr.Error()
-			h.LibvirtUnreachable = cerr.Error()
-			d.log.Info("libvirt unreachable; using cpuid and offline inputs only", "uri", o.LibvirtURI, "err", cerr)
-		} else {
-			h.LibvirtURI = uri
-			defer func() {
-				if err := conn.Close(); err != nil {
-					d.log.Info("closing the libvirt connection failed", "uri", uri, "err", err)
-				}
-			}()
-		}
+	conn, uri, libvirtReason, err := d.openLibvirt(ctx, h, dc == nil || caps == nil || cmap == nil)
+	if err != nil {
+		return nil, err
+	}
+	if conn != nil {
+		defer d.closeLibvirt(conn, uri)
 	}
 
 	// The flags KubeVirt passes when its libvirt offers them: labelFlags
@@ -142,38 +124,11 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 			}
 		}
 	}
-	if dc != nil {
-		if dc.VirtType != "" {
-			virtType = dc.VirtType
-		}
-		h.Arch = dc.Arch
-		h.Models = dc.Models
-		if h.Models == nil {
-			h.Models = []Model{}
-		}
-		h.HostModel = dc.HostModel
-		if h.HostModel == nil {
-			h.addGap(FactHostModel, fmt.Sprintf("the domain capabilities for virttype %s have no supported host-model CPU", virtType))
-		}
-		h.Security = dc.Security
-		if h.Security == nil {
-			h.addGap(FactLaunchSecurity, "the domain capabilities have no <features> element")
-		}
-	} else {
-		reason := d.noLibvirtReason(libvirtReason, "domain capabilities file")
-		h.addGap(FactModels, reason)
-		h.addGap(FactHostModel, reason)
-		h.addGap(FactLaunchSecurity, reason)
-	}
-	h.VirtType = virtType
+	h.VirtType = d.useDomainCapabilities(h, dc, virtType, libvirtReason)
 
 	if caps == nil && conn != nil {
-		t := time.Now()
-		s, cerr := conn.Capabilities(ctx)
-		d.log.Debug("libvirt call", "call", "GetCapabilities", "uri", uri, "duration", time.Since(t), "err", cerr)
-		if cerr == nil {
-			caps, cerr = ParseCapabilities([]byte(s))
-		}
+		var cerr error
+		caps, cerr = d.liveCapabilities(ctx, conn, uri)
 		if cerr != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -185,37 +140,18 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 			h.addSource("libvirt", uri, "host capabilities")
 		}
 	}
-	if h.Arch == "" && caps != nil {
-		h.Arch = caps.Arch
-	}
-	if h.Arch == "" && !h.Offline {
-		h.Arch = libvirtArch(runtime.GOARCH)
-	}
-	if caps != nil {
-		h.TSC = caps.TSC
-		if h.TSC == nil {
-			h.addGap(FactTSC, "the host capabilities have no tsc counter")
-		}
-		h.MachineTypes = caps.MachineTypes()
-		if len(h.MachineTypes) == 0 {
-			h.addGap(FactMachineTypes, "the host capabilities list no machine types")
-		}
-	} else {
-		reason := d.noLibvirtReason(libvirtReason, "capabilities file")
-		h.addGap(FactTSC, reason)
-		h.addGap(FactMachineTypes, reason)
-	}
+	d.useCapabilities(h, caps, libvirtReason)
 
 	d.emulatedArches(ctx, h, conn, uri, libvirtReason)
 
-	exp := d.pickExpander(cmap, conn, uri, d.target(virtType), h.Offline)
+	exp := d.pickExpander(cmap, conn, uri, d.target(h.VirtType), h.Offline)
 	if sf != nil {
 		h.SupportedFeatures = supportedFeaturesOf(sf, h.Arch)
 		h.FeatureSource = FeatureSourceFile
 	} else {
 		hm := h.HostModel
 		if conn != nil && hm != nil && supFlags != labelFlags {
-			hm = d.supportedHostModel(ctx, h, conn, uri, d.target(virtType), supFlags)
+			hm = d.supportedHostModel(ctx, h, conn, uri, d.target(h.VirtType), supFlags)
 		}
 		d.supportedFeatures(ctx, h, hm, exp, libvirtReason)
 	}
@@ -224,6 +160,117 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 		return nil, ctx.Err()
 	}
 
+	pickVendor(h)
+	d.localProbes(h)
+
+	d.log.Debug("host CPU discovered", "duration", time.Since(start), "virtType", h.VirtType,
+		"models", len(h.Models), "supportedFeatures", len(h.SupportedFeatures), "featureSource", h.FeatureSource,
+		"unavailable", len(h.Unavailable))
+	return h, nil
+}
+
+// openLibvirt connects to libvirt when discovery is not offline and needs
+// it (want: an input is missing that libvirt could give). It returns the
+// connection, nil when there is none, its URI, and why libvirt cannot help
+// when it cannot, for the gaps. Only the end of ctx is an error.
+func (d *Discoverer) openLibvirt(ctx context.Context, h *HostCPU, want bool) (conn Conn, uri, libvirtReason string, err error) {
+	if h.Offline {
+		return nil, "", offlineReason, nil
+	}
+	if !want {
+		return nil, "", "", nil
+	}
+	conn, uri, err = d.connect(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, "", "", ctx.Err()
+		}
+		h.LibvirtUnreachable = err.Error()
+		d.log.Info("libvirt unreachable; using cpuid and offline inputs only", "uri", d.opts.LibvirtURI, "err", err)
+		return nil, "", "libvirt unreachable: " + err.Error(), nil
+	}
+	h.LibvirtURI = uri
+	return conn, uri, "", nil
+}
+
+// closeLibvirt closes the connection openLibvirt opened; a failure is only
+// logged, the snapshot being complete by then.
+func (d *Discoverer) closeLibvirt(conn Conn, uri string) {
+	if err := conn.Close(); err != nil {
+		d.log.Info("closing the libvirt connection failed", "uri", uri, "err", err)
+	}
+}
+
+// useDomainCapabilities fills the facts that come from the domain
+// capabilities dc, or records them as gaps when there are none, and returns
+// the virttype: dc's own when it names one, else virtType.
+func (d *Discoverer) useDomainCapabilities(h *HostCPU, dc *DomainCapabilities, virtType, libvirtReason string) string {
+	if dc == nil {
+		reason := d.noLibvirtReason(libvirtReason, "domain capabilities file")
+		h.addGap(FactModels, reason)
+		h.addGap(FactHostModel, reason)
+		h.addGap(FactLaunchSecurity, reason)
+		return virtType
+	}
+	if dc.VirtType != "" {
+		virtType = dc.VirtType
+	}
+	h.Arch = dc.Arch
+	h.Models = dc.Models
+	if h.Models == nil {
+		h.Models = []Model{}
+	}
+	h.HostModel = dc.HostModel
+	if h.HostModel == nil {
+		h.addGap(FactHostModel, fmt.Sprintf("the domain capabilities for virttype %s have no supported host-model CPU", virtType))
+	}
+	h.Security = dc.Security
+	if h.Security == nil {
+		h.addGap(FactLaunchSecurity, "the domain capabilities have no <features> element")
+	}
+	return virtType
+}
+
+// liveCapabilities asks libvirt for the host capabilities.
+func (d *Discoverer) liveCapabilities(ctx context.Context, conn Conn, uri string) (*Capabilities, error) {
+	t := time.Now()
+	s, err := conn.Capabilities(ctx)
+	d.log.Debug("libvirt call", "call", "GetCapabilities", "uri", uri, "duration", time.Since(t), "err", err)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCapabilities([]byte(s))
+}
+
+// useCapabilities fills the facts that come from the host capabilities caps,
+// or records them as gaps when there are none. The arch, when the domain
+// capabilities did not give it, is caps's, else this machine's unless
+// discovery is offline.
+func (d *Discoverer) useCapabilities(h *HostCPU, caps *Capabilities, libvirtReason string) {
+	if h.Arch == "" && caps != nil {
+		h.Arch = caps.Arch
+	}
+	if h.Arch == "" && !h.Offline {
+		h.Arch = libvirtArch(runtime.GOARCH)
+	}
+	if caps == nil {
+		reason := d.noLibvirtReason(libvirtReason, "capabilities file")
+		h.addGap(FactTSC, reason)
+		h.addGap(FactMachineTypes, reason)
+		return
+	}
+	h.TSC = caps.TSC
+	if h.TSC == nil {
+		h.addGap(FactTSC, "the host capabilities have no tsc counter")
+	}
+	h.MachineTypes = caps.MachineTypes()
+	if len(h.MachineTypes) == 0 {
+		h.addGap(FactMachineTypes, "the host capabilities list no machine types")
+	}
+}
+
+// pickVendor sets Vendor from the host model, else from cpuid.
+func pickVendor(h *HostCPU) {
 	switch {
 	case h.HostModel != nil && h.HostModel.Vendor != "":
 		h.Vendor = h.HostModel.Vendor
@@ -235,12 +282,6 @@ func (d *Discoverer) Discover(ctx context.Context) (*HostCPU, error) {
 		h.Vendor = h.CPUID.Vendor
 		h.addSource("cpuid", h.CPUID.String(), "vendor")
 	}
-	d.localProbes(h)
-
-	d.log.Debug("host CPU discovered", "duration", time.Since(start), "virtType", h.VirtType,
-		"models", len(h.Models), "supportedFeatures", len(h.SupportedFeatures), "featureSource", h.FeatureSource,
-		"unavailable", len(h.Unavailable))
-	return h, nil
 }
 
 // readOfflineInputs reads the files the caller named. Any failure is an
