@@ -171,24 +171,12 @@ func Write(w io.Writer, spec Spec) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		empty := newBlob([]byte("{}"))
-		for _, a := range arts {
-			doc := newBlob(a.Data)
-			art := manifest{
-				SchemaVersion: 2, MediaType: mediaTypeManifest, ArtifactType: a.ArtifactType,
-				Config: descriptor{MediaType: mediaTypeEmpty, Digest: empty.digest, Size: 2, Data: empty.data},
-				Layers: []descriptor{{MediaType: a.MediaType, Digest: doc.digest, Size: int64(len(doc.data)),
-					Annotations: map[string]string{"org.opencontainers.image.title": a.Title}}},
-				Subject: &descriptor{MediaType: mediaTypeManifest, Digest: manBlob.digest, Size: int64(len(manBlob.data))},
-			}
-			artBlob, err := jsonBlob(art)
-			if err != nil {
-				return Result{}, err
-			}
-			manifests = append(manifests, descriptor{MediaType: mediaTypeManifest, Digest: artBlob.digest, Size: int64(len(artBlob.data)), ArtifactType: a.ArtifactType})
-			extra = append(extra, empty, doc, artBlob)
-			res.Referrers = append(res.Referrers, Referrer{ManifestDigest: artBlob.digest, BlobDigest: doc.digest})
+		var refManifests []descriptor
+		refManifests, extra, res.Referrers, err = artifactManifests(arts, manBlob)
+		if err != nil {
+			return Result{}, err
 		}
+		manifests = append(manifests, refManifests...)
 	}
 	idx, err := json.Marshal(index{SchemaVersion: 2, MediaType: mediaTypeIndex, Manifests: manifests})
 	if err != nil {
@@ -256,4 +244,33 @@ func tagOf(ref string) string {
 		return last[i+1:]
 	}
 	return ""
+}
+
+// artifactManifests makes an OCI 1.1 artifact manifest for each of arts, with
+// subject the image manifest image. It returns their index.json entries, the
+// blobs to write (the empty config, the document and the manifest, for each)
+// and what Result reports of them.
+func artifactManifests(arts []Artifact, image blob) ([]descriptor, []blob, []Referrer, error) {
+	var entries []descriptor
+	var blobs []blob
+	var refs []Referrer
+	empty := newBlob([]byte("{}"))
+	for _, a := range arts {
+		doc := newBlob(a.Data)
+		art := manifest{
+			SchemaVersion: 2, MediaType: mediaTypeManifest, ArtifactType: a.ArtifactType,
+			Config: descriptor{MediaType: mediaTypeEmpty, Digest: empty.digest, Size: 2, Data: empty.data},
+			Layers: []descriptor{{MediaType: a.MediaType, Digest: doc.digest, Size: int64(len(doc.data)),
+				Annotations: map[string]string{"org.opencontainers.image.title": a.Title}}},
+			Subject: &descriptor{MediaType: mediaTypeManifest, Digest: image.digest, Size: int64(len(image.data))},
+		}
+		artBlob, err := jsonBlob(art)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		entries = append(entries, descriptor{MediaType: mediaTypeManifest, Digest: artBlob.digest, Size: int64(len(artBlob.data)), ArtifactType: a.ArtifactType})
+		blobs = append(blobs, empty, doc, artBlob)
+		refs = append(refs, Referrer{ManifestDigest: artBlob.digest, BlobDigest: doc.digest})
+	}
+	return entries, blobs, refs, nil
 }
