@@ -21,7 +21,8 @@ type Decision struct {
 	State  State
 	Detail Detail // set when State is Pending
 	// Blockers are the blockers found; after the drain started they are
-	// reported only (see Decide).
+	// reported only, except a gate with beforeReboot, which holds a drained
+	// node's reboot (see Decide).
 	Blockers []Blocker
 	Action   Action
 	// Message is the condition's message: one line for people.
@@ -57,13 +58,20 @@ type Decision struct {
 // to the cluster: the window and the blockers come before the slot, so that
 // a node that may not reboot now never holds one of the cluster's slots.
 //
-// Once the drain started, the window and the blockers no longer stop it: a
-// reboot under way finishes (the window bounds when a reboot starts, not
-// when it ends), and a blocker found after the drain started is reported in
-// the Decision but neither undoes the drain nor holds the reboot back. The drain itself raises alerts
-// (pods pending elsewhere, PodDisruptionBudgets at their limit), so waiting
-// on them would leave the node cordoned and the slot held for as long as
-// they fire.
+// Once the drain started, the window no longer stops the reboot (it bounds
+// when a reboot starts, not when it ends), and neither does reboot.blockerBound.
+// A pod, an alert or a VM found after the drain started, and a gate without
+// beforeReboot, is reported in the Decision but neither undoes the drain nor
+// holds the reboot back: the drain itself raises alerts (pods pending
+// elsewhere, PodDisruptionBudgets at their limit), so waiting on them would
+// leave the node cordoned and the slot held for as long as they fire. The
+// one exception is a gate of reboot.gates with beforeReboot, asked again once
+// the node is drained: while it holds, the drained node waits, cordoned and
+// holding its slot, up to reboot.beforeRebootBound after the drain finished
+// (with no bound when that is 0). Past the bound the attempt is given up as
+// a drain past drain.timeout is (DrainFailed, ActGiveUp): the drain is
+// withdrawn, the slot released and the next attempt waits for
+// DrainFailedBackoff.
 func Decide(in Input) Decision {
 	d := decide(in)
 	if !in.idle() {
