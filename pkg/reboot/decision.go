@@ -9,308 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// State is the reason of the Node condition the coordinator keeps: one for
-// every state a node's reboot can be in.
-type State string
-
-const (
-	// NotNeeded: neither the sentinel file nor the sentinel command says the
-	// host needs a reboot.
-	NotNeeded State = "NotNeeded"
-	// Pending: a reboot is needed and has not started; Decision.Detail says
-	// why it waits.
-	Pending State = "Pending"
-	// Draining: the node holds a drain slot and is being drained.
-	Draining State = "Draining"
-	// Rebooting: the drain is over and the host was (or is now to be) asked
-	// to reboot.
-	Rebooting State = "Rebooting"
-	// Done: the node came back from the reboot and needs no other.
-	Done State = "Done"
-	// DrainFailed: the drain did not finish within drain.timeout and
-	// reboot.rebootWithoutDrain is off, so the host was not rebooted: the
-	// coordinator withdrew its drain and gave the slot back. The next
-	// attempt waits for DrainFailedBackoff, unless an admin asks again
-	// (RequestAnnotation). pkg/selfdrain's UnderMaintenance condition
-	// names a drain that did not finish the same.
-	DrainFailed State = "DrainFailed"
-	// RebootLoop: the sentinel was still there after a reboot, and that
-	// reboot is less than reboot.loopBound ago; no reboot starts until the
-	// bound has passed.
-	RebootLoop State = "RebootLoop"
-)
-
-// States lists every State, for metric labels and docs.
-var States = []State{NotNeeded, Pending, Draining, Rebooting, Done, DrainFailed, RebootLoop}
-
-// DrainFailedBackoffCap bounds the wait after failed drains: a day, as
-// reboot.loopBound's default, so that a node whose drain never finishes (a
-// PodDisruptionBudget that allows nothing, a VM that cannot migrate) tries
-// at most once a day, and each try costs the cluster one drain.timeout of a
-// slot.
-const DrainFailedBackoffCap = 24 * time.Hour
-
-// DrainFailedBackoff is how long after the n-th failed drain in a row the
-// next attempt waits: base (reboot.checkInterval) doubled n-1 times, at most
-// DrainFailedBackoffCap. With the default minute: 1m, 2m, 4m, ... 17h04m,
-// then a day. The count is kept on the Node (Record.DrainFailures), so a
-// restart does not shorten the wait; it starts again from base after a
-// reboot that was made, or when an admin asks again.
-func DrainFailedBackoff(base time.Duration, n int) time.Duration {
-	if base <= 0 {
-		base = time.Minute
-	}
-	d := base
-	for i := 1; i < n && d < DrainFailedBackoffCap; i++ {
-		d *= 2
-	}
-	return min(d, DrainFailedBackoffCap)
-}
-
-// Detail says why a Pending reboot waits.
-type Detail string
-
-const (
-	// OutsideWindow: now is outside reboot.window.
-	OutsideWindow Detail = "OutsideWindow"
-	// BlockedByPods: pods on this node match reboot.blockingPodSelector.
-	BlockedByPods Detail = "BlockedByPods"
-	// BlockedByAlerts: alerts matching reboot.blockingAlertRegexp fire, or
-	// Prometheus could not be asked.
-	BlockedByAlerts Detail = "BlockedByAlerts"
-	// BlockedByGates: a PromQL gate of reboot.gates has an answer with a
-	// series, or could not be asked.
-	BlockedByGates Detail = "BlockedByGates"
-	// BlockedByVMs: a KubeVirt VM on the node cannot leave it by live
-	// migration, and drain.vmWithoutTarget is wait.
-	BlockedByVMs Detail = "BlockedByVMs"
-	// WaitingForSlot: every drain slot (drain.maxConcurrentNodes) is held
-	// by another node. Its reason is WaitingForDrainSlot, the one the
-	// UnderMaintenance condition gives the same wait.
-	WaitingForSlot Detail = "WaitingForDrainSlot"
-	// InMaintenance: the node is under a maintenance someone else asked
-	// for (the annotation, a NodeMaintenance object); the reboot waits
-	// until it ends, so that the two never share a drain or a slot.
-	InMaintenance Detail = "InMaintenance"
-)
-
-// Phase is how far this node's reboot has gone, as the coordinator recorded
-// it. It must survive the reboot: the coordinator keeps it in its Record on
-// the Node, not in memory.
-type Phase string
-
-const (
-	// PhaseIdle: no reboot under way.
-	PhaseIdle Phase = ""
-	// PhaseWaitingForSlot: a reboot may start, and the coordinator waits
-	// for a drain slot. Decide treats it as PhaseIdle: everything that may
-	// keep a reboot from starting is checked again while it waits. Its
-	// value stays the one earlier agents wrote, not the reason's
-	// WaitingForDrainSlot: DecodeRecord refuses a phase it does not know,
-	// so an agent downgraded mid-wait would stop at a renamed one.
-	PhaseWaitingForSlot Phase = "WaitingForSlot"
-	// PhaseDraining: the drain started.
-	PhaseDraining Phase = "Draining"
-	// PhaseDrained: the drain finished.
-	PhaseDrained Phase = "Drained"
-	// PhaseDrainTimedOut: the drain did not finish within drain.timeout.
-	PhaseDrainTimedOut Phase = "DrainTimedOut"
-	// PhaseRebootRequested: logind was asked to reboot, and this boot is
-	// still the one before it.
-	PhaseRebootRequested Phase = "RebootRequested"
-	// PhaseBack: the host booted again after the reboot it was asked for.
-	PhaseBack Phase = "Back"
-)
-
-// Advance is the phase after what the coordinator saw since its last step:
-// the reboot's drain finished or timed out (pkg/selfdrain's record, read
-// into m), or the host booted again (booted: the Node reports another boot
-// ID than the one recorded when logind was asked). These are facts, not
-// decisions; every other change of phase is an Action's.
-func (p Phase) Advance(m Maintenance, booted bool) Phase {
-	switch p {
-	case PhaseDraining:
-		switch {
-		case m.Drained:
-			return PhaseDrained
-		case m.TimedOut:
-			return PhaseDrainTimedOut
-		}
-	case PhaseRebootRequested:
-		if booted {
-			return PhaseBack
-		}
-	}
-	return p
-}
-
-// Action is what the coordinator does next to carry a Decision out. Each is
-// one named change of the coordinator's slot, its record or the host; the
-// record fields an Action sets are listed with it.
-type Action string
-
-const (
-	// ActNone: nothing to do (wait, or nothing is needed).
-	ActNone Action = ""
-	// ActTakeSlot: a reboot may start; wait for a drain slot (Phase
-	// WaitingForSlot). Taking one leads to ActStartDrain at the next step.
-	ActTakeSlot Action = "TakeSlot"
-	// ActTakeSlotBack: the record says this node holds a drain slot (the
-	// drain asked for, the host rebooting or back) but this process does
-	// not: it restarted, or the host rebooted. Take it back; the phase
-	// stays.
-	ActTakeSlotBack Action = "TakeSlotBack"
-	// ActReleaseSlot: stop waiting for a slot and give back the one held
-	// (Phase Idle): a reboot that may not start now (the window closed, a
-	// blocker appeared) never holds one of the cluster's slots.
-	ActReleaseSlot Action = "ReleaseSlot"
-	// ActStartDrain: ask pkg/selfdrain for the drain (Phase Draining,
-	// Drain, Slot).
-	ActStartDrain Action = "StartDrain"
-	// ActCancelDrain: the need went away while the node drained: withdraw
-	// the drain (Phase Idle, no Drain). The slot is given back once the
-	// drain is undone (ActReleaseSlot, at a later step).
-	ActCancelDrain Action = "CancelDrain"
-	// ActReboot: keep the slot across the reboot and ask logind to reboot
-	// the host (Phase RebootRequested, BootID, RequestedAt); also when a
-	// host that was asked did not go down within RetryReboot.
-	ActReboot Action = "Reboot"
-	// ActGiveUp: the drain did not finish within drain.timeout: withdraw
-	// the drain and give the slot back at once (Phase Idle, no Drain, the
-	// Decision's Failure recorded).
-	ActGiveUp Action = "GiveUp"
-	// ActUndoDrain: the host is back and Ready: withdraw the drain, so
-	// that pkg/selfdrain uncordons the node (no Drain); ActFinish follows
-	// once it has.
-	ActUndoDrain Action = "UndoDrain"
-	// ActFinish: the host is back and the drain undone: give the slot back
-	// and end the reboot (Phase Idle, no BootID or RequestedAt, the
-	// Decision's Last recorded).
-	ActFinish Action = "Finish"
-)
-
-// Need says whether the host needs a reboot, and why.
-type Need struct {
-	Needed bool
-	// Why names what said so: "sentinel file /run/reboot-required exists".
-	Why string
-}
-
-// BlockerKind is what blocks a reboot.
-type BlockerKind string
-
-const (
-	BlockerPod   BlockerKind = "pod"
-	BlockerAlert BlockerKind = "alert"
-	BlockerGate  BlockerKind = "gate"
-	// BlockerVM: a KubeVirt VM on the node cannot leave it by live
-	// migration (drain.vmWithoutTarget wait); its name says which and why.
-	BlockerVM BlockerKind = "vm"
-)
-
-// Blocker is one thing that keeps a reboot from starting.
-type Blocker struct {
-	Kind BlockerKind
-	// Name is namespace/name for a pod, the alertname for an alert, or
-	// what failed ("prometheus unreachable: ...").
-	Name string
-	// BeforeReboot marks a gate's blocker that holds the reboot after the
-	// drain too (reboot.gates' beforeReboot): the drained node waits for
-	// it, up to Input.BeforeRebootBound.
-	BeforeReboot bool
-}
-
-// LastReboot is the reboot this node made most recently.
-type LastReboot struct {
-	// At is when the host came back; zero when there was none.
-	At time.Time
-	// SentinelSurvived says the need was still there after it.
-	SentinelSurvived bool
-}
-
-// Failure is the last attempt that failed: its drain did not finish within
-// drain.timeout.
-type Failure struct {
-	// At is when it failed; zero when none did.
-	At time.Time
-	// Count is the number of attempts in a row that failed so.
-	Count int
-	// RetryAt is when the next attempt may start (DrainFailedBackoff).
-	RetryAt time.Time
-	// Request is the RequestAnnotation value the failed attempt answered
-	// (and removed); the same value seen again is that request, not a new
-	// one.
-	Request string
-}
-
-// Input is everything Decide looks at: the record as the coordinator
-// observed it (Phase, Drain, ...), what the world says now (the need, the
-// blockers, the slot, the drain), and the settings.
-type Input struct {
-	Now time.Time
-	// Need is what the sentinel says. NeedErr, when not nil, says it
-	// could not be found out; Need is then not looked at.
-	Need    Need
-	NeedErr error
-	// Request is the RequestAnnotation's reason (ParseRequest); "" when
-	// none, or when its value is refused: RequestRefused then.
-	Request        string
-	RequestRefused bool
-	Window         Window
-	// Blockers are those found now (pods and alerts); see
-	// Input.WantsBlockers.
-	Blockers []Blocker
-	// SlotHeld says this process holds a drain slot; SlotWaiting that it
-	// waits for one; SlotErr why taking one fails meanwhile.
-	SlotHeld    bool
-	SlotWaiting bool
-	SlotErr     error
-
-	// Phase is how far the reboot has gone, Drain whether the record asks
-	// for the drain, RequestedAt when logind was asked (zero: not asked).
-	Phase       Phase
-	Drain       bool
-	RequestedAt time.Time
-	Last        LastReboot
-	Failure     Failure
-	// Previous and PreviousMessage are the state and message the record
-	// reports now: how the last attempt ended, while nothing is needed.
-	Previous        State
-	PreviousMessage string
-
-	// Maintenance is what pkg/selfdrain's record on the Node says.
-	Maintenance Maintenance
-	// NodeReady says the kubelet reports the Node Ready.
-	NodeReady bool
-
-	// LoopBound is reboot.loopBound; 0 turns the loop guard off.
-	LoopBound time.Duration
-	// RebootWithoutDrain is reboot.rebootWithoutDrain.
-	RebootWithoutDrain bool
-	// RetryReboot is how long after asking logind a host that has not
-	// rebooted is asked again.
-	RetryReboot time.Duration
-	// CheckInterval is reboot.checkInterval, the first wait after a failed
-	// drain (DrainFailedBackoff).
-	CheckInterval time.Duration
-	// DrainedAt is when the drain finished (PhaseDrained); zero otherwise.
-	DrainedAt time.Time
-	// BeforeRebootBound is reboot.beforeRebootBound: how long a drained
-	// node waits for the gates asked again before the reboot; past it the
-	// attempt is given up as a drain past drain.timeout is.
-	BeforeRebootBound time.Duration
-	// BlockedSince is when the blockers first held this reboot (the
-	// record's); zero when they do not hold it now.
-	BlockedSince time.Time
-	// BlockerBound is reboot.blockerBound: how long blockers may hold a
-	// needed reboot from BlockedSince; 0 holds it as long as they do.
-	// ProceedPastBound is reboot.onBlockerBound=proceed: past the bound
-	// the blockers are passed over; otherwise the reboot keeps waiting and
-	// says so.
-	BlockerBound     time.Duration
-	ProceedPastBound bool
-}
-
 // The values of Decision.BoundExceeded: what was decided once
 // reboot.blockerBound ran out.
 const (
@@ -323,7 +21,8 @@ type Decision struct {
 	State  State
 	Detail Detail // set when State is Pending
 	// Blockers are the blockers found; after the drain started they are
-	// reported only (see Decide).
+	// reported only, except a gate with beforeReboot, which holds a drained
+	// node's reboot (see Decide).
 	Blockers []Blocker
 	Action   Action
 	// Message is the condition's message: one line for people.
@@ -350,51 +49,6 @@ type Decision struct {
 	BoundExceeded string
 }
 
-// WantsBlockers says whether the blockers are looked for: only while they
-// can hold a reboot back or are reported (before the reboot, and while
-// draining). Asking Prometheus or the apiserver at other times costs them
-// and tells nobody anything.
-func (in Input) WantsBlockers() bool {
-	need, _ := in.need()
-	switch in.Phase {
-	case PhaseIdle, PhaseWaitingForSlot, PhaseDraining, PhaseDrained:
-		return need.Needed
-	}
-	return false
-}
-
-// idle says no reboot is under way: nothing is asked of selfdrain or the
-// host. WaitingForSlot is idle: everything that may keep a reboot from
-// starting is checked again while it waits.
-func (in Input) idle() bool { return in.Phase == PhaseIdle || in.Phase == PhaseWaitingForSlot }
-
-// answered says the request is the one the last failed attempt answered.
-func (in Input) answered() bool { return in.Request != "" && in.Request == in.Failure.Request }
-
-// need is the need Decide goes by, and whether it is known. A request
-// counts until the reboot it asked for happened (PhaseBack: after it only
-// the sentinel counts, or the request would count as a sentinel that
-// survived the reboot). Past the start, a need that cannot be checked is
-// taken as still there: only a need seen gone calls a reboot off. So is a
-// request whose value is refused: it changes nothing, neither starting a
-// reboot nor calling one off ("false" is not how a request is withdrawn).
-func (in Input) need() (Need, bool) {
-	if in.Request != "" && !in.answered() && in.Phase != PhaseBack {
-		return Need{Needed: true, Why: fmt.Sprintf("reboot requested (%s: %s)", RequestAnnotation, in.Request)}, true
-	}
-	sentinel := in.NeedErr == nil && in.Need.Needed
-	if in.RequestRefused && !in.idle() && in.Phase != PhaseBack && !sentinel {
-		return Need{Needed: true, Why: fmt.Sprintf("the reboot under way goes on: the value of %s is refused, and changes nothing; remove the annotation to call the reboot off", RequestAnnotation)}, true
-	}
-	if in.NeedErr == nil {
-		return in.Need, true
-	}
-	if in.idle() {
-		return Need{}, false
-	}
-	return Need{Needed: true, Why: "the need cannot be checked now (" + in.NeedErr.Error() + ")"}, true
-}
-
 // Decide turns what the coordinator knows into the state to report, the
 // condition, and the next action. It is pure: the coordinator gathers the
 // Input, carries the Action out and records the Decision, as a
@@ -404,13 +58,20 @@ func (in Input) need() (Need, bool) {
 // to the cluster: the window and the blockers come before the slot, so that
 // a node that may not reboot now never holds one of the cluster's slots.
 //
-// Once the drain started, the window and the blockers no longer stop it: a
-// reboot under way finishes (the window bounds when a reboot starts, not
-// when it ends), and a blocker found after the drain started is reported in
-// the Decision but neither undoes the drain nor holds the reboot back. The drain itself raises alerts
-// (pods pending elsewhere, PodDisruptionBudgets at their limit), so waiting
-// on them would leave the node cordoned and the slot held for as long as
-// they fire.
+// Once the drain started, the window no longer stops the reboot (it bounds
+// when a reboot starts, not when it ends), and neither does reboot.blockerBound.
+// A pod, an alert or a VM found after the drain started, and a gate without
+// beforeReboot, is reported in the Decision but neither undoes the drain nor
+// holds the reboot back: the drain itself raises alerts (pods pending
+// elsewhere, PodDisruptionBudgets at their limit), so waiting on them would
+// leave the node cordoned and the slot held for as long as they fire. The
+// one exception is a gate of reboot.gates with beforeReboot, asked again once
+// the node is drained: while it holds, the drained node waits, cordoned and
+// holding its slot, up to reboot.beforeRebootBound after the drain finished
+// (with no bound when that is 0). Past the bound the attempt is given up as
+// a drain past drain.timeout is (DrainFailed, ActGiveUp): the drain is
+// withdrawn, the slot released and the next attempt waits for
+// DrainFailedBackoff.
 func Decide(in Input) Decision {
 	d := decide(in)
 	if !in.idle() {
@@ -655,51 +316,6 @@ func decideIdle(in Input, need Need, known bool) Decision {
 	return set(Draining, "", fmt.Sprintf("%s; draining the node before the reboot%s", need.Why, passed))
 }
 
-// bounded is f with a RetryAt that DrainFailedBackoff allows: a record
-// from before the backoff gets one, a failure recorded in the future (a
-// clock set back, a hand-written record) counts as now, and no RetryAt lies
-// more than DrainFailedBackoffCap after the failure. No value on the Node
-// holds a reboot back for longer than the cap.
-func (f Failure) bounded(now time.Time, base time.Duration) Failure {
-	f.At = minTime(f.At, now)
-	latest := f.At.Add(DrainFailedBackoffCap)
-	if f.RetryAt.IsZero() {
-		f.RetryAt = f.At.Add(DrainFailedBackoff(base, max(f.Count, 1)))
-	}
-	f.RetryAt = minTime(f.RetryAt, latest)
-	return f
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-// retryLine says when the attempt after failure starts.
-func retryLine(f Failure) string {
-	times := "once"
-	if f.Count > 1 {
-		times = fmt.Sprintf("%d times in a row", f.Count)
-	}
-	return fmt.Sprintf("the drain failed %s; no new attempt before %s (the wait doubles from reboot.checkInterval up to %s) unless one is asked for (node-agent reboot request)",
-		times, f.RetryAt.UTC().Format(time.RFC3339), formatDuration(DrainFailedBackoffCap))
-}
-
-// formatDuration is d without the zero units time.Duration prints (24h,
-// not 24h0m0s).
-func formatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
 // release is the action of an idle coordinator that may not start a
 // reboot now: give back the slot it holds or waits for, but only once the
 // drain of a reboot called off is undone; until then the slot stays held,
@@ -734,60 +350,4 @@ func takeSlotBack(in Input, d Decision) Decision {
 	}
 	d.Message += "; taking back the drain slot this node held before the agent restarted"
 	return d
-}
-
-// lateBlockers reports blockers found after the drain started, without
-// changing the decision.
-func lateBlockers(d Decision, bs []Blocker) Decision {
-	if len(bs) == 0 {
-		return d
-	}
-	d.Blockers = bs
-	pods, alerts, gates, vms := split(bs)
-	d.Message += "; " + blockedBy(pods, alerts, gates, vms) + " since the drain started, which does not stop it"
-	return d
-}
-
-func split(bs []Blocker) (pods, alerts, gates, vms []string) {
-	for _, b := range bs {
-		switch b.Kind {
-		case BlockerPod:
-			pods = append(pods, b.Name)
-		case BlockerGate:
-			gates = append(gates, b.Name)
-		case BlockerVM:
-			vms = append(vms, b.Name)
-		default:
-			alerts = append(alerts, b.Name)
-		}
-	}
-	return pods, alerts, gates, vms
-}
-
-func blockedBy(pods, alerts, gates, vms []string) string {
-	var parts []string
-	if len(pods) > 0 {
-		parts = append(parts, "pods "+names(pods))
-	}
-	if len(alerts) > 0 {
-		parts = append(parts, "alerts "+names(alerts))
-	}
-	if len(gates) > 0 {
-		parts = append(parts, "gates "+strings.Join(gates, "; "))
-	}
-	if len(vms) > 0 {
-		parts = append(parts, "VMs that cannot leave by live migration "+strings.Join(vms, "; "))
-	}
-	return "blocked by " + strings.Join(parts, " and ")
-}
-
-// maxNames bounds the names in a condition message, which people read and
-// the apiserver stores on every change.
-const maxNames = 5
-
-func names(ns []string) string {
-	if len(ns) <= maxNames {
-		return strings.Join(ns, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(ns[:maxNames], ", "), len(ns)-maxNames)
 }

@@ -17,11 +17,15 @@ type Slot interface {
 	// the rebooted agent takes it back, or it expires. It may be called
 	// more than once.
 	Release()
-	// KeepAcrossReboot makes the slot outlive this process: from now on it
-	// is renewed with duration d for as long as the process lives, so that
-	// it expires d after the last renewal when the node never comes back,
-	// and Release no longer gives it back. The agent that starts after the
-	// reboot takes it back (Slots.Acquire).
+	// KeepAcrossReboot makes the slot outlive this process: it tells the
+	// cluster's slot coordinator that the host is about to reboot and that
+	// this agent may then be silent for up to d. Renewal goes on as before
+	// while the process lives and Release is not called; once it stops,
+	// the coordinator takes the slot back for silence only when no renewal
+	// came for d (at most its own reboot.slotHoldBound, never less than
+	// drain.slotSilenceBound), so a node that never comes back does not
+	// hold it for ever. Release no longer gives the slot back. The agent
+	// that starts after the reboot takes it back (Slots.Acquire).
 	KeepAcrossReboot(ctx context.Context, d time.Duration) error
 	// Lost is closed when the slot was taken back without Release (the
 	// cluster's coordinator revoked it, or an admin withdrew its
