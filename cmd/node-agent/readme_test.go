@@ -205,7 +205,8 @@ func TestHeadingAnchors(t *testing.T) {
 // layoutPending are Layout rows for packages another change adds: tolerated
 // only while the directory is missing.
 var layoutPending = map[string]bool{
-	"pkg/maintenance": true, // the maintenance lifecycle, on its own branch
+	"pkg/maintenance":    true, // the maintenance lifecycle, on its own branch
+	"internal/codeshape": true, // the size rules' test, on its own branch
 }
 
 // layoutDissolving are packages being folded into others: the Layout leaves
