@@ -96,7 +96,7 @@ func Reference() string {
 	b.WriteString("only from the command line and the environment (the DaemonSet's arguments), never from the file: a file ")
 	b.WriteString("that sets one is refused, at start and at a reload, with a line that names the key and its flag. ")
 	b.WriteString("[Who may set each key](#who-may-set-each-key) lists them, and the worst a hostile value of every key can do. ")
-	b.WriteString("See the README's security section for who can change what.\n\n")
+	b.WriteString("[security.md](security.md) says who can change what, actor by actor.\n\n")
 	b.WriteString("| key | flag | type | default | meaning |\n| --- | --- | --- | --- | --- |\n")
 	for _, k := range Keys() {
 		fmt.Fprintf(&b, "| `%s` | `--%s` | %s | `%s` | %s |\n", k.Path, k.Flag, k.Type, k.Default, strings.ReplaceAll(k.Usage, "|", `\|`))
