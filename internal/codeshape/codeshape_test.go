@@ -60,8 +60,6 @@ type pending struct {
 // outlive its reason.
 var pendingElsewhere = []pending{
 	{"pkg/config/config.go", "the config split"},
-	{"pkg/selfdrain/engine.go", "the selfdrain split"},
-	{"pkg/selfdrain", "the selfdrain split"},
 	{"pkg/slots/decide.go: Decide", "the slots.Decide split"},
 	{cmdDir, "the thin cmd"},
 }

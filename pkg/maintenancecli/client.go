@@ -16,6 +16,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/selfdrain/podselect"
 	"github.com/node-agent/node-agent/pkg/vmdrain"
 )
 
@@ -133,7 +134,7 @@ func (c *Client) Start(ctx context.Context, o StartOptions) error {
 // DryRun prints what a drain of node would do now, changing nothing.
 // podSelector is the agent's drain.podSelector, if it has one.
 func (c *Client) DryRun(ctx context.Context, node, podSelector string) error {
-	plan, err := selfdrain.Plan(ctx, c.Kube, node, podSelector)
+	plan, err := podselect.Plan(ctx, c.Kube, node, podSelector)
 	if err != nil {
 		return err
 	}

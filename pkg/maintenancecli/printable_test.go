@@ -13,6 +13,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/selfdrain/podselect"
 )
 
 func TestPrintable(t *testing.T) {
@@ -148,9 +149,9 @@ func TestTablesShowForgedTextEscaped(t *testing.T) {
 		checkTerminalSafe(t, b.String(), 1+len(forged))
 	})
 	t.Run("dry run", func(t *testing.T) {
-		var plan []selfdrain.PlannedPod
+		var plan []podselect.PlannedPod
 		for _, f := range forged {
-			plan = append(plan, selfdrain.PlannedPod{Pod: f, Action: "evict", Why: f}, selfdrain.PlannedPod{Pod: "ns/p", Action: "evict", Blockers: []string{f}})
+			plan = append(plan, podselect.PlannedPod{Pod: f, Action: "evict", Why: f}, podselect.PlannedPod{Pod: "ns/p", Action: "evict", Blockers: []string{f}})
 		}
 		var b bytes.Buffer
 		if err := writePlan(&b, "node-1", false, plan); err != nil {

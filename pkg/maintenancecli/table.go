@@ -14,6 +14,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/reasontext"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/selfdrain/podselect"
 	"github.com/node-agent/node-agent/pkg/vmdrain"
 )
 
@@ -21,7 +22,7 @@ func newTabWriter(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w,
 
 // writePlan prints a dry run's plan of a drain of node; cordoned says
 // whether an admin has cordoned it already.
-func writePlan(out io.Writer, node string, cordoned bool, plan []selfdrain.PlannedPod) error {
+func writePlan(out io.Writer, node string, cordoned bool, plan []podselect.PlannedPod) error {
 	fmt.Fprintf(out, "Dry run: nothing changed. A drain of %s now would:\n", printable(node))
 	if cordoned {
 		fmt.Fprintln(out, "  leave the node cordoned (it is cordoned already, so ending maintenance keeps it cordoned)")

@@ -13,6 +13,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/reasontext"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/selfdrain/podselect"
 )
 
 // lines joins want's lines, each ended by a newline, so that a table's
@@ -161,7 +162,7 @@ func TestWriteNodeMaintenanceTable(t *testing.T) {
 }
 
 func TestWritePlan(t *testing.T) {
-	plan := []selfdrain.PlannedPod{
+	plan := []podselect.PlannedPod{
 		{Pod: "kube-system/agent-x", Action: "skip", Why: "DaemonSet kube-system/agent"},
 		{Pod: "vm/virt-launcher-a", Action: "evict", Blockers: []string{"PodDisruptionBudget vm/a allows no disruption now", "PodDisruptionBudget vm/all allows no disruption now"}},
 		{Pod: "vm/virt-launcher-b", Action: "evict"},

@@ -1,4 +1,4 @@
-package selfdrain
+package podselect
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func Plan(ctx context.Context, client kube.Interface, node, podSelector string) 
 	if err != nil {
 		return nil, fmt.Errorf("listing pods on %s: %w", node, err)
 	}
-	list, sel, err := choosePods(ctx, client, all.Items, podSelector)
+	list, sel, err := Choose(ctx, client, all.Items, podSelector)
 	if err != nil {
 		return nil, fmt.Errorf("choosing pods on %s: %w", node, err)
 	}
@@ -51,7 +51,7 @@ func Plan(ctx context.Context, client kube.Interface, node, podSelector string) 
 		switch {
 		case !evict[key]:
 			pp.Action, pp.Why = "skip", skipReason(&p, sel)
-		case podHasFinished(&p):
+		case Finished(&p):
 			pp.Action, pp.Why = "done", "finished ("+string(p.Status.Phase)+")"
 		default:
 			pp.Action = "evict"
@@ -74,11 +74,11 @@ func Plan(ctx context.Context, client kube.Interface, node, podSelector string) 
 	return out, nil
 }
 
-// choosePods returns those of pods (the pods on the node) that match
+// Choose returns those of pods (the pods on the node) that match
 // podSelector (drain.podSelector) and that a drain evicts, as kubectl drain
 // --force --ignore-daemonsets --delete-emptydir-data would (podsToEvict),
 // and the parsed selector.
-func choosePods(ctx context.Context, client kube.Interface, pods []corev1.Pod, podSelector string) ([]corev1.Pod, labels.Selector, error) {
+func Choose(ctx context.Context, client kube.Interface, pods []corev1.Pod, podSelector string) ([]corev1.Pod, labels.Selector, error) {
 	selected, sel, err := selectPods(pods, podSelector)
 	if err != nil {
 		return nil, nil, err
@@ -109,7 +109,7 @@ func skipReason(p *corev1.Pod, podSelector labels.Selector) string {
 	switch {
 	case !podSelector.Matches(labels.Set(p.Labels)):
 		return "outside drain.podSelector"
-	case daemonSetController(p) != nil && !podHasFinished(p):
+	case daemonSetController(p) != nil && !Finished(p):
 		return keepDaemonSetPod
 	default:
 		return keepMirrorPod

@@ -1,4 +1,8 @@
-package selfdrain
+// Package podselect chooses the pods a drain evicts, as kubectl drain with
+// --force --ignore-daemonsets --delete-emptydir-data does, and says why each
+// other pod stays (Choose, Finished), and plans a drain for a dry run
+// (Plan). It reads pods and PodDisruptionBudgets and writes nothing.
+package podselect
 
 import (
 	"context"
@@ -15,7 +19,7 @@ import (
 // Force, IgnoreAllDaemonSets and DeleteEmptyDirData set, that is
 // `kubectl drain --force --ignore-daemonsets --delete-emptydir-data`,
 // without importing k8s.io/kubectl, which drags kustomize and cli-runtime
-// into the binary. podfilter_test.go checks the parity against kubectl.
+// into the binary. podselect_test.go checks the parity against kubectl.
 //
 // For one pod, kubectl's filters run in this order and the first that keeps
 // the pod decides:
@@ -57,7 +61,7 @@ type daemonSetLookup func(ctx context.Context, namespace, name string) error
 //     deletes that pod, checking the owner's UID.
 //
 // The result differs from kubectl's only for a pod whose DaemonSet is being
-// deleted; podfilter_test.go checks the parity with the lookup kubectl makes.
+// deleted; podselect_test.go checks the parity with the lookup kubectl makes.
 func controllerRefOnly(context.Context, string, string) error { return nil }
 
 // Why judgePod keeps a pod.
@@ -79,8 +83,8 @@ type podVerdict struct {
 	Err error
 }
 
-// podHasFinished reports whether the pod is Succeeded or Failed.
-func podHasFinished(p *corev1.Pod) bool {
+// Finished reports whether the pod is Succeeded or Failed.
+func Finished(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
@@ -104,7 +108,7 @@ func judgePod(ctx context.Context, pod *corev1.Pod, daemonSetExists daemonSetLoo
 	// kubectl's first filter skips pods deleted longer than
 	// SkipWaitForDeleteTimeoutSeconds ago; that option is 0 (off) here, so
 	// pods being deleted are judged like the others.
-	if ref := daemonSetController(pod); ref != nil && !podHasFinished(pod) {
+	if ref := daemonSetController(pod); ref != nil && !Finished(pod) {
 		err := daemonSetExists(ctx, pod.Namespace, ref.Name)
 		switch {
 		case err == nil:
@@ -127,7 +131,7 @@ func judgePod(ctx context.Context, pod *corev1.Pod, daemonSetExists daemonSetLoo
 // --delete-emptydir-data` would delete, in input order, with Kind and
 // APIVersion set as kubectl sets them, and the errors that would stop it.
 // pods is what the caller listed: the pods on the node that match the pod
-// selector (choosePods). Finished pods are among those returned.
+// selector (Choose). Finished pods are among those returned.
 //
 // Like kubectl, the pods whose DaemonSet lookup failed are grouped by error
 // message, one error per message: "cannot delete <message>: ns/a, ns/b"

@@ -1,4 +1,4 @@
-package selfdrain
+package podselect
 
 import (
 	"context"
@@ -464,3 +464,5 @@ func TestPodFilterMatchesKubectl(t *testing.T) {
 		t.Error("kubectl accepted an invalid selector: the test's premise is wrong")
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }
