@@ -208,7 +208,6 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 		Clock: d.Clock, Logger: d.Logger.With("component", "slots"),
 	}
 	out = append(out, requester)
-	var drainSlots maintenance.SlotSource = maintenanceSlots{requester}
 	checks := []maintenance.Check{{What: maintenance.VMGateWhat, Checker: w.vmGate(d)}}
 	if mc := w.cfg.Maintenance; len(mc.Gates) > 0 {
 		gates := make([]reboot.Gate, len(mc.Gates))
@@ -218,12 +217,12 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 		checks = append(checks, maintenance.Check{What: "maintenance gates",
 			Checker: reboot.GateBlockers{URL: mc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: 10 * time.Second}}})
 	}
-	drainSlots = maintenance.GatedSlots(drainSlots, MaintenanceGateInterval, d.Clock, w.gateBound(d), checks...)
-	ctrl := w.maintenance(d, access, drainSlots, rebootDrainSlot{requester})
+	gates := &maintenance.Gates{Checks: checks, Interval: maintenance.GateInterval, Clock: d.Clock, Bound: w.gateBound(d)}
+	ctrl := w.maintenance(d, access, requester, gates)
 	out = append(out, ctrl)
 	own := new(maintenance.OwnReboot)
 	if w.cfg.Reboot.Enabled {
-		c, err := w.reboot(d, access, rebootSlots{requester}, own)
+		c, err := w.reboot(d, access, requester, own)
 		if err != nil {
 			return nil, err
 		}
@@ -377,9 +376,9 @@ func (w *wiring) gateBound(d agent.Deps) maintenance.GateBound {
 // maintenance wires the maintenance requests (the annotation, NodeMaintenance
 // objects when maintenance.nodeMaintenance is on, and the reboot
 // coordinator's record when reboot.enabled is on) to the drain engine, which
-// reaches the node's pods as access says. A maintenance drain takes its slot
-// from drainSlots; the reboot's drain follows the coordinator's (rebootSlot).
-func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlots, rebootSlot maintenance.SlotSource) *maintenance.Controller {
+// reaches the node's pods as access says, with the node's drain slots and
+// the gates a maintenance waits for.
+func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlots maintenance.Slots, gates *maintenance.Gates) *maintenance.Controller {
 	cfg := w.cfg
 	engine := selfdrain.NewEngine(selfdrain.EngineOptions{
 		Client: d.Client, NodeName: d.NodeName, Config: cfg.Drain,
@@ -401,9 +400,9 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 			Logger: engine.Logger, Clock: d.Clock, RecheckInterval: time.Minute,
 		}
 	}
-	co := maintenance.ControllerOptions{Engine: engine, Slots: drainSlots, NodeMaintenance: nm}
+	co := maintenance.ControllerOptions{Engine: engine, Slots: drainSlots, Gates: gates, NodeMaintenance: nm}
 	if cfg.Reboot.Enabled {
-		co.RebootDrain, co.RebootSlot = maintenance.DrainRequest, rebootSlot
+		co.RebootDrain = maintenance.DrainRequest
 	}
 	return maintenance.NewController(co)
 }
@@ -514,44 +513,6 @@ type component struct {
 func (c component) Name() string { return c.name }
 
 func (c component) Run(ctx context.Context, _ agent.NodeView) error { return c.run(ctx) }
-
-// MaintenanceGateInterval is how often the maintenance gates are asked
-// again while one holds.
-const MaintenanceGateInterval = 30 * time.Second
-
-// maintenanceSlots asks for drain slots for maintenance drains.
-type maintenanceSlots struct{ r *slots.Requester }
-
-func (m maintenanceSlots) Acquire(ctx context.Context, onWait func(error)) (maintenance.Slot, error) {
-	h, err := m.r.Acquire(ctx, slots.PurposeMaintenance, onWait)
-	if err != nil {
-		return nil, err
-	}
-	return h, nil
-}
-
-// rebootDrainSlot follows, for the reboot's drain, the slot the reboot
-// coordinator holds: it asks for none.
-type rebootDrainSlot struct{ r *slots.Requester }
-
-func (b rebootDrainSlot) Acquire(ctx context.Context, onWait func(error)) (maintenance.Slot, error) {
-	f, err := b.r.Await(ctx, slots.PurposeReboot, onWait)
-	if err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-// rebootSlots asks for drain slots for coordinated reboots.
-type rebootSlots struct{ r *slots.Requester }
-
-func (b rebootSlots) Acquire(ctx context.Context, onWait func(error)) (reboot.Slot, error) {
-	h, err := b.r.Acquire(ctx, slots.PurposeReboot, onWait)
-	if err != nil {
-		return nil, err
-	}
-	return h, nil
-}
 
 // DiscoveryRunner returns the runner of the discovery helper
 // (cmd/node-agent-discover, beside this binary; see subprocess.FindHelper)

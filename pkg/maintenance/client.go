@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"strings"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/slots"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -29,10 +31,9 @@ import (
 // (shutdown.go).
 type Controller struct {
 	engine *selfdrain.Engine
-	slots  SlotSource
-	// rebootSlot follows the slot the reboot coordinator holds for its
-	// drain.
-	rebootSlot SlotSource
+	slots  Slots
+	// gates hold a drain before it asks for its slot; nil holds nothing.
+	gates *Gates
 	// nodeMaintenance, when not nil, serves NodeMaintenance objects.
 	nodeMaintenance *NodeMaintenanceSource
 	// rebootDrain, when not nil, reads the reboot coordinator's request.
@@ -70,29 +71,28 @@ const (
 // ControllerOptions configures a Controller. Engine and Slots are required.
 type ControllerOptions struct {
 	Engine *selfdrain.Engine
-	Slots  SlotSource
+	// Slots is the node's drain slots: a maintenance drain asks for one of
+	// its own (slots.PurposeMaintenance); a reboot's drain follows the
+	// reboot coordinator's (slots.PurposeReboot).
+	Slots Slots
+	// Gates, when not nil, hold a maintenance drain before it asks for
+	// its slot. A reboot's drain passed the reboot coordinator's own
+	// blockers before it was asked for.
+	Gates *Gates
 	// NodeMaintenance, when not nil, serves NodeMaintenance objects.
 	NodeMaintenance *NodeMaintenanceSource
 	// RebootDrain, when not nil, says whether the reboot coordinator asks
 	// for a drain of node, with the reason ("" when it does not). The
 	// coordinator keeps that request on the Node, so it survives the
-	// reboot; maintenance.DrainRequest reads it there, so that neither
-	// package imports the other.
+	// reboot; DrainRequest reads it there.
 	RebootDrain func(node *corev1.Node) string
-	// RebootSlot, required with RebootDrain, is the drain slot the reboot
-	// coordinator holds for its drain: its Acquire returns once this node
-	// holds that slot, without asking for one (the coordinator asked),
-	// and the slot it returns is lost when the coordinator's is taken
-	// back, and is not the drain's to give back (Release only stops
-	// following it).
-	RebootSlot SlotSource
 }
 
 // NewController returns a controller for o.
 func NewController(o ControllerOptions) *Controller {
 	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryAfterFailure, retryAfterFailureCap)
 	e := o.Engine
-	return &Controller{engine: e, slots: o.Slots, rebootSlot: o.RebootSlot, nodeMaintenance: o.NodeMaintenance, rebootDrain: o.RebootDrain,
+	return &Controller{engine: e, slots: o.Slots, gates: o.Gates, nodeMaintenance: o.NodeMaintenance, rebootDrain: o.RebootDrain,
 		metrics: e.Metrics, node: e.NodeName, log: e.Logger,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{
 			Name: "selfdrain", Clock: e.Clock,
@@ -376,26 +376,24 @@ func (r *maintenanceRun) drainInSlot() error {
 	return nil
 }
 
-// takeSlot waits for a cluster-wide drain slot, saying on the Node why the
-// drain waits meanwhile. It fails only when the run is stopped, or for a
-// reboot's drain when no RebootSlot is wired. A reboot's drain takes none
-// of its own: the reboot coordinator takes the slot before it asks for the
-// drain, and holds it until the node is back from the reboot. It waits for
-// that slot all the same (RebootSlot): the record that asks for the drain
-// outlives the slot, which node-agent-coordinator takes back from an agent
-// silent for longer than drain.slotSilenceBound, and a restarted agent
-// resumed the drain and evicted before the reboot coordinator had its slot
-// again.
-func (r *maintenanceRun) takeSlot() (Slot, error) {
+// takeSlot passes the gates and waits for a cluster-wide drain slot,
+// saying on the Node why the drain waits meanwhile. It fails only when the
+// run is stopped. A reboot's drain takes no slot of its own: the reboot
+// coordinator takes the slot before it asks for the drain, and holds it
+// until the node is back from the reboot. The drain waits for that slot all
+// the same (Slots.Await): the record that asks for the drain outlives the
+// slot, which node-agent-coordinator takes back from an agent silent for
+// longer than drain.slotSilenceBound, and a restarted agent resumed the
+// drain and evicted before the reboot coordinator had its slot again.
+func (r *maintenanceRun) takeSlot() (slots.Slot, error) {
+	onWait := waitReporter(r.ctx, r.c.engine, r.trigger, r.reason)
 	if r.trigger == selfdrain.TriggerReboot {
-		if r.c.rebootSlot == nil {
-			err := errors.New("no drain slot source for the reboot's drain is wired (ControllerOptions.RebootSlot); the drain does not start without its slot")
-			r.c.log.Error("Cannot drain for the reboot", "err", err)
-			return nil, err
-		}
-		return take(r.ctx, r.c.rebootSlot, r.c.engine, r.trigger, r.reason)
+		return r.c.slots.Await(r.ctx, slots.PurposeReboot, onWait)
 	}
-	return take(r.ctx, r.c.slots, r.c.engine, r.trigger, r.reason)
+	if err := r.c.gates.Wait(r.ctx, onWait); err != nil {
+		return nil, err
+	}
+	return r.c.slots.Acquire(r.ctx, slots.PurposeMaintenance, onWait)
 }
 
 // begin cordons and taints the node and records the start, or resumes the

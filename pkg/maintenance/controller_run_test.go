@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/slots"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -169,7 +171,7 @@ func TestRunTakeSlotWaits(t *testing.T) {
 		waiting = h.status()
 		h.slots.hold("")
 	}
-	var slot Slot
+	var slot slots.Slot
 	var err error
 	h.run(func() { slot, err = r.takeSlot() }, nil)
 	if err != nil {
@@ -417,7 +419,7 @@ func TestRunRebootWaitsForTheCoordinatorsSlot(t *testing.T) {
 	h.rebootSlot.hold("")
 	h.rebootSlot.onWaitHook = func() { h.rebootSlot.hold(testNode) }
 	c, _ := h.controller()
-	var slot Slot
+	var slot slots.Slot
 	var err error
 	h.run(func() {
 		slot, err = c.newRun(context.Background(), selfdrain.TriggerReboot, "reboot coordinator").takeSlot()
@@ -453,7 +455,7 @@ func TestControllerResumesARebootDrainOnlyInTheCoordinatorsSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.rebootSlot.hold("")
-	c := NewController(ControllerOptions{Engine: h.engine, Slots: h.slots, RebootSlot: h.rebootSlot, RebootDrain: func(*corev1.Node) string { return asks }})
+	c := NewController(ControllerOptions{Engine: h.engine, Slots: harnessSlots{h.slots, h.rebootSlot}, RebootDrain: func(*corev1.Node) string { return asks }})
 	_, v := h.controller()
 	if err := c.reconcile(ctx, v); err != nil {
 		t.Fatal(err)

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -91,7 +92,7 @@ func TestControllerHandsARebootsDrainOver(t *testing.T) {
 	st.Phase = selfdrain.PhaseSucceeded
 	h.patchNode(fmt.Sprintf(`{"metadata":{"annotations":{"node-agent.io/maintenance":"NIC",%q:%q}}}`, selfdrain.StatusAnnotation, st.Encode()))
 	rebootAsks := "reboot coordinator: rebooting"
-	c := NewController(ControllerOptions{Engine: h.engine, Slots: h.slots, RebootSlot: h.rebootSlot, RebootDrain: func(*corev1.Node) string { return rebootAsks }})
+	c := NewController(ControllerOptions{Engine: h.engine, Slots: harnessSlots{h.slots, h.rebootSlot}, RebootDrain: func(*corev1.Node) string { return rebootAsks }})
 	_, v := h.controller()
 	reconcile := func() {
 		t.Helper()
@@ -147,7 +148,7 @@ func TestControllerHandsARunningRebootDrainOver(t *testing.T) {
 		return nil
 	})
 	rebootAsks := "reboot coordinator: kernel"
-	c := NewController(ControllerOptions{Engine: h.engine, Slots: h.slots, RebootSlot: h.rebootSlot, RebootDrain: func(*corev1.Node) string { return rebootAsks }})
+	c := NewController(ControllerOptions{Engine: h.engine, Slots: harnessSlots{h.slots, h.rebootSlot}, RebootDrain: func(*corev1.Node) string { return rebootAsks }})
 	_, v := h.controller()
 	ctx := context.Background()
 	reconcile := func() {

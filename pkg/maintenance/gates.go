@@ -25,19 +25,26 @@ type Check struct {
 	Checker GateChecker
 }
 
-// GatedSlots is slots behind checks (selfdrain → the maintenance gates, the
-// VMs that cannot leave the node): a maintenance drain asks for its slot
-// only once no check holds, and asks them again every interval until then,
-// saying on the Node what holds, with the gate's query and answer or the
-// VM and why it cannot leave. The checks are asked before the cordon, so a
-// maintenance they hold changes nothing on the node.
+// Gates is the lifecycle's gate stage: the checks a maintenance drain
+// waits for before it asks for its slot (the maintenance gates, the VMs
+// that cannot leave the node). Wait asks them again every Interval until
+// none holds, saying on the Node what holds, with the gate's query and
+// answer or the VM and why it cannot leave. The checks are asked before the
+// cordon, so a maintenance they hold changes nothing on the node.
 //
-// bound (maintenance.gateBound) limits how long the checks may hold one
-// maintenance, counted from its first wait; then bound.Proceed decides
+// Bound (maintenance.gateBound) limits how long the checks may hold one
+// maintenance, counted from its first wait; then Bound.Proceed decides
 // (GateBoundDecision).
-func GatedSlots(slots SlotSource, interval time.Duration, clk clock.Clock, bound GateBound, checks ...Check) SlotSource {
-	return gatedSlots{slots: slots, checks: checks, interval: interval, clock: clk, bound: bound}
+type Gates struct {
+	Checks   []Check
+	Interval time.Duration
+	Clock    clock.Clock
+	Bound    GateBound
 }
+
+// GateInterval is how often the maintenance gates are asked again while
+// one holds.
+const GateInterval = 30 * time.Second
 
 // GateBound is maintenance.gateBound and maintenance.onGateBound: a VM of a
 // tenant's that cannot leave, or a gate's outside Prometheus, must not hold
@@ -77,21 +84,18 @@ func GateBoundDecision(since, now time.Time, b GateBound) string {
 	return GateBoundWait
 }
 
-type gatedSlots struct {
-	slots    SlotSource
-	checks   []Check
-	interval time.Duration
-	clock    clock.Clock
-	bound    GateBound
-}
-
 // gateWait is the drain's reason to wait while a gate holds.
 type gateWait struct{ why string }
 
 func (g gateWait) Error() string      { return g.why }
 func (g gateWait) WaitReason() string { return g.why }
 
-func (g gatedSlots) Acquire(ctx context.Context, onWait func(error)) (Slot, error) {
+// Wait returns once no check holds, or the bound lets the maintenance pass
+// what holds; it fails only when ctx ends. A nil Gates holds nothing.
+func (g *Gates) Wait(ctx context.Context, onWait func(error)) error {
+	if g == nil {
+		return nil
+	}
 	// since is this maintenance's first wait; it lives as long as the
 	// attempt does (an agent restarted starts it afresh, which an admin
 	// hears of at worst one bound late).
@@ -100,7 +104,7 @@ func (g gatedSlots) Acquire(ctx context.Context, onWait func(error)) (Slot, erro
 	defer g.held(false)
 	for {
 		var why []string
-		for _, c := range g.checks {
+		for _, c := range g.Checks {
 			held := c.Checker.Blockers(ctx)
 			if len(held) == 0 {
 				continue
@@ -114,14 +118,14 @@ func (g gatedSlots) Acquire(ctx context.Context, onWait func(error)) (Slot, erro
 		if len(why) == 0 {
 			break
 		}
-		now := g.clock.Now()
+		now := g.Clock.Now()
 		if since.IsZero() {
 			since = now
 		}
 		held := strings.Join(why, "; and ")
-		decision := GateBoundDecision(since, now, g.bound)
+		decision := GateBoundDecision(since, now, g.Bound)
 		if decision != "" {
-			past := fmt.Sprintf("since %s, past maintenance.gateBound (%s)", since.UTC().Format(time.RFC3339), g.bound.After)
+			past := fmt.Sprintf("since %s, past maintenance.gateBound (%s)", since.UTC().Format(time.RFC3339), g.Bound.After)
 			if decision == GateBoundProceed {
 				held = "going on past " + held + " " + past + ", as maintenance.onGateBound=proceed says"
 			} else {
@@ -129,8 +133,8 @@ func (g gatedSlots) Acquire(ctx context.Context, onWait func(error)) (Slot, erro
 			}
 			if decided != decision {
 				decided = decision
-				if g.bound.Exceeded != nil {
-					g.bound.Exceeded(decision, held)
+				if g.Bound.Exceeded != nil {
+					g.Bound.Exceeded(decision, held)
 				}
 			}
 			if decision == GateBoundProceed {
@@ -141,15 +145,15 @@ func (g gatedSlots) Acquire(ctx context.Context, onWait func(error)) (Slot, erro
 		onWait(gateWait{held})
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-g.clock.After(g.interval):
+			return ctx.Err()
+		case <-g.Clock.After(g.Interval):
 		}
 	}
-	return g.slots.Acquire(ctx, onWait)
+	return nil
 }
 
-func (g gatedSlots) held(held bool) {
-	if g.bound.Held != nil {
-		g.bound.Held(held)
+func (g *Gates) held(held bool) {
+	if g.Bound.Held != nil {
+		g.Bound.Held(held)
 	}
 }

@@ -19,22 +19,27 @@ func (f fakeGates) Blockers(context.Context) []reboot.Blocker { return <-f.holds
 
 type gateSlots struct{ asked chan struct{} }
 
-func (f gateSlots) Acquire(context.Context, func(error)) (Slot, error) {
+// after passes g, then stands for the slot's request: asked is closed
+// once the gates let the drain go on.
+func (f gateSlots) after(ctx context.Context, g *Gates, onWait func(error)) error {
+	if err := g.Wait(ctx, onWait); err != nil {
+		return err
+	}
 	close(f.asked)
-	return nil, nil
+	return nil
 }
 
-// TestGatedSlots: no slot is asked for while a gate holds; the drain is told
+// TestGates: no slot is asked for while a gate holds; the drain is told
 // why it waits (a WaitReason, not an error), and the gates are asked again
 // every interval.
-func TestGatedSlots(t *testing.T) {
+func TestGates(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	gates := fakeGates{holds: make(chan []reboot.Blocker)}
 	slots := gateSlots{asked: make(chan struct{})}
 	waits := make(chan error, 4)
 	done := make(chan error)
 	go func() {
-		_, err := GatedSlots(slots, 30*time.Second, clk, GateBound{}, Check{What: "maintenance gates", Checker: gates}).Acquire(t.Context(), func(err error) { waits <- err })
+		err := slots.after(t.Context(), &Gates{Checks: []Check{{What: "maintenance gates", Checker: gates}}, Interval: 30 * time.Second, Clock: clk, Bound: GateBound{}}, func(err error) { waits <- err })
 		done <- err
 	}()
 	gates.holds <- []reboot.Blocker{{Kind: reboot.BlockerGate, Name: "healthy (up == 0) has 1 series: {} 0"}}
@@ -85,11 +90,11 @@ func TestGateBoundDecision(t *testing.T) {
 	}
 }
 
-// TestGatedSlotsBound: a check that never lets go holds the maintenance
+// TestGatesBound: a check that never lets go holds the maintenance
 // until the bound; then wait keeps it waiting with a reason that says so,
 // and proceed asks for the slot with the check still holding. Exceeded is
 // told once, with the decision and what held it.
-func TestGatedSlotsBound(t *testing.T) {
+func TestGatesBound(t *testing.T) {
 	for _, proceed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("proceed=%v", proceed), func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC))
@@ -105,7 +110,7 @@ func TestGatedSlotsBound(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
-				_, err := GatedSlots(slots, 30*time.Second, clk, bound, Check{What: VMGateWhat, Checker: gates}).Acquire(ctx, func(err error) { waits <- err.Error() })
+				err := slots.after(ctx, &Gates{Checks: []Check{{What: VMGateWhat, Checker: gates}}, Interval: 30 * time.Second, Clock: clk, Bound: bound}, func(err error) { waits <- err.Error() })
 				done <- err
 			}()
 			vm := []reboot.Blocker{{Kind: reboot.BlockerVM, Name: "tenant/db (stopped: evictionStrategy None)"}}

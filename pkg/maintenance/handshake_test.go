@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/shutdown"
+	"github.com/node-agent/node-agent/pkg/slots"
 )
 
 // The whole handshake, with the real coordinator, the real drain controller
@@ -59,8 +61,7 @@ func TestHandshakeRebootThroughDrainAndShutdown(t *testing.T) {
 			agent.WithComponents(func(d agent.Deps) ([]agent.Component, error) {
 				engine := selfdrain.NewEngine(selfdrain.EngineOptions{Client: d.Client, NodeName: d.NodeName,
 					Config: config.Default().Drain, Logger: log, Clock: d.Clock, Recorder: d.Recorder})
-				ctrl := NewController(ControllerOptions{Engine: engine, RebootDrain: DrainRequest,
-					RebootSlot: slot.following(), Slots: noMaintenanceSlots{}})
+				ctrl := NewController(ControllerOptions{Engine: engine, RebootDrain: DrainRequest, Slots: slot})
 				host.setGuard(own.Drainer(ShutdownDrainer(ctrl)))
 				window, err := reboot.ParseWindow(nil, "00:00", "00:00", "UTC")
 				if err != nil {
@@ -168,7 +169,14 @@ type slot struct {
 	changed chan struct{}
 }
 
-func (s *slot) Acquire(context.Context, func(error)) (reboot.Slot, error) {
+// Acquire takes the slot for the reboot coordinator. No maintenance drain
+// gets one: this test asks for none (a reboot's drain runs in the
+// coordinator's slot).
+func (s *slot) Acquire(ctx context.Context, purpose slots.Purpose, _ func(error)) (slots.Slot, error) {
+	if purpose != slots.PurposeReboot {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.acquires++
@@ -198,21 +206,16 @@ func (s *slot) setHolding(h bool) {
 	s.changed = make(chan struct{})
 }
 
-// following is the slot as the reboot's drain follows it
-// (ControllerOptions.RebootSlot): Acquire waits until the
+// Await is the slot as the reboot's drain follows it: it waits until the
 // coordinator holds it, and takes none.
-func (s *slot) following() SlotSource { return following{s} }
-
-type following struct{ s *slot }
-
-func (f following) Acquire(ctx context.Context, _ func(error)) (Slot, error) {
+func (s *slot) Await(ctx context.Context, _ slots.Purpose, _ func(error)) (slots.Slot, error) {
 	for {
-		f.s.mu.Lock()
-		if f.s.changed == nil {
-			f.s.changed = make(chan struct{})
+		s.mu.Lock()
+		if s.changed == nil {
+			s.changed = make(chan struct{})
 		}
-		holding, changed := f.s.holding, f.s.changed
-		f.s.mu.Unlock()
+		holding, changed := s.holding, s.changed
+		s.mu.Unlock()
 		if holding {
 			return followed{}, nil
 		}
@@ -232,6 +235,9 @@ func (followed) Name() string          { return "node-agent-drain-slot-0" }
 func (followed) Release()              {}
 func (followed) Lost() <-chan struct{} { return nil }
 func (followed) LostReason() string    { return "" }
+func (followed) KeepAcrossReboot(context.Context, time.Duration) error {
+	return errors.New("a followed slot is not the drain's to keep")
+}
 
 func (s *slot) KeepAcrossReboot(_ context.Context, d time.Duration) error {
 	s.mu.Lock()
@@ -300,13 +306,4 @@ func (h *host) guardResult() shutdown.Result {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.result
-}
-
-// noMaintenanceSlots serves no maintenance drain: this test asks for none (a
-// reboot's drain runs in the coordinator's slot).
-type noMaintenanceSlots struct{}
-
-func (noMaintenanceSlots) Acquire(ctx context.Context, _ func(error)) (Slot, error) {
-	<-ctx.Done()
-	return nil, ctx.Err()
 }

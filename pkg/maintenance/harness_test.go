@@ -2,11 +2,15 @@ package maintenance
 
 import (
 	"context"
-	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/slots"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -45,7 +49,7 @@ type harness struct {
 	evictions []eviction
 }
 
-// fakeSlots is a SlotSource of one slot. Another node may hold it (hold);
+// fakeSlots is one drain slot. Another node may hold it (hold);
 // a waiting Acquire reports the wait, calls onWaitHook, and takes the slot
 // once free. One that follows (the reboot coordinator's slot) takes
 // nothing: its Acquire waits until the slot is held by testNode, and its
@@ -85,7 +89,7 @@ func (f *fakeSlots) holderName() string {
 	return f.holder
 }
 
-func (f *fakeSlots) Acquire(ctx context.Context, onWait func(error)) (Slot, error) {
+func (f *fakeSlots) acquire(ctx context.Context, onWait func(error)) (slots.Slot, error) {
 	waited := false
 	for {
 		f.mu.Lock()
@@ -123,6 +127,27 @@ func (s fakeSlot) Release() {
 }
 func (s fakeSlot) Lost() <-chan struct{} { return s.f.lost }
 func (s fakeSlot) LostReason() string    { return "revoked by the test" }
+func (s fakeSlot) KeepAcrossReboot(context.Context, time.Duration) error {
+	return errors.New("not kept in these tests")
+}
+
+// harnessSlots is the node's Slots: a maintenance drain takes the
+// harness's slot, a reboot's drain follows the reboot coordinator's.
+type harnessSlots struct{ maintenance, reboot *fakeSlots }
+
+func (s harnessSlots) Acquire(ctx context.Context, purpose slots.Purpose, onWait func(error)) (slots.Slot, error) {
+	if purpose != slots.PurposeMaintenance {
+		return nil, fmt.Errorf("a drain asked for a slot of purpose %q", purpose)
+	}
+	return s.maintenance.acquire(ctx, onWait)
+}
+
+func (s harnessSlots) Await(ctx context.Context, purpose slots.Purpose, onWait func(error)) (slots.Slot, error) {
+	if purpose != slots.PurposeReboot {
+		return nil, fmt.Errorf("a drain followed a slot of purpose %q", purpose)
+	}
+	return s.reboot.acquire(ctx, onWait)
+}
 
 // eviction is one eviction request the fake apiserver received.
 type eviction struct {
@@ -303,7 +328,7 @@ func (v *nodeView) touch() {
 // controller returns a maintenance controller on the harness's engine with
 // its one fake drain slot, and its view.
 func (h *harness) controller() (*Controller, *nodeView) {
-	return NewController(ControllerOptions{Engine: h.engine, Slots: h.slots, RebootSlot: h.rebootSlot}), &nodeView{NodeView: agenttest.NodeView{Client: kubetest.Wrap(h.client), Name: testNode}, t: h.t}
+	return NewController(ControllerOptions{Engine: h.engine, Slots: harnessSlots{h.slots, h.rebootSlot}}), &nodeView{NodeView: agenttest.NodeView{Client: kubetest.Wrap(h.client), Name: testNode}, t: h.t}
 }
 
 // patchNode applies a merge patch to the Node.

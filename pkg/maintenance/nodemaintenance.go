@@ -2,8 +2,9 @@ package maintenance
 
 import (
 	"fmt"
-	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"sort"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"

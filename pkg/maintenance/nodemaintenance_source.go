@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

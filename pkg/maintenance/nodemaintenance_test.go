@@ -3,10 +3,11 @@ package maintenance
 import (
 	"encoding/json"
 	"errors"
-	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"

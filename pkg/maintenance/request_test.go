@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"strings"
 	"testing"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -2,11 +2,12 @@ package maintenance
 
 import (
 	"context"
-	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
 
 func TestDrainForShutdown(t *testing.T) {

@@ -4,43 +4,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/slots"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// SlotSource hands out the cluster's drain slots. pkg/slots implements it
-// (the agent asks the coordinator through its Node); the wiring adapts it,
-// so this package does not import pkg/slots.
-type SlotSource interface {
-	// Acquire blocks until this node holds a slot for a maintenance
-	// drain, or ctx ends. onWait is called with nil once the drain waits
-	// for room, and with the error whenever the slot cannot be asked for
-	// or no coordinator answers.
-	Acquire(ctx context.Context, onWait func(err error)) (Slot, error)
+// Slots is where a maintenance's drain gets its drain slot: the node's one
+// *slots.Requester, which asks the cluster's coordinator through the Node.
+type Slots interface {
+	// Acquire blocks until this node holds a slot for purpose, or ctx
+	// ends. onWait is called with nil once the drain waits for room, and
+	// with the error whenever the slot cannot be asked for or no
+	// coordinator answers.
+	Acquire(ctx context.Context, purpose slots.Purpose, onWait func(error)) (slots.Slot, error)
+	// Await blocks until another caller of this node holds a slot for
+	// purpose (the reboot coordinator, for its drain), and follows it.
+	Await(ctx context.Context, purpose slots.Purpose, onWait func(error)) (slots.Slot, error)
 }
 
-// Slot is a drain slot this node holds.
-type Slot interface {
-	Name() string
-	// Release gives the slot back; it may be called more than once.
-	Release()
-	// Lost is closed when the slot was taken back (the coordinator
-	// revoked it) without Release; LostReason then says why.
-	Lost() <-chan struct{}
-	LostReason() string
-}
-
-// take waits for a slot for a drain of trigger and reason, and says on the
-// Node, in its log and in Events why the drain waits meanwhile (see
-// slotWait). It fails only when ctx ends.
-func take(ctx context.Context, s SlotSource, e *selfdrain.Engine, trigger selfdrain.Trigger, reason string) (Slot, error) {
+// waitReporter says on the Node, in its log and in Events why a drain of
+// trigger and reason waits (see slotWait): for a gate or for its slot.
+func waitReporter(ctx context.Context, e *selfdrain.Engine, trigger selfdrain.Trigger, reason string) func(error) {
 	w := &slotWait{e: e, trigger: trigger, reason: reason}
-	return s.Acquire(ctx, func(err error) { w.report(ctx, err) })
+	return func(err error) { w.report(ctx, err) }
 }
 
-// WaitReason is a reason to wait that a SlotSource passes to onWait, other
+// WaitReason is a reason to wait that a stage passes to onWait, other
 // than an error: it says what the drain waits for (a maintenance gate that
 // holds, say). The drain reports it as it reports the wait for room, not
 // as a failure.

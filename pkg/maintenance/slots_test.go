@@ -3,11 +3,12 @@ package maintenance
 import (
 	"context"
 	"errors"
-	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

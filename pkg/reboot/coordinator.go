@@ -21,6 +21,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/metrics"
 	"github.com/node-agent/node-agent/pkg/reasontext"
+	"github.com/node-agent/node-agent/pkg/slots"
 )
 
 // Rebooter asks the host to reboot: logind's Reboot over D-Bus.
@@ -421,7 +422,7 @@ func (c *Coordinator) acquire(ctx context.Context) {
 	c.acquiring = cancel
 	c.setSlotErr(nil)
 	go func() {
-		s, err := c.o.Slots.Acquire(actx, func(err error) {
+		s, err := c.o.Slots.Acquire(actx, slots.PurposeReboot, func(err error) {
 			c.setSlotErr(err)
 			c.poke()
 		})

@@ -19,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/slots"
 )
 
 // fakeSlot records what the coordinator does with its slot; a test takes
@@ -49,7 +50,10 @@ type fakeSlots struct {
 	acquires int
 }
 
-func (f *fakeSlots) Acquire(ctx context.Context, onWait func(error)) (Slot, error) {
+func (f *fakeSlots) Acquire(ctx context.Context, purpose slots.Purpose, onWait func(error)) (Slot, error) {
+	if purpose != slots.PurposeReboot {
+		return nil, fmt.Errorf("asked for a slot of purpose %q, want %q", purpose, slots.PurposeReboot)
+	}
 	f.acquires++
 	if f.free != nil {
 		onWait(nil)

@@ -2,45 +2,22 @@ package reboot
 
 import (
 	"context"
-	"time"
+
+	"github.com/node-agent/node-agent/pkg/slots"
 )
 
-// Slot is a drain slot the coordinator holds: one of the cluster's
-// drain.maxConcurrentNodes, the same slots the maintenance drains take. The
-// wiring adapts the cluster's drain slots to it; this package names no
-// implementation.
-type Slot interface {
-	// Name names the slot, for the record, Events and the log.
-	Name() string
-	// Release stops renewing the slot and gives it back. After
-	// KeepAcrossReboot it only stops renewing: the slot stays held until
-	// the rebooted agent takes it back, or it expires. It may be called
-	// more than once.
-	Release()
-	// KeepAcrossReboot makes the slot outlive this process: it tells the
-	// cluster's slot coordinator that the host is about to reboot and that
-	// this agent may then be silent for up to d. Renewal goes on as before
-	// while the process lives and Release is not called; once it stops,
-	// the coordinator takes the slot back for silence only when no renewal
-	// came for d (at most its own reboot.slotHoldBound, never less than
-	// drain.slotSilenceBound), so a node that never comes back does not
-	// hold it for ever. Release no longer gives the slot back. The agent
-	// that starts after the reboot takes it back (Slots.Acquire).
-	KeepAcrossReboot(ctx context.Context, d time.Duration) error
-	// Lost is closed when the slot was taken back without Release (the
-	// cluster's coordinator revoked it, or an admin withdrew its
-	// request); LostReason then says why.
-	Lost() <-chan struct{}
-	LostReason() string
-}
+// Slot is the drain slot the coordinator holds for a reboot: pkg/slots'
+// one slot type (slots.Slot, whose doc says what KeepAcrossReboot and
+// Release do), which the maintenance lifecycle takes too.
+type Slot = slots.Slot
 
-// Slots hands out the cluster's drain slots.
+// Slots hands out the cluster's drain slots: *slots.Requester.
 type Slots interface {
-	// Acquire blocks until this node holds a slot, or ctx ends; a slot
-	// this node still holds (from before a restart or a reboot) is taken
-	// back at once. onWait is called with nil when every slot is held by
-	// other nodes, and with the error of every round in which the slots
-	// could not even be checked, so that the coordinator can say why it
-	// waits.
-	Acquire(ctx context.Context, onWait func(error)) (Slot, error)
+	// Acquire blocks until this node holds a slot for purpose, or ctx
+	// ends; a slot this node still holds (from before a restart or a
+	// reboot) is taken back at once. onWait is called with nil when every
+	// slot is held by other nodes, and with the error of every round in
+	// which the slots could not even be checked, so that the coordinator
+	// can say why it waits.
+	Acquire(ctx context.Context, purpose slots.Purpose, onWait func(error)) (slots.Slot, error)
 }

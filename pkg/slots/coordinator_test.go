@@ -270,7 +270,7 @@ func TestStoppingAgentLeavesItsRequest(t *testing.T) {
 	}
 	r2b, stop2 := b.requester("n2")
 	defer stop2()
-	got := make(chan *Held, 1)
+	got := make(chan Slot, 1)
 	go func() {
 		h, err := r2b.Acquire(b.ctx, PurposeMaintenance, nil)
 		if err != nil {
@@ -322,7 +322,7 @@ func TestPurposesDoNotShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	waited := make(chan struct{}, 1)
-	got := make(chan *Held, 1)
+	got := make(chan Slot, 1)
 	go func() {
 		h, err := r.Acquire(b.ctx, PurposeMaintenance, func(error) {
 			select {
@@ -344,7 +344,7 @@ func TestPurposesDoNotShare(t *testing.T) {
 	hr.Release()
 	hm := <-got
 	req, _ := ParseRequest(b.node("n1"))
-	if req == nil || req.Purpose != PurposeMaintenance || hm.purpose != PurposeMaintenance {
+	if req == nil || req.Purpose != PurposeMaintenance || hm.(*Held).purpose != PurposeMaintenance {
 		t.Errorf("request %+v after the hand-over", req)
 	}
 	hm.Release()
@@ -444,7 +444,7 @@ func (b *bed) ask(node, id string) {
 // oneWaits runs a coordinator with limit 1 until the test ends, gives n1
 // the slot and has n2 ask for it. It returns once n2 was told it waits:
 // n1's slot, and a channel that gets n2's when it is granted.
-func (b *bed) oneWaits(t *testing.T) (*Held, <-chan *Held) {
+func (b *bed) oneWaits(t *testing.T) (Slot, <-chan Slot) {
 	t.Helper()
 	t.Cleanup(b.coordinator(1, time.Minute))
 	r1, stop1 := b.requester("n1")
@@ -455,7 +455,7 @@ func (b *bed) oneWaits(t *testing.T) (*Held, <-chan *Held) {
 	}
 	r2, stop2 := b.requester("n2")
 	t.Cleanup(stop2)
-	got := make(chan *Held, 1)
+	got := make(chan Slot, 1)
 	queued := make(chan struct{}, 1)
 	go func() {
 		h, err := r2.Acquire(b.ctx, PurposeMaintenance, func(error) {
@@ -532,7 +532,7 @@ func TestHandOverDoesNotWaitForTheOldGrant(t *testing.T) {
 	}}
 	h1, got := b.oneWaits(t)
 	h1.Release()
-	var h2 *Held
+	var h2 Slot
 	select {
 	case h2 = <-got:
 		once.Do(func() { close(unblock) })

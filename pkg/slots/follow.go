@@ -13,7 +13,7 @@ import (
 // it waits. What it returns follows that grant on the Node: Lost is closed
 // when the grant no longer stands, and Release only stops following it, as
 // the slot is its asker's to give back.
-func (r *Requester) Await(ctx context.Context, purpose Purpose, onWait func(error)) (*Followed, error) {
+func (r *Requester) Await(ctx context.Context, purpose Purpose, onWait func(error)) (Slot, error) {
 	r.init()
 	select {
 	case <-ctx.Done():

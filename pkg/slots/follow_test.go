@@ -16,7 +16,7 @@ func TestAwaitFollowsAnotherPartsSlot(t *testing.T) {
 	r, stop := b.requester("n1")
 	defer stop()
 	waited := make(chan struct{}, 1)
-	got := make(chan *Followed, 1)
+	got := make(chan Slot, 1)
 	go func() {
 		f, err := r.Await(b.ctx, PurposeReboot, func(error) { waited <- struct{}{} })
 		if err != nil {

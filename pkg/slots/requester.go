@@ -155,7 +155,7 @@ func (r *Requester) stateRV() (*Request, *Grant, string, <-chan struct{}, error)
 // onWait is called with nil once the request waits in the coordinator's
 // queue (or behind this node's other purpose), and with an error whenever
 // the request cannot be written or no coordinator answers it.
-func (r *Requester) Acquire(ctx context.Context, purpose Purpose, onWait func(error)) (*Held, error) {
+func (r *Requester) Acquire(ctx context.Context, purpose Purpose, onWait func(error)) (Slot, error) {
 	r.init()
 	select {
 	case <-ctx.Done():
@@ -191,8 +191,9 @@ func (r *Requester) Acquire(ctx context.Context, purpose Purpose, onWait func(er
 	h, err := r.await(ctx, purpose, report, waited)
 	if err != nil {
 		r.giveUp(purpose)
+		return nil, err
 	}
-	return h, err
+	return h, nil
 }
 
 func (r *Requester) await(ctx context.Context, purpose Purpose, report func(error), waited bool) (*Held, error) {
