@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/node-agent/node-agent/internal/runagent"
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 	"github.com/node-agent/node-agent/pkg/kube"
@@ -191,7 +190,7 @@ func (o *labelsOptions) readKubeVirt(cmd *cobra.Command, lc config.LabellerConfi
 	if err != nil {
 		return fmt.Errorf("reading the KubeVirt CR from %s: %w", rc.Host, err)
 	}
-	kv := runagent.KubeVirtState(st)
+	kv := labeller.KubeVirtStateOf(st)
 	policy.KubeVirt, policy.KubeVirtNote = kv.Settings, kv.Note
 	return nil
 }

@@ -18,14 +18,12 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -202,22 +200,9 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 	// One requester asks for the drain slots of both purposes, so the
 	// node asks for one slot at a time and never adopts the other
 	// purpose's slot.
-	requester := &slots.Requester{
-		Client: d.Client, NodeName: d.NodeName, RenewInterval: w.cfg.Drain.SlotSilenceBound.Duration / 3,
-		NoAnswerAfter: 30 * time.Second, ClaimGrace: 2 * time.Minute,
-		Clock: d.Clock, Logger: d.Logger.With("component", "slots"),
-	}
+	requester := slots.NewRequester(d.Client, d.NodeName, w.cfg.Drain.SlotSilenceBound.Duration, d.Clock, d.Logger.With("component", "slots"))
 	out = append(out, requester)
-	checks := []maintenance.Check{{What: maintenance.VMGateWhat, Checker: w.vmGate(d)}}
-	if mc := w.cfg.Maintenance; len(mc.Gates) > 0 {
-		gates := make([]reboot.Gate, len(mc.Gates))
-		for i, g := range mc.Gates {
-			gates[i] = reboot.Gate{Name: g.Name, Query: g.Query}
-		}
-		checks = append(checks, maintenance.Check{What: "maintenance gates",
-			Checker: reboot.GateBlockers{URL: mc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: 10 * time.Second}}})
-	}
-	gates := &maintenance.Gates{Checks: checks, Interval: maintenance.GateInterval, Clock: d.Clock, Bound: w.gateBound(d)}
+	gates := maintenance.GatesFor(w.cfg.Maintenance, w.vmGate(d), d.Clock, w.gateBound(d))
 	ctrl := w.maintenance(d, access, requester, gates)
 	out = append(out, ctrl)
 	own := new(maintenance.OwnReboot)
@@ -303,38 +288,16 @@ func (w *wiring) labeller(d agent.Deps) (*labeller.Controller, error) {
 	log := d.Logger.With("component", "labeller")
 	kv := &kubevirtcr.Watcher{
 		Client: w.dyn, Discovery: d.Client.Discovery(), Logger: log, Clock: d.Clock,
-		RecheckInterval: KubeVirtRecheckInterval,
+		RecheckInterval: labeller.KubeVirtRecheckInterval,
 	}
 	return labeller.NewController(labeller.Options{
 		Client: d.Client, NodeName: d.NodeName, Config: w.cfg.Labeller, Discover: discover,
 		Logger: log, Clock: d.Clock, Recorder: d.Recorder,
 		Metrics: labeller.NewMetrics(d.Registry),
 		WatchKubeVirt: func(ctx context.Context, report func(labeller.KubeVirtState)) {
-			kv.Run(ctx, func(s kubevirtcr.State) { report(KubeVirtState(s)) })
+			kv.Run(ctx, func(s kubevirtcr.State) { report(labeller.KubeVirtStateOf(s)) })
 		},
 	})
-}
-
-// KubeVirtRecheckInterval is how often an agent asks discovery again
-// whether the cluster serves kubevirts.kubevirt.io while it does not (or
-// refuses the agent its CRs), so that a KubeVirt installed later is followed
-// without a restart. An idle agent otherwise sends only its watch renewals,
-// about one request every ten minutes (docs/scale.md); a discovery request
-// every 30 minutes adds a third of that where KubeVirt is not installed. Where
-// the resource is served, the CR is watched instead and nothing is polled.
-const KubeVirtRecheckInterval = 30 * time.Minute
-
-// KubeVirtState hands the KubeVirt CR's state as pkg/kubevirtcr reads it to
-// pkg/labeller, which applies it.
-func KubeVirtState(s kubevirtcr.State) labeller.KubeVirtState {
-	out := labeller.KubeVirtState{Note: s.Note}
-	if cr := s.Settings; cr != nil {
-		out.Settings = &labeller.KubeVirtSettings{
-			CR: cr.CR, ObsoleteCPUModels: cr.ObsoleteCPUModels, MinCPUModel: cr.MinCPUModel,
-			CrossArchitectureVirtualization: slices.Contains(cr.FeatureGates, labeller.CrossArchitectureGate),
-		}
-	}
-	return out
 }
 
 // readVMs reads the node's VMs and their ways off it.
@@ -424,23 +387,9 @@ func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reb
 	if len(rc.SentinelCommand) > 0 {
 		need.Runner = &rebootsystemd.Runner{Dial: rebootsystemd.Dial(cfg.Shutdown.SystemBusAddress), Logger: log}
 	}
-	// The VMs that cannot leave the node hold a reboot before its drain, as
-	// they hold a maintenance.
-	blockers := []reboot.BlockerSource{w.vmGate(d)}
-	if rc.BlockingPodSelector != "" {
-		sel, err := labels.Parse(rc.BlockingPodSelector)
-		if err != nil {
-			return nil, err
-		}
-		blockers = append(blockers, reboot.PodBlockers{Lister: reboot.NodePods{Access: access.Check, Node: d.NodeName}, Selector: sel, Namespaces: rc.BlockingPodNamespaces})
-	}
-	if rc.PrometheusURL != "" {
-		// The alert check is the first gate; reboot.gates follow it.
-		gates := []reboot.Gate{reboot.AlertGate(rc.BlockingAlertRegexp)}
-		for _, g := range rc.Gates {
-			gates = append(gates, reboot.Gate{Name: g.Name, Query: g.Query, BeforeReboot: g.BeforeReboot})
-		}
-		blockers = append(blockers, reboot.GateBlockers{URL: rc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: 10 * time.Second}})
+	blockers, err := reboot.BlockerSources(rc, w.vmGate(d), reboot.NodePods{Access: access.Check, Node: d.NodeName})
+	if err != nil {
+		return nil, err // Validate checked it already
 	}
 	return reboot.NewCoordinator(reboot.Options{
 		Client: d.Client, NodeName: d.NodeName, Need: need, Window: window, Blockers: blockers,

@@ -3,11 +3,13 @@ package maintenance
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
 	"k8s.io/utils/clock"
 
+	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/reboot"
 )
 
@@ -156,4 +158,21 @@ func (g *Gates) held(held bool) {
 	if g.Bound.Held != nil {
 		g.Bound.Held(held)
 	}
+}
+
+// GatesFor is the gate stage of mc: the VMs that cannot leave the node
+// (vms) first, then, with maintenance.gates, those gates asked of
+// maintenance.prometheusURL, each query bounded by reboot.GateTimeout;
+// asked every GateInterval and bounded by bound (maintenance.gateBound).
+func GatesFor(mc config.MaintenanceConfig, vms GateChecker, clk clock.Clock, bound GateBound) *Gates {
+	checks := []Check{{What: VMGateWhat, Checker: vms}}
+	if len(mc.Gates) > 0 {
+		gates := make([]reboot.Gate, len(mc.Gates))
+		for i, g := range mc.Gates {
+			gates[i] = reboot.Gate{Name: g.Name, Query: g.Query}
+		}
+		checks = append(checks, Check{What: "maintenance gates",
+			Checker: reboot.GateBlockers{URL: mc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: reboot.GateTimeout}}})
+	}
+	return &Gates{Checks: checks, Interval: GateInterval, Clock: clk, Bound: bound}
 }

@@ -28,6 +28,34 @@ var ErrNoAnswer = errors.New("no drain slot coordinator answered the request; ch
 // restarts it, so asking again sooner would only be refused again.
 const DefaultRefusedRetry = 5 * time.Minute
 
+// The timings of an agent's requests, as NewRequester sets them.
+const (
+	// DefaultNoAnswerAfter: a coordinator that answers no request for this
+	// long is reported as missing (ErrNoAnswer) to the waiting drain, which
+	// says so on the Node; it answers within a second or two when it runs.
+	DefaultNoAnswerAfter = 30 * time.Second
+	// DefaultClaimGrace: a request left on the Node from before a restart
+	// that no part of the agent asks for again within this long (the
+	// maintenance ended while the agent was down) is withdrawn; the
+	// components that would claim it start within seconds.
+	DefaultClaimGrace = 2 * time.Minute
+	// renewsPerSilenceBound: a held slot's request shows the agent alive
+	// this many times per drain.slotSilenceBound, so that one or two lost
+	// renewals do not cost the slot.
+	renewsPerSilenceBound = 3
+)
+
+// NewRequester is the requester of node's agent: it renews a held slot
+// renewsPerSilenceBound times per silenceBound (drain.slotSilenceBound, the
+// coordinator's patience with a quiet agent), and waits DefaultNoAnswerAfter
+// and DefaultClaimGrace.
+func NewRequester(client kube.Interface, node string, silenceBound time.Duration, clk clock.WithTicker, log *slog.Logger) *Requester {
+	return &Requester{
+		Client: client, NodeName: node, RenewInterval: silenceBound / renewsPerSilenceBound,
+		NoAnswerAfter: DefaultNoAnswerAfter, ClaimGrace: DefaultClaimGrace, Clock: clk, Logger: log,
+	}
+}
+
 // Requester is the agent's side of the drain slots, for its own Node. It is
 // an agent component (Run), shared by every part of the agent that drains:
 // Acquire asks for a slot for one purpose at a time, so the node never
