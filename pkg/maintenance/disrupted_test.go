@@ -29,6 +29,7 @@ func TestDisrupted(t *testing.T) {
 		{"maintenance draining", st(selfdrain.Status{Trigger: selfdrain.TriggerAnnotation, Phase: selfdrain.PhaseRunning, Reason: "bios"}), "maintenance of node-1 (bios, Running)"},
 		{"maintenance drained", st(selfdrain.Status{Trigger: selfdrain.TriggerNodeMaintenance, Phase: selfdrain.PhaseSucceeded}), "maintenance of node-1 (nodemaintenance, Succeeded)"},
 		{"maintenance past its timeout, still cordoned", st(selfdrain.Status{Trigger: selfdrain.TriggerAnnotation, Phase: selfdrain.PhaseFailed, Reason: "bios"}), "maintenance of node-1 (bios, Failed)"},
+		{"maintenance past its timeout, undone (drain.onTimeout uncordon)", st(selfdrain.Status{Trigger: selfdrain.TriggerAnnotation, Phase: selfdrain.PhaseFailed, Reason: "bios", UndoneAt: &ended}), ""},
 		{"maintenance ended", st(selfdrain.Status{Trigger: selfdrain.TriggerAnnotation, Phase: selfdrain.PhaseSucceeded, EndTime: &ended}), ""},
 		{"reboot pending", rec(reboot.Pending), ""},
 		{"reboot draining", rec(reboot.Draining), "reboot of node-1 (Draining)"},
