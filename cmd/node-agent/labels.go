@@ -1,18 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
-	"github.com/node-agent/node-agent/pkg/kube"
-	"github.com/node-agent/node-agent/pkg/kubevirtcr"
 	"github.com/node-agent/node-agent/pkg/labeller"
 )
 
@@ -155,9 +150,6 @@ func (o *labelsOptions) run(cmd *cobra.Command) error {
 	return labeller.Report{Host: h, Policy: policy, Result: res}.Write(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.output)
 }
 
-// kubeVirtReadTimeout bounds reading the KubeVirt CR: discovery and one list.
-const kubeVirtReadTimeout = 30 * time.Second
-
 // readKubeVirt puts the KubeVirt CR's settings into policy, from the cluster
 // --kubeconfig or --context names; with neither, no cluster is contacted and
 // the policy's note says so.
@@ -176,21 +168,10 @@ func (o *labelsOptions) readKubeVirt(cmd *cobra.Command, lc config.LabellerConfi
 		return err
 	}
 	rc.UserAgent = "node-agent-labels"
-	client, err := kube.New(rc)
+	kv, err := labeller.ReadKubeVirt(cmd.Context(), rc)
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), kubeVirtReadTimeout)
-	defer cancel()
-	st, err := kubevirtcr.Read(ctx, client.Discovery(), dyn)
-	if err != nil {
-		return fmt.Errorf("reading the KubeVirt CR from %s: %w", rc.Host, err)
-	}
-	kv := labeller.KubeVirtStateOf(st)
 	policy.KubeVirt, policy.KubeVirtNote = kv.Settings, kv.Note
 	return nil
 }

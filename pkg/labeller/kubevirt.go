@@ -1,10 +1,15 @@
 package labeller
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"time"
 
+	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/kubevirtcr"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 )
 
 // KubeVirtRecheckInterval is how often an agent asks discovery again
@@ -30,4 +35,28 @@ func KubeVirtStateOf(s kubevirtcr.State) KubeVirtState {
 		}
 	}
 	return out
+}
+
+// KubeVirtReadTimeout bounds ReadKubeVirt: discovery and one list.
+const KubeVirtReadTimeout = 30 * time.Second
+
+// ReadKubeVirt reads the KubeVirt CR once from the cluster rc connects to,
+// within KubeVirtReadTimeout (`node-agent labels`; the agent watches it
+// instead).
+func ReadKubeVirt(ctx context.Context, rc *rest.Config) (KubeVirtState, error) {
+	client, err := kube.New(rc)
+	if err != nil {
+		return KubeVirtState{}, err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return KubeVirtState{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, KubeVirtReadTimeout)
+	defer cancel()
+	st, err := kubevirtcr.Read(ctx, client.Discovery(), dyn)
+	if err != nil {
+		return KubeVirtState{}, fmt.Errorf("reading the KubeVirt CR from %s: %w", rc.Host, err)
+	}
+	return KubeVirtStateOf(st), nil
 }
