@@ -10,14 +10,14 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/node-agent/node-agent/pkg/config"
-	"github.com/node-agent/node-agent/pkg/reboot"
+	"github.com/node-agent/node-agent/pkg/gates"
 )
 
 // GateChecker asks the maintenance gates (maintenance.gates): the texts of
 // those that hold, none when the maintenance may go on. reboot.GateBlockers
 // is one.
 type GateChecker interface {
-	Blockers(ctx context.Context) []reboot.Blocker
+	Blockers(ctx context.Context) []gates.Blocker
 }
 
 // Check is one kind of gate a maintenance waits for: What names it in the
@@ -162,17 +162,17 @@ func (g *Gates) held(held bool) {
 
 // GatesFor is the gate stage of mc: the VMs that cannot leave the node
 // (vms) first, then, with maintenance.gates, those gates asked of
-// maintenance.prometheusURL, each query bounded by reboot.GateTimeout;
+// maintenance.prometheusURL, each query bounded by gates.Timeout;
 // asked every GateInterval and bounded by bound (maintenance.gateBound).
 func GatesFor(mc config.MaintenanceConfig, vms GateChecker, clk clock.Clock, bound GateBound) *Gates {
 	checks := []Check{{What: VMGateWhat, Checker: vms}}
 	if len(mc.Gates) > 0 {
-		gates := make([]reboot.Gate, len(mc.Gates))
+		gs := make([]gates.Gate, len(mc.Gates))
 		for i, g := range mc.Gates {
-			gates[i] = reboot.Gate{Name: g.Name, Query: g.Query}
+			gs[i] = gates.Gate{Name: g.Name, Query: g.Query}
 		}
 		checks = append(checks, Check{What: "maintenance gates",
-			Checker: reboot.GateBlockers{URL: mc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: reboot.GateTimeout}}})
+			Checker: gates.Prometheus{URL: mc.PrometheusURL, Gates: gs, Client: &http.Client{Timeout: gates.Timeout}}})
 	}
 	return &Gates{Checks: checks, Interval: GateInterval, Clock: clk, Bound: bound}
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/node-agent/node-agent/pkg/config"
-	"github.com/node-agent/node-agent/pkg/reboot"
+	"github.com/node-agent/node-agent/pkg/gates"
 )
 
 // The VM gate is always asked, first; maintenance.gates follow it only when
@@ -20,8 +20,8 @@ func TestGatesFor(t *testing.T) {
 	if len(g.Checks) != 2 || g.Checks[0].Checker != vms {
 		t.Fatalf("with gates: %+v, want the VM gate, then the gates", g.Checks)
 	}
-	gb, ok := g.Checks[1].Checker.(reboot.GateBlockers)
-	if !ok || gb.URL != mc.PrometheusURL || len(gb.Gates) != 1 || gb.Gates[0].Name != "healthy" || gb.Client == nil || gb.Client.Timeout != reboot.GateTimeout {
+	gb, ok := g.Checks[1].Checker.(gates.Prometheus)
+	if !ok || gb.URL != mc.PrometheusURL || len(gb.Gates) != 1 || gb.Gates[0].Name != "healthy" || gb.Client == nil || gb.Client.Timeout != gates.Timeout {
 		t.Errorf("second check %#v", g.Checks[1].Checker)
 	}
 }

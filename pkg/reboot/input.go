@@ -3,6 +3,8 @@ package reboot
 import (
 	"fmt"
 	"time"
+
+	"github.com/node-agent/node-agent/pkg/gates"
 )
 
 // Need says whether the host needs a reboot, and why.
@@ -12,29 +14,20 @@ type Need struct {
 	Why string
 }
 
-// BlockerKind is what blocks a reboot.
-type BlockerKind string
+// Blocker is one thing that keeps a reboot from starting: pkg/gates'
+// type, which the maintenance gates answer with too.
+type Blocker = gates.Blocker
 
+// BlockerKind is what blocks a reboot (gates.BlockerKind).
+type BlockerKind = gates.BlockerKind
+
+// The kinds of blocker.
 const (
-	BlockerPod   BlockerKind = "pod"
-	BlockerAlert BlockerKind = "alert"
-	BlockerGate  BlockerKind = "gate"
-	// BlockerVM: a KubeVirt VM on the node cannot leave it by live
-	// migration (drain.vmWithoutTarget wait); its name says which and why.
-	BlockerVM BlockerKind = "vm"
+	BlockerPod   = gates.BlockerPod
+	BlockerAlert = gates.BlockerAlert
+	BlockerGate  = gates.BlockerGate
+	BlockerVM    = gates.BlockerVM
 )
-
-// Blocker is one thing that keeps a reboot from starting.
-type Blocker struct {
-	Kind BlockerKind
-	// Name is namespace/name for a pod, the alertname for an alert, or
-	// what failed ("prometheus unreachable: ...").
-	Name string
-	// BeforeReboot marks a gate's blocker that holds the reboot after the
-	// drain too (reboot.gates' beforeReboot): the drained node waits for
-	// it, up to Input.BeforeRebootBound.
-	BeforeReboot bool
-}
 
 // LastReboot is the reboot this node made most recently.
 type LastReboot struct {

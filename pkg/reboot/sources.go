@@ -3,15 +3,12 @@ package reboot
 import (
 	"fmt"
 	"net/http"
-	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/gates"
 )
-
-// GateTimeout bounds one query of a gate to Prometheus.
-const GateTimeout = 10 * time.Second
 
 // BlockerSources are what may hold a reboot of rc, in the order they are
 // asked:
@@ -23,7 +20,7 @@ const GateTimeout = 10 * time.Second
 //     reboot.blockingPodNamespaces when set;
 //  3. with reboot.prometheusURL, the alert check (reboot.blockingAlertRegexp)
 //     first, then reboot.gates in their order, each query bounded by
-//     GateTimeout.
+//     gates.Timeout.
 //
 // The order is the order of the reasons a waiting node shows.
 func BlockerSources(rc config.RebootConfig, vms BlockerSource, pods PodLister) ([]BlockerSource, error) {
@@ -36,11 +33,11 @@ func BlockerSources(rc config.RebootConfig, vms BlockerSource, pods PodLister) (
 		out = append(out, PodBlockers{Lister: pods, Selector: sel, Namespaces: rc.BlockingPodNamespaces})
 	}
 	if rc.PrometheusURL != "" {
-		gates := []Gate{AlertGate(rc.BlockingAlertRegexp)}
+		gs := []gates.Gate{gates.AlertGate(rc.BlockingAlertRegexp)}
 		for _, g := range rc.Gates {
-			gates = append(gates, Gate{Name: g.Name, Query: g.Query, BeforeReboot: g.BeforeReboot})
+			gs = append(gs, gates.Gate{Name: g.Name, Query: g.Query, BeforeReboot: g.BeforeReboot})
 		}
-		out = append(out, GateBlockers{URL: rc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: GateTimeout}})
+		out = append(out, gates.Prometheus{URL: rc.PrometheusURL, Gates: gs, Client: &http.Client{Timeout: gates.Timeout}})
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/gates"
 )
 
 type namedSource string
@@ -33,12 +34,12 @@ func TestBlockerSources(t *testing.T) {
 	if !ok || pods.Selector.String() != "app=db" || len(pods.Namespaces) != 1 {
 		t.Errorf("second source %#v, want the pods of app=db in tenant", got[1])
 	}
-	gates, ok := got[2].(GateBlockers)
-	if !ok || len(gates.Gates) != 3 || !gates.Gates[0].Alerts || gates.Gates[1].Name != "first" || gates.Gates[2].Name != "second" || !gates.Gates[2].BeforeReboot {
+	gs, ok := got[2].(gates.Prometheus)
+	if !ok || len(gs.Gates) != 3 || !gs.Gates[0].Alerts || gs.Gates[1].Name != "first" || gs.Gates[2].Name != "second" || !gs.Gates[2].BeforeReboot {
 		t.Errorf("third source %#v, want the alert check, then first, then second (beforeReboot)", got[2])
 	}
-	if gates.Client == nil || gates.Client.Timeout != GateTimeout {
-		t.Errorf("gate client %v, want one bounded by GateTimeout", gates.Client)
+	if gs.Client == nil || gs.Client.Timeout != gates.Timeout {
+		t.Errorf("gate client %v, want one bounded by gates.Timeout", gs.Client)
 	}
 	rc.BlockingPodSelector = "app in (("
 	if _, err := BlockerSources(rc, vms, nil); err == nil {

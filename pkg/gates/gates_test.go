@@ -1,4 +1,4 @@
-package reboot
+package gates
 
 import (
 	"net/http"
@@ -45,7 +45,7 @@ func TestGateBlockers(t *testing.T) {
 		{"garbage", `g (garbage) could not be asked: HTTP 200: not a Prometheus API answer`},
 	}
 	for _, tt := range tests {
-		got := GateBlockers{URL: srv.URL + "/prom", Gates: []Gate{{Name: "g", Query: tt.query}}}.Blockers(t.Context())
+		got := Prometheus{URL: srv.URL + "/prom", Gates: []Gate{{Name: "g", Query: tt.query}}}.Blockers(t.Context())
 		switch {
 		case tt.want == "" && len(got) != 0:
 			t.Errorf("%s: blockers %+v, want none", tt.query, got)
@@ -55,7 +55,7 @@ func TestGateBlockers(t *testing.T) {
 	}
 
 	srv.Close()
-	got := GateBlockers{URL: srv.URL, Gates: []Gate{{Name: "a", Query: "up == 0"}, {Name: "b", Query: "x"}}}.Blockers(t.Context())
+	got := Prometheus{URL: srv.URL, Gates: []Gate{{Name: "a", Query: "up == 0"}, {Name: "b", Query: "x"}}}.Blockers(t.Context())
 	if len(got) != 2 || !strings.Contains(got[0].Name, "a (up == 0) could not be asked: prometheus unreachable") {
 		t.Errorf("Prometheus gone: %+v, want both gates to hold, saying why", got)
 	}

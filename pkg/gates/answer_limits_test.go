@@ -1,4 +1,4 @@
-package reboot
+package gates
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func TestAnswerLimits(t *testing.T) {
 		_, _ = w.Write(build(maxAnswerBody + 4096))
 	}))
 	defer srv.Close()
-	got := GateBlockers{URL: srv.URL, Gates: []Gate{AlertGate("")}}.Blockers(t.Context())
+	got := Prometheus{URL: srv.URL, Gates: []Gate{AlertGate("")}}.Blockers(t.Context())
 	if len(got) != 1 || !strings.Contains(got[0].Name, fmt.Sprintf("is larger than %d bytes", maxAnswerBody)) {
 		t.Errorf("an answer over the bound: %+v, want one blocker saying it is too large", got)
 	}

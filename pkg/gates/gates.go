@@ -1,4 +1,10 @@
-package reboot
+// Package gates asks the outside checks a maintenance or a reboot waits
+// for: PromQL queries to Prometheus (Gate, AlertGate), each answer read as
+// a stream with a bound on its size, and every failure to ask reported as
+// a Blocker, so that a check that cannot be made holds (fails closed).
+// pkg/maintenance (maintenance.gates) and pkg/reboot (reboot.gates,
+// reboot.blockingAlertRegexp) both ask through Prometheus.
+package gates
 
 import (
 	"context"
@@ -16,8 +22,9 @@ import (
 	"github.com/node-agent/node-agent/pkg/reboot/policy"
 )
 
-// Gate is one PromQL query of reboot.gates: the reboot waits while the
-// query's answer, an instant vector, has a series.
+// Gate is one PromQL query of maintenance.gates or reboot.gates: the
+// maintenance or reboot waits while the query's answer, an instant vector,
+// has a series.
 type Gate struct {
 	Name  string
 	Query string
@@ -39,11 +46,12 @@ func AlertGate(expr string) Gate {
 // answer; the condition's message names fewer anyway.
 const maxAlertNames = 64
 
-// GateBlockers asks Prometheus each gate's query (GET /api/v1/query) and
+// Prometheus asks Prometheus each gate's query (GET /api/v1/query) and
 // reports a Blocker for each gate whose answer holds a series, or that
 // could not be asked (fail closed, as the alert check does).
-type GateBlockers struct {
-	// URL is reboot.prometheusURL; the API path is appended to it.
+type Prometheus struct {
+	// URL is maintenance.prometheusURL or reboot.prometheusURL; the API
+	// path is appended to it.
 	URL   string
 	Gates []Gate
 	// Client makes the requests; nil means one with a 10s timeout.
@@ -59,7 +67,7 @@ const maxGateBlocker = 512
 
 // Blockers asks every gate, in order, and returns one Blocker per gate
 // that holds.
-func (g GateBlockers) Blockers(ctx context.Context) []Blocker {
+func (g Prometheus) Blockers(ctx context.Context) []Blocker {
 	var out []Blocker
 	for _, gate := range g.Gates {
 		answer, err := g.ask(ctx, gate.Query)
@@ -113,7 +121,7 @@ type gateAnswer struct {
 	alertNames []string
 }
 
-func (g GateBlockers) ask(ctx context.Context, query string) (gateAnswer, error) {
+func (g Prometheus) ask(ctx context.Context, query string) (gateAnswer, error) {
 	u, err := url.Parse(g.URL)
 	if err != nil {
 		return gateAnswer{}, errors.New("reboot.prometheusURL is not a URL")
@@ -273,3 +281,6 @@ func describeSample(s gateSample) string {
 	}
 	return "{" + strings.Join(parts, ", ") + "} " + value
 }
+
+// Timeout bounds one query of a gate to Prometheus.
+const Timeout = 10 * time.Second
