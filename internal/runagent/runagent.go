@@ -371,7 +371,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 }
 
 // reboot wires the reboot coordinator (reboot.enabled): its drain is asked
-// of selfdrain through its record (handshake), it asks for drain slots
+// of the maintenance lifecycle through its record, it asks for drain slots
 // through the agent's one requester, lists pods for reboot.blockingPodSelector as
 // access says, and reboots through logind with the reboot marked as its own
 // for the shutdown guard.

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestGateBlockers(t *testing.T) {
+func TestPrometheus(t *testing.T) {
 	answers := map[string]string{
 		"held":    `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"ceph_health_status","instance":"a"},"value":[1700000000,"2"]},{"metric":{"instance":"b"},"value":[1700000000,"1"]}]}}`,
 		"open":    `{"status":"success","data":{"resultType":"vector","result":[]}}`,

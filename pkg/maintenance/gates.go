@@ -14,7 +14,7 @@ import (
 )
 
 // GateChecker asks the maintenance gates (maintenance.gates): the texts of
-// those that hold, none when the maintenance may go on. reboot.GateBlockers
+// those that hold, none when the maintenance may go on. gates.Prometheus
 // is one.
 type GateChecker interface {
 	Blockers(ctx context.Context) []gates.Blocker

@@ -13,7 +13,7 @@ const DrainRequestPrefix = "reboot coordinator: "
 
 // DrainRequest says whether the reboot coordinator asks for the drain of
 // node, with the reason; "" when it does not
-// (selfdrain.ControllerOptions.RebootDrain). A record that cannot be read
+// (ControllerOptions.RebootDrain). A record that cannot be read
 // asks for nothing: the coordinator itself does nothing on it until an admin
 // fixes or deletes it, and says so.
 func DrainRequest(node *corev1.Node) string {
