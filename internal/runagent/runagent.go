@@ -89,26 +89,16 @@ func New(o Options) (*agent.Agent, error) {
 	restCfg := rest.CopyConfig(o.REST)
 	restCfg.UserAgent = "node-agent/" + cfg.NodeName
 	restCfg.QPS, restCfg.Burst = cfg.KubeAPIQPS, cfg.KubeAPIBurst
-	client, err := kube.New(restCfg)
+	ids, err := podaccess.NewIdentities(restCfg, cfg.NodeName, o.Logger.With("node", cfg.NodeName, "component", "podaccess"))
 	if err != nil {
 		return nil, err
 	}
-	w := &wiring{cfg: cfg, discover: o.Discover, configFile: o.ConfigFile, flags: o.Flags}
-	// Pods of this node are reached as the node itself, or with the
-	// ServiceAccount's own grant where the cluster refuses that
-	// (pkg/podaccess decides which).
-	if w.podClient, err = kube.New(podaccess.NodeConfig(restCfg, cfg.NodeName)); err != nil {
+	w := &wiring{cfg: cfg, discover: o.Discover, configFile: o.ConfigFile, flags: o.Flags,
+		podClient: ids.Node, serviceAccount: ids.ServiceAccount}
+	if w.evictionRequests, err = evictionrequest.NewAPI(ids.NodeREST); err != nil {
 		return nil, err
 	}
-	// EvictionRequests (drain.evictionAPI) are asked for as the node too.
-	if w.evictionRequests, err = evictionrequest.NewAPI(podaccess.NodeConfig(restCfg, cfg.NodeName)); err != nil {
-		return nil, err
-	}
-	// The other Nodes (where VMs could go) are listed as the ServiceAccount:
-	// a node may read only its own.
-	w.serviceAccount = client
-	// Its own Node is read as the node too, where the cluster allows it.
-	client = podaccess.OwnNodeReads(client, w.podClient, cfg.NodeName, o.Logger.With("node", cfg.NodeName, "component", "podaccess"))
+	client := ids.OwnNode
 	// NodeMaintenance objects, the KubeVirt CR and VMs are read through it.
 	if w.dyn, err = dynamic.NewForConfig(restCfg); err != nil {
 		return nil, err
