@@ -426,7 +426,7 @@ func (w *wiring) connectLogind(ctx context.Context) (shutdown.Logind, error) {
 func (w *wiring) configWatcher(d agent.Deps, lab *labeller.Controller) agent.Component {
 	path := w.configFile
 	cw := &config.Watcher{
-		Path: path, Current: w.cfg, Flags: w.flags, Clock: d.Clock, Interval: 2 * time.Second,
+		Path: path, Current: w.cfg, Flags: w.flags, Clock: d.Clock,
 		Logger: d.Logger.With("component", "config"),
 		OnChange: func(next config.Config) {
 			if lab != nil {

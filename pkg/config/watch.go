@@ -17,10 +17,11 @@ import (
 // itself does not follow. A valid new configuration goes to OnChange; an
 // invalid one goes to OnInvalid and the last good configuration stays.
 type Watcher struct {
-	Path     string
-	Current  Config
-	Flags    *pflag.FlagSet
-	Clock    clock.WithTicker
+	Path    string
+	Current Config
+	Flags   *pflag.FlagSet
+	Clock   clock.WithTicker
+	// Interval is how often the file is read; 0: DefaultWatchInterval.
 	Interval time.Duration
 	Logger   *slog.Logger
 	// OnChange receives every valid configuration that differs from the
@@ -30,10 +31,19 @@ type Watcher struct {
 	OnInvalid func(error)
 }
 
+// DefaultWatchInterval is how often a Watcher reads its file: a change
+// the kubelet projects (within about a minute) is applied seconds later,
+// and a read of a small local file every two seconds costs nothing.
+const DefaultWatchInterval = 2 * time.Second
+
 // Run polls the file until ctx ends.
 func (w *Watcher) Run(ctx context.Context) error {
 	last, _ := readLimited(w.Path)
-	t := w.Clock.NewTicker(w.Interval)
+	interval := w.Interval
+	if interval <= 0 {
+		interval = DefaultWatchInterval
+	}
+	t := w.Clock.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
