@@ -14,11 +14,8 @@ package runagent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,7 +36,6 @@ import (
 	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/metrics"
 	"github.com/node-agent/node-agent/pkg/notify"
-	"github.com/node-agent/node-agent/pkg/notify/spec"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	rebootsystemd "github.com/node-agent/node-agent/pkg/reboot/systemd"
@@ -227,32 +223,16 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 	return out, nil
 }
 
-// notifier builds the webhooks of notifications.webhooks; nil when there
-// are none. A urlFile is read here, once: a URL that cannot be read stops
-// the start with an error that names the file.
+// notifier builds the webhooks of notifications.webhooks
+// (notify.WebhooksFrom); nil when there are none.
 func (w *wiring) notifier(d agent.Deps) (*notify.Notifier, error) {
 	nc := w.cfg.Notifications
 	if len(nc.Webhooks) == 0 {
 		return nil, nil
 	}
-	hooks := make([]notify.Webhook, len(nc.Webhooks))
-	for i, h := range nc.Webhooks {
-		u := h.URL
-		if h.URLFile != "" {
-			b, err := os.ReadFile(h.URLFile)
-			if err != nil {
-				return nil, fmt.Errorf("notifications.webhooks %s: reading urlFile: %w", h.Name, err)
-			}
-			u = strings.TrimSpace(string(b))
-			if err := spec.CheckURL(u); err != nil {
-				return nil, fmt.Errorf("notifications.webhooks %s: the URL in %s: %w", h.Name, h.URLFile, err)
-			}
-		}
-		events := make([]notify.Event, len(h.Events))
-		for j, e := range h.Events {
-			events[j] = notify.Event(e)
-		}
-		hooks[i] = notify.Webhook{Name: h.Name, URL: u, Preset: h.Preset, Template: h.Template, Events: events}
+	hooks, err := notify.WebhooksFrom(nc)
+	if err != nil {
+		return nil, err
 	}
 	return notify.New(notify.Options{
 		Webhooks: hooks, Timeout: nc.Timeout.Duration, GiveUpAfter: nc.GiveUpAfter.Duration,
