@@ -246,6 +246,7 @@ func (d *decision) countPools() {
 			switch {
 			case d.holding[name]:
 				d.pools[i].held++
+				d.pools[i].holders = append(d.pools[i].holders, holder{node: name, since: d.in.Leases[name].AcquiredAt})
 			case n.Unavailable:
 				d.pools[i].down++
 			}
@@ -318,6 +319,7 @@ func (d *decision) serve(n *Node) {
 	for i := range d.pools {
 		if d.pools[i].has(n) {
 			d.pools[i].held++
+			d.pools[i].holders = append(d.pools[i].holders, holder{node: n.Name, since: d.in.Now})
 			if n.Unavailable {
 				d.pools[i].down--
 			}
@@ -345,8 +347,10 @@ func (d *decision) rebootTooSoon(n *Node) string {
 		d.lastReboot.UTC().Format(time.RFC3339), from.UTC().Format(time.RFC3339))
 }
 
-// blockedBy says why n's pools have no room for it, or "". A full pool
-// stays blocked for the requests behind n.
+// blockedBy says why n's pools have no room for it, or "": the first pool
+// that has none, with its holders and n's place in its queue (explain). A
+// full pool stays blocked for the requests behind n, which count n in its
+// queue.
 func (d *decision) blockedBy(n *Node) string {
 	reason := ""
 	for i := range d.pools {
@@ -357,10 +361,15 @@ func (d *decision) blockedBy(n *Node) string {
 		if why := p.full(); why != "" {
 			p.blocked = true
 			if reason == "" {
-				reason = why
+				reason = why + p.explain(true)
 			}
 		} else if p.blocked && reason == "" {
-			reason = fmt.Sprintf("pool %s: earlier requests wait first", p.Name)
+			reason = fmt.Sprintf("pool %s: earlier requests wait first", p.Name) + p.explain(false)
+		}
+	}
+	for i := range d.pools {
+		if d.pools[i].has(n) && d.pools[i].blocked {
+			d.pools[i].queued++
 		}
 	}
 	return reason
@@ -395,6 +404,11 @@ type poolState struct {
 	Pool
 	size, held, down int
 	blocked          bool
+	// holders hold the pool's slots, this decision's grants included.
+	holders []holder
+	// queued counts the requests this decision left waiting for the
+	// pool: the place in its queue of the next one.
+	queued int
 }
 
 // full says why the pool has no room for one more node, or "".
