@@ -546,7 +546,15 @@ func (b rebootDrainSlot) Acquire(ctx context.Context, onWait func(error)) (selfd
 type rebootSlots struct{ r *slots.Requester }
 
 func (b rebootSlots) Acquire(ctx context.Context, onWait func(error)) (reboot.Slot, error) {
-	h, err := b.r.Acquire(ctx, slots.PurposeReboot, onWait)
+	// The reboot coordinator reads every error as a failure to take a
+	// slot; the coordinator's Queued answer is a wait, which it tells as
+	// nil, and its own record says it waits for a slot.
+	h, err := b.r.Acquire(ctx, slots.PurposeReboot, func(err error) {
+		if _, queued := errors.AsType[slots.QueueWait](err); queued {
+			err = nil
+		}
+		onWait(err)
+	})
 	if err != nil {
 		return nil, err
 	}
