@@ -217,11 +217,7 @@ func (c *Client) Status(ctx context.Context, node string, api API) error {
 			return err
 		}
 		if exists && node != "" {
-			f, err := c.waitFacts(ctx, &nodes[0])
-			if err != nil {
-				return err
-			}
-			if err := writeWait(c.Out, node, f, c.clock().Now()); err != nil {
+			if err := writeWait(c.Out, node, c.waitFacts(ctx, &nodes[0]), c.clock().Now()); err != nil {
 				return err
 			}
 		}

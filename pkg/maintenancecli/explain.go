@@ -41,8 +41,10 @@ type waitFacts struct {
 	grant *slots.Grant
 	// place and queued: the request's place among every Queued request
 	// of the cluster, by the coordinator's stamp, and their number; 0
-	// when the request is not Queued.
+	// when the request is not Queued. queueErr says why the Nodes could
+	// not be listed to count them.
 	place, queued int
+	queueErr      error
 	// holders hold a drain slot now; leaseErr says why they could not be
 	// read, leaseNamespace where they were looked for.
 	holders        []slotHolder
@@ -52,8 +54,9 @@ type waitFacts struct {
 
 // waitFacts reads what node's maintenance waits for: its record and its
 // drain slot request on the Node, and, while it asks for a slot, the slot
-// Leases and the other nodes' queued requests.
-func (c *Client) waitFacts(ctx context.Context, node *corev1.Node) (*waitFacts, error) {
+// Leases and the other nodes' queued requests. What cannot be listed is
+// noted, not an error: the node's own record is shown all the same.
+func (c *Client) waitFacts(ctx context.Context, node *corev1.Node) *waitFacts {
 	f := &waitFacts{leaseNamespace: c.LeaseNamespace}
 	f.status, _ = selfdrain.ParseStatus(node)
 	f.request, _ = slots.ParseRequest(node)
@@ -61,17 +64,18 @@ func (c *Client) waitFacts(ctx context.Context, node *corev1.Node) (*waitFacts, 
 		f.grant = g
 	}
 	if f.request == nil {
-		return f, nil
+		return f
 	}
 	if c.LeaseNamespace != "" {
 		f.holders, f.leaseErr = c.slotHolders(ctx)
 	}
 	if f.grant == nil || f.grant.State != slots.Queued {
-		return f, nil
+		return f
 	}
 	list, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("listing Nodes for the drain slot queue: %w", err)
+		f.queueErr = err
+		return f
 	}
 	f.place = 1
 	for i := range list.Items {
@@ -86,7 +90,7 @@ func (c *Client) waitFacts(ctx context.Context, node *corev1.Node) (*waitFacts, 
 			f.place++
 		}
 	}
-	return f, nil
+	return f
 }
 
 // slotHolders lists the drain slot Leases in c.LeaseNamespace.
@@ -153,6 +157,9 @@ func slotLine(f *waitFacts, now time.Time) string {
 	switch {
 	case g == nil:
 		return "asked for at " + f.request.RequestedAt.UTC().Format(time.RFC3339) + ", not answered yet: check that node-agent-coordinator runs"
+	case g.State == slots.Queued && f.queueErr != nil:
+		return fmt.Sprintf("queued by the coordinator since %s (%s ago); its place is unknown: cannot list the Nodes: %s\n  the coordinator's answer: %s",
+			g.Time.UTC().Format(time.RFC3339), ago(now, g.Time), printable(f.queueErr.Error()), printable(g.Reason))
 	case g.State == slots.Queued:
 		return fmt.Sprintf("queued by the coordinator since %s (%s ago), place %d of %d queued in the cluster\n  the coordinator's answer: %s",
 			g.Time.UTC().Format(time.RFC3339), ago(now, g.Time), f.place, f.queued, printable(g.Reason))

@@ -1,13 +1,18 @@
 package maintenancecli
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/selfdrain"
@@ -118,6 +123,31 @@ func TestStatusExplainsNothingWithoutARequest(t *testing.T) {
 	for _, a := range h.kube.Actions() {
 		if a.GetResource().Resource == "leases" {
 			t.Errorf("read Leases for a node that asks for no slot: %v", a)
+		}
+	}
+}
+
+// A user who may not list the Leases or the Nodes still sees the node's
+// own record and answer, with a note of what could not be read.
+func TestStatusNotesWhatItCannotList(t *testing.T) {
+	h := newHarness(t, false, asks(node("node-2", "1", "bios", nil), &slots.Grant{State: slots.Queued, Reason: "pool default: full", Time: t0}))
+	h.client.LeaseNamespace = "node-agent"
+	for _, resource := range []string{"leases", "nodes"} {
+		h.kube.PrependReactor("list", resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", errors.New("not for you"))
+		})
+	}
+	if err := h.client.Status(t.Context(), "node-2", APIAnnotation); err != nil {
+		t.Fatal(err)
+	}
+	out := h.out.String()
+	for _, want := range []string{
+		"its place is unknown: cannot list the Nodes: ",
+		"the coordinator's answer: pool default: full",
+		"Drain slots held: cannot list the slot Leases in namespace node-agent: ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status node-2 does not say %q:\n%s", want, out)
 		}
 	}
 }
