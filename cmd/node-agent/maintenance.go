@@ -2,10 +2,12 @@ package main
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/maintenancecli"
 )
@@ -141,7 +143,7 @@ node leaves maintenance once neither asks for it any longer.`,
 }
 
 func newMaintenanceStatusCommand(client clientFunc) *cobra.Command {
-	var api string
+	var api, leaseNamespace string
 	cmd := &cobra.Command{
 		Use:   "status [NODE]",
 		Short: "Show the maintenance status of NODE, or of every node in maintenance",
@@ -150,7 +152,12 @@ keeps on the Node (the annotation API) and the NodeMaintenance objects with
 their status. A NodeMaintenance object whose node does not exist is listed
 with a note: no agent serves it, so it stays without status until deleted.
 With one NODE, it also shows the node's reboot (the RebootRequired condition;
-see node-agent reboot status) when a reboot coordinator reports on it.
+see node-agent reboot status) when a reboot coordinator reports on it, and
+what its maintenance waits for: a gate and its answer (as the agent reports
+it), its drain slot request with the coordinator's answer and its place among
+the requests queued, the nodes holding drain slots and for how long (the slot
+Leases in --drain-lease-namespace), and the pods whose eviction a
+PodDisruptionBudget or another answer refuses, with the budget.
 
 REQUESTED is the annotation's reason, or its value followed by (refused) when
 the agent refuses it (such as false): nothing changes on the node for it. Text
@@ -166,13 +173,11 @@ and \\ for a backslash), so each node keeps one row.`,
 			if err != nil {
 				return err
 			}
-			node := ""
-			if len(args) == 1 {
-				node = args[0]
-			}
-			return c.Status(cmd.Context(), node, a)
+			c.LeaseNamespace = leaseNamespace
+			return c.Status(cmd.Context(), strings.Join(args, ""), a) // cobra.MaximumNArgs(1)
 		},
 	}
 	cmd.Flags().StringVar(&api, "api", "", "Show only the annotation API (annotation) or only NodeMaintenance objects (nodemaintenance). Default: both.")
+	cmd.Flags().StringVar(&leaseNamespace, "drain-lease-namespace", config.Default().Drain.LeaseNamespace, "Namespace of the drain slot Leases (drain.leaseNamespace), whose holders status NODE lists.")
 	return cmd
 }

@@ -58,6 +58,10 @@ type Client struct {
 	// PollInterval is how often Stop, waiting, lists the NodeMaintenance
 	// objects until they are gone; one second when 0.
 	PollInterval time.Duration
+	// LeaseNamespace holds the drain slot Leases (drain.leaseNamespace):
+	// Status of one node that asks for a slot lists their holders. Empty,
+	// it lists none.
+	LeaseNamespace string
 }
 
 func (c *Client) clock() clock.Clock {
@@ -213,6 +217,11 @@ func (c *Client) Status(ctx context.Context, node string, api API) error {
 			fmt.Fprintf(c.Out, "Node %s does not exist.\n", node)
 		} else if err := writeStatusTable(c.Out, nodes, node != ""); err != nil {
 			return err
+		}
+		if exists && node != "" {
+			if err := writeWait(c.Out, node, c.waitFacts(ctx, &nodes[0]), c.clock().Now()); err != nil {
+				return err
+			}
 		}
 	}
 	if api == APIAnnotation {

@@ -423,6 +423,11 @@ func (c *Coordinator) acquire(ctx context.Context) {
 	c.setSlotErr(nil)
 	go func() {
 		s, err := c.o.Slots.Acquire(actx, slots.PurposeReboot, func(err error) {
+			// The coordinator's Queued answer is a wait, not a failure to
+			// take a slot: the record says the reboot waits for one.
+			if _, queued := errors.AsType[slots.QueueWait](err); queued {
+				err = nil
+			}
 			c.setSlotErr(err)
 			c.poke()
 		})

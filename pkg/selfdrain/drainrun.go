@@ -329,6 +329,7 @@ func (r *drainRun) resetRetryTimer(d time.Duration) {
 func (r *drainRun) publish(now time.Time) (drained bool) {
 	e, st := r.e, r.st
 	e.setPending(st, r.pending)
+	st.Blockers = r.currentBlockers()
 	if r.takeVMs() {
 		r.dirty = true
 	}

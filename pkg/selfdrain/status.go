@@ -88,8 +88,10 @@ type Status struct {
 	// EndTime is set when maintenance ended and the agent's changes were
 	// undone; the status is then final.
 	EndTime *metav1.Time `json:"endTime,omitempty"`
-	// Blockers, once a maintenance drain passed drain.timeout (phase
-	// Failed), are the pods it left on the node and why each stayed.
+	// Blockers, while a drain runs, are the pods whose last eviction was
+	// refused or failed, and why (at most maxBlockersShown); once a
+	// maintenance drain passed drain.timeout (phase Failed), every pod it
+	// left on the node and why each stayed.
 	Blockers []Blocker `json:"blockers,omitempty"`
 	// UndoneAt is when the agent undid its changes (uncordon, drain taint)
 	// after its drain timed out, by drain.onTimeout uncordon, while the

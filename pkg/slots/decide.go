@@ -157,61 +157,108 @@ type Output struct {
 // be served blocks the pools that are full for the requests behind it, and
 // only those: a later node of another pool goes on.
 func Decide(in Input) Output {
-	out := Output{Held: map[string]int{}, Waiting: map[string]int{}}
-	holding := map[string]bool{}
-	var next time.Time
+	d := &decision{in: in, out: Output{Held: map[string]int{}, Waiting: map[string]int{}}, holding: map[string]bool{}}
 	for _, node := range sortedKeys(in.Leases) {
-		l := in.Leases[node]
-		n := in.Nodes[node]
-		switch {
-		case n == nil, n.Request == nil, n.Request.ID != l.RequestID, n.Request.Purpose != l.Purpose:
-			out.Release = append(out.Release, node)
-			continue
-		}
-		if why, off := in.Off[l.Purpose]; off {
-			out.Revoke = append(out.Revoke, Revocation{Node: node, Reason: why})
-			continue
-		}
-		if bound, why := in.silenceBound(n.Request); in.Now.Sub(n.LastBeat) > bound {
-			out.Revoke = append(out.Revoke, Revocation{Node: node, Reason: fmt.Sprintf(
-				"the agent was silent for %s, longer than %s", in.Now.Sub(n.LastBeat).Round(time.Second), why)})
-			continue
-		} else {
-			next = earliest(next, n.LastBeat.Add(bound+time.Second))
-		}
-		if maxHold := in.MaxHold[l.Purpose]; maxHold > 0 {
-			if held := in.Now.Sub(l.AcquiredAt); held > maxHold {
-				out.Revoke = append(out.Revoke, Revocation{Node: node, Reason: fmt.Sprintf(
-					"held for %s, longer than the %s bound of %s", held.Round(time.Second), l.Purpose, maxHold)})
-				continue
-			}
-			next = earliest(next, l.AcquiredAt.Add(maxHold+time.Second))
-		}
-		holding[node] = true
-		if g := n.Grant; !g.Answers(n.Request) || g.State != Granted || g.Slot != l.Name {
-			out.Repair = append(out.Repair, node)
-		}
+		d.judgeHolder(node)
 	}
-	pools := make([]poolState, len(in.Pools))
-	for i, p := range in.Pools {
-		pools[i] = poolState{Pool: p}
+	d.countPools()
+	waiting := d.waiting()
+	d.lastReboot = d.lastRebootGrant()
+	for _, n := range waiting {
+		d.serve(n)
 	}
-	for _, name := range sortedKeys(in.Nodes) {
-		n := in.Nodes[name]
-		for i := range pools {
-			if !pools[i].has(n) {
-				continue
-			}
-			pools[i].size++
-			switch {
-			case holding[name]:
-				pools[i].held++
-			case n.Unavailable:
-				pools[i].down++
-			}
-		}
+	for _, p := range d.pools {
+		d.out.Held[p.Name] = p.held
 	}
+	if !d.next.IsZero() {
+		d.out.Next = max(d.next.Sub(in.Now), time.Second)
+	}
+	return d.out
+}
 
+// decision is one Decide: its input, what it learned so far, and its
+// output. Its methods are Decide's steps, in order.
+type decision struct {
+	in  Input
+	out Output
+	// holding: the nodes that keep their slot.
+	holding map[string]bool
+	pools   []poolState
+	// next is when the earliest bound passes; zero for none.
+	next time.Time
+	// lastReboot is when the last reboot slot was granted, this
+	// decision's grants included.
+	lastReboot time.Time
+}
+
+// judgeHolder decides whether node keeps the slot it holds: its Lease is
+// released when it answers no current request, and revoked when its
+// purpose is off or the holder passed a bound. A holder that keeps it gets
+// its grant written again when the Node does not show it.
+func (d *decision) judgeHolder(node string) {
+	in := d.in
+	l := in.Leases[node]
+	n := in.Nodes[node]
+	switch {
+	case n == nil, n.Request == nil, n.Request.ID != l.RequestID, n.Request.Purpose != l.Purpose:
+		d.out.Release = append(d.out.Release, node)
+		return
+	}
+	if why, off := in.Off[l.Purpose]; off {
+		d.out.Revoke = append(d.out.Revoke, Revocation{Node: node, Reason: why})
+		return
+	}
+	if bound, why := in.silenceBound(n.Request); in.Now.Sub(n.LastBeat) > bound {
+		d.out.Revoke = append(d.out.Revoke, Revocation{Node: node, Reason: fmt.Sprintf(
+			"the agent was silent for %s, longer than %s", in.Now.Sub(n.LastBeat).Round(time.Second), why)})
+		return
+	} else {
+		d.next = earliest(d.next, n.LastBeat.Add(bound+time.Second))
+	}
+	if maxHold := in.MaxHold[l.Purpose]; maxHold > 0 {
+		if held := in.Now.Sub(l.AcquiredAt); held > maxHold {
+			d.out.Revoke = append(d.out.Revoke, Revocation{Node: node, Reason: fmt.Sprintf(
+				"held for %s, longer than the %s bound of %s", held.Round(time.Second), l.Purpose, maxHold)})
+			return
+		}
+		d.next = earliest(d.next, l.AcquiredAt.Add(maxHold+time.Second))
+	}
+	d.holding[node] = true
+	if g := n.Grant; !g.Answers(n.Request) || g.State != Granted || g.Slot != l.Name {
+		d.out.Repair = append(d.out.Repair, node)
+	}
+}
+
+// countPools counts each pool's nodes, those holding a slot and the others
+// that are unavailable.
+func (d *decision) countPools() {
+	d.pools = make([]poolState, len(d.in.Pools))
+	for i, p := range d.in.Pools {
+		d.pools[i] = poolState{Pool: p}
+	}
+	for _, name := range sortedKeys(d.in.Nodes) {
+		n := d.in.Nodes[name]
+		for i := range d.pools {
+			if !d.pools[i].has(n) {
+				continue
+			}
+			d.pools[i].size++
+			switch {
+			case d.holding[name]:
+				d.pools[i].held++
+				d.pools[i].holders = append(d.pools[i].holders, holder{node: name, since: d.in.Leases[name].AcquiredAt})
+			case n.Unavailable:
+				d.pools[i].down++
+			}
+		}
+	}
+}
+
+// waiting returns the requests to serve, in queue order. On the way it
+// clears the grants that answer no request and refuses the requests whose
+// purpose is off.
+func (d *decision) waiting() []*Node {
+	in := d.in
 	var waiting []*Node
 	for _, name := range sortedKeys(in.Nodes) {
 		n := in.Nodes[name]
@@ -219,10 +266,10 @@ func Decide(in Input) Output {
 		case n.Request == nil:
 			if n.Grant != nil {
 				if _, held := in.Leases[name]; !held {
-					out.Clear = append(out.Clear, name)
+					d.out.Clear = append(d.out.Clear, name)
 				}
 			}
-		case holding[name]:
+		case d.holding[name]:
 		case n.Grant.Answers(n.Request) && n.Grant.State == Revoked:
 			// Not served again; a new request is.
 		default:
@@ -231,7 +278,7 @@ func Decide(in Input) Output {
 				continue
 			}
 			if why, off := in.Off[n.Request.Purpose]; off {
-				out.Refuse = append(out.Refuse, Revocation{Node: name, Reason: why})
+				d.out.Refuse = append(d.out.Refuse, Revocation{Node: name, Reason: why})
 				continue
 			}
 			waiting = append(waiting, n)
@@ -240,78 +287,105 @@ func Decide(in Input) Output {
 	slices.SortStableFunc(waiting, func(a, b *Node) int {
 		return cmp.Or(a.QueuedAt().Compare(b.QueuedAt()), cmp.Compare(a.Name, b.Name))
 	})
-	lastReboot := in.LastReboot
-	for _, l := range in.Leases {
-		if l.Purpose == PurposeReboot && holding[l.Node] && l.AcquiredAt.After(lastReboot) {
-			lastReboot = l.AcquiredAt
+	return waiting
+}
+
+// lastRebootGrant is when the last reboot slot was granted: as recorded,
+// or the reboot slots still held.
+func (d *decision) lastRebootGrant() time.Time {
+	last := d.in.LastReboot
+	for _, l := range d.in.Leases {
+		if l.Purpose == PurposeReboot && d.holding[l.Node] && l.AcquiredAt.After(last) {
+			last = l.AcquiredAt
 		}
 	}
-	for _, n := range waiting {
-		// reboot.minInterval spaces the reboots out, whatever room the
-		// pools have; a reboot that waits for it blocks no pool, so the
-		// requests behind it go on.
-		if n.Request.Purpose == PurposeReboot && in.MinRebootInterval > 0 && !lastReboot.IsZero() {
-			if from := lastReboot.Add(in.MinRebootInterval); in.Now.Before(from) {
-				reason := fmt.Sprintf("reboot.minInterval: the last reboot began at %s; the next may begin at %s",
-					lastReboot.UTC().Format(time.RFC3339), from.UTC().Format(time.RFC3339))
-				next = earliest(next, from)
-				for i := range pools {
-					if pools[i].has(n) {
-						out.Waiting[pools[i].Name]++
-					}
-				}
-				if g := n.Grant; !g.Answers(n.Request) || g.State != Queued || g.Reason != reason || !g.Time.Equal(n.QueuedAt()) {
-					out.Queue = append(out.Queue, Queueing{Node: n.Name, Reason: reason})
-				}
-				continue
+	return last
+}
+
+// serve grants n's request when reboot.minInterval and every pool of n let
+// it, and otherwise tells n why it waits.
+func (d *decision) serve(n *Node) {
+	// reboot.minInterval spaces the reboots out, whatever room the
+	// pools have; a reboot that waits for it blocks no pool, so the
+	// requests behind it go on.
+	if reason := d.rebootTooSoon(n); reason != "" {
+		d.queue(n, reason)
+		return
+	}
+	if reason := d.blockedBy(n); reason != "" {
+		d.queue(n, reason)
+		return
+	}
+	for i := range d.pools {
+		if d.pools[i].has(n) {
+			d.pools[i].held++
+			d.pools[i].holders = append(d.pools[i].holders, holder{node: n.Name, since: d.in.Now})
+			if n.Unavailable {
+				d.pools[i].down--
 			}
 		}
-		reason := ""
-		for i := range pools {
-			p := &pools[i]
-			if !p.has(n) {
-				continue
-			}
-			if why := p.full(); why != "" {
-				p.blocked = true
-				if reason == "" {
-					reason = why
-				}
-			} else if p.blocked && reason == "" {
-				reason = fmt.Sprintf("pool %s: earlier requests wait first", p.Name)
-			}
-		}
-		if reason == "" {
-			for i := range pools {
-				if pools[i].has(n) {
-					pools[i].held++
-					if n.Unavailable {
-						pools[i].down--
-					}
-				}
-			}
-			out.Grant = append(out.Grant, n.Name)
-			if n.Request.Purpose == PurposeReboot {
-				lastReboot = in.Now
-			}
+	}
+	d.out.Grant = append(d.out.Grant, n.Name)
+	if n.Request.Purpose == PurposeReboot {
+		d.lastReboot = d.in.Now
+	}
+}
+
+// rebootTooSoon says why n's reboot must wait for reboot.minInterval, or
+// "".
+func (d *decision) rebootTooSoon(n *Node) string {
+	in := d.in
+	if n.Request.Purpose != PurposeReboot || in.MinRebootInterval <= 0 || d.lastReboot.IsZero() {
+		return ""
+	}
+	from := d.lastReboot.Add(in.MinRebootInterval)
+	if !in.Now.Before(from) {
+		return ""
+	}
+	d.next = earliest(d.next, from)
+	return fmt.Sprintf("reboot.minInterval: the last reboot began at %s; the next may begin at %s",
+		d.lastReboot.UTC().Format(time.RFC3339), from.UTC().Format(time.RFC3339))
+}
+
+// blockedBy says why n's pools have no room for it, or "": the first pool
+// that has none, with its holders and n's place in its queue (explain). A
+// full pool stays blocked for the requests behind n, which count n in its
+// queue.
+func (d *decision) blockedBy(n *Node) string {
+	reason := ""
+	for i := range d.pools {
+		p := &d.pools[i]
+		if !p.has(n) {
 			continue
 		}
-		for i := range pools {
-			if pools[i].has(n) {
-				out.Waiting[pools[i].Name]++
+		if why := p.full(); why != "" {
+			p.blocked = true
+			if reason == "" {
+				reason = why + p.explain(true)
 			}
+		} else if p.blocked && reason == "" {
+			reason = fmt.Sprintf("pool %s: earlier requests wait first", p.Name) + p.explain(false)
 		}
-		if g := n.Grant; !g.Answers(n.Request) || g.State != Queued || g.Reason != reason || !g.Time.Equal(n.QueuedAt()) {
-			out.Queue = append(out.Queue, Queueing{Node: n.Name, Reason: reason})
+	}
+	for i := range d.pools {
+		if d.pools[i].has(n) && d.pools[i].blocked {
+			d.pools[i].queued++
 		}
 	}
-	for _, p := range pools {
-		out.Held[p.Name] = p.held
+	return reason
+}
+
+// queue counts n as waiting in each of its pools and answers it Queued
+// with reason, unless the Node shows that answer already.
+func (d *decision) queue(n *Node, reason string) {
+	for i := range d.pools {
+		if d.pools[i].has(n) {
+			d.out.Waiting[d.pools[i].Name]++
+		}
 	}
-	if !next.IsZero() {
-		out.Next = max(next.Sub(in.Now), time.Second)
+	if g := n.Grant; !g.Answers(n.Request) || g.State != Queued || g.Reason != reason || !g.Time.Equal(n.QueuedAt()) {
+		d.out.Queue = append(d.out.Queue, Queueing{Node: n.Name, Reason: reason})
 	}
-	return out
 }
 
 // silenceBound is how long the holder of req may be silent, and how to say
@@ -330,6 +404,11 @@ type poolState struct {
 	Pool
 	size, held, down int
 	blocked          bool
+	// holders hold the pool's slots, this decision's grants included.
+	holders []holder
+	// queued counts the requests this decision left waiting for the
+	// pool: the place in its queue of the next one.
+	queued int
 }
 
 // full says why the pool has no room for one more node, or "".

@@ -36,4 +36,12 @@
 // stamped into its Queued answer (Grant.Time) so that a new leader keeps it; the
 // time an agent writes into its request is never read for it. A purpose the
 // coordinator's configuration turns off (reboot.enabled false) is refused.
+//
+// A Queued answer says why the request waits in terms a person can act on:
+// the pool that is full and, for the head of its queue, the nodes holding
+// its slots since when and the request's place (explain.go, which also says
+// how that text is kept from rewriting every waiting Node at each grant).
+// The agent shows it on its Node (QueueWait): its token reads neither the
+// Leases nor other Nodes, so the coordinator, which knows the queue, tells
+// it.
 package slots

@@ -91,8 +91,10 @@ type Grant struct {
 	State   GrantState `json:"state"`
 	// Slot is the Lease held, while Granted.
 	Slot string `json:"slot,omitempty"`
-	// Reason says why it waits (Queued: which pool is full) or why it was
-	// revoked.
+	// Reason says why it waits or why it was revoked. Queued, it names
+	// the pool that is full and, at the head of that pool's queue, the
+	// nodes holding its slots with when each took it, and the request's
+	// place (explain.go); the agent shows it on its Node as it is.
 	Reason string `json:"reason,omitempty"`
 	// Time is when the state was entered, on the coordinator's clock. For
 	// Queued, that is when a coordinator first saw this request (ID): the

@@ -180,9 +180,10 @@ func (r *Requester) stateRV() (*Request, *Grant, string, <-chan struct{}, error)
 // Acquire waits until the node holds a slot for purpose, or ctx ends. A
 // request of that purpose already on the Node (from before a restart or
 // the reboot) is taken up again, with its place in the queue or its slot.
-// onWait is called with nil once the request waits in the coordinator's
-// queue (or behind this node's other purpose), and with an error whenever
-// the request cannot be written or no coordinator answers it.
+// onWait is called with a QueueWait whenever the coordinator's answer to a
+// request that waits in its queue changes, with nil once the request waits
+// behind this node's other purpose, and with an error whenever the request
+// cannot be written or no coordinator answers it.
 func (r *Requester) Acquire(ctx context.Context, purpose Purpose, onWait func(error)) (Slot, error) {
 	r.init()
 	select {
@@ -216,7 +217,7 @@ func (r *Requester) Acquire(ctx context.Context, purpose Purpose, onWait func(er
 		case <-changed:
 		}
 	}
-	h, err := r.await(ctx, purpose, report, waited)
+	h, err := r.await(ctx, purpose, report)
 	if err != nil {
 		r.giveUp(purpose)
 		return nil, err
@@ -224,9 +225,11 @@ func (r *Requester) Acquire(ctx context.Context, purpose Purpose, onWait func(er
 	return h, nil
 }
 
-func (r *Requester) await(ctx context.Context, purpose Purpose, report func(error), waited bool) (*Held, error) {
+func (r *Requester) await(ctx context.Context, purpose Purpose, report func(error)) (*Held, error) {
 	asked := r.Clock.Now()
 	var lastErr string
+	// told is the Queued answer last passed to report.
+	var told *Grant
 	// pausedFor is the refused request this call has waited out.
 	var pausedFor string
 	for {
@@ -286,9 +289,9 @@ func (r *Requester) await(ctx context.Context, purpose Purpose, report func(erro
 			r.Logger.Info("Holding a drain slot", "purpose", purpose, "lease", g.Slot)
 			return h, nil
 		case g.Answers(req) && g.State == Queued:
-			if !waited {
-				waited = true
-				report(nil)
+			if told == nil || told.ID != g.ID || told.Reason != g.Reason {
+				told = g
+				report(QueueWait{Reason: g.Reason})
 			}
 		default:
 			if r.Clock.Since(asked) >= r.NoAnswerAfter {
