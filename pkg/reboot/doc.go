@@ -17,4 +17,7 @@
 // lister, the Prometheus HTTP client, the drain's record): pkg/handshake
 // supplies the ones that connect it to pkg/selfdrain and pkg/shutdown, so
 // that none of them imports another.
+//
+// The words used here (slot, grant, gate, blocker, bound) are defined in
+// docs/glossary.md.
 package reboot

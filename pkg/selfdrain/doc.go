@@ -28,4 +28,7 @@
 // ControllerOptions.RebootDrain) through the Controller, and the host's
 // shutdown through DrainForShutdown. A drain for any of the first three
 // stops at drain.timeout and gives its drain slot back (timeout.go).
+//
+// The words used here (maintenance, trigger, drain, record, undo, timeout,
+// slot) are defined in docs/glossary.md.
 package selfdrain

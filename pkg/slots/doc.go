@@ -36,4 +36,24 @@
 // stamped into its Queued answer (Grant.Time) so that a new leader keeps it; the
 // time an agent writes into its request is never read for it. A purpose the
 // coordinator's configuration turns off (reboot.enabled false) is refused.
+//
+// # Words
+//
+// One concept, one word (docs/glossary.md has the whole glossary):
+//
+//   - slot: one node's right to drain now. At most slots.limit nodes hold
+//     one, and at most each pool's limit. Not "lease", "lock" or "grant".
+//   - slot Lease: how the coordinator stores a slot it granted
+//     (node-agent-drain-slot-<node> in slots.namespace); storage only.
+//   - request: an agent's ask for a slot (Request, on its own Node).
+//   - grant: the coordinator's answer to a request (Grant: Queued, Granted
+//     or Revoked), and the act of answering Granted.
+//   - revoke: the coordinator takes a slot back; release: the holder gives
+//     it back; hand-over: a freed slot goes to the next request.
+//   - pool: a group of nodes with a limit of its own (slots.pools).
+//   - heartbeat: what an agent bumps while it holds a slot; one whose
+//     heartbeat stops for slots.heartbeatBound loses its slot. "Silence"
+//     means only an Alertmanager silence (pkg/silence).
+//   - coordinator: node-agent-coordinator (Coordinator) alone; the per-node
+//     part of pkg/reboot is the reboot controller.
 package slots
