@@ -36,7 +36,7 @@ is on).
                              NodeMaintenance objects, with both APIs unless --api.
 
 The node stays in maintenance while either API asks for it; one drain serves
-both. At most drain.maxConcurrentNodes nodes (default 1) drain at once; the
+both. At most slots.limit nodes (default 1) drain at once; the
 others show phase Waiting (Running with the reason in lastError on a
 NodeMaintenance object). A drain still running after drain.timeout stops,
 gives its slot to the next node and shows phase Failed with the pods that

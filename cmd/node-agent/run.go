@@ -33,15 +33,16 @@ stops the agent at start with a message naming the key.
 SIGTERM or SIGINT stops it cleanly.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var deprecated []config.Deprecation
 			if configFile != "" {
-				loaded, err := config.Load(configFile, config.Default(), cmd.Flags())
+				loaded, old, err := config.Load(configFile, config.Default(), cmd.Flags())
 				if err != nil {
 					return err
 				}
 				if loaded.NodeName == "" {
 					loaded.NodeName = os.Getenv("NODE_NAME")
 				}
-				cfg = loaded
+				cfg, deprecated = loaded, old
 			}
 			if err := cfg.Validate(); err != nil {
 				return err
@@ -50,6 +51,7 @@ SIGTERM or SIGINT stops it cleanly.`,
 			if err != nil {
 				return err
 			}
+			config.LogDeprecations(logger, configFile, deprecated)
 			restCfg, err := kube.RESTConfig(cfg.Kubeconfig)
 			if err != nil {
 				return err

@@ -203,7 +203,7 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 	// node asks for one slot at a time and never adopts the other
 	// purpose's slot.
 	requester := &slots.Requester{
-		Client: d.Client, NodeName: d.NodeName, RenewInterval: w.cfg.Drain.SlotSilenceBound.Duration / 3,
+		Client: d.Client, NodeName: d.NodeName, RenewInterval: w.cfg.Slots.HeartbeatBound.Duration / 3,
 		NoAnswerAfter: 30 * time.Second, ClaimGrace: 2 * time.Minute,
 		Clock: d.Clock, Logger: d.Logger.With("component", "slots"),
 	}

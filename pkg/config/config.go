@@ -55,6 +55,7 @@ type Config struct {
 
 	Labeller    LabellerConfig    `json:"labeller"`
 	Drain       DrainConfig       `json:"drain"`
+	Slots       SlotsConfig       `json:"slots"`
 	Maintenance MaintenanceConfig `json:"maintenance"`
 	Shutdown    ShutdownConfig    `json:"shutdown"`
 	Reboot      RebootConfig      `json:"reboot"`
@@ -102,14 +103,16 @@ func Default() Config {
 			NodeLifecycleConditions: string(nlspec.Auto),
 			EvictionAPI:             string(erspec.Eviction),
 			VMWithoutTarget:         string(vmspec.Wait),
-			MaxConcurrentNodes:      1,
 			Parallelism:             32,
-			LeaseNamespace:          "node-agent",
-			// Four renewals missed (the agent renews every 20s): long
-			// enough for an apiserver restart or an agent's rollout,
-			// short enough that a dead node's slot goes on within
-			// minutes.
-			SlotSilenceBound: metav1.Duration{Duration: time.Minute},
+		},
+		Slots: SlotsConfig{
+			Limit:     1,
+			Namespace: "node-agent",
+			// Four heartbeats missed (the agent bumps it every 20s):
+			// long enough for an apiserver restart or an agent's
+			// rollout, short enough that a dead node's slot goes on
+			// within minutes.
+			HeartbeatBound: metav1.Duration{Duration: time.Minute},
 		},
 		Shutdown: ShutdownConfig{
 			Enabled:          true,
@@ -217,8 +220,8 @@ func (c Config) NormalizeEmpty() Config {
 	if len(c.Reboot.Gates) == 0 {
 		c.Reboot.Gates = nil
 	}
-	if len(c.Drain.Pools) == 0 {
-		c.Drain.Pools = nil
+	if len(c.Slots.Pools) == 0 {
+		c.Slots.Pools = nil
 	}
 	return c
 }

@@ -52,6 +52,9 @@ func (v durationValue) Set(s string) error {
 	return nil
 }
 
+// poolsExample is the pools a refused --slots-pools shows.
+const poolsExample = `[{"name":"gpu","selector":"gpu=true","limit":1}]`
+
 // oldRebootWithoutDrainFlag is the deprecated name of --reboot-without-drain.
 const oldRebootWithoutDrainFlag = "reboot-reboot-without-drain"
 
@@ -81,11 +84,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Drain.VMWithoutTarget, "drain-vm-without-target", c.Drain.VMWithoutTarget, "What a maintenance does when KubeVirt VMs on the node cannot leave it by live migration (no other node offers their CPU model or features, not live-migratable, or evictionStrategy None): wait (before the cordon, naming them on the Node, until each can) or proceed (drain anyway, after a Warning Event).")
 	fs.StringVar(&c.Drain.OnTimeout, "drain-on-timeout", c.Drain.OnTimeout, "What a maintenance drain that passed --drain-timeout leaves on the node: keepCordoned (cordoned and tainted until the maintenance is ended) or uncordon (the agent's cordon and taint undone; the maintenance stays requested and Failed). A reboot's drain is left to the reboot coordinator.")
 	fs.Var(durationValue{&c.Drain.DeleteAfter}, "drain-delete-after", "Delete pods whose eviction is still refused after this long, overriding their PodDisruptionBudget; shorter than --drain-timeout. 0 means never.")
-	fs.IntVar(&c.Drain.MaxConcurrentNodes, "drain-max-concurrent-nodes", c.Drain.MaxConcurrentNodes, "Most nodes that drain at once for maintenance requests (annotation or NodeMaintenance object) or reboots, cluster-wide. A shutdown drain takes no slot.")
 	fs.IntVar(&c.Drain.Parallelism, "drain-parallelism", c.Drain.Parallelism, "Most evictions in flight at once on this node.")
-	fs.StringVar(&c.Drain.LeaseNamespace, "drain-lease-namespace", c.Drain.LeaseNamespace, "Namespace of the drain slot Leases and of the coordinator's leader election; only node-agent-coordinator writes them.")
-	fs.Var(&jsonList[PoolConfig]{&c.Drain.Pools, `[{"name":"gpu","selector":"gpu=true","maxConcurrentNodes":1}]`}, "drain-pools", `Pools of nodes with drain limits of their own, as JSON: [{"name":"gpu","selector":"gpu=true","maxConcurrentNodes":1,"maxUnavailable":"10%"}]. A node drains only when every pool it is in has room.`)
-	fs.Var(durationValue{&c.Drain.SlotSilenceBound}, "drain-slot-silence-bound", "How long the agent of a node holding a drain slot may be silent before the coordinator gives the slot to the next node.")
+	fs.IntVar(&c.Slots.Limit, "slots-limit", c.Slots.Limit, "Most nodes that hold a drain slot at once, cluster-wide: nodes that drain for maintenance requests (annotation or NodeMaintenance object) or reboots. A shutdown drain takes no slot.")
+	fs.StringVar(&c.Slots.Namespace, "slots-namespace", c.Slots.Namespace, "Namespace of the slot Leases (how node-agent-coordinator stores the slots it grants) and of the coordinator's leader election; only node-agent-coordinator writes them.")
+	fs.Var(&jsonList[PoolConfig]{&c.Slots.Pools, poolsExample}, "slots-pools", `Pools of nodes with slot limits of their own, as JSON: [{"name":"gpu","selector":"gpu=true","limit":1,"maxUnavailable":"10%"}]. A node drains only when every pool it is in has room.`)
+	fs.Var(durationValue{&c.Slots.HeartbeatBound}, "slots-heartbeat-bound", "How long the heartbeat of a node holding a drain slot may stay unchanged before the coordinator revokes the slot and hands it to the next node. The agent bumps it every third of this.")
+	c.addOldSlotFlags(fs)
 	fs.BoolVar(&c.Maintenance.NodeMaintenance, "maintenance-node-maintenance", c.Maintenance.NodeMaintenance, "Serve NodeMaintenance objects (nodemaintenance.medik8s.io or nodemaintenance.kubevirt.io) that name this node. Leave off where node-maintenance-operator runs.")
 	fs.Var(durationValue{&c.Maintenance.GateBound}, "maintenance-gate-bound", "How long the maintenance gates and the VMs that cannot leave (--drain-vm-without-target=wait) may hold one maintenance, from its first wait; then --maintenance-on-gate-bound decides.")
 	fs.StringVar(&c.Maintenance.OnGateBound, "maintenance-on-gate-bound", c.Maintenance.OnGateBound, "What a maintenance held past --maintenance-gate-bound does: wait (keep waiting; its status, a Warning Event and node_agent_wait_bound_exceeded_total say so) or proceed (drain past what holds it).")

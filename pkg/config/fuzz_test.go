@@ -20,7 +20,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("a: [1\n"))
 	f.Add([]byte("kubeconfig: /etc/node-agent/kubeconfig\nnotifications:\n  webhooks: [{name: a, urlFile: /x}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse(data, Default())
+		c, _, err := Parse(data, Default())
 		if err != nil {
 			return
 		}

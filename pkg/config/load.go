@@ -17,21 +17,22 @@ import (
 
 // Load reads the YAML file at path into a copy of base. An unknown key is an
 // error that names the key. Flags that were set explicitly on fs are then
-// applied again on top, so the command line wins over the file.
-func Load(path string, base Config, fs *pflag.FlagSet) (Config, error) {
+// applied again on top, so the command line wins over the file. The old keys
+// the file still uses come back for the caller to log (LogDeprecations).
+func Load(path string, base Config, fs *pflag.FlagSet) (Config, []Deprecation, error) {
 	data, err := readLimited(path)
 	if err != nil {
-		return Config{}, fmt.Errorf("reading config file: %w", err)
+		return Config{}, nil, fmt.Errorf("reading config file: %w", err)
 	}
 	if len(data) > MaxConfigFileBytes {
-		return Config{}, fmt.Errorf("config file %s: larger than %d bytes (1 MiB), the most a ConfigMap holds; this is not a node-agent configuration", path, MaxConfigFileBytes)
+		return Config{}, nil, fmt.Errorf("config file %s: larger than %d bytes (1 MiB), the most a ConfigMap holds; this is not a node-agent configuration", path, MaxConfigFileBytes)
 	}
-	cfg, err := Parse(data, base)
+	cfg, deprecated, err := Parse(data, base)
 	if err != nil {
-		return Config{}, fmt.Errorf("config file %s: %w", path, err)
+		return Config{}, nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	if fs == nil {
-		return cfg, nil
+		return cfg, deprecated, nil
 	}
 	// Re-apply explicit flags by binding a fresh flag set to cfg.
 	again := pflag.NewFlagSet("reapply", pflag.ContinueOnError)
@@ -54,9 +55,9 @@ func Load(path string, base Config, fs *pflag.FlagSet) (Config, error) {
 		ferr = target.Value.Set(f.Value.String())
 	})
 	if ferr != nil {
-		return Config{}, ferr
+		return Config{}, nil, ferr
 	}
-	return cfg, nil
+	return cfg, deprecated, nil
 }
 
 // readLimited reads at most MaxConfigFileBytes+1 bytes of the file at path:
@@ -70,39 +71,45 @@ func readLimited(path string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, MaxConfigFileBytes+1))
 }
 
-// Parse decodes YAML config data over base, refusing unknown keys.
-func Parse(data []byte, base Config) (Config, error) {
+// Parse decodes YAML config data over base, refusing unknown keys. An old
+// key (oldkeys.go) is read as its new one and listed in the Deprecations;
+// a file that sets an old key and its new one is refused.
+func Parse(data []byte, base Config) (Config, []Deprecation, error) {
 	cfg := base
 	if len(bytes.TrimSpace(data)) == 0 {
-		return cfg, nil
+		return cfg, nil, nil
 	}
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return Config{}, fmt.Errorf("not valid YAML: %w", err)
+		return Config{}, nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	js, deprecated, err := migrateOldKeys(js)
+	if err != nil {
+		return Config{}, nil, err
 	}
 	// Who may write the file decides which keys it may hold (trust.go);
 	// asked first, so that such a key is refused for what it is even when
 	// its value would not decode.
 	if err := daemonSetOnlyInFile(js); err != nil {
-		return Config{}, err
+		return Config{}, nil, err
 	}
 	// sigs.k8s.io/json matches keys case-sensitively (encoding/json does
 	// not), so a misspelt key such as minCpuModel is refused, not accepted.
 	strict, err := sigsjson.UnmarshalStrict(js, &cfg)
 	if err != nil {
 		if key := badDurationKey(js); key != "" {
-			return Config{}, fmt.Errorf("%s: %w; use a duration such as 90s, 5m or 1h", key, err)
+			return Config{}, nil, fmt.Errorf("%s: %w; use a duration such as 90s, 5m or 1h", key, err)
 		}
-		return Config{}, errors.New(strings.TrimPrefix(err.Error(), "json: "))
+		return Config{}, nil, errors.New(strings.TrimPrefix(err.Error(), "json: ") + oldKeysNote(deprecated))
 	}
 	if len(strict) > 0 {
 		msgs := make([]string, len(strict))
 		for i, e := range strict {
 			msgs[i] = strings.TrimPrefix(e.Error(), "json: ")
 		}
-		return Config{}, errors.New(strings.Join(msgs, "; "))
+		return Config{}, nil, errors.New(strings.Join(msgs, "; ") + oldKeysNote(deprecated))
 	}
-	return cfg, nil
+	return cfg, deprecated, nil
 }
 
 // durationKeys are the keys whose values are Go durations.
@@ -120,6 +127,7 @@ var durationKeys = [][2]string{
 	{"reboot", "beforeRebootBound"},
 	{"reboot", "blockerBound"},
 	{"reboot", "minInterval"},
+	{"slots", "heartbeatBound"},
 	{"silences", "duration"},
 	{"notifications", "timeout"},
 	{"notifications", "giveUpAfter"},

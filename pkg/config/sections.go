@@ -243,24 +243,35 @@ type DrainConfig struct {
 	// naming them, until each can) or "proceed" (drain anyway, after a
 	// Warning Event) (pkg/vmdrain).
 	VMWithoutTarget string `json:"vmWithoutTarget"`
-	// MaxConcurrentNodes bounds how many nodes drain for maintenance
-	// requests (annotation or NodeMaintenance object) or reboots at once,
-	// cluster-wide. A shutdown drain takes no slot: the host goes down anyway.
-	MaxConcurrentNodes int `json:"maxConcurrentNodes"`
 	// Parallelism bounds the evictions in flight on this node.
 	Parallelism int `json:"parallelism"`
-	// LeaseNamespace holds the drain slot Leases and the coordinator's
-	// leader election Lease; only the coordinator (node-agent-coordinator)
+}
+
+// SlotsConfig configures the drain slots: how many nodes may drain at once,
+// cluster-wide and per pool, and how the coordinator (node-agent-coordinator)
+// keeps them (pkg/slots; the words are docs/glossary.md's). The agent reads
+// HeartbeatBound; the coordinator reads all of it. These keys were
+// drain.maxConcurrentNodes, drain.leaseNamespace, drain.pools and
+// drain.slotSilenceBound, which a file may still use (oldkeys.go).
+type SlotsConfig struct {
+	// Limit bounds how many nodes hold a slot at once, cluster-wide (the
+	// pool "default"): nodes that drain for maintenance requests
+	// (annotation or NodeMaintenance object) or reboots. A shutdown drain
+	// takes no slot: the host goes down anyway.
+	Limit int `json:"limit"`
+	// Namespace holds the slot Leases (how the coordinator stores a slot)
+	// and the coordinator's leader election Lease; only the coordinator
 	// writes them.
-	LeaseNamespace string `json:"leaseNamespace"`
-	// Pools are groups of nodes with limits of their own, beside
-	// MaxConcurrentNodes for the whole cluster: a node drains only when
-	// every pool it belongs to has room. The coordinator reads them.
+	Namespace string `json:"namespace"`
+	// Pools are groups of nodes with limits of their own, beside Limit for
+	// the whole cluster: a node drains only when every pool it belongs to
+	// has room.
 	Pools []PoolConfig `json:"pools,omitempty"`
-	// SlotSilenceBound is how long the agent of a node holding a drain
-	// slot may show no sign of life before the coordinator gives the slot
-	// to the next node. The agent renews its request every third of it.
-	SlotSilenceBound metav1.Duration `json:"slotSilenceBound"`
+	// HeartbeatBound is how long the heartbeat in the slot request of a
+	// node holding a slot may go unchanged before the coordinator revokes
+	// the slot and hands it to the next node. The agent bumps the
+	// heartbeat every third of it.
+	HeartbeatBound metav1.Duration `json:"heartbeatBound"`
 }
 
 // PoolConfig is a group of nodes with a drain limit of its own, as the
@@ -270,9 +281,9 @@ type PoolConfig struct {
 	Name string `json:"name"`
 	// Selector is a label selector over Nodes; empty selects every node.
 	Selector string `json:"selector"`
-	// MaxConcurrentNodes is how many of the pool's nodes may drain at
-	// once; 0 sets no such limit.
-	MaxConcurrentNodes int `json:"maxConcurrentNodes,omitempty"`
+	// Limit is how many of the pool's nodes may hold a slot at once; 0
+	// sets no such limit.
+	Limit int `json:"limit,omitempty"`
 	// MaxUnavailable is how many of the pool's nodes may be unavailable at
 	// once (draining, not Ready or cordoned), as a count or a percentage
 	// ("10%", rounded down, at least 1).
@@ -463,25 +474,24 @@ func (r *RebootConfig) Schedule() (policy.Schedule, []error) {
 	return s, errs
 }
 
-// validatePools checks drain.pools.
+// validatePools checks slots.pools.
 func validatePools(pools []PoolConfig) []error {
 	var errs []error
 	names := map[string]bool{}
 	for i, p := range pools {
-		at := fmt.Sprintf("drain.pools[%d]", i)
+		at := fmt.Sprintf("slots.pools[%d]", i)
 		if msgs := validation.IsDNS1123Label(p.Name); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("%s.name %q: %s", at, p.Name, strings.Join(msgs, "; ")))
 		} else if p.Name == "default" || names[p.Name] {
-			errs = append(errs, fmt.Errorf("%s.name %q: taken (\"default\" is drain.maxConcurrentNodes); give each pool a name of its own", at, p.Name))
+			errs = append(errs, fmt.Errorf("%s.name %q: taken (\"default\" is slots.limit); give each pool a name of its own", at, p.Name))
 		}
 		names[p.Name] = true
 		if _, err := labels.Parse(p.Selector); err != nil {
 			errs = append(errs, fmt.Errorf("%s.selector %q: %w", at, p.Selector, err))
 		}
-		// The ranges of maxConcurrentNodes and maxUnavailable are
-		// Bounds'.
-		if p.MaxConcurrentNodes == 0 && p.MaxUnavailable == nil {
-			errs = append(errs, fmt.Errorf("%s: set maxConcurrentNodes or maxUnavailable, or the pool limits nothing", at))
+		// The ranges of limit and maxUnavailable are Bounds'.
+		if p.Limit == 0 && p.MaxUnavailable == nil {
+			errs = append(errs, fmt.Errorf("%s: set limit or maxUnavailable, or the pool limits nothing", at))
 		}
 	}
 	return errs

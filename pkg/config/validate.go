@@ -60,9 +60,9 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("drain.onTimeout %q: must be %s or %s", c.Drain.OnTimeout, OnTimeoutKeepCordoned, OnTimeoutUncordon))
 	}
-	errs = append(errs, validatePools(c.Drain.Pools)...)
-	if msgs := validation.IsDNS1123Label(c.Drain.LeaseNamespace); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("drain.leaseNamespace %q: %s", c.Drain.LeaseNamespace, strings.Join(msgs, "; ")))
+	errs = append(errs, validatePools(c.Slots.Pools)...)
+	if msgs := validation.IsDNS1123Label(c.Slots.Namespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("slots.namespace %q: %s", c.Slots.Namespace, strings.Join(msgs, "; ")))
 	}
 	errs = append(errs, c.Reboot.validate()...)
 	errs = append(errs, checkGates("maintenance", c.Maintenance.Gates, c.Maintenance.PrometheusURL)...)

@@ -6,7 +6,7 @@ import (
 )
 
 // Slot is a drain slot the coordinator holds: one of the cluster's
-// drain.maxConcurrentNodes, the same slots the maintenance drains take. The
+// slots.limit, the same slots the maintenance drains take. The
 // wiring adapts the cluster's drain slots to it; this package names no
 // implementation.
 type Slot interface {

@@ -1,5 +1,6 @@
 // Package slots owns the cluster's drain slots: who may drain now, in what
-// order, and what happens to a holder that goes silent or holds too long.
+// order, and what happens to a holder whose heartbeat stops or that holds
+// too long.
 //
 // One accountable place decides. The agents never hold a slot themselves:
 //
@@ -10,14 +11,14 @@
 //     annotation means one request, and so at most one slot, per node.
 //   - The coordinator (`node-agent-coordinator`, a Deployment with leader
 //     election; Coordinator) alone holds the slot Leases
-//     (node-agent-drain-slot-<node> in drain.leaseNamespace) and answers each
+//     (node-agent-drain-slot-<node> in slots.namespace) and answers each
 //     request with a Grant on the Node (the annotation node-agent.io/drain-slot),
 //     which the admission policy refuses to every agent. The agents have no
 //     right on Leases at all.
 //   - Decide is the whole rule, a pure function: requests are served first
-//     come, first served within every pool's limit (drain.maxConcurrentNodes
-//     for the whole cluster, drain.pools for groups of nodes); a holder whose
-//     agent has been silent for longer than drain.slotSilenceBound (or, while
+//     come, first served within every pool's limit (slots.limit for the whole
+//     cluster, slots.pools for groups of nodes); a holder whose heartbeat
+//     has not changed for longer than slots.heartbeatBound (or, while
 //     its host reboots, reboot.slotHoldBound), whose Node is gone, or that has
 //     held its slot past its purpose's bound loses it, and the next node goes
 //     on without an admin.

@@ -36,7 +36,7 @@ type Requester struct {
 	Client   kube.Interface
 	NodeName string
 	// RenewInterval is how often a held slot's request shows the agent
-	// alive (a third of drain.slotSilenceBound).
+	// alive (a third of slots.heartbeatBound).
 	RenewInterval time.Duration
 	// NoAnswerAfter is how long a request may go unanswered before the
 	// waiting caller is told (ErrNoAnswer).
@@ -300,9 +300,9 @@ func (r *Requester) raced(rv string, old *Request) bool {
 // is then left on the Node as it is, with its place in the queue or its
 // slot: the agent that comes next takes it up again (Acquire), and if none
 // comes, the coordinator gives the slot to the next node once the request has
-// been silent for drain.slotSilenceBound. Every caller's context derives from
-// the agent's, which ends before theirs do, so a caller that stops because
-// the agent stops finds stopping true.
+// gone without a heartbeat for slots.heartbeatBound. Every caller's context
+// derives from the agent's, which ends before theirs do, so a caller that
+// stops because the agent stops finds stopping true.
 func (r *Requester) stopping() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -320,7 +320,7 @@ func (r *Requester) giveUp(purpose Purpose) {
 	defer cancel()
 	if req, _, _, err := r.state(); err == nil && req != nil && req.Purpose == purpose {
 		if err := r.write(ctx, req, nil); err != nil {
-			r.Logger.Warn("Could not withdraw the request for a drain slot; the coordinator takes it back once the agent is silent", "err", err)
+			r.Logger.Warn("Could not withdraw the request for a drain slot; the coordinator takes it back once its heartbeat stops", "err", err)
 		}
 	}
 	r.mu.Lock()
@@ -369,7 +369,7 @@ func (r *Requester) renew(ctx context.Context) {
 	next := cur
 	next.Heartbeat++
 	if !h.kept {
-		// Back from the reboot: silent no longer.
+		// Back from the reboot: the heartbeat goes on.
 		next.HoldSeconds = 0
 	}
 	h.mu.Unlock()
@@ -514,7 +514,7 @@ func (h *Held) check() {
 }
 
 // KeepAcrossReboot tells the coordinator that the host is about to reboot and
-// that its agent will be silent for up to d: the slot stays held that long
+// that its agent will send no heartbeat for up to d: the slot stays held that long
 // (never longer than the coordinator's own reboot.slotHoldBound), and
 // Release then keeps it. The agent after the reboot takes it up again
 // (Acquire), or the coordinator gives it to the next node once d has passed.
@@ -553,7 +553,7 @@ func (h *Held) Release() {
 	h.mu.Unlock()
 	r := h.r
 	if !kept && r.stopping() {
-		r.Logger.Info("The agent stops; the drain slot stays with this node for the agent that comes next, or until the coordinator finds it silent", "purpose", h.purpose, "lease", h.slot)
+		r.Logger.Info("The agent stops; the drain slot stays with this node for the agent that comes next, or until the coordinator finds its heartbeat stopped", "purpose", h.purpose, "lease", h.slot)
 		return
 	}
 	r.mu.Lock()
@@ -578,7 +578,7 @@ func (h *Held) Release() {
 		// be as stale as the value that failed.
 		cur, gerr := r.fresh(ctx)
 		if gerr != nil {
-			r.Logger.Warn("Could not release the drain slot; the coordinator takes it back once this agent is silent", "lease", h.slot, "err", errors.Join(err, gerr))
+			r.Logger.Warn("Could not release the drain slot; the coordinator takes it back once this agent's heartbeat stops", "lease", h.slot, "err", errors.Join(err, gerr))
 			return
 		}
 		if cur == nil || cur.ID != req.ID {
@@ -586,7 +586,7 @@ func (h *Held) Release() {
 			return
 		}
 		if err := r.write(ctx, cur, nil); err != nil {
-			r.Logger.Warn("Could not release the drain slot; the coordinator takes it back once this agent is silent", "lease", h.slot, "err", err)
+			r.Logger.Warn("Could not release the drain slot; the coordinator takes it back once this agent's heartbeat stops", "lease", h.slot, "err", err)
 			return
 		}
 	}

@@ -637,10 +637,10 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 			sawQueued = true
 		}
 		if s4 != nil && s4.Phase == selfdrain.PhaseRunning && s1.Phase == selfdrain.PhaseRunning {
-			t.Errorf("both nodes drain at once with maxConcurrentNodes=1")
+			t.Errorf("both nodes drain at once with slots.limit=1")
 		}
 		if h := slotHolders(t, c); len(h) > 1 {
-			t.Errorf("slots held by %v at once with maxConcurrentNodes=1", h)
+			t.Errorf("slots held by %v at once with slots.limit=1", h)
 		}
 		return s1.Phase == selfdrain.PhaseSucceeded && s4 != nil && s4.Phase == selfdrain.PhaseSucceeded, nil
 	})
@@ -653,7 +653,7 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 }
 
 // TestDrainLimitIsTheCoordinators: the agents run with
-// --drain-max-concurrent-nodes=2, and so (startAgent, coordinatorFor) does
+// --slots-limit=2, and so (startAgent, coordinatorFor) does
 // the coordinator, which alone applies the limit: of three nodes asked into
 // maintenance together, two drain at once and the third waits in the
 // coordinator's queue until one of them is done.
@@ -676,7 +676,7 @@ func TestDrainLimitIsTheCoordinators(t *testing.T) {
 	}
 	b.addTargets(t)
 	for _, n := range nodes {
-		startAgent(t, b.env, n, "--drain-max-concurrent-nodes=2").WaitReady(t)
+		startAgent(t, b.env, n, "--slots-limit=2").WaitReady(t)
 	}
 	for _, n := range nodes {
 		if _, err := selfdrain.RequestMaintenance(t.Context(), kubetest.Wrap(c), n, "limit 2"); err != nil {
@@ -700,7 +700,7 @@ func TestDrainLimitIsTheCoordinators(t *testing.T) {
 		}
 		held := slotHolders(t, c)
 		if len(held) > 2 || running > 2 {
-			t.Errorf("%d nodes draining, slots held by %v, with maxConcurrentNodes=2", running, held)
+			t.Errorf("%d nodes draining, slots held by %v, with slots.limit=2", running, held)
 		}
 		mostHeld, mostRunning = max(mostHeld, len(held)), max(mostRunning, running)
 		return succeeded == len(nodes), nil
@@ -784,10 +784,10 @@ func TestStuckDrainGivesTheSlotToTheNextNode(t *testing.T) {
 			granted4 = g
 		}
 		if s4 != nil && s4.Phase == selfdrain.PhaseRunning && s1.Phase == selfdrain.PhaseRunning {
-			t.Errorf("both nodes drain at once with maxConcurrentNodes=1")
+			t.Errorf("both nodes drain at once with slots.limit=1")
 		}
 		if h := slotHolders(t, c); len(h) > 1 {
-			t.Errorf("slots held by %v at once with maxConcurrentNodes=1", h)
+			t.Errorf("slots held by %v at once with slots.limit=1", h)
 		}
 		return s4 != nil && s4.Phase == selfdrain.PhaseSucceeded, nil
 	})

@@ -31,7 +31,7 @@ import (
 )
 
 const (
-	// leaseNamespace is drain.leaseNamespace: the slot Leases and the
+	// leaseNamespace is slots.namespace: the slot Leases and the
 	// coordinators' election.
 	leaseNamespace = "node-agent"
 	// workNamespace holds the workload the drains evict.
@@ -39,7 +39,7 @@ const (
 	// poolLabel marks the nodes of the pool poolName.
 	poolLabel = "property.node-agent.io/pool"
 	poolName  = "half"
-	// clusterLimit is drain.maxConcurrentNodes; poolLimit the pool's.
+	// clusterLimit is slots.limit; poolLimit the pool's.
 	clusterLimit = 2
 	poolLimit    = 1
 	// podsPerNode is each node's Deployment.
@@ -228,11 +228,11 @@ func baseConfig() config.Config {
 	cfg.Labeller.Enabled = false
 	cfg.Shutdown.Enabled = false
 	cfg.Maintenance.NodeMaintenance = true
-	cfg.Drain.MaxConcurrentNodes = clusterLimit
-	cfg.Drain.Pools = []config.PoolConfig{{Name: poolName, Selector: poolLabel + "=" + poolName, MaxConcurrentNodes: poolLimit}}
+	cfg.Slots.Limit = clusterLimit
+	cfg.Slots.Pools = []config.PoolConfig{{Name: poolName, Selector: poolLabel + "=" + poolName, Limit: poolLimit}}
 	// The shortest the configuration allows: a silent agent's slot goes
 	// on within the run.
-	cfg.Drain.SlotSilenceBound = metav1.Duration{Duration: 10 * time.Second}
+	cfg.Slots.HeartbeatBound = metav1.Duration{Duration: 10 * time.Second}
 	cfg.Reboot.Enabled = true
 	cfg.Reboot.CheckInterval = metav1.Duration{Duration: time.Second}
 	cfg.Reboot.SlotHoldBound = metav1.Duration{Duration: time.Minute}
