@@ -248,7 +248,7 @@ func CoordinatorConfig(agentArgs []string) ([]byte, error) {
 			Namespace: cfg.Slots.Namespace, Limit: cfg.Slots.Limit, Pools: cfg.Slots.Pools,
 			HeartbeatBound: cfg.Slots.HeartbeatBound.Duration.String(),
 		},
-		Drain: drain{Timeout: cfg.Drain.Timeout.Duration.String()},
+		Drain:  drain{Timeout: cfg.Drain.Timeout.Duration.String()},
 		Reboot: reboot{Enabled: cfg.Reboot.Enabled, SlotHoldBound: cfg.Reboot.SlotHoldBound.Duration.String(), MinInterval: cfg.Reboot.MinInterval.Duration.String()},
 	})
 }
