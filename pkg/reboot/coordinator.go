@@ -185,7 +185,7 @@ func (c *Coordinator) Run(ctx context.Context, view agent.NodeView) error {
 				continue
 			}
 			c.slot = a.slot
-			c.log.Info("Holding a drain slot for the reboot", "lease", a.slot.Name())
+			c.log.Info("Holding a drain slot for the reboot", "slot", a.slot.Name())
 		case <-c.slotLost():
 			c.loseSlot()
 		}
@@ -457,7 +457,7 @@ func (c *Coordinator) slotLost() <-chan struct{} {
 // meanwhile, and no reboot is asked for without it. Kept, the lost slot
 // left the drain waiting for ever.
 func (c *Coordinator) loseSlot() {
-	c.log.Warn("The drain slot was taken back; asking for it again", "lease", c.slot.Name(), "reason", c.slot.LostReason())
+	c.log.Warn("The drain slot was taken back; asking for it again", "slot", c.slot.Name(), "reason", c.slot.LostReason())
 	c.event(corev1.EventTypeWarning, "DrainSlotLost", "The drain slot %s was taken back: %s; the reboot asks for it again", c.slot.Name(), c.slot.LostReason())
 	c.dropSlot()
 }
@@ -480,7 +480,7 @@ func (c *Coordinator) dropSlot() {
 	}
 	if c.slot != nil {
 		c.slot.Release()
-		c.log.Info("Released the drain slot", "lease", c.slot.Name())
+		c.log.Info("Released the drain slot", "slot", c.slot.Name())
 		c.slot = nil
 	}
 }

@@ -464,7 +464,7 @@ func (c *Coordinator) grant(ctx context.Context, n *Node, now time.Time) error {
 		c.recordReboot(ctx, now)
 	}
 	c.o.Metrics.granted()
-	c.log.Info("Drain slot granted", "node", n.Name, "purpose", n.Request.Purpose, "lease", c.o.Namespace+"/"+name,
+	c.log.Info("Drain slot granted", "node", n.Name, "purpose", n.Request.Purpose, "slot", c.o.Namespace+"/"+name,
 		"waited", now.Sub(n.QueuedAt()).Round(time.Millisecond))
 	return nil
 }

@@ -93,7 +93,7 @@ func (f *Followed) follow() {
 				f.mu.Lock()
 				f.reason = why
 				f.mu.Unlock()
-				f.r.Logger.Warn("The drain slot followed was lost", "purpose", f.purpose, "lease", f.slot, "reason", why)
+				f.r.Logger.Warn("The drain slot followed was lost", "purpose", f.purpose, "slot", f.slot, "reason", why)
 				close(f.lost)
 				return
 			}

@@ -254,7 +254,7 @@ func (r *Requester) await(ctx context.Context, purpose Purpose, report func(erro
 			r.mu.Lock()
 			r.held = h
 			r.mu.Unlock()
-			r.Logger.Info("Holding a drain slot", "purpose", purpose, "lease", g.Slot)
+			r.Logger.Info("Holding a drain slot", "purpose", purpose, "slot", g.Slot)
 			return h, nil
 		case g.Answers(req) && g.State == Queued:
 			if !waited {
@@ -508,7 +508,7 @@ func (h *Held) check() {
 		h.mu.Lock()
 		h.reason = why
 		h.mu.Unlock()
-		h.r.Logger.Warn("Lost the drain slot", "purpose", h.purpose, "lease", h.slot, "reason", why)
+		h.r.Logger.Warn("Lost the drain slot", "purpose", h.purpose, "slot", h.slot, "reason", why)
 		close(h.lost)
 	})
 }
@@ -553,7 +553,7 @@ func (h *Held) Release() {
 	h.mu.Unlock()
 	r := h.r
 	if !kept && r.stopping() {
-		r.Logger.Info("The agent stops; the drain slot stays with this node for the agent that comes next, or until the coordinator finds its heartbeat stopped", "purpose", h.purpose, "lease", h.slot)
+		r.Logger.Info("The agent stops; the drain slot stays with this node for the agent that comes next, or until the coordinator finds its heartbeat stopped", "purpose", h.purpose, "slot", h.slot)
 		return
 	}
 	r.mu.Lock()
@@ -565,7 +565,7 @@ func (h *Held) Release() {
 	}
 	r.mu.Unlock()
 	if kept {
-		r.Logger.Info("Drain slot stays held across the reboot", "lease", h.slot, "holdSeconds", req.HoldSeconds)
+		r.Logger.Info("Drain slot stays held across the reboot", "slot", h.slot, "holdSeconds", req.HoldSeconds)
 		return
 	}
 	defer r.notify()
@@ -578,17 +578,17 @@ func (h *Held) Release() {
 		// be as stale as the value that failed.
 		cur, gerr := r.fresh(ctx)
 		if gerr != nil {
-			r.Logger.Warn("Could not release the drain slot; the coordinator takes it back once this agent's heartbeat stops", "lease", h.slot, "err", errors.Join(err, gerr))
+			r.Logger.Warn("Could not release the drain slot; the coordinator takes it back once this agent's heartbeat stops", "slot", h.slot, "err", errors.Join(err, gerr))
 			return
 		}
 		if cur == nil || cur.ID != req.ID {
-			r.Logger.Info("Drain slot request already gone or replaced; nothing to release", "lease", h.slot)
+			r.Logger.Info("Drain slot request already gone or replaced; nothing to release", "slot", h.slot)
 			return
 		}
 		if err := r.write(ctx, cur, nil); err != nil {
-			r.Logger.Warn("Could not release the drain slot; the coordinator takes it back once this agent's heartbeat stops", "lease", h.slot, "err", err)
+			r.Logger.Warn("Could not release the drain slot; the coordinator takes it back once this agent's heartbeat stops", "slot", h.slot, "err", err)
 			return
 		}
 	}
-	r.Logger.Info("Released drain slot", "purpose", h.purpose, "lease", h.slot)
+	r.Logger.Info("Released drain slot", "purpose", h.purpose, "slot", h.slot)
 }
