@@ -150,7 +150,7 @@ keeps on the Node (the annotation API) and the NodeMaintenance objects with
 their status. A NodeMaintenance object whose node does not exist is listed
 with a note: no agent serves it, so it stays without status until deleted.
 With one NODE, it also shows the node's reboot (the RebootRequired condition;
-see node-agent reboot status) when a reboot coordinator reports on it.
+see node-agent reboot status) when a reboot controller reports on it.
 
 REQUESTED is the annotation's reason, or its value followed by (refused) when
 the agent refuses it (such as false): nothing changes on the node for it. Text

@@ -1,7 +1,7 @@
 // Package runagent assembles `node-agent run`: the Kubernetes clients, the
 // labeller with its discovery helper and the KubeVirt CR's watcher, the
 // maintenance controller with its
-// drain slots, the reboot coordinator, the shutdown guard and the --config
+// drain slots, the reboot controller, the shutdown guard and the --config
 // watcher, each a component of one pkg/agent Agent for one Node.
 //
 // It owns only the wiring: it makes the clients, hands each package what it
@@ -167,7 +167,7 @@ func (w *wiring) waitBounds(reg prometheus.Registerer) *metrics.WaitBound {
 }
 
 // components builds every component of the agent: the labeller, the pod
-// access report, the maintenance controller, the reboot coordinator, the
+// access report, the maintenance controller, the reboot controller, the
 // shutdown guard and the --config watcher, each when configured. The last
 // three share the drain controller, the pod access and the own-reboot mark
 // built here, and nothing else.
@@ -376,9 +376,10 @@ func (w *wiring) gateBound(d agent.Deps) handshake.GateBound {
 
 // maintenance wires the maintenance requests (the annotation, NodeMaintenance
 // objects when maintenance.nodeMaintenance is on, and the reboot
-// coordinator's record when reboot.enabled is on) to the drain engine, which
+// controller's record when reboot.enabled is on) to the drain engine, which
 // reaches the node's pods as access says. A maintenance drain takes its slot
-// from drainSlots; the reboot's drain follows the coordinator's (rebootSlot).
+// from drainSlots; the reboot's drain follows the reboot controller's
+// (rebootSlot).
 func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlots, rebootSlot selfdrain.SlotSource) *selfdrain.Controller {
 	cfg := w.cfg
 	engine := selfdrain.NewEngine(selfdrain.EngineOptions{
@@ -408,7 +409,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 	return selfdrain.NewController(co)
 }
 
-// reboot wires the reboot coordinator (reboot.enabled): its drain is asked
+// reboot wires the reboot controller (reboot.enabled): its drain is asked
 // of selfdrain through its record (handshake), it asks for drain slots
 // through the agent's one requester, lists pods for reboot.blockingPodSelector as
 // access says, and reboots through logind with the reboot marked as its own
@@ -443,7 +444,7 @@ func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reb
 		}
 		blockers = append(blockers, reboot.GateBlockers{URL: rc.PrometheusURL, Gates: gates, Client: &http.Client{Timeout: 10 * time.Second}})
 	}
-	return reboot.NewCoordinator(reboot.Options{
+	return reboot.NewController(reboot.ControllerOptions{
 		Client: d.Client, NodeName: d.NodeName, Need: need, Window: window, Blockers: blockers,
 		LoopBound: rc.LoopBound.Duration, RebootWithoutDrain: rc.RebootWithoutDrain,
 		CheckInterval: rc.CheckInterval.Duration, SlotHoldBound: rc.SlotHoldBound.Duration, BeforeRebootBound: rc.BeforeRebootBound.Duration,
@@ -531,7 +532,7 @@ func (m maintenanceSlots) Acquire(ctx context.Context, onWait func(error)) (self
 }
 
 // rebootDrainSlot follows, for the reboot's drain, the slot the reboot
-// coordinator holds: it asks for none.
+// controller holds: it asks for none.
 type rebootDrainSlot struct{ r *slots.Requester }
 
 func (b rebootDrainSlot) Acquire(ctx context.Context, onWait func(error)) (selfdrain.Slot, error) {

@@ -220,7 +220,7 @@ type DrainConfig struct {
 	Timeout metav1.Duration `json:"timeout"`
 	// OnTimeout is what a maintenance drain that passed Timeout leaves on
 	// the node: OnTimeoutKeepCordoned or OnTimeoutUncordon. A reboot's
-	// drain is left to the reboot coordinator either way.
+	// drain is left to the reboot controller either way.
 	OnTimeout string `json:"onTimeout"`
 	// DeleteAfter deletes pods whose eviction is still refused after this
 	// long; 0 means never. It must be shorter than Timeout, past which the
@@ -319,11 +319,11 @@ type ShutdownConfig struct {
 	LogindDropInDir string `json:"logindDropInDir"`
 }
 
-// RebootConfig configures the reboot coordinator (pkg/reboot): it reboots
+// RebootConfig configures the reboot controller (pkg/reboot): it reboots
 // this node when the host asks for it, inside a window, never past a
 // blocker.
 type RebootConfig struct {
-	// Enabled turns the reboot coordinator on. Off by default: a node-agent
+	// Enabled turns the reboot controller on. Off by default: a node-agent
 	// upgrade must not start rebooting nodes.
 	Enabled bool `json:"enabled"`
 	// SentinelFile is the path, as the agent sees it, of the file whose

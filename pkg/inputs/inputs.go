@@ -91,7 +91,7 @@ var Register = []Input{
 		TrustedFor: "the agent's own record: what it changed (cordon, taint), so that ending maintenance undoes only that",
 		Bound:      "a record that does not parse is set aside, never acted on; a forged record cannot lift an admin's cordon or taint in the same request (admission policy, \"admin intent wins\")"},
 	{Name: "node-agent.io/reboot-status", Kind: Annotation, On: "its Node", Writers: []Writer{OwnAgent}, Reader: "agent",
-		TrustedFor: "the reboot coordinator's own record on its node",
+		TrustedFor: "the reboot controller's own record on its node",
 		Bound:      "parsed strictly; a stolen token can have only its own node rebooted by rewriting it, where reboots are on"},
 	{Name: "node-agent.io/drain-slot-request", Kind: Annotation, On: "each Node", Writers: []Writer{OwnAgent}, Reader: "coordinator",
 		TrustedFor: "that node's request for a drain slot: its purpose, an ID and a heartbeat",

@@ -6,7 +6,7 @@
 // nodes and NodeMaintenance objects and the plan of a dry run, every text
 // from the cluster escaped for the terminal (printable).
 //
-// It is also the client side of the reboot coordinator (pkg/reboot), as
+// It is also the client side of the reboot controller (pkg/reboot), as
 // `node-agent reboot` uses it: the reboot state of nodes, and requests for
 // a node's reboot (reboot.go).
 //

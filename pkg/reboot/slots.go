@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Slot is a drain slot the coordinator holds: one of the cluster's
+// Slot is a drain slot the controller holds: one of the cluster's
 // slots.limit, the same slots the maintenance drains take. The
 // wiring adapts the cluster's drain slots to it; this package names no
 // implementation.
@@ -36,7 +36,7 @@ type Slots interface {
 	// this node still holds (from before a restart or a reboot) is taken
 	// back at once. onWait is called with nil when every slot is held by
 	// other nodes, and with the error of every round in which the slots
-	// could not even be checked, so that the coordinator can say why it
+	// could not even be checked, so that the controller can say why it
 	// waits.
 	Acquire(ctx context.Context, onWait func(error)) (Slot, error)
 }

@@ -28,7 +28,7 @@
 //     slot. Each purpose (a maintenance drain, a reboot) asks under its own
 //     name, so one never adopts the other's slot. Await lets another part
 //     of the agent follow a slot without asking for one: the reboot's drain
-//     runs only while the reboot coordinator holds its slot.
+//     runs only while the reboot controller holds its slot.
 //
 // Nothing an agent writes can make another node wait longer: the coordinator
 // judges liveness by when it saw a heartbeat change on its own clock, never by

@@ -22,7 +22,7 @@ import (
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
-// TestRebootCoordinatorWaitsAndSaysWhy: agents with the reboot coordinator
+// TestRebootCoordinatorWaitsAndSaysWhy: agents with the reboot controller
 // on, running as the shipped ServiceAccount, on kwok nodes whose sentinel
 // file exists: a node outside its window, one with a matching pod, and one
 // with a matching alert firing on a real Prometheus never drain or take a

@@ -207,7 +207,7 @@ func (b *bed) installNodeMaintenanceCRDs() {
 }
 
 // setBootID gives node a new status.nodeInfo.bootID, as a host's boot does;
-// the reboot coordinator tells a reboot by it. kwok keeps a boot ID it
+// the reboot controller tells a reboot by it. kwok keeps a boot ID it
 // finds.
 func (b *bed) setBootID(ctx context.Context, node string) {
 	b.mu.Lock()
