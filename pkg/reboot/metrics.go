@@ -28,7 +28,7 @@ type Metrics struct {
 	Reboots *prom.CounterVec
 }
 
-// The values of reboots_total's result label.
+// The values of attempts_total's result label.
 const (
 	// ResultRebooted: the host came back from a reboot the controller
 	// asked for. The agent after the reboot counts it: the one that asked
@@ -41,7 +41,7 @@ const (
 	ResultLoop = "loop"
 )
 
-// results are the values of reboots_total's result label; each is exported
+// results are the values of attempts_total's result label; each is exported
 // at 0 from the start, so that increase() sees a node's first reboot.
 var results = []string{ResultRebooted, ResultDrainFailed, ResultLoop}
 
@@ -63,7 +63,7 @@ func NewMetrics(reg prom.Registerer) *Metrics {
 			Help: "Unix time since which the node has needed a reboot, or the need has been unknown, without a break; 0 while none is needed. Exported only with reboot.enabled.",
 		}),
 		Reboots: prom.NewCounterVec(prom.CounterOpts{
-			Namespace: metrics.Namespace, Name: "reboots_total",
+			Namespace: metrics.Namespace, Subsystem: "reboot", Name: "attempts_total",
 			Help: "Ends of the reboot controller's attempts, by result: rebooted (the host came back from a reboot the controller asked for, counted by the agent that starts after it), drain_failed (the drain did not finish within drain.timeout; no reboot), loop (the host came back still needing a reboot). Exported only with reboot.enabled.",
 		}, []string{"result"}),
 	}

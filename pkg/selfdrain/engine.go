@@ -899,7 +899,7 @@ func (r *drainRun) stopped() (*Status, error) {
 	return r.st, r.ctx.Err()
 }
 
-// evictionResult is the result label of node_agent_evictions_total.
+// evictionResult is the result label of node_agent_drain_evictions_total.
 func evictionResult(deleted bool, err error) string {
 	var awaiting *evictionrequest.AwaitingResponder
 	switch {

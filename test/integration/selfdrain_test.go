@@ -306,8 +306,8 @@ func TestDrainHonoursPDBOneAtATime(t *testing.T) {
 	if w.min.Load() < replicas-1 {
 		t.Errorf("available pods fell to %d, below the PDB's minAvailable %d", w.min.Load(), replicas-1)
 	}
-	blocked := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="blocked"}`)
-	evicted := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="evicted"}`)
+	blocked := scrape(t, agent.MetricsAddr, `node_agent_drain_evictions_total{result="blocked"}`)
+	evicted := scrape(t, agent.MetricsAddr, `node_agent_drain_evictions_total{result="evicted"}`)
 	t.Logf("evictions: %v accepted, %v refused with 429", evicted, blocked)
 	if evicted != replicas {
 		t.Errorf("%v evictions accepted, want %d", evicted, replicas)
@@ -393,7 +393,7 @@ func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 	if v := scrape(t, agent.MetricsAddr, `node_agent_drain_timed_out_pods{poddisruptionbudget="`+budget+`",reason="PodDisruptionBudget"}`); v != 3 {
 		t.Errorf("drain_timed_out_pods for %s = %v, want 3", budget, v)
 	}
-	blocked := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="blocked"}`)
+	blocked := scrape(t, agent.MetricsAddr, `node_agent_drain_evictions_total{result="blocked"}`)
 	elapsed := time.Since(st.StartTime.Time)
 	t.Logf("%v eviction requests refused with 429 for 3 pods in %s: %.2f requests per pod per second", blocked, elapsed.Round(time.Second), blocked/3/elapsed.Seconds())
 	// With backoff doubling from 250ms to a 10s cap, each pod makes at most
@@ -855,8 +855,8 @@ func TestDrainDeletesBlockedPodsAfterDeleteAfter(t *testing.T) {
 	if err != nil {
 		t.Fatalf("start --wait: %v", err)
 	}
-	deleted := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="deleted"}`)
-	blocked := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="blocked"}`)
+	deleted := scrape(t, agent.MetricsAddr, `node_agent_drain_evictions_total{result="deleted"}`)
+	blocked := scrape(t, agent.MetricsAddr, `node_agent_drain_evictions_total{result="blocked"}`)
 	t.Logf("evictions refused: %v; pods deleted after drain.deleteAfter: %v", blocked, deleted)
 	if deleted != 3 {
 		t.Errorf("%v pods deleted, want 3", deleted)
