@@ -38,10 +38,10 @@ node_agent_label_managed 0
 		got[mf.GetName()] = len(mf.GetMetric())
 	}
 	for name, series := range map[string]int{
-		"node_agent_label_managed":              1,
-		"node_agent_label_sync_total":            len(syncResults),
-		"node_agent_label_sync_duration_seconds": 1,
-		"node_agent_label_discovery_duration_seconds":  len(discoverySources),
+		"node_agent_label_managed":                    1,
+		"node_agent_label_sync_total":                 len(syncResults),
+		"node_agent_label_sync_duration_seconds":      1,
+		"node_agent_label_discovery_duration_seconds": len(discoverySources),
 	} {
 		if got[name] != series {
 			t.Errorf("%s: %d series, want %d", name, got[name], series)
