@@ -2,15 +2,19 @@ package config
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // The old slot keys still work: read as their new keys, each with one
@@ -131,5 +135,57 @@ func TestOldSlotFlagsStillWork(t *testing.T) {
 		if fs.Lookup(name).Deprecated == "" {
 			t.Errorf("--%s is not marked deprecated", name)
 		}
+	}
+}
+
+// syncBuffer is a log sink the watcher's goroutine and the test share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// The watcher warns of the old keys of a file it reloads, each naming its
+// new key, and applies their values.
+func TestWatcherWarnsOfOldKeysAtReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte("slots:\n  limit: 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	var logs syncBuffer
+	changed := make(chan Config, 1)
+	w := &Watcher{Path: path, Current: Default(), Clock: clk, Interval: time.Second,
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+		OnChange: func(c Config) { changed <- c }}
+	w.Current.NodeName = "n"
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for !clk.HasWaiters() {
+		runtime.Gosched()
+	}
+	if err := os.WriteFile(path, []byte("drain:\n  maxConcurrentNodes: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Second)
+	got := <-changed
+	if got.Slots.Limit != 3 {
+		t.Errorf("reloaded slots.limit %d, want the old key's 3", got.Slots.Limit)
+	}
+	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "key=drain.maxConcurrentNodes newKey=slots.limit") {
+		t.Errorf("no warning naming the new key at reload:\n%s", out)
 	}
 }

@@ -31,9 +31,9 @@ import (
 )
 
 const (
-	// leaseNamespace is slots.namespace: the slot Leases and the
+	// slotNamespace is slots.namespace: the slot Leases and the
 	// coordinators' election.
-	leaseNamespace = "node-agent"
+	slotNamespace = "node-agent"
 	// workNamespace holds the workload the drains evict.
 	workNamespace = "work"
 	// poolLabel marks the nodes of the pool poolName.
@@ -131,7 +131,7 @@ func newBed(t *testing.T, n int, seed uint64) *bed {
 	if err := os.MkdirAll(b.logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range []string{leaseNamespace, workNamespace} {
+	for _, ns := range []string{slotNamespace, workNamespace} {
 		if _, err := env.CreateNamespace(ctx, ns); err != nil {
 			t.Fatal(err)
 		}

@@ -237,10 +237,10 @@ func (c *checker) start(ctx context.Context, client kubernetes.Interface, dyn dy
 			}},
 		{leaseStream,
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return client.CoordinationV1().Leases(leaseNamespace).List(ctx, o)
+				return client.CoordinationV1().Leases(slotNamespace).List(ctx, o)
 			},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return client.CoordinationV1().Leases(leaseNamespace).Watch(ctx, o)
+				return client.CoordinationV1().Leases(slotNamespace).Watch(ctx, o)
 			}},
 		{podStream,
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {

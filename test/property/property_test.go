@@ -310,7 +310,7 @@ func (b *bed) fence(ctx context.Context, c *checker) error {
 	if err := c.seen(ctx, nodeStream, rv); err != nil {
 		return err
 	}
-	l, err := b.admin.CoordinationV1().Leases(leaseNamespace).Create(ctx, &coordinationv1.Lease{
+	l, err := b.admin.CoordinationV1().Leases(slotNamespace).Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "property-fence-"},
 	}, metav1.CreateOptions{})
 	if err != nil {
