@@ -27,14 +27,14 @@ Each node-agent asks for a drain slot on its own Node (the annotation
 node-agent.io/drain-slot-request) before it drains, for a maintenance or a
 coordinated reboot. This coordinator alone answers (the annotation
 node-agent.io/drain-slot, which no agent may write) and holds the slot
-Leases (node-agent-drain-slot-<node> in drain.leaseNamespace):
+Leases (node-agent-drain-slot-<node> in slots.namespace):
 
-  - first come, first served, within drain.maxConcurrentNodes for the whole
-    cluster and within each of drain.pools, in the order a coordinator saw
+  - first come, first served, within slots.limit for the whole cluster
+    and within each of slots.pools, in the order a coordinator saw
     the requests (never the time a request states);
   - a reboot slot is refused while reboots are off (reboot.enabled, or
     --reboot-enabled);
-  - a holder whose agent is silent longer than drain.slotSilenceBound (a
+  - a holder whose heartbeat stops for longer than slots.heartbeatBound (a
     rebooting host: reboot.slotHoldBound), whose Node is deleted, or that
     holds past drain.timeout loses its slot, and the next node goes on.
 
@@ -73,7 +73,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&configFile, "config", "", "The agents' YAML configuration file (the node-agent-config ConfigMap); its drain and reboot keys are read. Empty: the defaults.")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path of a kubeconfig file. Empty: $KUBECONFIG, then ~/.kube/config, then the pod's service account.")
 	fs.StringVar(&identity, "identity", firstNonEmpty(os.Getenv("POD_NAME"), host), "This replica's name in the leader election. Defaults to $POD_NAME, then the host name.")
-	fs.StringVar(&electionName, "leader-election-name", "node-agent-coordinator", "Name of the leader election Lease, in drain.leaseNamespace.")
+	fs.StringVar(&electionName, "leader-election-name", "node-agent-coordinator", "Name of the leader election Lease, in slots.namespace.")
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":9466", "Address for /metrics (Prometheus). \"0\" disables it.")
 	fs.StringVar(&healthAddr, "health-probe-bind-address", ":9467", "Address for /healthz and /readyz. \"0\" disables it.")
 	fs.StringVar(&logFormat, "log-format", "text", "Log format: text or json.")
@@ -94,12 +94,13 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	}
 	cfg := config.Default()
+	var deprecated []config.Deprecation
 	if configFile != "" {
-		loaded, err := config.Load(configFile, cfg, nil)
+		loaded, old, err := config.Load(configFile, cfg, nil)
 		if err != nil {
 			return err
 		}
-		cfg = loaded
+		cfg, deprecated = loaded, old
 	}
 	if fs.Changed("reboot-enabled") {
 		cfg.Reboot.Enabled = rebootEnabled
@@ -117,6 +118,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	config.LogDeprecations(logger, configFile, deprecated)
 	restCfg, err := kube.RESTConfig(kubeconfig)
 	if err != nil {
 		return err

@@ -13,7 +13,7 @@ import (
 func TestRunReadsTheAgentsConfigWithoutANode(t *testing.T) {
 	t.Setenv("NODE_NAME", "")
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfg, []byte("drain:\n  maxConcurrentNodes: 2\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("slots:\n  limit: 2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{nil, {"--config", cfg}} {

@@ -110,7 +110,9 @@ func (o *labelsOptions) run(cmd *cobra.Command) error {
 	cfg := o.cfg
 	if o.configFile != "" {
 		var err error
-		if cfg, err = config.Load(o.configFile, config.Default(), cmd.Flags()); err != nil {
+		// Only the labeller keys count here, and no old key is one:
+		// the agent warns of old keys, not this command.
+		if cfg, _, err = config.Load(o.configFile, config.Default(), cmd.Flags()); err != nil {
 			return err
 		}
 	}

@@ -38,7 +38,7 @@ is on).
                              NodeMaintenance objects, with both APIs unless --api.
 
 The node stays in maintenance while either API asks for it; one drain serves
-both. At most drain.maxConcurrentNodes nodes (default 1) drain at once; the
+both. At most slots.limit nodes (default 1) drain at once; the
 others show phase Waiting (Running with the reason in lastError on a
 NodeMaintenance object). A drain still running after drain.timeout stops,
 gives its slot to the next node and shows phase Failed with the pods that
@@ -143,7 +143,7 @@ node leaves maintenance once neither asks for it any longer.`,
 }
 
 func newMaintenanceStatusCommand(client clientFunc) *cobra.Command {
-	var api, leaseNamespace string
+	var api, slotsNamespace string
 	cmd := &cobra.Command{
 		Use:   "status [NODE]",
 		Short: "Show the maintenance status of NODE, or of every node in maintenance",
@@ -152,11 +152,11 @@ keeps on the Node (the annotation API) and the NodeMaintenance objects with
 their status. A NodeMaintenance object whose node does not exist is listed
 with a note: no agent serves it, so it stays without status until deleted.
 With one NODE, it also shows the node's reboot (the RebootRequired condition;
-see node-agent reboot status) when a reboot coordinator reports on it, and
+see node-agent reboot status) when a reboot controller reports on it, and
 what its maintenance waits for: a gate and its answer (as the agent reports
 it), its drain slot request with the coordinator's answer and its place among
 the requests queued, the nodes holding drain slots and for how long (the slot
-Leases in --drain-lease-namespace), and the pods whose eviction a
+Leases in --slots-namespace), and the pods whose eviction a
 PodDisruptionBudget or another answer refuses, with the budget.
 
 REQUESTED is the annotation's reason, or its value followed by (refused) when
@@ -173,11 +173,11 @@ and \\ for a backslash), so each node keeps one row.`,
 			if err != nil {
 				return err
 			}
-			c.LeaseNamespace = leaseNamespace
+			c.SlotsNamespace = slotsNamespace
 			return c.Status(cmd.Context(), strings.Join(args, ""), a) // cobra.MaximumNArgs(1)
 		},
 	}
 	cmd.Flags().StringVar(&api, "api", "", "Show only the annotation API (annotation) or only NodeMaintenance objects (nodemaintenance). Default: both.")
-	cmd.Flags().StringVar(&leaseNamespace, "drain-lease-namespace", config.Default().Drain.LeaseNamespace, "Namespace of the drain slot Leases (drain.leaseNamespace), whose holders status NODE lists.")
+	cmd.Flags().StringVar(&slotsNamespace, "slots-namespace", config.Default().Slots.Namespace, "Namespace of the slot Leases (slots.namespace), whose holders status NODE lists.")
 	return cmd
 }

@@ -270,7 +270,7 @@ const (
 // TestCoordinatorManifestsAgreeWithCode checks what deploy/ says about the
 // drain slots against pkg/slots and the configuration: the coordinator's
 // Deployment runs node-agent-coordinator on the agents' ConfigMap, its
-// policy names the grant, its Lease Role lives in drain.leaseNamespace and
+// policy names the grant, its Lease Role lives in slots.namespace and
 // names the election Lease; the agent holds no Lease right, and the Lease
 // policy names the slot Leases and the election Lease.
 func TestCoordinatorManifestsAgreeWithCode(t *testing.T) {
@@ -368,7 +368,7 @@ func TestCoordinatorManifestsAgreeWithCode(t *testing.T) {
 	// names the election Lease; the agent's ServiceAccount holds no Lease
 	// right anywhere.
 	var leaseRole rbacv1.Role
-	testenv.DeployObject(t, objs, "Role", def.Drain.LeaseNamespace, "node-agent-coordinator", &leaseRole)
+	testenv.DeployObject(t, objs, "Role", def.Slots.Namespace, "node-agent-coordinator", &leaseRole)
 	var byName []string
 	for _, r := range leaseRole.Rules {
 		if !slices.Contains(r.Resources, "leases") {

@@ -12,7 +12,7 @@ func newRebootCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "reboot",
 		Short: "Show or ask for the coordinated reboots of nodes",
-		Long: `reboot drives the reboot coordinator of node-agent, which runs on the nodes
+		Long: `reboot drives the reboot controller of node-agent, which runs on the nodes
 where reboot.enabled is on (deploy/components/reboot). The coordinator reboots
 its node when the host needs it (the sentinel file, such as
 /run/reboot-required, or the sentinel command), inside reboot.window, never

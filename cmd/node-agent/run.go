@@ -8,7 +8,6 @@ import (
 	"github.com/node-agent/node-agent/internal/runagent"
 	"github.com/node-agent/node-agent/pkg/agent"
 	"github.com/node-agent/node-agent/pkg/config"
-	"github.com/node-agent/node-agent/pkg/hostcpu"
 	"github.com/node-agent/node-agent/pkg/kube"
 )
 
@@ -33,15 +32,16 @@ stops the agent at start with a message naming the key.
 SIGTERM or SIGINT stops it cleanly.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var deprecated []config.Deprecation
 			if configFile != "" {
-				loaded, err := config.Load(configFile, config.Default(), cmd.Flags())
+				loaded, old, err := config.Load(configFile, config.Default(), cmd.Flags())
 				if err != nil {
 					return err
 				}
 				if loaded.NodeName == "" {
 					loaded.NodeName = os.Getenv("NODE_NAME")
 				}
-				cfg = loaded
+				cfg, deprecated = loaded, old
 			}
 			if err := cfg.Validate(); err != nil {
 				return err
@@ -50,23 +50,14 @@ SIGTERM or SIGINT stops it cleanly.`,
 			if err != nil {
 				return err
 			}
+			config.LogDeprecations(logger, configFile, deprecated)
 			restCfg, err := kube.RESTConfig(cfg.Kubeconfig)
 			if err != nil {
 				return err
 			}
-			a, err := runagent.New(runagent.Options{
+			return runagent.Run(cmd.Context(), runagent.Options{
 				Config: cfg, ConfigFile: configFile, Flags: cmd.Flags(), REST: restCfg, Logger: logger,
 			})
-			if err != nil {
-				return err
-			}
-			err = a.Run(cmd.Context())
-			// libvirt's embedded driver starts its QEMU probes daemonized;
-			// stopped mid-discovery, the agent would leave them running.
-			if n := hostcpu.KillProbes(hostcpu.EmbedRoot(cfg.Labeller.LibvirtURI, cfg.StateDir)); n > 0 {
-				logger.Info("Stopped QEMU capability probes left by the embedded libvirt", "count", n)
-			}
-			return err
 		},
 	}
 	cmd.Flags().StringVar(&configFile, "config", "", "YAML file with the same keys as the flags (see docs/configuration.md), except the keys that choose an identity, a credential, a path, a bus or a command (--kubeconfig, --node-name, the bind addresses, --state-dir, --libvirt-uri, --shutdown-system-bus-address, --shutdown-manage-logind-config, --shutdown-logind-drop-in-dir, --reboot-sentinel-file, --reboot-sentinel-command, a webhook's urlFile): those are flags only, and a file that sets one is refused.")

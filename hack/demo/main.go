@@ -128,7 +128,7 @@ func run(ctx context.Context) error {
 	}
 	printPlacement(ctx, c)
 
-	step("Running node-agent-coordinator, which grants the drain slots (drain.maxConcurrentNodes: 1)")
+	step("Running node-agent-coordinator, which grants the drain slots (slots.limit: 1)")
 	coordinatorLog, err := os.Create(filepath.Join(logDir, "node-agent-coordinator.log"))
 	if err != nil {
 		return err

@@ -1,7 +1,7 @@
 // Package runagent assembles `node-agent run`: the Kubernetes clients, the
 // labeller with its discovery helper and the KubeVirt CR's watcher, the
 // maintenance controller with its
-// drain slots, the reboot coordinator, the shutdown guard and the --config
+// drain slots, the reboot controller, the shutdown guard and the --config
 // watcher, each a component of one pkg/agent Agent for one Node.
 //
 // It owns only the wiring: it makes the clients, hands each package what it
@@ -122,6 +122,21 @@ func New(o Options) (*agent.Agent, error) {
 	return agent.New(cfg.NodeName, opts...)
 }
 
+// Run builds the agent of o (New) and runs it until ctx ends. libvirt's
+// embedded driver starts its QEMU probes daemonized: an agent stopped
+// mid-discovery would leave them running, so Run stops them after.
+func Run(ctx context.Context, o Options) error {
+	a, err := New(o)
+	if err != nil {
+		return err
+	}
+	err = a.Run(ctx)
+	if n := hostcpu.KillProbes(hostcpu.EmbedRoot(o.Config.Labeller.LibvirtURI, o.Config.StateDir)); n > 0 && o.Logger != nil {
+		o.Logger.Info("Stopped QEMU capability probes left by the embedded libvirt", "count", n)
+	}
+	return err
+}
+
 // wiring is what the components of one agent are built from.
 type wiring struct {
 	cfg config.Config
@@ -151,7 +166,7 @@ func (w *wiring) waitBounds(reg prometheus.Registerer) *metrics.WaitBound {
 }
 
 // components builds every component of the agent: the labeller, the pod
-// access report, the maintenance controller, the reboot coordinator, the
+// access report, the maintenance controller, the reboot controller, the
 // shutdown guard and the --config watcher, each when configured. The last
 // three share the drain controller, the pod access and the own-reboot mark
 // built here, and nothing else.
@@ -186,7 +201,7 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 	// One requester asks for the drain slots of both purposes, so the
 	// node asks for one slot at a time and never adopts the other
 	// purpose's slot.
-	requester := slots.NewRequester(d.Client, d.NodeName, w.cfg.Drain.SlotSilenceBound.Duration, d.Clock, d.Logger.With("component", "slots"))
+	requester := slots.NewRequester(d.Client, d.NodeName, w.cfg.Slots.HeartbeatBound.Duration, d.Clock, d.Logger.With("component", "slots"))
 	out = append(out, requester)
 	gates := maintenance.GatesFor(w.cfg.Maintenance, w.vmGate(d), d.Clock, w.gateBound(d))
 	ctrl := w.maintenance(d, access, requester, gates)
@@ -308,7 +323,7 @@ func (w *wiring) gateBound(d agent.Deps) maintenance.GateBound {
 
 // maintenance wires the maintenance requests (the annotation, NodeMaintenance
 // objects when maintenance.nodeMaintenance is on, and the reboot
-// coordinator's record when reboot.enabled is on) to the drain engine, which
+// controller's record when reboot.enabled is on) to the drain engine, which
 // reaches the node's pods as access says, with the node's drain slots and
 // the gates a maintenance waits for.
 func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlots maintenance.Slots, gates *maintenance.Gates) *maintenance.Controller {
@@ -340,7 +355,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 	return maintenance.NewController(co)
 }
 
-// reboot wires the reboot coordinator (reboot.enabled): its drain is asked
+// reboot wires the reboot controller (reboot.enabled): its drain is asked
 // of the maintenance lifecycle through its record, it asks for drain slots
 // through the agent's one requester, lists pods for reboot.blockingPodSelector as
 // access says, and reboots through logind with the reboot marked as its own
@@ -361,7 +376,7 @@ func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reb
 	if err != nil {
 		return nil, err // Validate checked it already
 	}
-	return reboot.NewCoordinator(reboot.Options{
+	return reboot.NewController(reboot.ControllerOptions{
 		Client: d.Client, NodeName: d.NodeName, Need: need, Window: window, Blockers: blockers,
 		LoopBound: rc.LoopBound.Duration, RebootWithoutDrain: rc.RebootWithoutDrain,
 		CheckInterval: rc.CheckInterval.Duration, SlotHoldBound: rc.SlotHoldBound.Duration, BeforeRebootBound: rc.BeforeRebootBound.Duration,

@@ -37,7 +37,7 @@ type Options struct {
 	REST   *rest.Config
 	// Identity names this replica in the election (its pod's name).
 	Identity string
-	// ElectionName names the election Lease in drain.leaseNamespace.
+	// ElectionName names the election Lease in slots.namespace.
 	ElectionName string
 	// LeaseDuration, RenewDeadline, RetryPeriod: the election's; zero
 	// takes client-go's usual 15s, 10s, 2s.
@@ -64,7 +64,7 @@ func Run(ctx context.Context, o Options) error {
 		o.ElectionName = "node-agent-coordinator"
 	}
 	cfg := o.Config
-	pools, err := slots.Pools(cfg.Drain)
+	pools, err := slots.Pools(cfg.Slots)
 	if err != nil {
 		return err
 	}
@@ -100,17 +100,17 @@ func Run(ctx context.Context, o Options) error {
 	defer broadcaster.Shutdown()
 	recorder := reasontext.Recorder(broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: "node-agent-coordinator"}))
 
-	o.Logger.Info("Starting the drain slot coordinator", "identity", o.Identity, "namespace", cfg.Drain.LeaseNamespace,
-		"maxConcurrentNodes", cfg.Drain.MaxConcurrentNodes, "pools", len(cfg.Drain.Pools),
-		"slotSilenceBound", cfg.Drain.SlotSilenceBound.Duration, "rebootHoldBound", cfg.Reboot.SlotHoldBound.Duration)
+	o.Logger.Info("Starting the drain slot coordinator", "identity", o.Identity, "namespace", cfg.Slots.Namespace,
+		"limit", cfg.Slots.Limit, "pools", len(cfg.Slots.Pools),
+		"heartbeatBound", cfg.Slots.HeartbeatBound.Duration, "rebootHoldBound", cfg.Reboot.SlotHoldBound.Duration)
 	return election.Run(ctx, election.Options{
-		REST: restCfg, Namespace: cfg.Drain.LeaseNamespace, Name: o.ElectionName, Identity: o.Identity,
+		REST: restCfg, Namespace: cfg.Slots.Namespace, Name: o.ElectionName, Identity: o.Identity,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
 		Logger: o.Logger, OnLeading: metrics.SetLeader,
 	}, func(ctx context.Context) error {
 		return slots.NewCoordinator(slots.CoordinatorOptions{
-			Client: client, Namespace: cfg.Drain.LeaseNamespace, Pools: pools,
-			SilenceBound: cfg.Drain.SlotSilenceBound.Duration, RebootHoldBound: cfg.Reboot.SlotHoldBound.Duration,
+			Client: client, Namespace: cfg.Slots.Namespace, Pools: pools,
+			HeartbeatBound: cfg.Slots.HeartbeatBound.Duration, RebootHoldBound: cfg.Reboot.SlotHoldBound.Duration,
 			MaxHold: slots.MaxHold(cfg), MinRebootInterval: cfg.Reboot.MinInterval.Duration, Off: slots.Off(cfg), Clock: o.Clock, Logger: o.Logger, Recorder: recorder, Metrics: metrics,
 		}).Run(ctx)
 	})

@@ -77,28 +77,28 @@ func Bounds() []Bound {
 			Why:   "past drain.timeout the drain asks for nothing more, so it would delete no pod",
 			check: checkDeleteAfter,
 		},
-		intBound("drain.maxConcurrentNodes", 1, maxNodes,
+		intBound("slots.limit", 1, maxNodes,
 			"at least one node must be able to drain; Kubernetes supports 5,000 nodes a cluster, and the bound keeps the coordinator's arithmetic small",
-			func(c *Config) int { return c.Drain.MaxConcurrentNodes }),
+			func(c *Config) int { return c.Slots.Limit }),
 		intBound("drain.parallelism", 1, 1000,
 			"at least one eviction must be in flight; a node runs a few hundred pods at most (the kubelet's maxPods is 110 by default), so more buys nothing and floods the apiserver at a drain's start",
 			func(c *Config) int { return c.Drain.Parallelism }),
-		lenBound("drain.pools", 100,
+		lenBound("slots.pools", 100,
 			"the coordinator checks every node against every pool at each decision; a hundred pools is more than any fleet has racks or node groups",
-			func(c *Config) int { return len(c.Drain.Pools) }),
+			func(c *Config) int { return len(c.Slots.Pools) }),
 		{
-			Key: "drain.pools[].maxConcurrentNodes", Min: "0 (no such limit)", Max: strconv.Itoa(maxNodes),
-			Why:   "as drain.maxConcurrentNodes",
-			check: checkPoolMaxConcurrentNodes,
+			Key: "slots.pools[].limit", Min: "0 (no such limit)", Max: strconv.Itoa(maxNodes),
+			Why:   "as slots.limit",
+			check: checkPoolLimit,
 		},
 		{
-			Key: "drain.pools[].maxUnavailable", Min: "1, or 1%", Max: strconv.Itoa(maxNodes) + ", or 100%",
-			Why:   "a pool that allows no node unavailable never drains; as drain.maxConcurrentNodes for a count",
+			Key: "slots.pools[].maxUnavailable", Min: "1, or 1%", Max: strconv.Itoa(maxNodes) + ", or 100%",
+			Why:   "a pool that allows no node unavailable never drains; as slots.limit for a count",
 			check: checkPoolMaxUnavailable,
 		},
-		durationBound("drain.slotSilenceBound", 10*time.Second, time.Hour,
-			"the agent renews its request every third of it: under 10s, an apiserver's restart or an agent's rollout loses slots; past an hour, a dead node holds its slot for that long",
-			func(c *Config) time.Duration { return c.Drain.SlotSilenceBound.Duration }),
+		durationBound("slots.heartbeatBound", 10*time.Second, time.Hour,
+			"the agent bumps its heartbeat every third of it: under 10s, an apiserver's restart or an agent's rollout loses slots; past an hour, a dead node holds its slot for that long",
+			func(c *Config) time.Duration { return c.Slots.HeartbeatBound.Duration }),
 		durationBound("shutdown.drainBudget", time.Second, time.Hour,
 			"logind's InhibitDelayMaxSec counts whole seconds; logind holds the host's power-off for up to this long (manageLogindConfig raises its delay to it), and a power-off, an admin's or the hardware's, held for more than an hour is no longer a shutdown",
 			func(c *Config) time.Duration { return c.Shutdown.DrainBudget.Duration }),
@@ -240,11 +240,11 @@ func checkDeleteAfter(c *Config) []error {
 	return nil
 }
 
-func checkPoolMaxConcurrentNodes(c *Config) []error {
+func checkPoolLimit(c *Config) []error {
 	var errs []error
-	for i, p := range c.Drain.Pools {
-		if p.MaxConcurrentNodes < 0 || p.MaxConcurrentNodes > maxNodes {
-			errs = append(errs, fmt.Errorf("drain.pools[%d].maxConcurrentNodes %d: must be between 0 and %d", i, p.MaxConcurrentNodes, maxNodes))
+	for i, p := range c.Slots.Pools {
+		if p.Limit < 0 || p.Limit > maxNodes {
+			errs = append(errs, fmt.Errorf("slots.pools[%d].limit %d: must be between 0 and %d", i, p.Limit, maxNodes))
 		}
 	}
 	return errs
@@ -252,12 +252,12 @@ func checkPoolMaxConcurrentNodes(c *Config) []error {
 
 func checkPoolMaxUnavailable(c *Config) []error {
 	var errs []error
-	for i, p := range c.Drain.Pools {
+	for i, p := range c.Slots.Pools {
 		u := p.MaxUnavailable
 		if u == nil {
 			continue
 		}
-		at := fmt.Sprintf("drain.pools[%d].maxUnavailable", i)
+		at := fmt.Sprintf("slots.pools[%d].maxUnavailable", i)
 		if u.Type == intstr.Int {
 			if u.IntVal < 1 || u.IntVal > maxNodes {
 				errs = append(errs, fmt.Errorf("%s %d: must be between 1 and %d", at, u.IntVal, maxNodes))

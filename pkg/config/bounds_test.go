@@ -69,20 +69,20 @@ func TestBounds(t *testing.T) {
 		{"parallelism 1000", func(c *Config) { c.Drain.Parallelism = 1000 }, ""},
 		{"parallelism zero", func(c *Config) { c.Drain.Parallelism = 0 }, "drain.parallelism 0: must be between 1 and 1000"},
 		{"parallelism past the top", func(c *Config) { c.Drain.Parallelism = 1001 }, "drain.parallelism 1001: must be between 1 and 1000"},
-		{"concurrency at the top", func(c *Config) { c.Drain.MaxConcurrentNodes = maxNodes }, ""},
+		{"concurrency at the top", func(c *Config) { c.Slots.Limit = maxNodes }, ""},
 		{"negative deleteAfter", func(c *Config) { c.Drain.DeleteAfter.Duration = -time.Second }, "drain.deleteAfter -1s: must not be negative"},
 		{"100 pools", func(c *Config) {
 			for range 100 {
-				c.Drain.Pools = append(c.Drain.Pools, PoolConfig{Name: "p" + string(rune('a'+len(c.Drain.Pools)%26)) + strings.Repeat("x", len(c.Drain.Pools)/26), MaxConcurrentNodes: 1})
+				c.Slots.Pools = append(c.Slots.Pools, PoolConfig{Name: "p" + string(rune('a'+len(c.Slots.Pools)%26)) + strings.Repeat("x", len(c.Slots.Pools)/26), Limit: 1})
 			}
 		}, ""},
 		{"101 pools", func(c *Config) {
-			c.Drain.Pools = make([]PoolConfig, 101)
-		}, "drain.pools: 101 entries, at most 100"},
-		{"pool concurrency past the top", func(c *Config) { c.Drain.Pools = []PoolConfig{{Name: "p", MaxConcurrentNodes: maxNodes + 1}} }, "drain.pools[0].maxConcurrentNodes 100001: must be between 0 and 100000"},
-		{"pool unavailable count past the top", func(c *Config) { c.Drain.Pools = []PoolConfig{{Name: "p", MaxUnavailable: count(maxNodes + 1)}} }, "drain.pools[0].maxUnavailable 100001: must be between 1 and 100000"},
-		{"pool unavailable zero percent", func(c *Config) { c.Drain.Pools = []PoolConfig{{Name: "p", MaxUnavailable: pct("0%")}} }, `drain.pools[0].maxUnavailable "0%": want a count, or a percentage from 1% to 100%`},
-		{"silence bound past an hour", func(c *Config) { c.Drain.SlotSilenceBound.Duration = 2 * time.Hour }, "drain.slotSilenceBound 2h0m0s: must be between 10s and 1h"},
+			c.Slots.Pools = make([]PoolConfig, 101)
+		}, "slots.pools: 101 entries, at most 100"},
+		{"pool concurrency past the top", func(c *Config) { c.Slots.Pools = []PoolConfig{{Name: "p", Limit: maxNodes + 1}} }, "slots.pools[0].limit 100001: must be between 0 and 100000"},
+		{"pool unavailable count past the top", func(c *Config) { c.Slots.Pools = []PoolConfig{{Name: "p", MaxUnavailable: count(maxNodes + 1)}} }, "slots.pools[0].maxUnavailable 100001: must be between 1 and 100000"},
+		{"pool unavailable zero percent", func(c *Config) { c.Slots.Pools = []PoolConfig{{Name: "p", MaxUnavailable: pct("0%")}} }, `slots.pools[0].maxUnavailable "0%": want a count, or a percentage from 1% to 100%`},
+		{"silence bound past an hour", func(c *Config) { c.Slots.HeartbeatBound.Duration = 2 * time.Hour }, "slots.heartbeatBound 2h0m0s: must be between 10s and 1h"},
 		{"budget an hour", func(c *Config) { c.Shutdown.DrainBudget.Duration = time.Hour }, ""},
 		{"budget past an hour", func(c *Config) { c.Shutdown.DrainBudget.Duration = 2 * time.Hour }, "shutdown.drainBudget 2h0m0s: must be between 1s and 1h (logind's InhibitDelayMaxSec counts whole seconds"},
 		{"budget under a second", func(c *Config) {
@@ -117,7 +117,7 @@ func TestBounds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := valid
-			c.Drain.Pools = nil
+			c.Slots.Pools = nil
 			tt.mutate(&c)
 			err := c.Validate()
 			if tt.wantErr == "" {
@@ -151,7 +151,7 @@ func TestLoadRefusesAFileLargerThanAConfigMap(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Load(path, Default(), nil)
+	_, _, err := Load(path, Default(), nil)
 	if err == nil || !strings.Contains(err.Error(), "larger than 1048576 bytes (1 MiB)") {
 		t.Fatalf("error = %v", err)
 	}
@@ -159,7 +159,7 @@ func TestLoadRefusesAFileLargerThanAConfigMap(t *testing.T) {
 	if err := os.WriteFile(path, data[:MaxConfigFileBytes-1], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(path, Default(), nil); err != nil {
+	if _, _, err := Load(path, Default(), nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -54,12 +54,12 @@ func TestParse(t *testing.T) {
 		{name: "sentinel command in a file, quoted", yaml: "reboot:\n  sentinelCommand: [\"/bin/sh\\u001b[2J\"]\n", wantErr: `reboot.sentinelCommand is taken only from the DaemonSet's arguments`},
 		{name: "bad reboot duration names the key", yaml: "reboot:\n  loopBound: a day\n", wantErr: "reboot.loopBound"},
 		{name: "unknown reboot key", yaml: "reboot:\n  window:\n    timezone: UTC\n", wantErr: `unknown field "reboot.window.timezone"`},
-		{name: "wrong type", yaml: "drain:\n  maxConcurrentNodes: many\n", wantErr: "maxConcurrentNodes"},
+		{name: "wrong type", yaml: "slots:\n  limit: many\n", wantErr: "slots.limit"},
 		{name: "not yaml", yaml: "a: [1\n", wantErr: "not valid YAML"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse([]byte(tt.yaml), Default())
+			c, _, err := Parse([]byte(tt.yaml), Default())
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error = %v, want it to contain %q", err, tt.wantErr)
@@ -96,20 +96,20 @@ func TestValidate(t *testing.T) {
 		{name: "unknown onTimeout", mutate: func(c *Config) { c.Drain.OnTimeout = "Uncordon" }, wantErr: `drain.onTimeout "Uncordon": must be keepCordoned or uncordon`},
 		{name: "deleteAfter past the timeout", mutate: func(c *Config) { c.Drain.DeleteAfter.Duration = 2 * time.Hour }, wantErr: "drain.deleteAfter 2h0m0s: must be shorter than drain.timeout 1h0m0s"},
 		{name: "deleteAfter within the timeout is valid", mutate: func(c *Config) { c.Drain.DeleteAfter.Duration = 30 * time.Minute }},
-		{name: "zero concurrency", mutate: func(c *Config) { c.Drain.MaxConcurrentNodes = 0 }, wantErr: "drain.maxConcurrentNodes"},
-		{name: "concurrency past any cluster", mutate: func(c *Config) { c.Drain.MaxConcurrentNodes = 1 << 32 }, wantErr: "drain.maxConcurrentNodes 4294967296: must be between 1 and 100000"},
-		{name: "silence bound too short", mutate: func(c *Config) { c.Drain.SlotSilenceBound.Duration = time.Second }, wantErr: "drain.slotSilenceBound 1s: must be between 10s and 1h"},
+		{name: "zero concurrency", mutate: func(c *Config) { c.Slots.Limit = 0 }, wantErr: "slots.limit"},
+		{name: "concurrency past any cluster", mutate: func(c *Config) { c.Slots.Limit = 1 << 32 }, wantErr: "slots.limit 4294967296: must be between 1 and 100000"},
+		{name: "silence bound too short", mutate: func(c *Config) { c.Slots.HeartbeatBound.Duration = time.Second }, wantErr: "slots.heartbeatBound 1s: must be between 10s and 1h"},
 		{name: "pools are valid", mutate: func(c *Config) {
 			pct := intstr.FromString("10%")
-			c.Drain.Pools = []PoolConfig{{Name: "gpu", Selector: "gpu=true", MaxConcurrentNodes: 1}, {Name: "rack-a", Selector: "rack=a", MaxUnavailable: &pct}}
+			c.Slots.Pools = []PoolConfig{{Name: "gpu", Selector: "gpu=true", Limit: 1}, {Name: "rack-a", Selector: "rack=a", MaxUnavailable: &pct}}
 		}},
-		{name: "pool without a limit", mutate: func(c *Config) { c.Drain.Pools = []PoolConfig{{Name: "gpu", Selector: "gpu=true"}} }, wantErr: "drain.pools[0]: set maxConcurrentNodes or maxUnavailable"},
-		{name: "pool named default", mutate: func(c *Config) { c.Drain.Pools = []PoolConfig{{Name: "default", MaxConcurrentNodes: 1}} }, wantErr: `drain.pools[0].name "default": taken`},
-		{name: "pool with a bad selector", mutate: func(c *Config) { c.Drain.Pools = []PoolConfig{{Name: "p", Selector: "a in (", MaxConcurrentNodes: 1}} }, wantErr: "drain.pools[0].selector"},
+		{name: "pool without a limit", mutate: func(c *Config) { c.Slots.Pools = []PoolConfig{{Name: "gpu", Selector: "gpu=true"}} }, wantErr: "slots.pools[0]: set limit or maxUnavailable"},
+		{name: "pool named default", mutate: func(c *Config) { c.Slots.Pools = []PoolConfig{{Name: "default", Limit: 1}} }, wantErr: `slots.pools[0].name "default": taken`},
+		{name: "pool with a bad selector", mutate: func(c *Config) { c.Slots.Pools = []PoolConfig{{Name: "p", Selector: "a in (", Limit: 1}} }, wantErr: "slots.pools[0].selector"},
 		{name: "pool with a bad percentage", mutate: func(c *Config) {
 			pct := intstr.FromString("150%")
-			c.Drain.Pools = []PoolConfig{{Name: "p", MaxUnavailable: &pct}}
-		}, wantErr: `drain.pools[0].maxUnavailable "150%": want a count, or a percentage from 1% to 100%`},
+			c.Slots.Pools = []PoolConfig{{Name: "p", MaxUnavailable: &pct}}
+		}, wantErr: `slots.pools[0].maxUnavailable "150%": want a count, or a percentage from 1% to 100%`},
 		{name: "bad log format", mutate: func(c *Config) { c.LogFormat = "xml" }, wantErr: "logFormat"},
 		// "" turns the subtraction off, as KubeVirt has it.
 		{name: "empty min model is valid", mutate: func(c *Config) { c.Labeller.MinCPUModel = "" }},
@@ -238,7 +238,7 @@ func TestLoadFlagsWinOverFile(t *testing.T) {
 	if err := fs.Parse([]string{"--min-cpu-model=Skylake-Client", "--obsolete-cpu-models=b,c", "--drain-timeout=2m"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Load(path, Default(), fs)
+	got, _, err := Load(path, Default(), fs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestRebootWithoutDrainFlag(t *testing.T) {
 		if !c.Reboot.RebootWithoutDrain {
 			t.Errorf("--%s did not set reboot.rebootWithoutDrain", name)
 		}
-		got, err := Load(path, Default(), fs)
+		got, _, err := Load(path, Default(), fs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -307,7 +307,7 @@ func TestLoadRebootFlags(t *testing.T) {
 	if err := fs.Parse([]string{"--reboot-sentinel-command=/usr/bin/grep", "--reboot-sentinel-command=a,b", "--reboot-window-days=sat,sun", "--reboot-loop-bound=2h"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Load(path, Default(), fs)
+	got, _, err := Load(path, Default(), fs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +349,7 @@ func TestLoadEmptyMinCPUModel(t *testing.T) {
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 	base := Default()
 	base.AddFlags(fs)
-	c, err := Load(path, base, fs)
+	c, _, err := Load(path, base, fs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,17 +376,17 @@ func TestLibvirtURIAutoIsDiscoverys(t *testing.T) {
 	}
 }
 
-func TestDrainPoolsFlag(t *testing.T) {
+func TestSlotsPoolsFlag(t *testing.T) {
 	c := Default()
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	c.AddFlags(fs)
-	if err := fs.Parse([]string{`--drain-pools=[{"name":"gpu","selector":"gpu=true","maxConcurrentNodes":1,"maxUnavailable":"10%"}]`}); err != nil {
+	if err := fs.Parse([]string{`--slots-pools=[{"name":"gpu","selector":"gpu=true","limit":1,"maxUnavailable":"10%"}]`}); err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Drain.Pools) != 1 || c.Drain.Pools[0].Name != "gpu" || c.Drain.Pools[0].MaxUnavailable.String() != "10%" {
-		t.Errorf("pools %+v", c.Drain.Pools)
+	if len(c.Slots.Pools) != 1 || c.Slots.Pools[0].Name != "gpu" || c.Slots.Pools[0].Limit != 1 || c.Slots.Pools[0].MaxUnavailable.String() != "10%" {
+		t.Errorf("pools %+v", c.Slots.Pools)
 	}
-	if err := fs.Parse([]string{`--drain-pools=[{"name":"gpu","limit":1}]`}); err == nil || !strings.Contains(err.Error(), `unknown field "limit"`) {
+	if err := fs.Parse([]string{`--slots-pools=[{"name":"gpu","maxConcurrentNodes":1}]`}); err == nil || !strings.Contains(err.Error(), `unknown field "maxConcurrentNodes"`) {
 		t.Errorf("unknown field: %v", err)
 	}
 }

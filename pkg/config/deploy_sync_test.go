@@ -35,7 +35,7 @@ func TestDeployConfigMapIsDefault(t *testing.T) {
 
 	// Parse over the zero Config, not Default(): a key left out of the file
 	// then shows as a difference instead of inheriting its default.
-	got, err := Parse([]byte(content), Config{})
+	got, _, err := Parse([]byte(content), Config{})
 	if err != nil {
 		t.Fatalf("config.yaml in %s: %v", deployConfigMap, err)
 	}

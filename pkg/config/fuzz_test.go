@@ -17,10 +17,12 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("reboot:\n  sentinelCommand: []\n  window:\n    days: [sat]\n    start: \"22:00\"\n"))
 	f.Add([]byte("labeller:\n  libvirtURI: qemu+ext:///system?command=/bin/sh\n"))
 	f.Add([]byte("drain:\n  maxConcurrentNodes: 4294967296\n  pools: [{name: a, nodeSelector: 'x=y', maxConcurrentNodes: 2}]\n"))
+	f.Add([]byte("slots:\n  limit: 2\n  pools: [{name: a, selector: 'x=y', limit: 2}]\n  heartbeatBound: 30s\n"))
+	f.Add([]byte("drain:\n  leaseNamespace: x\n  slotSilenceBound: 1m\nslots:\n  namespace: y\n"))
 	f.Add([]byte("a: [1\n"))
 	f.Add([]byte("kubeconfig: /etc/node-agent/kubeconfig\nnotifications:\n  webhooks: [{name: a, urlFile: /x}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse(data, Default())
+		c, _, err := Parse(data, Default())
 		if err != nil {
 			return
 		}

@@ -101,6 +101,14 @@ func Reference() string {
 	for _, k := range Keys() {
 		fmt.Fprintf(&b, "| `%s` | `--%s` | %s | `%s` | %s |\n", k.Path, k.Flag, k.Type, k.Default, strings.ReplaceAll(k.Usage, "|", `\|`))
 	}
+	b.WriteString("\n## Renamed keys\n\n")
+	b.WriteString("The slot keys moved out of `drain` into `slots` when the slot got one name (docs/glossary.md). ")
+	b.WriteString("A file or a flag with an old name still works: the agent and the coordinator log a warning per old key, ")
+	b.WriteString("at start and at every reload, naming the new one. A file that sets an old key and its new one is refused.\n\n")
+	b.WriteString("| old key | old flag | new key |\n| --- | --- | --- |\n")
+	for _, r := range RenamedKeys() {
+		fmt.Fprintf(&b, "| `%s` | `--%s` | `%s` |\n", r.Old, r.OldFlag, r.New)
+	}
 	b.WriteString("\n## Who may set each key\n\n")
 	b.WriteString("The agent runs as root on every node. Each key is read only from a place whose writers are trusted with ")
 	b.WriteString("what it chooses (pkg/config/trust.go; a key without a class fails a test):\n\n")

@@ -86,7 +86,7 @@ func TestConfigFileRefusesDaemonSetOnlyKeys(t *testing.T) {
 		for _, value := range []string{"/etc/node-agent/evil", ""} {
 			t.Run(p+"="+value, func(t *testing.T) {
 				data := fileSetting(t, p, value)
-				_, err := Parse(data, Default())
+				_, _, err := Parse(data, Default())
 				if !errors.Is(err, ErrDaemonSetOnlyKey) {
 					t.Fatalf("Parse(%q) = %v, want ErrDaemonSetOnlyKey", data, err)
 				}
@@ -117,12 +117,12 @@ func TestKubeconfigExecPluginRefused(t *testing.T) {
 		"logLevel: info\nkubeconfig: /etc/node-agent/kubeconfig\nnodeName: node-2\n",
 		"kubeconfig: 12\n", // refused for what it is, not for its type
 	} {
-		_, err := Parse([]byte(data), Default())
+		_, _, err := Parse([]byte(data), Default())
 		if !errors.Is(err, ErrDaemonSetOnlyKey) || !strings.Contains(err.Error(), "kubeconfig is taken only from the DaemonSet's arguments (--kubeconfig or $KUBECONFIG)") {
 			t.Errorf("Parse(%q) = %v, want the kubeconfig refusal", data, err)
 		}
 	}
-	_, err := Parse([]byte("kubeconfig: /x\nnodeName: n\n"), Default())
+	_, _, err := Parse([]byte("kubeconfig: /x\nnodeName: n\n"), Default())
 	if err == nil || !strings.Contains(err.Error(), "nodeName is taken only") || !strings.Contains(err.Error(), "kubeconfig is taken only") {
 		t.Errorf("two DaemonSet-only keys: %v, want both named", err)
 	}
@@ -136,10 +136,11 @@ labeller:
   virtType: qemu
 drain:
   timeout: 30m
+slots:
   pools:
     - name: gpu
       selector: gpu=true
-      maxConcurrentNodes: 1
+      limit: 1
 notifications:
   webhooks:
     - name: ops
@@ -147,11 +148,11 @@ notifications:
 reboot:
   enabled: true
 `)
-	c, err := Parse(data, Default())
+	c, _, err := Parse(data, Default())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.LogLevel != "debug" || len(c.Drain.Pools) != 1 || c.Notifications.Webhooks[0].URL == "" || !c.Reboot.Enabled {
+	if c.LogLevel != "debug" || len(c.Slots.Pools) != 1 || c.Notifications.Webhooks[0].URL == "" || !c.Reboot.Enabled {
 		t.Errorf("Parse applied too little: %+v", c)
 	}
 }

@@ -56,8 +56,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 			continue
 		}
 		last = data
-		next, err := Load(w.Path, Default(), w.Flags)
+		next, deprecated, err := Load(w.Path, Default(), w.Flags)
 		if err == nil {
+			LogDeprecations(w.Logger, w.Path, deprecated)
 			next.NodeName = w.Current.NodeName
 			err = next.Validate()
 		}
@@ -90,6 +91,9 @@ func restartOnly(a, b Config) []string {
 	if !reflect.DeepEqual(a.Drain, b.Drain) {
 		out = append(out, "drain")
 	}
+	if !reflect.DeepEqual(a.Slots, b.Slots) {
+		out = append(out, "slots")
+	}
 	if !reflect.DeepEqual(a.Shutdown, b.Shutdown) {
 		out = append(out, "shutdown")
 	}
@@ -97,6 +101,7 @@ func restartOnly(a, b Config) []string {
 		out = append(out, "reboot")
 	}
 	a.Drain, b.Drain, a.Shutdown, b.Shutdown = DrainConfig{}, DrainConfig{}, ShutdownConfig{}, ShutdownConfig{}
+	a.Slots, b.Slots = SlotsConfig{}, SlotsConfig{}
 	a.Reboot, b.Reboot = RebootConfig{}, RebootConfig{}
 	if !reflect.DeepEqual(a, b) {
 		out = append(out, "top-level keys")

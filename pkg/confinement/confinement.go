@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/metrics"
 )
 
 // ProbeLabel is the label the dry run tries to add: outside every prefix the
@@ -107,7 +108,7 @@ type Checker struct {
 // NewGauge registers node_agent_admission_policy_enforced on reg.
 func NewGauge(reg prometheus.Registerer) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "node_agent_admission_policy_enforced",
+		Namespace: metrics.Namespace, Name: "admission_policy_enforced",
 		Help: "Whether the admission policy node-agent-own-node holds this agent to its own Node, by a dry-run write it must refuse (asked at start, and every 10 minutes while it is not refused): 1 yes, 0 no (the agent's token may change any part of any Node RBAC allows), -1 not known yet.",
 	})
 	g.Set(-1)

@@ -24,13 +24,13 @@ type Metrics struct {
 // NewMetrics creates the labeller's metrics and registers them on reg if not nil.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Managed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Name: "labels_managed",
+		Managed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "label", Name: "managed",
 			Help: "Owned CPU labels currently desired on the node."}),
-		Syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "label_sync_total",
+		Syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "label", Name: "sync_total",
 			Help: "Label syncs by result: unchanged (no write), changed (one patch), skipped (skip-node), conflict (the Node changed meanwhile; retried), error."}, []string{"result"}),
-		SyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metrics.Namespace, Name: "label_sync_duration_seconds",
+		SyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "label", Name: "sync_duration_seconds",
 			Help: "Time to compare and, when needed, patch the node's labels.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}),
-		DiscoveryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Name: "discovery_duration_seconds",
+		DiscoveryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Namespace, Subsystem: "label", Name: "discovery_duration_seconds",
 			Help: "Time of one host CPU discovery, by source (libvirt, or cpuid when libvirt was unreachable).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 9)}, []string{"source"}),
 	}
 	// Every result and source is exported from the start, at 0, so that

@@ -22,11 +22,11 @@ node_agent_label_sync_total{result="conflict"} 0
 node_agent_label_sync_total{result="error"} 0
 node_agent_label_sync_total{result="skipped"} 0
 node_agent_label_sync_total{result="unchanged"} 0
-# HELP node_agent_labels_managed Owned CPU labels currently desired on the node.
-# TYPE node_agent_labels_managed gauge
-node_agent_labels_managed 0
+# HELP node_agent_label_managed Owned CPU labels currently desired on the node.
+# TYPE node_agent_label_managed gauge
+node_agent_label_managed 0
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "node_agent_label_sync_total", "node_agent_labels_managed"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "node_agent_label_sync_total", "node_agent_label_managed"); err != nil {
 		t.Error(err)
 	}
 	mfs, err := reg.Gather()
@@ -38,10 +38,10 @@ node_agent_labels_managed 0
 		got[mf.GetName()] = len(mf.GetMetric())
 	}
 	for name, series := range map[string]int{
-		"node_agent_labels_managed":              1,
-		"node_agent_label_sync_total":            len(syncResults),
-		"node_agent_label_sync_duration_seconds": 1,
-		"node_agent_discovery_duration_seconds":  len(discoverySources),
+		"node_agent_label_managed":                    1,
+		"node_agent_label_sync_total":                 len(syncResults),
+		"node_agent_label_sync_duration_seconds":      1,
+		"node_agent_label_discovery_duration_seconds": len(discoverySources),
 	} {
 		if got[name] != series {
 			t.Errorf("%s: %d series, want %d", name, got[name], series)

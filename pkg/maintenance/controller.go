@@ -383,7 +383,7 @@ func (r *maintenanceRun) drainInSlot() error {
 // until the node is back from the reboot. The drain waits for that slot all
 // the same (Slots.Await): the record that asks for the drain outlives the
 // slot, which node-agent-coordinator takes back from an agent silent for
-// longer than drain.slotSilenceBound, and a restarted agent resumed the
+// longer than slots.heartbeatBound, and a restarted agent resumed the
 // drain and evicted before the reboot coordinator had its slot again.
 func (r *maintenanceRun) takeSlot() (slots.Slot, error) {
 	onWait := waitReporter(r.ctx, r.c.engine, r.trigger, r.reason)

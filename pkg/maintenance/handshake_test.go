@@ -67,7 +67,7 @@ func TestHandshakeRebootThroughDrainAndShutdown(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				coord := reboot.NewCoordinator(reboot.Options{
+				coord := reboot.NewController(reboot.ControllerOptions{
 					Client: d.Client, NodeName: d.NodeName, Need: reboot.NeedChecker{SentinelFile: sentinel}, Window: window,
 					LoopBound: 24 * time.Hour, SlotHoldBound: 30 * time.Minute, Slots: slot, Rebooter: own.Rebooter(host),
 					Maintenance: Maintenance, Clock: d.Clock, Logger: log, Recorder: d.Recorder,

@@ -25,7 +25,7 @@ func DrainRequest(node *corev1.Node) string {
 }
 
 // Maintenance reads selfdrain's record on node for the reboot coordinator
-// (reboot.Options.Maintenance). A maintenance whose trigger is not the
+// (reboot.ControllerOptions.Maintenance). A maintenance whose trigger is not the
 // reboot's (the annotation, a NodeMaintenance object, a shutdown) is Other,
 // and so is the maintenance annotation set to a value the agent accepts
 // while none has started: the reboot waits until it ends rather than share

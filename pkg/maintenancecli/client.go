@@ -58,10 +58,10 @@ type Client struct {
 	// PollInterval is how often Stop, waiting, lists the NodeMaintenance
 	// objects until they are gone; one second when 0.
 	PollInterval time.Duration
-	// LeaseNamespace holds the drain slot Leases (drain.leaseNamespace):
+	// SlotsNamespace holds the drain slot Leases (slots.namespace):
 	// Status of one node that asks for a slot lists their holders. Empty,
 	// it lists none.
-	LeaseNamespace string
+	SlotsNamespace string
 }
 
 func (c *Client) clock() clock.Clock {

@@ -9,7 +9,7 @@
 // agent's record what only an admin reads: the drain slot Leases of
 // pkg/slots and the other nodes' queued requests.
 //
-// It is also the client side of the reboot coordinator (pkg/reboot), as
+// It is also the client side of the reboot controller (pkg/reboot), as
 // `node-agent reboot` uses it: the reboot state of nodes, and requests for
 // a node's reboot (reboot.go).
 //

@@ -46,10 +46,10 @@ type waitFacts struct {
 	place, queued int
 	queueErr      error
 	// holders hold a drain slot now; leaseErr says why they could not be
-	// read, leaseNamespace where they were looked for.
+	// read, slotsNamespace where they were looked for.
 	holders        []slotHolder
 	leaseErr       error
-	leaseNamespace string
+	slotsNamespace string
 }
 
 // waitFacts reads what node's maintenance waits for: its record and its
@@ -57,7 +57,7 @@ type waitFacts struct {
 // Leases and the other nodes' queued requests. What cannot be listed is
 // noted, not an error: the node's own record is shown all the same.
 func (c *Client) waitFacts(ctx context.Context, node *corev1.Node) *waitFacts {
-	f := &waitFacts{leaseNamespace: c.LeaseNamespace}
+	f := &waitFacts{slotsNamespace: c.SlotsNamespace}
 	f.status, _ = selfdrain.ParseStatus(node)
 	f.request, _ = slots.ParseRequest(node)
 	if g, _ := slots.ParseGrant(node); g.Answers(f.request) {
@@ -66,7 +66,7 @@ func (c *Client) waitFacts(ctx context.Context, node *corev1.Node) *waitFacts {
 	if f.request == nil {
 		return f
 	}
-	if c.LeaseNamespace != "" {
+	if c.SlotsNamespace != "" {
 		f.holders, f.leaseErr = c.slotHolders(ctx)
 	}
 	if f.grant == nil || f.grant.State != slots.Queued {
@@ -93,9 +93,9 @@ func (c *Client) waitFacts(ctx context.Context, node *corev1.Node) *waitFacts {
 	return f
 }
 
-// slotHolders lists the drain slot Leases in c.LeaseNamespace.
+// slotHolders lists the drain slot Leases in c.SlotsNamespace.
 func (c *Client) slotHolders(ctx context.Context) ([]slotHolder, error) {
-	list, err := c.Kube.CoordinationV1().Leases(c.LeaseNamespace).List(ctx, metav1.ListOptions{LabelSelector: slots.SlotLabel + "=true"})
+	list, err := c.Kube.CoordinationV1().Leases(c.SlotsNamespace).List(ctx, metav1.ListOptions{LabelSelector: slots.SlotLabel + "=true"})
 	if err != nil {
 		return nil, err
 	}
@@ -172,16 +172,16 @@ func slotLine(f *waitFacts, now time.Time) string {
 // writeHolders prints the slots held, for a node that asks for one.
 func writeHolders(b *strings.Builder, node string, f *waitFacts, now time.Time) {
 	switch {
-	case f.leaseNamespace == "":
+	case f.slotsNamespace == "":
 		return
 	case f.leaseErr != nil:
-		fmt.Fprintf(b, "Drain slots held: cannot list the slot Leases in namespace %s: %s\n", f.leaseNamespace, printable(f.leaseErr.Error()))
+		fmt.Fprintf(b, "Drain slots held: cannot list the slot Leases in namespace %s: %s\n", f.slotsNamespace, printable(f.leaseErr.Error()))
 		return
 	case len(f.holders) == 0:
-		fmt.Fprintf(b, "Drain slots held: none (Leases %s* in namespace %s)\n", slots.SlotPrefix, f.leaseNamespace)
+		fmt.Fprintf(b, "Drain slots held: none (Leases %s* in namespace %s)\n", slots.SlotPrefix, f.slotsNamespace)
 		return
 	}
-	fmt.Fprintf(b, "Drain slots held (Leases in namespace %s):\n", f.leaseNamespace)
+	fmt.Fprintf(b, "Drain slots held (Leases in namespace %s):\n", f.slotsNamespace)
 	tw := newTabWriter(b)
 	for _, h := range f.holders {
 		name := printable(h.node)

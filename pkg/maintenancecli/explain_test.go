@@ -46,7 +46,7 @@ func slotLease(node string, at time.Time) *coordinationv1.Lease {
 // the pods and budgets that hold it.
 func TestStatusExplainsTheWait(t *testing.T) {
 	now := t0.Add(10 * time.Minute)
-	reason := "pool default: 1 of 1 nodes drain (maxConcurrentNodes); slots held by node-1 since 2026-01-01T10:00:00Z; place 2 in the queue of pool default"
+	reason := "pool default: 1 of 1 nodes drain (limit); slots held by node-1 since 2026-01-01T10:00:00Z; place 2 in the queue of pool default"
 	waiting := &selfdrain.Status{Phase: selfdrain.PhaseWaiting, Trigger: selfdrain.TriggerAnnotation, Reason: "bios",
 		StartTime: ptrTime(t0), LastError: "waiting for a drain slot from the coordinator: " + reason}
 	running := &selfdrain.Status{Phase: selfdrain.PhaseRunning, Trigger: selfdrain.TriggerAnnotation, Reason: "disk",
@@ -59,7 +59,7 @@ func TestStatusExplainsTheWait(t *testing.T) {
 		asks(node("node-3", "1", "other", nil), &slots.Grant{State: slots.Queued, Reason: "x", Time: t0.Add(time.Minute)}),
 		asks(node("node-4", "1", "later", nil), &slots.Grant{State: slots.Queued, Reason: "x", Time: t0.Add(3 * time.Minute)}),
 		slotLease("node-1", t0))
-	h.client.LeaseNamespace = "node-agent"
+	h.client.SlotsNamespace = "node-agent"
 	h.clock.SetTime(now)
 
 	if err := h.client.Status(t.Context(), "node-2", APIAnnotation); err != nil {
@@ -113,7 +113,7 @@ func TestStatusExplainsTheWait(t *testing.T) {
 // A node that asks for nothing gets no explanation, and reads no Lease.
 func TestStatusExplainsNothingWithoutARequest(t *testing.T) {
 	h := newHarness(t, false, node("node-1", "1", "", nil))
-	h.client.LeaseNamespace = "node-agent"
+	h.client.SlotsNamespace = "node-agent"
 	if err := h.client.Status(t.Context(), "node-1", APIAnnotation); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestStatusExplainsNothingWithoutARequest(t *testing.T) {
 // own record and answer, with a note of what could not be read.
 func TestStatusNotesWhatItCannotList(t *testing.T) {
 	h := newHarness(t, false, asks(node("node-2", "1", "bios", nil), &slots.Grant{State: slots.Queued, Reason: "pool default: full", Time: t0}))
-	h.client.LeaseNamespace = "node-agent"
+	h.client.SlotsNamespace = "node-agent"
 	for _, resource := range []string{"leases", "nodes"} {
 		h.kube.PrependReactor("list", resource, func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", errors.New("not for you"))

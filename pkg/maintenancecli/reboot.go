@@ -20,7 +20,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/reboot"
 )
 
-// The client side of the reboot coordinator (pkg/reboot), as `node-agent
+// The client side of the reboot controller (pkg/reboot), as `node-agent
 // reboot` uses it: the coordinator on each node reports on its Node (the
 // RebootRequired condition and the record in reboot.RecordAnnotation), and a
 // person asks for a node's reboot with reboot.RequestAnnotation.
@@ -102,7 +102,7 @@ func writeRebootTable(out io.Writer, nodes []corev1.Node, whole bool, now time.T
 		return err
 	}
 	if unreported > 0 {
-		_, err := fmt.Fprintf(out, "\n%d of %d nodes show REQUIRED -: no reboot coordinator reports on them. It runs only where node-agent has reboot.enabled (deploy/components/reboot).\n",
+		_, err := fmt.Fprintf(out, "\n%d of %d nodes show REQUIRED -: no reboot controller reports on them. It runs only where node-agent has reboot.enabled (deploy/components/reboot).\n",
 			unreported, len(nodes))
 		return err
 	}
@@ -225,7 +225,7 @@ func (c *Client) RequestReboot(ctx context.Context, node, reason string) error {
 	case s.recordErr != nil:
 		fmt.Fprintf(c.Err, "warning: the coordinator on %s will not act while its record is unreadable: %s\n", node, printable(s.recordErr.Error()))
 	case !s.reported:
-		fmt.Fprintf(c.Err, "warning: no reboot coordinator reports on %s (no %s annotation, no %s condition): the request waits until node-agent runs there with reboot.enabled (deploy/components/reboot)\n",
+		fmt.Fprintf(c.Err, "warning: no reboot controller reports on %s (no %s annotation, no %s condition): the request waits until node-agent runs there with reboot.enabled (deploy/components/reboot)\n",
 			node, reboot.RecordAnnotation, reboot.ConditionType)
 	default:
 		fmt.Fprintf(c.Err, "the coordinator on %s reboots it in its window, when no blocker holds it back and a drain slot is free; follow it with `node-agent reboot status %s`\n", node, node)

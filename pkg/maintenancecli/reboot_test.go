@@ -60,7 +60,7 @@ func TestRebootStatus(t *testing.T) {
 		"node-5  -         -                    ?      -            annotation node-agent.io/reboot-status has unknown state ...",
 		"node-6  yes       Draining             26h    -            draining",
 		"",
-		"1 of 6 nodes show REQUIRED -: no reboot coordinator reports on them. It runs only where node-agent has reboot.enabled (deploy/components/reboot).",
+		"1 of 6 nodes show REQUIRED -: no reboot controller reports on them. It runs only where node-agent has reboot.enabled (deploy/components/reboot).",
 	)
 	tests := []struct {
 		name    string
@@ -142,11 +142,11 @@ func TestRequestReboot(t *testing.T) {
 		{name: "a node without a coordinator is warned of", node: "node-3", reason: DefaultRebootReason,
 			wantPatches: []string{`node-3 {"metadata":{"annotations":{"node-agent.io/reboot":"asked for with node-agent reboot request"}}}`},
 			wantStderr: lines("reboot of node-3 requested (node-agent.io/reboot=asked for with node-agent reboot request)",
-				"warning: no reboot coordinator reports on node-3 (no node-agent.io/reboot-status annotation, no RebootRequired condition): the request waits until node-agent runs there with reboot.enabled (deploy/components/reboot)")},
+				"warning: no reboot controller reports on node-3 (no node-agent.io/reboot-status annotation, no RebootRequired condition): the request waits until node-agent runs there with reboot.enabled (deploy/components/reboot)")},
 		{name: "a node whose record does not parse", node: "node-5", reason: "x",
 			wantPatches: []string{`node-5 {"metadata":{"annotations":{"node-agent.io/reboot":"x"}}}`},
 			wantStderr: lines("reboot of node-5 requested (node-agent.io/reboot=x)",
-				`warning: the coordinator on node-5 will not act while its record is unreadable: annotation node-agent.io/reboot-status has unknown state "Sleeping"; the coordinator will not act on it: fix it, or delete it to let the coordinator start afresh`)},
+				`warning: the coordinator on node-5 will not act while its record is unreadable: annotation node-agent.io/reboot-status has unknown state "Sleeping"; the reboot controller will not act on it: fix it, or delete it to let the reboot controller start afresh`)},
 		{name: "a node that does not exist is refused", node: "node-9", reason: "x", wantErr: "no Node node-9; nothing was changed"},
 		{name: "a blank reason is refused", node: "node-1", reason: " ", wantErr: "--reason must not be blank"},
 		{name: "a reason the coordinator refuses is refused first", node: "node-1", reason: "false",
@@ -241,7 +241,7 @@ func TestRebootLine(t *testing.T) {
 		{"node-2", "Reboot required: no (Done): the host rebooted and needs no other reboot"},
 		{"node-3", ""},
 		{"node-4", "Reboot required: unknown (NeedUnknown since 2026-01-01T09:59:10Z): cannot tell whether the host needs a reboot: sentinel command /usr/bin/needs-restarting -r: unit failed [requested: kernel 6.12]"},
-		{"node-5", `Reboot: annotation node-agent.io/reboot-status has unknown state "Sleeping"; the coordinator will not act on it: fix it, or delete it to let the coordinator start afresh`},
+		{"node-5", `Reboot: annotation node-agent.io/reboot-status has unknown state "Sleeping"; the reboot controller will not act on it: fix it, or delete it to let the reboot controller start afresh`},
 	}
 	byName["node-7"] = refusedRebootNode()
 	tests = append(tests, struct{ node, want string }{"node-7", "Reboot required: no (NotNeeded): the host needs no reboot [request refused: " +

@@ -31,6 +31,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/node-agent/node-agent/pkg/metrics"
 	"github.com/node-agent/node-agent/pkg/notify/spec"
 )
 
@@ -283,7 +284,7 @@ type Metrics struct{ results *prometheus.CounterVec }
 // NewMetrics registers node_agent_notifications_total on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{results: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "node_agent_notifications_total",
+		Namespace: metrics.Namespace, Name: "notifications_total",
 		Help: "Notifications by webhook and result: sent (a 2xx answer), failed (given up after notifications.giveUpAfter, or its template failed), dropped (its queue was full).",
 	}, []string{"webhook", "result"})}
 	reg.MustRegister(m.results)

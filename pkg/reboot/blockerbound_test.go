@@ -114,11 +114,11 @@ func TestPodBlockersNamespaces(t *testing.T) {
 	}
 }
 
-// The coordinator keeps the blockers' start on the Node across a restart,
+// The controller keeps the blockers' start on the Node across a restart,
 // and once reboot.blockerBound runs out says so once: a Warning Event that
 // names what held the reboot and what was decided, the record and the
 // condition, and node_agent_wait_bound_exceeded_total.
-func TestCoordinatorBlockerBound(t *testing.T) {
+func TestControllerBlockerBound(t *testing.T) {
 	for _, proceed := range []bool{false, true} {
 		decision := map[bool]string{false: BoundWait, true: BoundProceed}[proceed]
 		t.Run(decision, func(t *testing.T) {

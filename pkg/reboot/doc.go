@@ -1,4 +1,4 @@
-// Package reboot owns the reboot coordinator: it decides whether and when
+// Package reboot owns the reboot controller: it decides whether and when
 // this node reboots. It finds the need (a sentinel file, or a sentinel
 // command run on the host as a transient systemd unit), the window (days and
 // times of day in a time zone), the blockers (pods on this node matching a
@@ -7,8 +7,8 @@
 // the drain slot and how far a reboot has gone, into one State with a reason
 // for the Node condition.
 //
-// The coordinator is off by default (reboot.enabled). Every decision is
-// Decide's, a pure function with table tests; the Coordinator observes,
+// The controller is off by default (reboot.enabled). Every decision is
+// Decide's, a pure function with table tests; the Controller observes,
 // gathers the Input, and applies the Action Decide returns (taking and
 // releasing the drain slot, asking for the drain through its Record,
 // asking logind to reboot), as a controller-runtime Reconcile returns a
@@ -17,4 +17,7 @@
 // lister, the Prometheus HTTP client, the drain's record): pkg/maintenance
 // supplies the ones that connect it to pkg/selfdrain and pkg/shutdown, so
 // that none of them imports another.
+//
+// The words used here (slot, grant, gate, blocker, bound) are defined in
+// docs/glossary.md.
 package reboot

@@ -10,11 +10,11 @@ import (
 	"github.com/node-agent/node-agent/pkg/metrics"
 )
 
-// Metrics are the coordinator's metrics. They mirror the Record on the Node,
+// Metrics are the controller's metrics. They mirror the Record on the Node,
 // so that an alert sees what `node-agent reboot status` shows, and count the
 // reboots by how they ended. Every label is bounded: the reasons (Reasons)
 // and the results below. The wiring registers them only when reboot.enabled
-// is on, so that a cluster without the coordinator exports no series that
+// is on, so that a cluster without the controller exports no series that
 // read "no reboot needed".
 type Metrics struct {
 	// Required is 1 while the record reports a reboot needed or under way
@@ -28,9 +28,9 @@ type Metrics struct {
 	Reboots *prom.CounterVec
 }
 
-// The values of reboots_total's result label.
+// The values of attempts_total's result label.
 const (
-	// ResultRebooted: the host came back from a reboot the coordinator
+	// ResultRebooted: the host came back from a reboot the controller
 	// asked for. The agent after the reboot counts it: the one that asked
 	// goes down with the host before any scrape.
 	ResultRebooted = "rebooted"
@@ -41,7 +41,7 @@ const (
 	ResultLoop = "loop"
 )
 
-// results are the values of reboots_total's result label; each is exported
+// results are the values of attempts_total's result label; each is exported
 // at 0 from the start, so that increase() sees a node's first reboot.
 var results = []string{ResultRebooted, ResultDrainFailed, ResultLoop}
 
@@ -52,7 +52,7 @@ func NewMetrics(reg prom.Registerer) *Metrics {
 	m := &Metrics{
 		Required: prom.NewGauge(prom.GaugeOpts{
 			Namespace: metrics.Namespace, Subsystem: "reboot", Name: "required",
-			Help: "1 while the reboot coordinator finds that this node needs a reboot (sentinel file or command, or the node-agent.io/reboot annotation) or has one under way, else 0, as kured's kured_reboot_required. While the need cannot be found out, it keeps the last state found. Exported only with reboot.enabled.",
+			Help: "1 while the reboot controller finds that this node needs a reboot (sentinel file or command, or the node-agent.io/reboot annotation) or has one under way, else 0, as kured's kured_reboot_required. While the need cannot be found out, it keeps the last state found. Exported only with reboot.enabled.",
 		}),
 		Reason: prom.NewGaugeVec(prom.GaugeOpts{
 			Namespace: metrics.Namespace, Subsystem: "reboot", Name: "reason",
@@ -63,8 +63,8 @@ func NewMetrics(reg prom.Registerer) *Metrics {
 			Help: "Unix time since which the node has needed a reboot, or the need has been unknown, without a break; 0 while none is needed. Exported only with reboot.enabled.",
 		}),
 		Reboots: prom.NewCounterVec(prom.CounterOpts{
-			Namespace: metrics.Namespace, Name: "reboots_total",
-			Help: "Ends of the reboot coordinator's attempts, by result: rebooted (the host came back from a reboot the coordinator asked for, counted by the agent that starts after it), drain_failed (the drain did not finish within drain.timeout; no reboot), loop (the host came back still needing a reboot). Exported only with reboot.enabled.",
+			Namespace: metrics.Namespace, Subsystem: "reboot", Name: "attempts_total",
+			Help: "Ends of the reboot controller's attempts, by result: rebooted (the host came back from a reboot the controller asked for, counted by the agent that starts after it), drain_failed (the drain did not finish within drain.timeout; no reboot), loop (the host came back still needing a reboot). Exported only with reboot.enabled.",
 		}, []string{"result"}),
 	}
 	for _, r := range results {
@@ -77,7 +77,7 @@ func NewMetrics(reg prom.Registerer) *Metrics {
 	return m
 }
 
-// Observe mirrors rec, the Record the coordinator keeps on its Node; nil
+// Observe mirrors rec, the Record the controller keeps on its Node; nil
 // (no record yet) reads as nothing known: no reboot required, no reason
 // set, no since.
 func (m *Metrics) Observe(rec *Record) {
@@ -99,7 +99,7 @@ func (m *Metrics) Observe(rec *Record) {
 	metrics.SetOneOf(m.Reason, Reasons, reason)
 }
 
-// Rebooted counts a host back from the reboot the coordinator asked for;
+// Rebooted counts a host back from the reboot the controller asked for;
 // once per reboot, however often logind was asked.
 func (m *Metrics) Rebooted() { m.count(ResultRebooted) }
 

@@ -76,20 +76,20 @@ func TestMetricsExposition(t *testing.T) {
 	m.Loop()
 	m.Loop()
 	want := `
-# HELP node_agent_reboot_required 1 while the reboot coordinator finds that this node needs a reboot (sentinel file or command, or the node-agent.io/reboot annotation) or has one under way, else 0, as kured's kured_reboot_required. While the need cannot be found out, it keeps the last state found. Exported only with reboot.enabled.
+# HELP node_agent_reboot_required 1 while the reboot controller finds that this node needs a reboot (sentinel file or command, or the node-agent.io/reboot annotation) or has one under way, else 0, as kured's kured_reboot_required. While the need cannot be found out, it keeps the last state found. Exported only with reboot.enabled.
 # TYPE node_agent_reboot_required gauge
 node_agent_reboot_required 1
 # HELP node_agent_reboot_required_since_timestamp_seconds Unix time since which the node has needed a reboot, or the need has been unknown, without a break; 0 while none is needed. Exported only with reboot.enabled.
 # TYPE node_agent_reboot_required_since_timestamp_seconds gauge
 node_agent_reboot_required_since_timestamp_seconds 1.795e+09
-# HELP node_agent_reboots_total Ends of the reboot coordinator's attempts, by result: rebooted (the host came back from a reboot the coordinator asked for, counted by the agent that starts after it), drain_failed (the drain did not finish within drain.timeout; no reboot), loop (the host came back still needing a reboot). Exported only with reboot.enabled.
-# TYPE node_agent_reboots_total counter
-node_agent_reboots_total{result="drain_failed"} 0
-node_agent_reboots_total{result="loop"} 2
-node_agent_reboots_total{result="rebooted"} 1
+# HELP node_agent_reboot_attempts_total Ends of the reboot controller's attempts, by result: rebooted (the host came back from a reboot the controller asked for, counted by the agent that starts after it), drain_failed (the drain did not finish within drain.timeout; no reboot), loop (the host came back still needing a reboot). Exported only with reboot.enabled.
+# TYPE node_agent_reboot_attempts_total counter
+node_agent_reboot_attempts_total{result="drain_failed"} 0
+node_agent_reboot_attempts_total{result="loop"} 2
+node_agent_reboot_attempts_total{result="rebooted"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-		"node_agent_reboot_required", "node_agent_reboot_required_since_timestamp_seconds", "node_agent_reboots_total"); err != nil {
+		"node_agent_reboot_required", "node_agent_reboot_required_since_timestamp_seconds", "node_agent_reboot_attempts_total"); err != nil {
 		t.Error(err)
 	}
 	if got := testutil.ToFloat64(m.Reason.WithLabelValues(string(BlockedByPods))); got != 1 {
@@ -102,7 +102,7 @@ node_agent_reboots_total{result="rebooted"} 1
 func TestMetricsCountersStartAtZero(t *testing.T) {
 	m := NewMetrics(nil)
 	if n := testutil.CollectAndCount(m.Reboots); n != len(results) {
-		t.Fatalf("reboots_total series = %d, want %d", n, len(results))
+		t.Fatalf("attempts_total series = %d, want %d", n, len(results))
 	}
 	m.DrainFailed()
 	if got := testutil.ToFloat64(m.Reboots.WithLabelValues(ResultDrainFailed)); got != 1 {
@@ -110,7 +110,7 @@ func TestMetricsCountersStartAtZero(t *testing.T) {
 	}
 }
 
-// TestNilMetrics: the coordinator may run without metrics.
+// TestNilMetrics: the controller may run without metrics.
 func TestNilMetrics(t *testing.T) {
 	var m *Metrics
 	m.Observe(&Record{State: Pending})

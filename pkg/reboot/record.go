@@ -12,7 +12,7 @@ import (
 )
 
 const (
-	// RecordAnnotation holds the coordinator's Record as JSON on its Node.
+	// RecordAnnotation holds the controller's Record as JSON on its Node.
 	// It is how a reboot survives the reboot: the agent that starts after
 	// it reads where the last one stopped.
 	RecordAnnotation = "node-agent.io/reboot-status"
@@ -20,12 +20,12 @@ const (
 	// (node-agent reboot request NODE); its value is the reason, and
 	// ParseRequest says which values ask (a value such as "false" does
 	// not: it is refused). The
-	// coordinator removes it once the node is back from the reboot it
+	// controller removes it once the node is back from the reboot it
 	// asked for, or when the attempt's drain failed (DrainFailed): asking
 	// again is then a new request, which starts at once.
 	RequestAnnotation = "node-agent.io/reboot"
 
-	// ConditionType is the Node condition the coordinator keeps. Its status
+	// ConditionType is the Node condition the controller keeps. Its status
 	// is True while a reboot is needed or under way, False when none is
 	// needed (NotNeeded, Done), and Unknown when the need cannot be found
 	// out (the sentinel command failed, the sentinel file cannot be read).
@@ -34,7 +34,7 @@ const (
 	ReasonUnknown = "NeedUnknown"
 )
 
-// Record is what the coordinator keeps on its Node (RecordAnnotation): the
+// Record is what the controller keeps on its Node (RecordAnnotation): the
 // state it reports, how far a reboot has gone, and the last reboot, for the
 // loop guard.
 type Record struct {
@@ -52,7 +52,7 @@ type Record struct {
 	// Slot names the drain slot the reboot holds (Slot.Name), when it
 	// holds one.
 	Slot string `json:"slot,omitempty"`
-	// Drain says the coordinator asks for the node's drain: pkg/selfdrain
+	// Drain says the controller asks for the node's drain: pkg/selfdrain
 	// reads it as a maintenance request (trigger "reboot", through
 	// maintenance.DrainRequest), from the start of the drain until the host
 	// is back and Ready, or the reboot is called off or given up.
@@ -66,7 +66,7 @@ type Record struct {
 	// waits drained (PhaseDrained) for gates asked again before the reboot.
 	DrainedAt *metav1.Time `json:"drainedAt,omitempty"`
 	// LastReboot is when the host last came back from a reboot the
-	// coordinator asked for, and SentinelSurvived whether the need was
+	// controller asked for, and SentinelSurvived whether the need was
 	// still there afterwards (the loop guard).
 	LastReboot       *metav1.Time `json:"lastReboot,omitempty"`
 	SentinelSurvived bool         `json:"sentinelSurvived,omitempty"`
@@ -119,7 +119,7 @@ func DecodeRecord(raw string) (*Record, error) {
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("annotation %s is not valid reboot record JSON (%w); the coordinator will not act on it: fix it, or delete it to let the coordinator start afresh", RecordAnnotation, err)
+		return nil, fmt.Errorf("annotation %s is not valid reboot record JSON (%w); the reboot controller will not act on it: fix it, or delete it to let the reboot controller start afresh", RecordAnnotation, err)
 	}
 	if r.State == legacyFailed {
 		// Written before the state was named DrainFailed; the same
@@ -134,19 +134,19 @@ func DecodeRecord(raw string) (*Record, error) {
 		known = known || r.State == s
 	}
 	if !known {
-		return nil, fmt.Errorf("annotation %s has unknown state %q; the coordinator will not act on it: fix it, or delete it to let the coordinator start afresh", RecordAnnotation, r.State)
+		return nil, fmt.Errorf("annotation %s has unknown state %q; the reboot controller will not act on it: fix it, or delete it to let the reboot controller start afresh", RecordAnnotation, r.State)
 	}
 	switch r.Phase {
 	case PhaseIdle, PhaseWaitingForSlot, PhaseDraining, PhaseDrained, PhaseDrainTimedOut, PhaseRebootRequested, PhaseBack:
 	default:
-		return nil, fmt.Errorf("annotation %s has unknown phase %q; the coordinator will not act on it: fix it, or delete it to let the coordinator start afresh", RecordAnnotation, r.Phase)
+		return nil, fmt.Errorf("annotation %s has unknown phase %q; the reboot controller will not act on it: fix it, or delete it to let the reboot controller start afresh", RecordAnnotation, r.Phase)
 	}
 	return &r, nil
 }
 
 // legacyFailed is what DrainFailed was called before: a record an older
 // agent wrote still decodes, so an upgrade never leaves a node's
-// coordinator stopped on a "malformed" record.
+// controller stopped on a "malformed" record.
 const legacyFailed State = "Failed"
 
 // Encode renders r as the annotation's value, its texts cut to their

@@ -10,7 +10,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/reasontext"
 )
 
-// The values of node-agent.io/reboot the coordinator refuses, and what a
+// The values of node-agent.io/reboot the controller refuses, and what a
 // refusal does (and does not do) on the Node.
 
 func TestParseRequest(t *testing.T) {
@@ -69,7 +69,7 @@ func ptrTo[T any](v T) *T { return &v }
 // node-agent.io/reboot=false asks for no reboot: nothing is drained or
 // rebooted, no slot is asked for, and one Warning Event a value says what
 // is accepted.
-func TestCoordinatorRefusesFalse(t *testing.T) {
+func TestControllerRefusesFalse(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	b.request(ptrTo("false"))
 	b.expect(b.step(), NotNeeded, "NotNeeded", PhaseIdle)
@@ -104,7 +104,7 @@ func TestCoordinatorRefusesFalse(t *testing.T) {
 
 // A refused value over a request whose reboot is under way does not call it
 // off: "false" is not how a request is withdrawn. Removing it is.
-func TestCoordinatorRefusedValueDoesNotCallTheRebootOff(t *testing.T) {
+func TestControllerRefusedValueDoesNotCallTheRebootOff(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	b.request(ptrTo("kernel 6.12"))
 	b.step()
@@ -125,9 +125,9 @@ func TestCoordinatorRefusedValueDoesNotCallTheRebootOff(t *testing.T) {
 	b.expect(b.step(), NotNeeded, "NotNeeded", PhaseIdle)
 }
 
-// A reason of 200 KiB is cut where the coordinator repeats it: the record,
+// A reason of 200 KiB is cut where the controller repeats it: the record,
 // the condition and the Events.
-func TestCoordinatorCutsALongRequest(t *testing.T) {
+func TestControllerCutsALongRequest(t *testing.T) {
 	// Outside the window, the request waits and nothing moves.
 	b := newBed(t, mustWindow(t, []string{"sat"}, "02:00", "04:00", "UTC"))
 	long := strings.Repeat("k", 200<<10)
@@ -165,7 +165,7 @@ func TestCoordinatorCutsALongRequest(t *testing.T) {
 // answers at reboot.prometheusURL sends) is cut in the record and the
 // condition, and a second step with nothing new writes nothing: the cut
 // message equals what the Node holds.
-func TestCoordinatorCutsALongMessageOnce(t *testing.T) {
+func TestControllerCutsALongMessageOnce(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	var alerts []Blocker
 	for _, c := range "abcdef" {

@@ -20,4 +20,7 @@
 // metrics; what differs between triggers (the timeout's policy, a
 // hand-over, the shutdown's window) arrives as fields of the Request or as
 // arguments, chosen by pkg/maintenance.
+//
+// The words used here (maintenance, trigger, drain, record, undo, timeout,
+// slot) are defined in docs/glossary.md.
 package selfdrain

@@ -17,7 +17,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/evictionrequest"
 )
 
-// evictionResult is the result label of node_agent_evictions_total.
+// evictionResult is the result label of node_agent_drain_evictions_total.
 func evictionResult(deleted bool, err error) string {
 	var awaiting *evictionrequest.AwaitingResponder
 	switch {

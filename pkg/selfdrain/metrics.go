@@ -75,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800},
 		}, []string{"trigger", "result"}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metrics.Namespace, Name: "evictions_total",
+			Namespace: metrics.Namespace, Subsystem: "drain", Name: "evictions_total",
 			Help: "Eviction requests by result: evicted, blocked (429, e.g. a PodDisruptionBudget), not_found, error, deleted (drain.deleteAfter), awaiting_responder (an EvictionRequest left to the eviction responder the pod names, drain.evictionAPI).",
 		}, []string{"result"}),
 		PendingPods: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -91,7 +91,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 for the phase of the node's maintenance status (Waiting, Running, Succeeded, Failed), 0 for the others; all 0 when no maintenance is in force.",
 		}, []string{"phase"}),
 		StartTime: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: metrics.Namespace, Name: "maintenance_start_time_seconds",
+			Namespace: metrics.Namespace, Name: "maintenance_start_timestamp_seconds",
 			Help: "Unix time of the startTime of the node's maintenance in force; 0 when there is none.",
 		}),
 		Progress: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -104,7 +104,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"poddisruptionbudget"}),
 		DrainTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Name: "drain_timeouts_total",
-			Help: "Maintenance drains that passed drain.timeout and stopped evicting, by trigger (annotation, nodemaintenance, reboot). The drain slot of an annotation's or a NodeMaintenance object's drain goes to the next node then; a reboot's is the reboot coordinator's.",
+			Help: "Maintenance drains that passed drain.timeout and stopped evicting, by trigger (annotation, nodemaintenance, reboot). The drain slot of an annotation's or a NodeMaintenance object's drain goes to the next node then; a reboot's is the reboot controller's.",
 		}, []string{"trigger"}),
 		TimedOutPods: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: metrics.Namespace, Name: "drain_timed_out_pods",

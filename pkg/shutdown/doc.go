@@ -33,7 +33,7 @@
 //     releases the lock, takes it again after a cancelled shutdown, and
 //     reconnects with backoff when the bus or logind goes away.
 //
-// LogindRebooter asks logind to reboot for the reboot coordinator; which
+// LogindRebooter asks logind to reboot for the reboot controller; which
 // shutdown is the coordinator's own, so that the Guard lets it go at once,
 // is pkg/maintenance's rule (OwnReboot).
 package shutdown

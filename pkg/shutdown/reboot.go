@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// LogindRebooter asks logind to reboot the host (the reboot coordinator's
+// LogindRebooter asks logind to reboot the host (the reboot controller's
 // Rebooter). Each request has a connection of its own, closed afterwards:
 // the Guard's connection holds the delay lock and is replaced whenever the
 // bus or logind goes away, so it is no handle to keep for a call made once.

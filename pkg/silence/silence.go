@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/node-agent/node-agent/pkg/agent"
+	"github.com/node-agent/node-agent/pkg/metrics"
 )
 
 // Matcher is one Alertmanager matcher.
@@ -294,11 +295,11 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		active: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "node_agent_silence_active",
+			Namespace: metrics.Namespace, Subsystem: "silence", Name: "active",
 			Help: "1 while the agent keeps an Alertmanager silence of its node's alerts (the node is drained or rebooting), else 0.",
 		}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "node_agent_silence_errors_total",
+			Namespace: metrics.Namespace, Subsystem: "silence", Name: "errors_total",
 			Help: "Attempts to keep the node's Alertmanager silence that failed (Alertmanager unreachable or refusing); each is tried again.",
 		}),
 	}

@@ -9,20 +9,19 @@ import (
 	"github.com/node-agent/node-agent/pkg/config"
 )
 
-// DefaultPool names the pool of every node, limited by
-// drain.maxConcurrentNodes.
+// DefaultPool names the pool of every node, limited by slots.limit.
 const DefaultPool = "default"
 
-// Pools turns drain.maxConcurrentNodes and drain.pools into Decide's pools;
-// the default pool comes first.
-func Pools(d config.DrainConfig) ([]Pool, error) {
-	pools := []Pool{{Name: DefaultPool, MaxConcurrentNodes: d.MaxConcurrentNodes}}
+// Pools turns slots.limit and slots.pools into Decide's pools; the default
+// pool comes first.
+func Pools(d config.SlotsConfig) ([]Pool, error) {
+	pools := []Pool{{Name: DefaultPool, Limit: d.Limit}}
 	for _, p := range d.Pools {
 		sel, err := labels.Parse(p.Selector)
 		if err != nil {
-			return nil, fmt.Errorf("drain.pools %s: selector %q: %w", p.Name, p.Selector, err)
+			return nil, fmt.Errorf("slots.pools %s: selector %q: %w", p.Name, p.Selector, err)
 		}
-		pools = append(pools, Pool{Name: p.Name, Selector: sel, MaxConcurrentNodes: p.MaxConcurrentNodes, MaxUnavailable: p.MaxUnavailable})
+		pools = append(pools, Pool{Name: p.Name, Selector: sel, Limit: p.Limit, MaxUnavailable: p.MaxUnavailable})
 	}
 	return pools, nil
 }
@@ -31,7 +30,7 @@ func Pools(d config.DrainConfig) ([]Pool, error) {
 // coordinator takes it back, heartbeat or not: a backstop for an agent
 // that renews but never finishes (the agent's own drain.timeout ends a
 // stuck drain first).
-//   - maintenance: drain.timeout, and drain.slotSilenceBound for the agent
+//   - maintenance: drain.timeout, and slots.heartbeatBound for the agent
 //     to undo and release;
 //   - reboot: the drain, the reboot (reboot.slotHoldBound), and a quarter
 //     of an hour for the node to become Ready and be uncordoned.
@@ -43,7 +42,7 @@ func MaxHold(c config.Config) map[Purpose]time.Duration {
 		return nil
 	}
 	return map[Purpose]time.Duration{
-		PurposeMaintenance: timeout + c.Drain.SlotSilenceBound.Duration,
+		PurposeMaintenance: timeout + c.Slots.HeartbeatBound.Duration,
 		PurposeReboot:      timeout + c.Reboot.SlotHoldBound.Duration + 15*time.Minute,
 	}
 }

@@ -33,8 +33,8 @@ type CoordinatorOptions struct {
 	Client    kube.Interface
 	Namespace string
 	Pools     []Pool
-	// SilenceBound, RebootHoldBound and MaxHold: see Input.
-	SilenceBound    time.Duration
+	// HeartbeatBound, RebootHoldBound and MaxHold: see Input.
+	HeartbeatBound  time.Duration
 	RebootHoldBound time.Duration
 	MaxHold         map[Purpose]time.Duration
 	// MinRebootInterval: see Input. The time of the last reboot grant is
@@ -231,7 +231,7 @@ func (c *Coordinator) observe(obj any) {
 func (c *Coordinator) input() Input {
 	in := Input{
 		Now: c.o.Clock.Now(), Nodes: map[string]*Node{}, Leases: map[string]Lease{}, Pools: c.o.Pools,
-		SilenceBound: c.o.SilenceBound, RebootHoldBound: c.o.RebootHoldBound, MaxHold: c.o.MaxHold,
+		HeartbeatBound: c.o.HeartbeatBound, RebootHoldBound: c.o.RebootHoldBound, MaxHold: c.o.MaxHold,
 		MinRebootInterval: c.o.MinRebootInterval, Off: c.o.Off,
 	}
 	c.mu.Lock()
@@ -426,7 +426,7 @@ func (c *Coordinator) grant(ctx context.Context, n *Node, now time.Time) error {
 	at := metav1.NewMicroTime(now)
 	bound := int32(min(c.o.MaxHold[n.Request.Purpose], 24*365*time.Hour) / time.Second)
 	if bound <= 0 {
-		bound = int32(c.o.SilenceBound / time.Second)
+		bound = int32(c.o.HeartbeatBound / time.Second)
 	}
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
@@ -452,7 +452,7 @@ func (c *Coordinator) grant(ctx context.Context, n *Node, now time.Time) error {
 	c.mu.Lock()
 	c.leases[n.Name] = Lease{Name: name, Node: n.Name, RequestID: n.Request.ID, Purpose: n.Request.Purpose, AcquiredAt: now}
 	if o := c.seen[n.Name]; o != nil {
-		// The silence bound starts with the grant: a node that waited
+		// The heartbeat bound starts with the grant: a node that waited
 		// long sent no heartbeat while it waited.
 		o.beat = now
 	}
@@ -464,7 +464,7 @@ func (c *Coordinator) grant(ctx context.Context, n *Node, now time.Time) error {
 		c.recordReboot(ctx, now)
 	}
 	c.o.Metrics.granted()
-	c.log.Info("Drain slot granted", "node", n.Name, "purpose", n.Request.Purpose, "lease", c.o.Namespace+"/"+name,
+	c.log.Info("Drain slot granted", "node", n.Name, "purpose", n.Request.Purpose, "slot", c.o.Namespace+"/"+name,
 		"waited", now.Sub(n.QueuedAt()).Round(time.Millisecond))
 	return nil
 }

@@ -89,8 +89,8 @@ func (b *bed) coordinator(limit int, silence time.Duration) (stop func()) {
 
 func (b *bed) coordinatorHold(limit int, silence time.Duration, maxHold map[Purpose]time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(b.ctx)
-	c := NewCoordinator(CoordinatorOptions{Client: b.client, Namespace: "node-agent", Pools: []Pool{{Name: DefaultPool, MaxConcurrentNodes: limit}},
-		SilenceBound: silence, RebootHoldBound: time.Hour, MaxHold: maxHold, Clock: clock.RealClock{}, Logger: b.log, LeaseResync: time.Hour})
+	c := NewCoordinator(CoordinatorOptions{Client: b.client, Namespace: "node-agent", Pools: []Pool{{Name: DefaultPool, Limit: limit}},
+		HeartbeatBound: silence, RebootHoldBound: time.Hour, MaxHold: maxHold, Clock: clock.RealClock{}, Logger: b.log, LeaseResync: time.Hour})
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()
 	return func() { cancel(); <-done }
@@ -196,7 +196,7 @@ func TestSilentHolderLosesItsSlot(t *testing.T) {
 	}
 	defer h2.Release()
 	g, err := ParseGrant(b.node("n1"))
-	if err != nil || g == nil || g.State != Revoked || !strings.Contains(g.Reason, "silent") {
+	if err != nil || g == nil || g.State != Revoked || !strings.Contains(g.Reason, "no heartbeat") {
 		t.Fatalf("n1's grant = %+v, %v; want Revoked for silence", g, err)
 	}
 	if h2.Name() != LeaseName("n2") {
@@ -700,8 +700,8 @@ func TestMinRebootIntervalOutlivesTheLeader(t *testing.T) {
 	b := newBed(t, "n1", "n2", "n3")
 	start := func() (stop func()) {
 		ctx, cancel := context.WithCancel(b.ctx)
-		c := NewCoordinator(CoordinatorOptions{Client: b.client, Namespace: "node-agent", Pools: []Pool{{Name: DefaultPool, MaxConcurrentNodes: 3}},
-			SilenceBound: time.Minute, RebootHoldBound: time.Hour, MinRebootInterval: time.Hour, Clock: clock.RealClock{}, Logger: b.log, LeaseResync: time.Hour})
+		c := NewCoordinator(CoordinatorOptions{Client: b.client, Namespace: "node-agent", Pools: []Pool{{Name: DefaultPool, Limit: 3}},
+			HeartbeatBound: time.Minute, RebootHoldBound: time.Hour, MinRebootInterval: time.Hour, Clock: clock.RealClock{}, Logger: b.log, LeaseResync: time.Hour})
 		done := make(chan struct{})
 		go func() { defer close(done); _ = c.Run(ctx) }()
 		return func() { cancel(); <-done }
@@ -800,8 +800,8 @@ func TestNewLeaderKeepsTheQueueOrder(t *testing.T) {
 func TestRebootRefusedWhileOff(t *testing.T) {
 	b := newBed(t, "n1", "n2")
 	ctx, cancel := context.WithCancel(b.ctx)
-	c := NewCoordinator(CoordinatorOptions{Client: b.client, Namespace: "node-agent", Pools: []Pool{{Name: DefaultPool, MaxConcurrentNodes: 1}},
-		SilenceBound: time.Minute, RebootHoldBound: time.Hour, Off: Off(config.Default()), Clock: clock.RealClock{}, Logger: b.log, LeaseResync: time.Hour})
+	c := NewCoordinator(CoordinatorOptions{Client: b.client, Namespace: "node-agent", Pools: []Pool{{Name: DefaultPool, Limit: 1}},
+		HeartbeatBound: time.Minute, RebootHoldBound: time.Hour, Off: Off(config.Default()), Clock: clock.RealClock{}, Logger: b.log, LeaseResync: time.Hour})
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()
 	defer func() { cancel(); <-done }()
@@ -830,8 +830,8 @@ func TestRefusedRequestIsNotAskedAgainAtOnce(t *testing.T) {
 	b := newBed(t, "n1")
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
-	c := NewCoordinator(CoordinatorOptions{Client: b.client, Namespace: "node-agent", Pools: []Pool{{Name: DefaultPool, MaxConcurrentNodes: 1}},
-		SilenceBound: time.Minute, RebootHoldBound: time.Hour, Off: Off(config.Default()), Clock: clock.RealClock{}, Logger: b.log, LeaseResync: time.Hour})
+	c := NewCoordinator(CoordinatorOptions{Client: b.client, Namespace: "node-agent", Pools: []Pool{{Name: DefaultPool, Limit: 1}},
+		HeartbeatBound: time.Minute, RebootHoldBound: time.Hour, Off: Off(config.Default()), Clock: clock.RealClock{}, Logger: b.log, LeaseResync: time.Hour})
 	done := make(chan struct{}, 2)
 	defer func() { cancel(); <-done; <-done }()
 	go func() { defer func() { done <- struct{}{} }(); _ = c.Run(ctx) }()

@@ -14,14 +14,14 @@ import (
 // only when every pool it belongs to has room.
 type Pool struct {
 	// Name names the pool in reasons, Events and metrics; "default" is the
-	// whole cluster (drain.maxConcurrentNodes).
+	// whole cluster (slots.limit).
 	Name string
 	// Selector picks the pool's nodes by their labels; nil picks every
 	// node.
 	Selector labels.Selector
-	// MaxConcurrentNodes is how many of the pool's nodes may hold a slot
-	// at once; 0 sets no such limit.
-	MaxConcurrentNodes int
+	// Limit is how many of the pool's nodes may hold a slot at once; 0
+	// sets no such limit.
+	Limit int
 	// MaxUnavailable, when set, is how many of the pool's nodes may be
 	// unavailable at once, as a count or a percentage of the pool's nodes
 	// (rounded down, and at least 1): nodes holding a slot, and nodes that
@@ -88,11 +88,11 @@ type Input struct {
 	// Pools are the limits; a node takes a slot only when each pool it is
 	// in has room.
 	Pools []Pool
-	// SilenceBound is how long a holder's agent may be silent (no
-	// heartbeat change seen) before its slot is taken back.
-	SilenceBound time.Duration
+	// HeartbeatBound is how long a holder may go without a heartbeat
+	// change seen before its slot is revoked.
+	HeartbeatBound time.Duration
 	// RebootHoldBound caps Request.HoldSeconds: how long a rebooting
-	// host's agent may be silent.
+	// host's agent may go without a heartbeat.
 	RebootHoldBound time.Duration
 	// MaxHold is, per purpose, how long a slot may be held in all,
 	// heartbeat or not; 0 sets no bound.
@@ -208,9 +208,9 @@ func (d *decision) judgeHolder(node string) {
 		d.out.Revoke = append(d.out.Revoke, Revocation{Node: node, Reason: why})
 		return
 	}
-	if bound, why := in.silenceBound(n.Request); in.Now.Sub(n.LastBeat) > bound {
+	if bound, why := in.heartbeatBound(n.Request); in.Now.Sub(n.LastBeat) > bound {
 		d.out.Revoke = append(d.out.Revoke, Revocation{Node: node, Reason: fmt.Sprintf(
-			"the agent was silent for %s, longer than %s", in.Now.Sub(n.LastBeat).Round(time.Second), why)})
+			"no heartbeat for %s, longer than %s", in.Now.Sub(n.LastBeat).Round(time.Second), why)})
 		return
 	} else {
 		d.next = earliest(d.next, n.LastBeat.Add(bound+time.Second))
@@ -388,16 +388,16 @@ func (d *decision) queue(n *Node, reason string) {
 	}
 }
 
-// silenceBound is how long the holder of req may be silent, and how to say
-// it.
-func (in Input) silenceBound(req *Request) (time.Duration, string) {
+// heartbeatBound is how long the holder of req may go without a heartbeat,
+// and how to say it.
+func (in Input) heartbeatBound(req *Request) (time.Duration, string) {
 	if req.HoldSeconds > 0 {
 		d := min(time.Duration(req.HoldSeconds)*time.Second, in.RebootHoldBound)
-		if d > in.SilenceBound {
+		if d > in.HeartbeatBound {
 			return d, fmt.Sprintf("the %s its host may take to reboot (reboot.slotHoldBound)", d)
 		}
 	}
-	return in.SilenceBound, fmt.Sprintf("drain.slotSilenceBound (%s)", in.SilenceBound)
+	return in.HeartbeatBound, fmt.Sprintf("slots.heartbeatBound (%s)", in.HeartbeatBound)
 }
 
 type poolState struct {
@@ -413,8 +413,8 @@ type poolState struct {
 
 // full says why the pool has no room for one more node, or "".
 func (p *poolState) full() string {
-	if p.MaxConcurrentNodes > 0 && p.held >= p.MaxConcurrentNodes {
-		return fmt.Sprintf("pool %s: %d of %d nodes drain (maxConcurrentNodes)", p.Name, p.held, p.MaxConcurrentNodes)
+	if p.Limit > 0 && p.held >= p.Limit {
+		return fmt.Sprintf("pool %s: %d of %d nodes drain (limit)", p.Name, p.held, p.Limit)
 	}
 	if p.MaxUnavailable != nil {
 		limit := p.maxUnavailable()

@@ -40,7 +40,7 @@ func holding(n *Node, at time.Duration) (*Node, Lease) {
 
 func input(now time.Duration, pools []Pool, nodes ...*Node) Input {
 	in := Input{Now: t0.Add(now), Nodes: map[string]*Node{}, Leases: map[string]Lease{}, Pools: pools,
-		SilenceBound: time.Minute, RebootHoldBound: 30 * time.Minute,
+		HeartbeatBound: time.Minute, RebootHoldBound: 30 * time.Minute,
 		MaxHold: map[Purpose]time.Duration{PurposeMaintenance: time.Hour, PurposeReboot: 2 * time.Hour}}
 	for _, n := range nodes {
 		in.Nodes[n.Name] = n
@@ -57,7 +57,7 @@ func withLeases(in Input, held ...*Node) Input {
 	return in
 }
 
-func cluster(max int) []Pool { return []Pool{{Name: DefaultPool, MaxConcurrentNodes: max}} }
+func cluster(max int) []Pool { return []Pool{{Name: DefaultPool, Limit: max}} }
 
 func revoked(out Output) []string {
 	var s []string
@@ -151,7 +151,7 @@ func TestDecideRevokesSilentAndLongHolders(t *testing.T) {
 	for _, r := range out.Revoke {
 		switch r.Node {
 		case "silent":
-			if !strings.Contains(r.Reason, "silent for 1h0m1s") || !strings.Contains(r.Reason, "drain.slotSilenceBound (1m0s)") {
+			if !strings.Contains(r.Reason, "no heartbeat for 1h0m1s") || !strings.Contains(r.Reason, "slots.heartbeatBound (1m0s)") {
 				t.Errorf("silent reason %q", r.Reason)
 			}
 		case "long":
@@ -220,7 +220,7 @@ func TestDecideClearsGrantsOfNoRequest(t *testing.T) {
 
 func TestDecidePools(t *testing.T) {
 	gpu := labels.SelectorFromSet(labels.Set{"gpu": "true"})
-	pools := []Pool{{Name: DefaultPool, MaxConcurrentNodes: 3}, {Name: "gpu", Selector: gpu, MaxConcurrentNodes: 1}}
+	pools := []Pool{{Name: DefaultPool, Limit: 3}, {Name: "gpu", Selector: gpu, Limit: 1}}
 	// g1 and g2 are GPU nodes; c1 is not. g2 waits behind g1 in the gpu
 	// pool, c1 (seen after g2) goes on: another pool's wait blocks only
 	// that pool.
@@ -238,7 +238,7 @@ func TestDecidePools(t *testing.T) {
 
 	// Within a full pool, order holds: c2 (seen before c3) waits while
 	// the default pool is full, and c3 behind it.
-	pools[0].MaxConcurrentNodes = 1
+	pools[0].Limit = 1
 	in = input(time.Minute, pools, asking("c2", time.Second, 0), asking("c3", 2*time.Second, 0), asking("g3", 3*time.Second, 0, "gpu=true"))
 	out = Decide(in)
 	if !slices.Equal(out.Grant, []string{"c2"}) {
@@ -251,7 +251,7 @@ func TestDecidePools(t *testing.T) {
 
 func TestDecideMaxUnavailable(t *testing.T) {
 	pct := intstr.FromString("50%")
-	pools := []Pool{{Name: DefaultPool, MaxConcurrentNodes: 10}, {Name: "rack", Selector: labels.SelectorFromSet(labels.Set{"rack": "a"}), MaxUnavailable: &pct}}
+	pools := []Pool{{Name: DefaultPool, Limit: 10}, {Name: "rack", Selector: labels.SelectorFromSet(labels.Set{"rack": "a"}), MaxUnavailable: &pct}}
 	down := idle("r1", "rack=a")
 	down.Unavailable = true // an admin cordoned it
 	in := input(time.Minute, pools, down, asking("r2", time.Second, 0, "rack=a"), asking("r3", 2*time.Second, 0, "rack=a"), idle("r4", "rack=a"))
@@ -276,7 +276,7 @@ func TestDecideMaxUnavailable(t *testing.T) {
 // pool ends a decision with more holders than its limit, unless it had
 // them before (a smaller limit after a restart only stops new grants).
 func TestDecideNeverPassesALimit(t *testing.T) {
-	pools := []Pool{{Name: DefaultPool, MaxConcurrentNodes: 3}, {Name: "odd", Selector: labels.SelectorFromSet(labels.Set{"odd": "true"}), MaxConcurrentNodes: 1}}
+	pools := []Pool{{Name: DefaultPool, Limit: 3}, {Name: "odd", Selector: labels.SelectorFromSet(labels.Set{"odd": "true"}), Limit: 1}}
 	for seed := range 200 {
 		var nodes []*Node
 		for i := range 12 {
@@ -299,8 +299,8 @@ func TestDecideNeverPassesALimit(t *testing.T) {
 					n++
 				}
 			}
-			if n > p.MaxConcurrentNodes {
-				t.Fatalf("seed %d: pool %s granted %d > %d: %v", seed, p.Name, n, p.MaxConcurrentNodes, out.Grant)
+			if n > p.Limit {
+				t.Fatalf("seed %d: pool %s granted %d > %d: %v", seed, p.Name, n, p.Limit, out.Grant)
 			}
 		}
 	}

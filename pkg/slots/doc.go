@@ -1,5 +1,6 @@
 // Package slots owns the cluster's drain slots: who may drain now, in what
-// order, and what happens to a holder that goes silent or holds too long.
+// order, and what happens to a holder whose heartbeat stops or that holds
+// too long.
 //
 // One accountable place decides. The agents never hold a slot themselves:
 //
@@ -10,14 +11,14 @@
 //     annotation means one request, and so at most one slot, per node.
 //   - The coordinator (`node-agent-coordinator`, a Deployment with leader
 //     election; Coordinator) alone holds the slot Leases
-//     (node-agent-drain-slot-<node> in drain.leaseNamespace) and answers each
+//     (node-agent-drain-slot-<node> in slots.namespace) and answers each
 //     request with a Grant on the Node (the annotation node-agent.io/drain-slot),
 //     which the admission policy refuses to every agent. The agents have no
 //     right on Leases at all.
 //   - Decide is the whole rule, a pure function: requests are served first
-//     come, first served within every pool's limit (drain.maxConcurrentNodes
-//     for the whole cluster, drain.pools for groups of nodes); a holder whose
-//     agent has been silent for longer than drain.slotSilenceBound (or, while
+//     come, first served within every pool's limit (slots.limit for the whole
+//     cluster, slots.pools for groups of nodes); a holder whose heartbeat
+//     has not changed for longer than slots.heartbeatBound (or, while
 //     its host reboots, reboot.slotHoldBound), whose Node is gone, or that has
 //     held its slot past its purpose's bound loses it, and the next node goes
 //     on without an admin.
@@ -27,7 +28,7 @@
 //     slot. Each purpose (a maintenance drain, a reboot) asks under its own
 //     name, so one never adopts the other's slot. Await lets another part
 //     of the agent follow a slot without asking for one: the reboot's drain
-//     runs only while the reboot coordinator holds its slot.
+//     runs only while the reboot controller holds its slot.
 //
 // Nothing an agent writes can make another node wait longer: the coordinator
 // judges liveness by when it saw a heartbeat change on its own clock, never by
@@ -44,4 +45,24 @@
 // The agent shows it on its Node (QueueWait): its token reads neither the
 // Leases nor other Nodes, so the coordinator, which knows the queue, tells
 // it.
+//
+// # Words
+//
+// One concept, one word (docs/glossary.md has the whole glossary):
+//
+//   - slot: one node's right to drain now. At most slots.limit nodes hold
+//     one, and at most each pool's limit. Not "lease", "lock" or "grant".
+//   - slot Lease: how the coordinator stores a slot it granted
+//     (node-agent-drain-slot-<node> in slots.namespace); storage only.
+//   - request: an agent's ask for a slot (Request, on its own Node).
+//   - grant: the coordinator's answer to a request (Grant: Queued, Granted
+//     or Revoked), and the act of answering Granted.
+//   - revoke: the coordinator takes a slot back; release: the holder gives
+//     it back; hand-over: a freed slot goes to the next request.
+//   - pool: a group of nodes with a limit of its own (slots.pools).
+//   - heartbeat: what an agent bumps while it holds a slot; one whose
+//     heartbeat stops for slots.heartbeatBound loses its slot. "Silence"
+//     means only an Alertmanager silence (pkg/silence).
+//   - coordinator: node-agent-coordinator (Coordinator) alone; the per-node
+//     part of pkg/reboot is the reboot controller.
 package slots

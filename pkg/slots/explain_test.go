@@ -20,7 +20,7 @@ func TestDecideQueuedAnswerNamesHolders(t *testing.T) {
 	out := Decide(in)
 	held := "slots held by h since " + t0.Format(time.RFC3339)
 	want := map[string][]string{
-		"a": {"pool default: 1 of 1 nodes drain (maxConcurrentNodes)", held, "place 1 in the queue of pool default"},
+		"a": {"pool default: 1 of 1 nodes drain (limit)", held, "place 1 in the queue of pool default"},
 		"b": {held, "place 2 in the queue of pool default"},
 		"c": {held, "place 3 in the queue of pool default"},
 		"d": {"pool default: 1 of 1 nodes drain", "place 4 or later in the queue of pool default"},
@@ -90,7 +90,7 @@ func TestDecideQueuedAnswerBoundsHolders(t *testing.T) {
 // pool of its own is told that pool's holders, not the cluster's.
 func TestDecideQueuedAnswerNamesThePoolsHolders(t *testing.T) {
 	gpu := labels.SelectorFromSet(labels.Set{"gpu": "true"})
-	pools := []Pool{{Name: DefaultPool, MaxConcurrentNodes: 3}, {Name: "gpu", Selector: gpu, MaxConcurrentNodes: 1}}
+	pools := []Pool{{Name: DefaultPool, Limit: 3}, {Name: "gpu", Selector: gpu, Limit: 1}}
 	in := withLeases(input(time.Minute, pools, asking("g2", time.Second, 0, "gpu=true")),
 		asking("g1", 0, 50*time.Second, "gpu=true"), asking("c1", 0, 50*time.Second))
 	reason := queuedReasons(Decide(in))["g2"]

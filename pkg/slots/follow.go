@@ -7,7 +7,7 @@ import (
 
 // Await waits until the node holds a slot for purpose that a part of this
 // agent asked for, without asking for one itself, or ctx ends: the drain of
-// a coordinated reboot runs in the slot the reboot coordinator holds
+// a coordinated reboot runs in the slot the reboot controller holds
 // (PurposeReboot), and must not evict before that slot is granted, nor
 // after it is taken back. onWait, when not nil, is called with nil once
 // it waits. What it returns follows that grant on the Node: Lost is closed
@@ -93,7 +93,7 @@ func (f *Followed) follow() {
 				f.mu.Lock()
 				f.reason = why
 				f.mu.Unlock()
-				f.r.Logger.Warn("The drain slot followed was lost", "purpose", f.purpose, "lease", f.slot, "reason", why)
+				f.r.Logger.Warn("The drain slot followed was lost", "purpose", f.purpose, "slot", f.slot, "reason", why)
 				close(f.lost)
 				return
 			}

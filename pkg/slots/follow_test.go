@@ -7,7 +7,7 @@ import (
 )
 
 // TestAwaitFollowsAnotherPartsSlot: the reboot's drain follows the slot the
-// reboot coordinator holds. It waits, asking for nothing, until that slot
+// reboot controller holds. It waits, asking for nothing, until that slot
 // is granted; its Release leaves the slot to its holder; and it is told
 // when the coordinator takes the slot back.
 func TestAwaitFollowsAnotherPartsSlot(t *testing.T) {

@@ -21,13 +21,13 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "drain_slot", Name: "held",
-			Help: "Nodes holding a drain slot, by pool (default is drain.maxConcurrentNodes)."}, []string{"pool"}),
+			Help: "Nodes holding a drain slot, by pool (default is slots.limit)."}, []string{"pool"}),
 		Waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "drain_slot", Name: "waiting",
 			Help: "Nodes whose request for a drain slot waits, by pool that keeps them waiting or that they belong to."}, []string{"pool"}),
 		Grants: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "drain_slot", Name: "grants_total",
 			Help: "Drain slots granted by this coordinator."}),
 		Revocations: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "drain_slot", Name: "revocations_total",
-			Help: "Drain slots taken back from a holder whose agent went silent or that held past its bound."}),
+			Help: "Drain slots taken back from a holder whose heartbeat stopped or that held past its bound."}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "drain_slot", Name: "coordinator_leader",
 			Help: "1 while this coordinator replica leads (decides), 0 otherwise."}),
 	}

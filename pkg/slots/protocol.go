@@ -64,7 +64,7 @@ type Request struct {
 	// nothing; the coordinator notes when it saw it change.
 	Heartbeat int64 `json:"heartbeat,omitempty"`
 	// HoldSeconds, when set, says the host is about to reboot and its agent
-	// will be silent for up to this long (reboot.slotHoldBound); the
+	// will send no heartbeat for up to this long (reboot.slotHoldBound); the
 	// coordinator keeps the slot that long, never longer than its own
 	// reboot.slotHoldBound.
 	HoldSeconds int64 `json:"holdSeconds,omitempty"`

@@ -39,19 +39,19 @@ const (
 	// maintenance ended while the agent was down) is withdrawn; the
 	// components that would claim it start within seconds.
 	DefaultClaimGrace = 2 * time.Minute
-	// renewsPerSilenceBound: a held slot's request shows the agent alive
-	// this many times per drain.slotSilenceBound, so that one or two lost
+	// renewsPerHeartbeatBound: a held slot's request shows the agent alive
+	// this many times per slots.heartbeatBound, so that one or two lost
 	// renewals do not cost the slot.
-	renewsPerSilenceBound = 3
+	renewsPerHeartbeatBound = 3
 )
 
 // NewRequester is the requester of node's agent: it renews a held slot
-// renewsPerSilenceBound times per silenceBound (drain.slotSilenceBound, the
-// coordinator's patience with a quiet agent), and waits DefaultNoAnswerAfter
+// renewsPerHeartbeatBound times per heartbeatBound (slots.heartbeatBound, the
+// coordinator's patience with an agent whose heartbeat stops), and waits DefaultNoAnswerAfter
 // and DefaultClaimGrace.
-func NewRequester(client kube.Interface, node string, silenceBound time.Duration, clk clock.WithTicker, log *slog.Logger) *Requester {
+func NewRequester(client kube.Interface, node string, heartbeatBound time.Duration, clk clock.WithTicker, log *slog.Logger) *Requester {
 	return &Requester{
-		Client: client, NodeName: node, RenewInterval: silenceBound / renewsPerSilenceBound,
+		Client: client, NodeName: node, RenewInterval: heartbeatBound / renewsPerHeartbeatBound,
 		NoAnswerAfter: DefaultNoAnswerAfter, ClaimGrace: DefaultClaimGrace, Clock: clk, Logger: log,
 	}
 }
@@ -64,7 +64,7 @@ type Requester struct {
 	Client   kube.Interface
 	NodeName string
 	// RenewInterval is how often a held slot's request shows the agent
-	// alive (a third of drain.slotSilenceBound).
+	// alive (a third of slots.heartbeatBound).
 	RenewInterval time.Duration
 	// NoAnswerAfter is how long a request may go unanswered before the
 	// waiting caller is told (ErrNoAnswer).
@@ -286,7 +286,7 @@ func (r *Requester) await(ctx context.Context, purpose Purpose, report func(erro
 			r.mu.Lock()
 			r.held = h
 			r.mu.Unlock()
-			r.Logger.Info("Holding a drain slot", "purpose", purpose, "lease", g.Slot)
+			r.Logger.Info("Holding a drain slot", "purpose", purpose, "slot", g.Slot)
 			return h, nil
 		case g.Answers(req) && g.State == Queued:
 			if told == nil || told.ID != g.ID || told.Reason != g.Reason {
@@ -332,9 +332,9 @@ func (r *Requester) raced(rv string, old *Request) bool {
 // is then left on the Node as it is, with its place in the queue or its
 // slot: the agent that comes next takes it up again (Acquire), and if none
 // comes, the coordinator gives the slot to the next node once the request has
-// been silent for drain.slotSilenceBound. Every caller's context derives from
-// the agent's, which ends before theirs do, so a caller that stops because
-// the agent stops finds stopping true.
+// gone without a heartbeat for slots.heartbeatBound. Every caller's context
+// derives from the agent's, which ends before theirs do, so a caller that
+// stops because the agent stops finds stopping true.
 func (r *Requester) stopping() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -352,7 +352,7 @@ func (r *Requester) giveUp(purpose Purpose) {
 	defer cancel()
 	if req, _, _, err := r.state(); err == nil && req != nil && req.Purpose == purpose {
 		if err := r.write(ctx, req, nil); err != nil {
-			r.Logger.Warn("Could not withdraw the request for a drain slot; the coordinator takes it back once the agent is silent", "err", err)
+			r.Logger.Warn("Could not withdraw the request for a drain slot; the coordinator takes it back once its heartbeat stops", "err", err)
 		}
 	}
 	r.mu.Lock()
@@ -401,7 +401,7 @@ func (r *Requester) renew(ctx context.Context) {
 	next := cur
 	next.Heartbeat++
 	if !h.kept {
-		// Back from the reboot: silent no longer.
+		// Back from the reboot: the heartbeat goes on.
 		next.HoldSeconds = 0
 	}
 	h.mu.Unlock()
@@ -540,13 +540,13 @@ func (h *Held) check() {
 		h.mu.Lock()
 		h.reason = why
 		h.mu.Unlock()
-		h.r.Logger.Warn("Lost the drain slot", "purpose", h.purpose, "lease", h.slot, "reason", why)
+		h.r.Logger.Warn("Lost the drain slot", "purpose", h.purpose, "slot", h.slot, "reason", why)
 		close(h.lost)
 	})
 }
 
 // KeepAcrossReboot tells the coordinator that the host is about to reboot and
-// that its agent will be silent for up to d: the slot stays held that long
+// that its agent will send no heartbeat for up to d: the slot stays held that long
 // (never longer than the coordinator's own reboot.slotHoldBound), and
 // Release then keeps it. The agent after the reboot takes it up again
 // (Acquire), or the coordinator gives it to the next node once d has passed.
@@ -585,7 +585,7 @@ func (h *Held) Release() {
 	h.mu.Unlock()
 	r := h.r
 	if !kept && r.stopping() {
-		r.Logger.Info("The agent stops; the drain slot stays with this node for the agent that comes next, or until the coordinator finds it silent", "purpose", h.purpose, "lease", h.slot)
+		r.Logger.Info("The agent stops; the drain slot stays with this node for the agent that comes next, or until the coordinator finds its heartbeat stopped", "purpose", h.purpose, "slot", h.slot)
 		return
 	}
 	r.mu.Lock()
@@ -597,7 +597,7 @@ func (h *Held) Release() {
 	}
 	r.mu.Unlock()
 	if kept {
-		r.Logger.Info("Drain slot stays held across the reboot", "lease", h.slot, "holdSeconds", req.HoldSeconds)
+		r.Logger.Info("Drain slot stays held across the reboot", "slot", h.slot, "holdSeconds", req.HoldSeconds)
 		return
 	}
 	defer r.notify()
@@ -610,17 +610,17 @@ func (h *Held) Release() {
 		// be as stale as the value that failed.
 		cur, gerr := r.fresh(ctx)
 		if gerr != nil {
-			r.Logger.Warn("Could not release the drain slot; the coordinator takes it back once this agent is silent", "lease", h.slot, "err", errors.Join(err, gerr))
+			r.Logger.Warn("Could not release the drain slot; the coordinator takes it back once this agent's heartbeat stops", "slot", h.slot, "err", errors.Join(err, gerr))
 			return
 		}
 		if cur == nil || cur.ID != req.ID {
-			r.Logger.Info("Drain slot request already gone or replaced; nothing to release", "lease", h.slot)
+			r.Logger.Info("Drain slot request already gone or replaced; nothing to release", "slot", h.slot)
 			return
 		}
 		if err := r.write(ctx, cur, nil); err != nil {
-			r.Logger.Warn("Could not release the drain slot; the coordinator takes it back once this agent is silent", "lease", h.slot, "err", err)
+			r.Logger.Warn("Could not release the drain slot; the coordinator takes it back once this agent's heartbeat stops", "slot", h.slot, "err", err)
 			return
 		}
 	}
-	r.Logger.Info("Released drain slot", "purpose", h.purpose, "lease", h.slot)
+	r.Logger.Info("Released drain slot", "purpose", h.purpose, "slot", h.slot)
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// An agent renews its held slot three times per drain.slotSilenceBound, so
+// An agent renews its held slot three times per slots.heartbeatBound, so
 // that the coordinator sees it alive twice more before the bound even when
 // one renewal is lost.
 func TestNewRequesterTimings(t *testing.T) {
@@ -13,7 +13,7 @@ func TestNewRequesterTimings(t *testing.T) {
 	if r.RenewInterval != 30*time.Second || r.NoAnswerAfter != DefaultNoAnswerAfter || r.ClaimGrace != DefaultClaimGrace || r.NodeName != "node-1" {
 		t.Errorf("requester %+v", r)
 	}
-	if r.RenewInterval*renewsPerSilenceBound > 90*time.Second {
-		t.Errorf("renews every %s: fewer than %d renewals fit in the bound", r.RenewInterval, renewsPerSilenceBound)
+	if r.RenewInterval*renewsPerHeartbeatBound > 90*time.Second {
+		t.Errorf("renews every %s: fewer than %d renewals fit in the bound", r.RenewInterval, renewsPerHeartbeatBound)
 	}
 }

@@ -17,7 +17,7 @@ type Slot interface {
 	// Release gives a held slot back, or stops following a followed one;
 	// it may be called more than once. After KeepAcrossReboot it only
 	// stops renewing: the slot stays held until the rebooted agent takes it
-	// back, or the coordinator takes it for silence.
+	// back, or the coordinator revokes it once the heartbeat stopped.
 	Release()
 	// Lost is closed when the slot was taken back without Release (the
 	// coordinator revoked it, or an admin withdrew the request);
@@ -28,9 +28,9 @@ type Slot interface {
 	// the coordinator that the host is about to reboot and that this agent
 	// may then be silent for up to d. Renewal goes on as before while the
 	// process lives and Release is not called; once it stops, the
-	// coordinator takes the slot back for silence only when no renewal
+	// coordinator revokes the slot only when no heartbeat
 	// came for d (at most its own reboot.slotHoldBound, never less than
-	// drain.slotSilenceBound), so a node that never comes back does not
+	// slots.heartbeatBound), so a node that never comes back does not
 	// hold it for ever. Release no longer gives the slot back. The agent
 	// that starts after the reboot takes it back (Requester.Acquire). Only
 	// the holder may: a followed slot refuses.

@@ -37,7 +37,7 @@ const (
 	drainNode = "node-1"
 	replicas  = 110
 	// workNamespace holds the Deployment; agentNamespace the drain slot
-	// Leases and the coordinator's election (drain.leaseNamespace).
+	// Leases and the coordinator's election (slots.namespace).
 	workNamespace  = "bench"
 	app            = "web"
 	agentNamespace = "node-agent"

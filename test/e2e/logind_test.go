@@ -324,7 +324,7 @@ func TestGuardReleasesAtDeadlineOnRealLogind(t *testing.T) {
 }
 
 // TestRebootThroughLogindWaitsForGuard: shutdown.Logind's Reboot, called by
-// a second process as the reboot coordinator will call it, makes the real
+// a second process as the reboot controller will call it, makes the real
 // logind reboot the host, and that reboot waits for the Guard's delay lock
 // like `systemctl reboot` does: the drain starts, the host stays up until it
 // ends, then the container exits as a reboot.

@@ -15,7 +15,7 @@ import (
 )
 
 // TestSentinelCommandOnRealSystemd runs reboot sentinel commands the way the
-// reboot coordinator will (pkg/reboot/systemd: a transient oneshot unit over
+// reboot controller will (pkg/reboot/systemd: a transient oneshot unit over
 // the system bus, its ExecMainStatus read back) against the real systemd of
 // the e2e machine: exit statuses come back as the command's, systemd's own
 // failures and signals come back as errors (never as "no reboot needed"),

@@ -53,7 +53,7 @@ func withoutCoordinator(t *testing.T, env *testenv.Env) {
 // agent's tests are about the agent; the coordinator's shipped
 // ServiceAccount is the deploy tests'), reading what agents run with
 // agentArgs read (testenv.CoordinatorConfig): the limits are the
-// coordinator's to apply, not the agents'. It creates drain.leaseNamespace
+// coordinator's to apply, not the agents'. It creates slots.namespace
 // when it is missing, as deploy/ would have, and waits until the
 // coordinator leads. From then on startAgent checks that every agent of env
 // agrees with it. It is stopped when t ends.
@@ -63,11 +63,11 @@ func startCoordinator(t *testing.T, env *testenv.Env, agentArgs ...string) *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse(cfgFile, config.Default())
+	cfg, _, err := config.Parse(cfgFile, config.Default())
 	if err != nil {
 		t.Fatalf("the coordinator's configuration\n%s: %v", cfgFile, err)
 	}
-	if _, err := env.CreateNamespace(t.Context(), cfg.Drain.LeaseNamespace); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := env.CreateNamespace(t.Context(), cfg.Slots.Namespace); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	c := testenv.StartCoordinator(t, testenv.CoordinatorOptions{
@@ -177,7 +177,7 @@ func holdSlot(t *testing.T, c kubernetes.Interface, node string) *slots.Grant {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		// A beat every 10 s, well inside drain.slotSilenceBound (1m).
+		// A beat every 10 s, well inside slots.heartbeatBound (1m).
 		tick := time.NewTicker(10 * time.Second)
 		defer tick.Stop()
 		for {

@@ -15,7 +15,7 @@ import (
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
-// The reboot coordinator's part of deploy/: its component, and what the
+// The reboot controller's part of deploy/: its component, and what the
 // admission policy lets the agent change on its Node for it.
 
 // rebootMountPath is where deploy/components/reboot mounts the host's /run.

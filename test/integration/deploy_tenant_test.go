@@ -148,7 +148,7 @@ func (b *deployBed) testTenant(t *testing.T) {
 		s2 = nodeStatus(t, c, "node-2")
 		s1 := nodeStatus(t, c, "node-1")
 		if s2.Phase == selfdrain.PhaseRunning && s1.Active() && s1.Phase == selfdrain.PhaseRunning {
-			t.Errorf("node-2 and node-1 drain at once with maxConcurrentNodes 1")
+			t.Errorf("node-2 and node-1 drain at once with slots.limit 1")
 		}
 		// node-1's record of testAgent's maintenance stays, ended.
 		return s1.Active() && s1.Phase == selfdrain.PhaseSucceeded, nil

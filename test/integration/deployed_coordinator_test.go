@@ -122,7 +122,7 @@ func startDeployedCoordinator(t *testing.T, env *testenv.Env, pod *corev1.Pod, c
 	if pod.Spec.ServiceAccountName != coordinatorServiceAccount {
 		t.Fatalf("pod %s runs as %s, not %s", pod.Name, pod.Spec.ServiceAccountName, coordinatorServiceAccount)
 	}
-	cfg, err := config.Parse([]byte(configYAML), config.Default())
+	cfg, _, err := config.Parse([]byte(configYAML), config.Default())
 	if err != nil {
 		t.Fatalf("the coordinator's config.yaml: %v", err)
 	}
@@ -170,11 +170,11 @@ func startDeployedCoordinator(t *testing.T, env *testenv.Env, pod *corev1.Pod, c
 		}
 	})
 
-	testenv.WaitFor(t, time.Minute, c.Identity+" leading (election Lease "+cfg.Drain.LeaseNamespace+"/"+coordinatorElectionLease+")", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, c.Identity+" leading (election Lease "+cfg.Slots.Namespace+"/"+coordinatorElectionLease+")", func() (bool, error) {
 		if err, exited := c.exited(); exited {
 			return false, fmt.Errorf("node-agent-coordinator exited (%v):\n%s", err, testenv.TailFile(c.LogPath, 20))
 		}
-		l, err := env.Client().CoordinationV1().Leases(cfg.Drain.LeaseNamespace).Get(t.Context(), coordinatorElectionLease, metav1.GetOptions{})
+		l, err := env.Client().CoordinationV1().Leases(cfg.Slots.Namespace).Get(t.Context(), coordinatorElectionLease, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}

@@ -104,7 +104,7 @@ func TestLabellerSurvivesBrokenDiscovery(t *testing.T) {
 	}
 
 	discoveries := func() float64 {
-		return scrape(t, agent.MetricsAddr, `node_agent_discovery_duration_seconds_count{source="libvirt"}`)
+		return scrape(t, agent.MetricsAddr, `node_agent_label_discovery_duration_seconds_count{source="libvirt"}`)
 	}
 	for _, tc := range []struct{ fault, why string }{
 		{"hang", "gave no answer within " + timeout.String() + " and was killed"},

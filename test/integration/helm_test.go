@@ -133,9 +133,12 @@ func TestHelmValuesConfigKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parsed, err := config.Parse(raw, config.Config{})
+	parsed, old, err := config.Parse(raw, config.Config{})
 	if err != nil {
 		t.Fatalf("values.yaml config: does not load: %v", err)
+	}
+	if len(old) > 0 {
+		t.Errorf("values.yaml config: uses old keys %v; the chart ships the new ones", old)
 	}
 	parsed = parsed.NormalizeEmpty()
 	if d := config.Default().WithoutDaemonSetOnly(); !reflect.DeepEqual(parsed, d) {
@@ -494,7 +497,7 @@ func renderedConfig(t *testing.T, objs []*unstructured.Unstructured) config.Conf
 	for _, o := range objs {
 		if o.GetKind() == "ConfigMap" && o.GetName() == configMapName {
 			s, _, _ := unstructured.NestedString(o.Object, "data", configKey)
-			c, err := config.Parse([]byte(s), config.Default())
+			c, _, err := config.Parse([]byte(s), config.Default())
 			if err != nil {
 				t.Fatalf("the rendered %s does not load: %v\n%s", configKey, err, s)
 			}
@@ -587,7 +590,7 @@ func TestHelmInstallUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := config.Parse([]byte(cm.Data[configKey]), config.Default())
+	before, _, err := config.Parse([]byte(cm.Data[configKey]), config.Default())
 	if err != nil {
 		t.Fatalf("installed %s does not load: %v", configKey, err)
 	}
@@ -630,7 +633,7 @@ func TestHelmInstallUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := config.Parse([]byte(cm.Data[configKey]), config.Default())
+	after, _, err := config.Parse([]byte(cm.Data[configKey]), config.Default())
 	if err != nil {
 		t.Fatalf("upgraded %s does not load: %v", configKey, err)
 	}

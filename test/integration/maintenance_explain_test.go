@@ -64,7 +64,7 @@ func TestMaintenanceStatusExplainsTheWait(t *testing.T) {
 	node2 := getNode(t, c, "node-2")
 	st2, _ := selfdrain.ParseStatus(node2)
 	t.Logf("node-2's record: %s", st2.LastError)
-	if !strings.HasPrefix(st2.LastError, "waiting for a drain slot from the coordinator: pool default: 1 of 1 nodes drain (maxConcurrentNodes)") ||
+	if !strings.HasPrefix(st2.LastError, "waiting for a drain slot from the coordinator: pool default: 1 of 1 nodes drain (limit)") ||
 		!strings.Contains(st2.LastError, "place 1 in the queue of pool default") {
 		t.Errorf("node-2's record says %q, want the full pool, node-1 and its place", st2.LastError)
 	}

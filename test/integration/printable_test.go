@@ -20,7 +20,7 @@ import (
 )
 
 // TestRebootGateAnswerReachesTheNodeOnlyPrintable is
-// TestGateAnswerReachesTheNodeOnlyPrintable for the reboot coordinator's
+// TestGateAnswerReachesTheNodeOnlyPrintable for the reboot controller's
 // alert check and gates (pkg/reboot), which write the answer into the
 // RebootRequired condition, the reboot record annotation and Events: a
 // hostile Prometheus (a loopback server of the test's) answers every query

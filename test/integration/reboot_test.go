@@ -22,7 +22,7 @@ import (
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
-// TestRebootCoordinatorWaitsAndSaysWhy: agents with the reboot coordinator
+// TestRebootControllerWaitsAndSaysWhy: agents with the reboot controller
 // on, running as the shipped ServiceAccount, on kwok nodes whose sentinel
 // file exists: a node outside its window, one with a matching pod, and one
 // with a matching alert firing on a real Prometheus never drain or take a
@@ -30,7 +30,7 @@ import (
 // `node-agent reboot status` shows them. Once a blocker goes, the node moves
 // on to waiting for the slot: the coordinator queues its request behind
 // node-9, which holds the only slot here, so that nothing reboots.
-func TestRebootCoordinatorWaitsAndSaysWhy(t *testing.T) {
+func TestRebootControllerWaitsAndSaysWhy(t *testing.T) {
 	promBin := toolBinary(t, testenv.DefaultOptions(), testenv.BinPrometheus)
 	b := newDrainBed(t)
 	c := b.env.Client()

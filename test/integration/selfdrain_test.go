@@ -307,8 +307,8 @@ func TestDrainHonoursPDBOneAtATime(t *testing.T) {
 	if w.min.Load() < replicas-1 {
 		t.Errorf("available pods fell to %d, below the PDB's minAvailable %d", w.min.Load(), replicas-1)
 	}
-	blocked := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="blocked"}`)
-	evicted := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="evicted"}`)
+	blocked := scrape(t, agent.MetricsAddr, `node_agent_drain_evictions_total{result="blocked"}`)
+	evicted := scrape(t, agent.MetricsAddr, `node_agent_drain_evictions_total{result="evicted"}`)
 	t.Logf("evictions: %v accepted, %v refused with 429", evicted, blocked)
 	if evicted != replicas {
 		t.Errorf("%v evictions accepted, want %d", evicted, replicas)
@@ -394,7 +394,7 @@ func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 	if v := scrape(t, agent.MetricsAddr, `node_agent_drain_timed_out_pods{poddisruptionbudget="`+budget+`",reason="PodDisruptionBudget"}`); v != 3 {
 		t.Errorf("drain_timed_out_pods for %s = %v, want 3", budget, v)
 	}
-	blocked := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="blocked"}`)
+	blocked := scrape(t, agent.MetricsAddr, `node_agent_drain_evictions_total{result="blocked"}`)
 	elapsed := time.Since(st.StartTime.Time)
 	t.Logf("%v eviction requests refused with 429 for 3 pods in %s: %.2f requests per pod per second", blocked, elapsed.Round(time.Second), blocked/3/elapsed.Seconds())
 	// With backoff doubling from 250ms to a 10s cap, each pod makes at most
@@ -638,10 +638,10 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 			sawQueued = true
 		}
 		if s4 != nil && s4.Phase == selfdrain.PhaseRunning && s1.Phase == selfdrain.PhaseRunning {
-			t.Errorf("both nodes drain at once with maxConcurrentNodes=1")
+			t.Errorf("both nodes drain at once with slots.limit=1")
 		}
 		if h := slotHolders(t, c); len(h) > 1 {
-			t.Errorf("slots held by %v at once with maxConcurrentNodes=1", h)
+			t.Errorf("slots held by %v at once with slots.limit=1", h)
 		}
 		return s1.Phase == selfdrain.PhaseSucceeded && s4 != nil && s4.Phase == selfdrain.PhaseSucceeded, nil
 	})
@@ -654,7 +654,7 @@ func TestConcurrentMaintenanceWaitsForSlot(t *testing.T) {
 }
 
 // TestDrainLimitIsTheCoordinators: the agents run with
-// --drain-max-concurrent-nodes=2, and so (startAgent, coordinatorFor) does
+// --slots-limit=2, and so (startAgent, coordinatorFor) does
 // the coordinator, which alone applies the limit: of three nodes asked into
 // maintenance together, two drain at once and the third waits in the
 // coordinator's queue until one of them is done.
@@ -677,7 +677,7 @@ func TestDrainLimitIsTheCoordinators(t *testing.T) {
 	}
 	b.addTargets(t)
 	for _, n := range nodes {
-		startAgent(t, b.env, n, "--drain-max-concurrent-nodes=2").WaitReady(t)
+		startAgent(t, b.env, n, "--slots-limit=2").WaitReady(t)
 	}
 	for _, n := range nodes {
 		if _, err := maintenance.RequestMaintenance(t.Context(), kubetest.Wrap(c), n, "limit 2"); err != nil {
@@ -701,7 +701,7 @@ func TestDrainLimitIsTheCoordinators(t *testing.T) {
 		}
 		held := slotHolders(t, c)
 		if len(held) > 2 || running > 2 {
-			t.Errorf("%d nodes draining, slots held by %v, with maxConcurrentNodes=2", running, held)
+			t.Errorf("%d nodes draining, slots held by %v, with slots.limit=2", running, held)
 		}
 		mostHeld, mostRunning = max(mostHeld, len(held)), max(mostRunning, running)
 		return succeeded == len(nodes), nil
@@ -785,10 +785,10 @@ func TestStuckDrainGivesTheSlotToTheNextNode(t *testing.T) {
 			granted4 = g
 		}
 		if s4 != nil && s4.Phase == selfdrain.PhaseRunning && s1.Phase == selfdrain.PhaseRunning {
-			t.Errorf("both nodes drain at once with maxConcurrentNodes=1")
+			t.Errorf("both nodes drain at once with slots.limit=1")
 		}
 		if h := slotHolders(t, c); len(h) > 1 {
-			t.Errorf("slots held by %v at once with maxConcurrentNodes=1", h)
+			t.Errorf("slots held by %v at once with slots.limit=1", h)
 		}
 		return s4 != nil && s4.Phase == selfdrain.PhaseSucceeded, nil
 	})
@@ -856,8 +856,8 @@ func TestDrainDeletesBlockedPodsAfterDeleteAfter(t *testing.T) {
 	if err != nil {
 		t.Fatalf("start --wait: %v", err)
 	}
-	deleted := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="deleted"}`)
-	blocked := scrape(t, agent.MetricsAddr, `node_agent_evictions_total{result="blocked"}`)
+	deleted := scrape(t, agent.MetricsAddr, `node_agent_drain_evictions_total{result="deleted"}`)
+	blocked := scrape(t, agent.MetricsAddr, `node_agent_drain_evictions_total{result="blocked"}`)
 	t.Logf("evictions refused: %v; pods deleted after drain.deleteAfter: %v", blocked, deleted)
 	if deleted != 3 {
 		t.Errorf("%v pods deleted, want 3", deleted)

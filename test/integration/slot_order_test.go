@@ -38,7 +38,7 @@ func TestBackdatedRequestNeverJumpsTheQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if parsed, err := config.Parse(cfg, config.Default()); err != nil || parsed.Drain.MaxConcurrentNodes != 1 || parsed.Reboot.Enabled {
+	if parsed, _, err := config.Parse(cfg, config.Default()); err != nil || parsed.Slots.Limit != 1 || parsed.Reboot.Enabled {
 		t.Fatalf("the coordinator's configuration\n%s\nis not a limit of 1 with reboots off (%v)", cfg, err)
 	}
 	second := testenv.StartCoordinator(t, testenv.CoordinatorOptions{

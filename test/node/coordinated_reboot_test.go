@@ -124,7 +124,7 @@ func (b *bed) waitReason(t *testing.T, timeout time.Duration, reason string) *co
 
 func (b *bed) testCoordinatedReboot(t *testing.T, m *machineNode, ns string, replicas int) {
 	ctx := t.Context()
-	// Another node holds the only slot (drain.maxConcurrentNodes is 1).
+	// Another node holds the only slot (slots.limit is 1).
 	release := b.otherNodeHolds(t, kwokNode)
 	before, _, _, err := b.rebootState(ctx)
 	if err != nil {

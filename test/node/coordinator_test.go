@@ -151,7 +151,7 @@ func (b *bed) slotView(ctx context.Context, node string) (slotView, error) {
 
 // otherNodeHolds makes node (a kwok node, where no agent runs) ask for a
 // drain slot and hold it as its agent would: the request on its Node, a new
-// heartbeat every 10 s (well inside drain.slotSilenceBound). It returns once
+// heartbeat every 10 s (well inside slots.heartbeatBound). It returns once
 // the coordinator granted it, and a function that gives the slot back by
 // withdrawing the request, as the agent's Release does.
 func (b *bed) otherNodeHolds(t *testing.T, node string) (release func()) {

@@ -32,15 +32,15 @@ import (
 )
 
 const (
-	// leaseNamespace is drain.leaseNamespace: the slot Leases and the
+	// slotNamespace is slots.namespace: the slot Leases and the
 	// coordinators' election.
-	leaseNamespace = "node-agent"
+	slotNamespace = "node-agent"
 	// workNamespace holds the workload the drains evict.
 	workNamespace = "work"
 	// poolLabel marks the nodes of the pool poolName.
 	poolLabel = "property.node-agent.io/pool"
 	poolName  = "half"
-	// clusterLimit is drain.maxConcurrentNodes; poolLimit the pool's.
+	// clusterLimit is slots.limit; poolLimit the pool's.
 	clusterLimit = 2
 	poolLimit    = 1
 	// podsPerNode is each node's Deployment.
@@ -132,7 +132,7 @@ func newBed(t *testing.T, n int, seed uint64) *bed {
 	if err := os.MkdirAll(b.logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range []string{leaseNamespace, workNamespace} {
+	for _, ns := range []string{slotNamespace, workNamespace} {
 		if _, err := env.CreateNamespace(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +208,7 @@ func (b *bed) installNodeMaintenanceCRDs() {
 }
 
 // setBootID gives node a new status.nodeInfo.bootID, as a host's boot does;
-// the reboot coordinator tells a reboot by it. kwok keeps a boot ID it
+// the reboot controller tells a reboot by it. kwok keeps a boot ID it
 // finds.
 func (b *bed) setBootID(ctx context.Context, node string) {
 	b.mu.Lock()
@@ -229,11 +229,11 @@ func baseConfig() config.Config {
 	cfg.Labeller.Enabled = false
 	cfg.Shutdown.Enabled = false
 	cfg.Maintenance.NodeMaintenance = true
-	cfg.Drain.MaxConcurrentNodes = clusterLimit
-	cfg.Drain.Pools = []config.PoolConfig{{Name: poolName, Selector: poolLabel + "=" + poolName, MaxConcurrentNodes: poolLimit}}
+	cfg.Slots.Limit = clusterLimit
+	cfg.Slots.Pools = []config.PoolConfig{{Name: poolName, Selector: poolLabel + "=" + poolName, Limit: poolLimit}}
 	// The shortest the configuration allows: a silent agent's slot goes
 	// on within the run.
-	cfg.Drain.SlotSilenceBound = metav1.Duration{Duration: 10 * time.Second}
+	cfg.Slots.HeartbeatBound = metav1.Duration{Duration: 10 * time.Second}
 	cfg.Reboot.Enabled = true
 	cfg.Reboot.CheckInterval = metav1.Duration{Duration: time.Second}
 	cfg.Reboot.SlotHoldBound = metav1.Duration{Duration: time.Minute}

@@ -31,7 +31,7 @@ import (
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
-// The checker follows every Node, every Lease of drain.leaseNamespace and
+// The checker follows every Node, every Lease of slots.namespace and
 // every pod of the workload through watches, and checks the properties on
 // each change it sees (see the list in property_test.go).
 //
@@ -238,10 +238,10 @@ func (c *checker) start(ctx context.Context, client kubernetes.Interface, dyn dy
 			}},
 		{leaseStream,
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return client.CoordinationV1().Leases(leaseNamespace).List(ctx, o)
+				return client.CoordinationV1().Leases(slotNamespace).List(ctx, o)
 			},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return client.CoordinationV1().Leases(leaseNamespace).Watch(ctx, o)
+				return client.CoordinationV1().Leases(slotNamespace).Watch(ctx, o)
 			}},
 		{podStream,
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -515,7 +515,7 @@ func (c *checker) node(typ watch.EventType, n *corev1.Node) {
 }
 
 // idleRenewals is how many renewals of a request whose slot is not used
-// P8 lets pass. The agent renews every third of drain.slotSilenceBound, so
+// P8 lets pass. The agent renews every third of slots.heartbeatBound, so
 // a holder between its grant and its drain's start, or between the drain's
 // end and its release (a few requests' time), sees at most one.
 const idleRenewals = 2
@@ -730,7 +730,7 @@ func (c *checker) resolve() {
 		// P7: a drain keeps its slot until it is over or no longer asked
 		// for; an agent that stops (a rollout, a crash) leaves it to the
 		// next agent, or to the coordinator once the agent has been
-		// silent for drain.slotSilenceBound.
+		// without a heartbeat for slots.heartbeatBound.
 		if r.asked || c.nmAskedAt(r.node, r.rv) {
 			c.violate("P7 a drain keeps its slot", "at resourceVersion %d, %s gave its drain slot back while its drain (trigger %s) was recorded Running and still asked for; its last changes:\n  %s",
 				r.rv, r.node, r.trigger, recent(c.nodes[r.node]))

@@ -18,7 +18,7 @@ import (
 )
 
 // A kwok node has no host, so each node gets a stand-in for the one part of
-// its host the reboot coordinator talks to: systemd-logind's Manager.Reboot,
+// its host the reboot controller talks to: systemd-logind's Manager.Reboot,
 // on a private dbus-daemon that the node's agent dials as its system bus
 // (shutdown.systemBusAddress). The agent's own logind code runs unchanged;
 // a Reboot call tells the bed, which plays the reboot (bed.playReboot).

@@ -44,7 +44,7 @@ const (
 // reboot annotation, sentinel files), agents killed (their context
 // cancelled, as SIGTERM does) and restarted, and the leading coordinator
 // killed and restarted, against kwok nodes with one in-process agent each
-// and two coordinators, drain.maxConcurrentNodes 2 and a pool of half the
+// and two coordinators, slots.limit 2 and a pool of half the
 // nodes limited to 1. On every change of a Node, a slot Lease or a workload
 // pod it checks:
 //
@@ -61,7 +61,7 @@ const (
 //	   longer asked for (the annotation, a NodeMaintenance object, the
 //	   reboot's drain): an agent that stops mid-drain leaves the slot to
 //	   the agent that comes next, or to the coordinator once it has been
-//	   silent for drain.slotSilenceBound;
+//	   without a heartbeat for slots.heartbeatBound;
 //	P8 a node holds a slot only to use it: its agent renews the request of
 //	   a slot at most once while nothing drains or reboots the node.
 //
@@ -311,7 +311,7 @@ func (b *bed) fence(ctx context.Context, c *checker) error {
 	if err := c.seen(ctx, nodeStream, rv); err != nil {
 		return err
 	}
-	l, err := b.admin.CoordinationV1().Leases(leaseNamespace).Create(ctx, &coordinationv1.Lease{
+	l, err := b.admin.CoordinationV1().Leases(slotNamespace).Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "property-fence-"},
 	}, metav1.CreateOptions{})
 	if err != nil {

@@ -46,13 +46,13 @@ type coordinators struct {
 }
 
 // coordinatorConfig is the ConfigMap's configuration with the limit of a
-// phase: drain.maxConcurrentNodes is read when the coordinator starts. Its
+// phase: slots.limit is read when the coordinator starts. Its
 // client's rate limit is kubeAPIQPS and kubeAPIBurst, as
 // node-agent-coordinator's: the defaults, or SCALE_COORDINATOR_QPS (burst
 // twice that).
 func coordinatorConfig(limit int) config.Config {
 	cfg := config.Default()
-	cfg.Drain.MaxConcurrentNodes = limit
+	cfg.Slots.Limit = limit
 	if coordinatorQPS > 0 {
 		cfg.KubeAPIQPS, cfg.KubeAPIBurst = float32(coordinatorQPS), 2*coordinatorQPS
 	}
@@ -79,12 +79,12 @@ func qpsNote() string {
 	return fmt.Sprintf("a client rate limit of %g requests per second (burst %d; SCALE_COORDINATOR_QPS), not the configuration's default", cfg.KubeAPIQPS, cfg.KubeAPIBurst)
 }
 
-// start starts coordinatorReplicas replicas with drain.maxConcurrentNodes
+// start starts coordinatorReplicas replicas with slots.limit
 // limit and waits until one leads.
 func (c *coordinators) start(limit int) {
 	c.b.Helper()
 	cfg := coordinatorConfig(limit)
-	c.b.Logf("coordinator: %d replicas with drain.maxConcurrentNodes %d", coordinatorReplicas, limit)
+	c.b.Logf("coordinator: %d replicas with slots.limit %d", coordinatorReplicas, limit)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cancel != nil {

@@ -10,7 +10,7 @@
 // The drain slot coordinator runs through every phase: two replicas of
 // internal/runcoordinator (the code node-agent-coordinator runs) in the same
 // process, one leading, restarted with each rolling maintenance's
-// drain.maxConcurrentNodes. Each rolling maintenance reports how many nodes
+// slots.limit. Each rolling maintenance reports how many nodes
 // drained, on average, while at least the limit's number of nodes still
 // waited (the slots' use), and the requests on Nodes and Leases per drained
 // node, the agents' and the coordinator's apart.

@@ -145,7 +145,7 @@ func drainingPlot(r rollResult, pool int) (*plot.Plot, error) {
 	limit.Color = colourLimit
 	limit.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	p.Add(limit)
-	p.Legend.Add(fmt.Sprintf("limit (drain.maxConcurrentNodes %d)", r.limit), limit)
+	p.Legend.Add(fmt.Sprintf("limit (slots.limit %d)", r.limit), limit)
 	// Room above the lines for the legend, without ticks past the pool.
 	p.Y.Min, p.Y.Max = 0, float64(pool)*1.5
 	p.Y.Tick.Marker = upTo{float64(pool)}

@@ -78,7 +78,7 @@ func (r results) write(b *testing.B) {
 	w("")
 	w("A node waits from its maintenance request until its status is Running, and drains while it is Running; it holds a slot while the coordinator's grant on its Node says Granted and answers the node's request (as the agent reads it: once the agent has withdrawn its request, the grant holds nothing, and the coordinator clears it after its next grants). The means are over the time in which at least `limit` nodes waited, from the benchmark's watch of every Node. Requests are counted from the requests until every node was given back and the agents were quiet.")
 	w("")
-	w("| drain.maxConcurrentNodes | took | ideal | ratio | most draining at once | mean draining while ≥ limit wait | mean holding a slot then | that time | kube-apiserver cores | etcd cores |")
+	w("| slots.limit | took | ideal | ratio | most draining at once | mean draining while ≥ limit wait | mean holding a slot then | that time | kube-apiserver cores | etcd cores |")
 	w("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, x := range r.rolls {
 		w("| %d | %.1f s | %.1f s | %.2f | %d | %s | %s | %.1f s | %.2f | %.2f |", x.limit, x.total.Seconds(), x.ideal.Seconds(), x.total.Seconds()/x.ideal.Seconds(), x.most,
@@ -87,7 +87,7 @@ func (r results) write(b *testing.B) {
 	w("")
 	w("Where a slot's time goes, per node (medians): from the grant until the status is Running; Running (the drain); from the end of the drain until the slot is given back (the agent withdraws its request, which its grant then no longer answers):")
 	w("")
-	w("| drain.maxConcurrentNodes | granted → Running | Running | drained → slot given back |")
+	w("| slots.limit | granted → Running | Running | drained → slot given back |")
 	w("| ---: | ---: | ---: | ---: |")
 	for _, x := range r.rolls {
 		w("| %d | %.2f s | %.2f s | %.2f s |", x.limit, x.steps.grantToRunning, x.steps.running, x.steps.drainedToReleased)
@@ -95,7 +95,7 @@ func (r results) write(b *testing.B) {
 	w("")
 	w("Requests per drained node:")
 	w("")
-	w("| drain.maxConcurrentNodes | agents, all | agents on Nodes | agents on Leases | coordinator, all | coordinator on Nodes | on slot Leases | on the election Lease |")
+	w("| slots.limit | agents, all | agents on Nodes | agents on Leases | coordinator, all | coordinator on Nodes | on slot Leases | on the election Lease |")
 	w("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, x := range r.rolls {
 		d := float64(r.pool)
@@ -110,7 +110,7 @@ func (r results) write(b *testing.B) {
 	w("")
 	w("Before the coordinator (%s), each agent took and renewed a slot Lease itself:", before.run)
 	w("")
-	w("| drain.maxConcurrentNodes | took | ratio | mean draining while ≥ limit wait | agents on Nodes per drained node | agents on Leases per drained node |")
+	w("| slots.limit | took | ratio | mean draining while ≥ limit wait | agents on Nodes per drained node | agents on Leases per drained node |")
 	w("| ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, x := range before.rolls {
 		w("| %d | %.1f s | %.2f | %s | %.2f | %.2f |", x.limit, x.took, x.ratio, x.meanDraining, x.nodes, x.leases)

@@ -33,7 +33,7 @@ var (
 	fleetSize = envInt("SCALE_NODES", 1000)
 	// SCALE_POOL: nodes in the rolling maintenance.
 	poolSize = envInt("SCALE_POOL", 100)
-	// SCALE_LIMITS: drain.maxConcurrentNodes of the rolling maintenances.
+	// SCALE_LIMITS: slots.limit of the rolling maintenances.
 	limits = envInts("SCALE_LIMITS", []int{1, 5, 20})
 	// SCALE_IDLE: how long the fleet sits idle. client-go's informers end
 	// and reopen each watch after 5 to 10 minutes (the reflector's random
@@ -498,7 +498,7 @@ func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface,
 
 	var out []rollResult
 	for _, limit := range limits {
-		// drain.maxConcurrentNodes is read by the coordinator when it
+		// slots.limit is read by the coordinator when it
 		// starts: its replicas restart with it, as a rollout of its
 		// Deployment would. The agents keep running.
 		coords.restart(limit)

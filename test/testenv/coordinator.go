@@ -198,12 +198,12 @@ func (c *Coordinator) Metric(series string) (float64, error) {
 
 // CoordinatorConfig returns, as a configuration file for the coordinator,
 // the keys of the agents' configuration that node-agent-coordinator reads
-// (drain.leaseNamespace, drain.maxConcurrentNodes, drain.pools,
-// drain.slotSilenceBound, drain.timeout, reboot.enabled,
-// reboot.slotHoldBound and reboot.minInterval), as
+// (slots.namespace, slots.limit, slots.pools, slots.heartbeatBound,
+// drain.timeout, reboot.enabled, reboot.slotHoldBound and
+// reboot.minInterval), as
 // `node-agent run` with agentArgs sees them: its defaults, the file its
 // --config names, and its flags. The coordinator, not the agent, applies the
-// limits: an agent's --drain-max-concurrent-nodes changes nothing unless
+// limits: an agent's --slots-limit changes nothing unless
 // the coordinator reads the same value. Flags that are not configuration
 // keys are ignored. Agents that agree on what the coordinator reads get the
 // same bytes.
@@ -218,18 +218,20 @@ func CoordinatorConfig(agentArgs []string) ([]byte, error) {
 		return nil, fmt.Errorf("agent arguments %q: %w", agentArgs, err)
 	}
 	if *configFile != "" {
-		loaded, err := config.Load(*configFile, config.Default(), fs)
+		loaded, _, err := config.Load(*configFile, config.Default(), fs)
 		if err != nil {
 			return nil, err
 		}
 		cfg = loaded
 	}
+	type slots struct {
+		Namespace      string              `json:"namespace"`
+		Limit          int                 `json:"limit"`
+		Pools          []config.PoolConfig `json:"pools,omitempty"`
+		HeartbeatBound string              `json:"heartbeatBound"`
+	}
 	type drain struct {
-		LeaseNamespace     string              `json:"leaseNamespace"`
-		MaxConcurrentNodes int                 `json:"maxConcurrentNodes"`
-		Pools              []config.PoolConfig `json:"pools,omitempty"`
-		SlotSilenceBound   string              `json:"slotSilenceBound"`
-		Timeout            string              `json:"timeout"`
+		Timeout string `json:"timeout"`
 	}
 	type reboot struct {
 		// Enabled: the coordinator refuses reboot slots while it is false.
@@ -238,13 +240,15 @@ func CoordinatorConfig(agentArgs []string) ([]byte, error) {
 		MinInterval   string `json:"minInterval"`
 	}
 	return yaml.Marshal(struct {
+		Slots  slots  `json:"slots"`
 		Drain  drain  `json:"drain"`
 		Reboot reboot `json:"reboot"`
 	}{
-		Drain: drain{
-			LeaseNamespace: cfg.Drain.LeaseNamespace, MaxConcurrentNodes: cfg.Drain.MaxConcurrentNodes, Pools: cfg.Drain.Pools,
-			SlotSilenceBound: cfg.Drain.SlotSilenceBound.Duration.String(), Timeout: cfg.Drain.Timeout.Duration.String(),
+		Slots: slots{
+			Namespace: cfg.Slots.Namespace, Limit: cfg.Slots.Limit, Pools: cfg.Slots.Pools,
+			HeartbeatBound: cfg.Slots.HeartbeatBound.Duration.String(),
 		},
+		Drain:  drain{Timeout: cfg.Drain.Timeout.Duration.String()},
 		Reboot: reboot{Enabled: cfg.Reboot.Enabled, SlotHoldBound: cfg.Reboot.SlotHoldBound.Duration.String(), MinInterval: cfg.Reboot.MinInterval.Duration.String()},
 	})
 }

@@ -4,7 +4,7 @@
 // (CompileAlertRegexp).
 //
 // It imports nothing of Kubernetes and nothing of node-agent, so that
-// pkg/config validates these keys with the very code the reboot coordinator
-// runs on them, without importing the coordinator (pkg/reboot), which
+// pkg/config validates these keys with the very code the reboot controller
+// runs on them, without importing the controller (pkg/reboot), which
 // re-exports both.
 package policy

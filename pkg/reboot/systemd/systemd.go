@@ -1,6 +1,6 @@
 // Package systemd runs a command on the host as a transient systemd service,
 // through the host's system bus, and reads its exit status back. The reboot
-// coordinator uses it for reboot.sentinelCommand: the agent reaches the
+// controller uses it for reboot.sentinelCommand: the agent reaches the
 // host's programs without nsenter or a privileged container, with the bus
 // connection it already has for logind.
 //

@@ -6,7 +6,7 @@
 // later).
 //
 // With --reboot it runs no Guard: it asks logind to reboot through
-// shutdown.Logind's Reboot and exits, as the reboot coordinator will.
+// shutdown.Logind's Reboot and exits, as the reboot controller will.
 package main
 
 import (

@@ -34,7 +34,7 @@ type BlockerSource interface {
 	Blockers(ctx context.Context) []Blocker
 }
 
-// Maintenance is what the coordinator needs to know of the node's
+// Maintenance is what the controller needs to know of the node's
 // maintenance (pkg/selfdrain's record on the Node); handshake.Maintenance
 // reads it, so that neither package imports the other.
 type Maintenance struct {
@@ -50,7 +50,7 @@ type Maintenance struct {
 	TimedOut bool
 }
 
-// Observer is what the coordinator reports to Prometheus (*Metrics, metrics.go).
+// Observer is what the controller reports to Prometheus (*Metrics, metrics.go).
 type Observer interface {
 	Observe(rec *Record)
 	Rebooted()
@@ -58,8 +58,8 @@ type Observer interface {
 	Loop()
 }
 
-// Options configures a Coordinator.
-type Options struct {
+// ControllerOptions configures a Controller.
+type ControllerOptions struct {
 	// Client writes the record, the condition and the request annotation
 	// on the Node.
 	Client   kube.Interface
@@ -72,7 +72,7 @@ type Options struct {
 	// RebootWithoutDrain is reboot.rebootWithoutDrain.
 	RebootWithoutDrain bool
 	// CheckInterval is reboot.checkInterval: how often the need and the
-	// blockers are looked at when nothing else wakes the coordinator.
+	// blockers are looked at when nothing else wakes the controller.
 	CheckInterval time.Duration
 	// SlotHoldBound is reboot.slotHoldBound: how long the slot stays held
 	// while the host reboots; a node that is not back by then loses it.
@@ -102,12 +102,12 @@ type Options struct {
 	WaitBound *metrics.WaitBound
 }
 
-// Coordinator reboots its node when the host needs it: it gathers the
+// Controller reboots its node when the host needs it: it gathers the
 // Input, asks Decide, and carries the Action out. One goroutine (Run) owns
 // its state; the slot is waited for in another, which hands the slot back
 // through a channel.
-type Coordinator struct {
-	o    Options
+type Controller struct {
+	o    ControllerOptions
 	log  *slog.Logger
 	wake chan struct{}
 
@@ -118,7 +118,7 @@ type Coordinator struct {
 	acquiring context.CancelFunc
 	got       chan acquired
 	// slotErr is the last error met while taking a slot, shown while the
-	// coordinator waits; the waiting goroutine sets it, under mu.
+	// controller waits; the waiting goroutine sets it, under mu.
 	mu      sync.Mutex
 	slotErr error
 	// badRecord is the last malformed record reported.
@@ -137,21 +137,21 @@ type acquired struct {
 	err  error
 }
 
-// NewCoordinator returns a coordinator for o.
-func NewCoordinator(o Options) *Coordinator {
+// NewController returns a controller for o.
+func NewController(o ControllerOptions) *Controller {
 	if o.RetryReboot <= 0 {
 		o.RetryReboot = 5 * time.Minute
 	}
 	if o.CheckInterval <= 0 {
 		o.CheckInterval = time.Minute
 	}
-	return &Coordinator{o: o, log: o.Logger, wake: make(chan struct{}, 1), got: make(chan acquired, 1)}
+	return &Controller{o: o, log: o.Logger, wake: make(chan struct{}, 1), got: make(chan acquired, 1)}
 }
 
 // Name implements agent.Component.
-func (c *Coordinator) Name() string { return "reboot" }
+func (c *Controller) Name() string { return "reboot" }
 
-func (c *Coordinator) poke() {
+func (c *Controller) poke() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -160,7 +160,7 @@ func (c *Coordinator) poke() {
 
 // Run implements agent.Component: it decides on every change of the Node,
 // on every CheckInterval, and when a slot is taken.
-func (c *Coordinator) Run(ctx context.Context, view agent.NodeView) error {
+func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
 	if err := view.AddHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.poke() },
 		UpdateFunc: func(_, _ any) { c.poke() },
@@ -186,7 +186,7 @@ func (c *Coordinator) Run(ctx context.Context, view agent.NodeView) error {
 				continue
 			}
 			c.slot = a.slot
-			c.log.Info("Holding a drain slot for the reboot", "lease", a.slot.Name())
+			c.log.Info("Holding a drain slot for the reboot", "slot", a.slot.Name())
 		case <-c.slotLost():
 			c.loseSlot()
 		}
@@ -195,20 +195,20 @@ func (c *Coordinator) Run(ctx context.Context, view agent.NodeView) error {
 			continue
 		}
 		if err := c.step(ctx, node); err != nil && ctx.Err() == nil {
-			c.log.Warn("Reboot coordinator step failed; trying again", "err", err)
+			c.log.Warn("Reboot controller step failed; trying again", "err", err)
 		}
 	}
 }
 
 // stop ends a wait for a slot and stops renewing the one held; a slot kept
 // across the reboot stays held (Slot.Release).
-func (c *Coordinator) stop() { c.dropSlot() }
+func (c *Controller) stop() { c.dropSlot() }
 
 // step looks at the node once and moves the reboot on, in named steps: read
 // the record, observe what happened since the last step, report a refused
 // request, gather the Input, ask Decide, apply its Action, and write the
 // Decision. Every choice is Decide's; the steps only find out and carry out.
-func (c *Coordinator) step(ctx context.Context, node *corev1.Node) error {
+func (c *Controller) step(ctx context.Context, node *corev1.Node) error {
 	rec, ok := c.readRecord(node)
 	if !ok {
 		return nil
@@ -233,8 +233,8 @@ func (c *Coordinator) step(ctx context.Context, node *corev1.Node) error {
 // readRecord reads the record on node; ok is false when the step must do
 // nothing: the record is malformed (bad input changes nothing: the record
 // says what this node did, and acting on a guess could reboot it twice), or
-// the cache is behind the coordinator's last write.
-func (c *Coordinator) readRecord(node *corev1.Node) (_ *Record, ok bool) {
+// the cache is behind the controller's last write.
+func (c *Controller) readRecord(node *corev1.Node) (_ *Record, ok bool) {
 	raw := node.Annotations[RecordAnnotation]
 	if c.behind(raw) {
 		return nil, false
@@ -243,7 +243,7 @@ func (c *Coordinator) readRecord(node *corev1.Node) (_ *Record, ok bool) {
 	if err != nil {
 		if raw != c.badRecord {
 			c.badRecord = raw
-			c.log.Error("Malformed reboot record; the coordinator does nothing until it is fixed or deleted", "err", err)
+			c.log.Error("Malformed reboot record; the controller does nothing until it is fixed or deleted", "err", err)
 			c.event(corev1.EventTypeWarning, "MalformedRebootRecord", "%v", err)
 		}
 		return nil, false
@@ -254,13 +254,13 @@ func (c *Coordinator) readRecord(node *corev1.Node) (_ *Record, ok bool) {
 	return rec, true
 }
 
-// behind says the cached Node still shows the record the coordinator's last
+// behind says the cached Node still shows the record the controller's last
 // write replaced. A step on it would carry out the last step's Action again
 // (give up one attempt twice, count one reboot twice); the write's own
 // update of the Node wakes the next step. The guard lasts at most one
 // CheckInterval, so that a record set back to that value by someone else is
 // not ignored for ever.
-func (c *Coordinator) behind(raw string) bool {
+func (c *Controller) behind(raw string) bool {
 	if c.replaced == nil {
 		return false
 	}
@@ -273,7 +273,7 @@ func (c *Coordinator) behind(raw string) bool {
 
 // observe is the record after what happened since the last step: the
 // reboot's drain finished or timed out, or the host came back (Advance).
-func (c *Coordinator) observe(node *corev1.Node, rec *Record, m Maintenance) Record {
+func (c *Controller) observe(node *corev1.Node, rec *Record, m Maintenance) Record {
 	next := *rec
 	boot := node.Status.NodeInfo.BootID
 	next.Phase = rec.Phase.Advance(m, boot != "" && boot != rec.BootID)
@@ -295,7 +295,7 @@ func (c *Coordinator) observe(node *corev1.Node, rec *Record, m Maintenance) Rec
 
 // gather finds out what Decide needs: the need, the request, the slot, the
 // blockers (only when Decide wants them), and the record.
-func (c *Coordinator) gather(ctx context.Context, node *corev1.Node, rec *Record, m Maintenance) Input {
+func (c *Controller) gather(ctx context.Context, node *corev1.Node, rec *Record, m Maintenance) Input {
 	need, needErr := c.o.Need.Check(ctx)
 	request, refusal := ParseRequest(node)
 	in := Input{
@@ -342,7 +342,7 @@ func (c *Coordinator) gather(ctx context.Context, node *corev1.Node, rec *Record
 // refused (reasontext.ParseRequest: it reads as no, such as "false"), once
 // for each value, with a Warning Event on the Node that says what is
 // accepted. Decide lets it change nothing (Input.RequestRefused).
-func (c *Coordinator) reportRefusal(node *corev1.Node, rec *Record) {
+func (c *Controller) reportRefusal(node *corev1.Node, rec *Record) {
 	_, refusal := ParseRequest(node)
 	var re *reasontext.RefusedError
 	if !errors.As(refusal, &re) {
@@ -365,7 +365,7 @@ func (c *Coordinator) reportRefusal(node *corev1.Node, rec *Record) {
 // and next as d.Action says (see Action), and records d's Last and Failure.
 // A reboot logind refused is not an error of the step: d's message says so,
 // and Decide asks again at a later step.
-func (c *Coordinator) apply(ctx context.Context, node *corev1.Node, next *Record, d Decision) (Decision, error) {
+func (c *Controller) apply(ctx context.Context, node *corev1.Node, next *Record, d Decision) (Decision, error) {
 	if d.AnswerRequest {
 		// First: a step that fails here changes nothing, and the next one
 		// decides the same again.
@@ -414,7 +414,7 @@ func (c *Coordinator) apply(ctx context.Context, node *corev1.Node, next *Record
 }
 
 // acquire starts waiting for a slot, unless a wait is under way.
-func (c *Coordinator) acquire(ctx context.Context) {
+func (c *Controller) acquire(ctx context.Context) {
 	if c.acquiring != nil {
 		return
 	}
@@ -435,13 +435,13 @@ func (c *Coordinator) acquire(ctx context.Context) {
 	}()
 }
 
-func (c *Coordinator) setSlotErr(err error) {
+func (c *Controller) setSlotErr(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.slotErr = err
 }
 
-func (c *Coordinator) lastSlotErr() error {
+func (c *Controller) lastSlotErr() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.slotErr
@@ -449,7 +449,7 @@ func (c *Coordinator) lastSlotErr() error {
 
 // slotLost is closed when the slot held was taken back; nil while none is
 // held.
-func (c *Coordinator) slotLost() <-chan struct{} {
+func (c *Controller) slotLost() <-chan struct{} {
 	if c.slot == nil {
 		return nil
 	}
@@ -462,21 +462,21 @@ func (c *Coordinator) slotLost() <-chan struct{} {
 // restart: the reboot's drain, which drains only in this slot, waits
 // meanwhile, and no reboot is asked for without it. Kept, the lost slot
 // left the drain waiting for ever.
-func (c *Coordinator) loseSlot() {
-	c.log.Warn("The drain slot was taken back; asking for it again", "lease", c.slot.Name(), "reason", c.slot.LostReason())
+func (c *Controller) loseSlot() {
+	c.log.Warn("The drain slot was taken back; asking for it again", "slot", c.slot.Name(), "reason", c.slot.LostReason())
 	c.event(corev1.EventTypeWarning, "DrainSlotLost", "The drain slot %s was taken back: %s; the reboot asks for it again", c.slot.Name(), c.slot.LostReason())
 	c.dropSlot()
 }
 
 // releaseSlot stops waiting for a slot and gives back the one held.
-func (c *Coordinator) releaseSlot(rec *Record) {
+func (c *Controller) releaseSlot(rec *Record) {
 	c.dropSlot()
 	rec.Slot = ""
 }
 
 // dropSlot ends a wait for a slot, and releases the slot held (which, once
 // kept across the reboot, only stops renewing it).
-func (c *Coordinator) dropSlot() {
+func (c *Controller) dropSlot() {
 	if c.acquiring != nil {
 		c.acquiring()
 		if a := <-c.got; a.slot != nil {
@@ -486,7 +486,7 @@ func (c *Coordinator) dropSlot() {
 	}
 	if c.slot != nil {
 		c.slot.Release()
-		c.log.Info("Released the drain slot", "lease", c.slot.Name())
+		c.log.Info("Released the drain slot", "slot", c.slot.Name())
 		c.slot = nil
 	}
 }
@@ -494,10 +494,10 @@ func (c *Coordinator) dropSlot() {
 // reboot keeps the slot across the reboot, records the request, and asks
 // the host to reboot. The record is written before logind is asked, so the
 // agent after the reboot knows that it asked.
-func (c *Coordinator) reboot(ctx context.Context, node *corev1.Node, rec *Record) error {
+func (c *Controller) reboot(ctx context.Context, node *corev1.Node, rec *Record) error {
 	boot := node.Status.NodeInfo.BootID
 	if boot == "" {
-		return errors.New("the Node reports no status.nodeInfo.bootID, so the coordinator could not tell that the host rebooted; not rebooting")
+		return errors.New("the Node reports no status.nodeInfo.bootID, so the controller could not tell that the host rebooted; not rebooting")
 	}
 	if c.slot == nil {
 		return errors.New("the drain slot is not held (taking it back after a restart); not rebooting without it")
@@ -521,7 +521,7 @@ func (c *Coordinator) reboot(ctx context.Context, node *corev1.Node, rec *Record
 
 // write records next with the decision's state, sets the condition, and
 // says what changed in an Event and the log.
-func (c *Coordinator) write(ctx context.Context, node *corev1.Node, prev, next *Record, d Decision) error {
+func (c *Controller) write(ctx context.Context, node *corev1.Node, prev, next *Record, d Decision) error {
 	// Cut as the record and the condition keep it, so that a long message
 	// compares equal to what they hold and is not written again each step.
 	d.Message = reasontext.ForNode(d.Message, reasontext.MaxMessage)
@@ -579,7 +579,7 @@ func recordEqual(a, b *Record) bool {
 
 // patchRecord writes rec on the Node that node is the cached copy of, and
 // remembers the record it replaced (behind).
-func (c *Coordinator) patchRecord(ctx context.Context, node *corev1.Node, rec *Record) error {
+func (c *Controller) patchRecord(ctx context.Context, node *corev1.Node, rec *Record) error {
 	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{RecordAnnotation: rec.Encode()}}})
 	if err != nil {
 		return err
@@ -592,7 +592,7 @@ func (c *Coordinator) patchRecord(ctx context.Context, node *corev1.Node, rec *R
 	return nil
 }
 
-func (c *Coordinator) removeRequest(ctx context.Context) error {
+func (c *Controller) removeRequest(ctx context.Context) error {
 	b := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, RequestAnnotation))
 	if _, err := c.o.Client.CoreV1().Nodes().Patch(ctx, c.o.NodeName, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
 		return fmt.Errorf("removing the reboot request from Node %s: %w", c.o.NodeName, err)
@@ -600,7 +600,7 @@ func (c *Coordinator) removeRequest(ctx context.Context) error {
 	return nil
 }
 
-func (c *Coordinator) patchCondition(ctx context.Context, node *corev1.Node, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
+func (c *Controller) patchCondition(ctx context.Context, node *corev1.Node, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
 	transition := now
 	if cond := condition(node); cond != nil && cond.Status == status && !cond.LastTransitionTime.IsZero() {
 		transition = cond.LastTransitionTime
@@ -620,7 +620,7 @@ func (c *Coordinator) patchCondition(ctx context.Context, node *corev1.Node, sta
 
 // event records an Event on the Node, its message cut to
 // reasontext.MaxMessage: it may quote the request's reason.
-func (c *Coordinator) event(typ, reason, format string, args ...any) {
+func (c *Controller) event(typ, reason, format string, args ...any) {
 	if c.o.Recorder == nil {
 		return
 	}
@@ -628,7 +628,7 @@ func (c *Coordinator) event(typ, reason, format string, args ...any) {
 		reasontext.ForNode(fmt.Sprintf(format, args...), reasontext.MaxMessage))
 }
 
-// FieldManager is the coordinator's field manager on the Node.
+// FieldManager is the controller's field manager on the Node.
 const FieldManager = "node-agent-reboot"
 
 func condition(node *corev1.Node) *corev1.NodeCondition {

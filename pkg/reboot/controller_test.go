@@ -22,7 +22,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/slots"
 )
 
-// fakeSlot records what the coordinator does with its slot; a test takes
+// fakeSlot records what the controller does with its slot; a test takes
 // it back by closing lost.
 type fakeSlot struct {
 	released bool
@@ -81,7 +81,7 @@ func (m *fakeMetrics) Rebooted()       { m.rebooted++ }
 func (m *fakeMetrics) DrainFailed()    { m.failed++ }
 func (m *fakeMetrics) Loop()           { m.loops++ }
 
-// bed is one node with a coordinator; the test plays selfdrain (m), the
+// bed is one node with a controller; the test plays selfdrain (m), the
 // host (the sentinel file, the boot ID) and the kubelet (Ready).
 type bed struct {
 	t        *testing.T
@@ -93,8 +93,8 @@ type bed struct {
 	metrics  *fakeMetrics
 	events   *record.FakeRecorder
 	m        Maintenance
-	c        *Coordinator
-	opts     Options
+	c        *Controller
+	opts     ControllerOptions
 }
 
 const nodeName = "node-1"
@@ -111,19 +111,19 @@ func newBed(t *testing.T, window Window) *bed {
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 		},
 	})
-	b.opts = Options{
+	b.opts = ControllerOptions{
 		Client: kubetest.Wrap(b.cs), NodeName: nodeName, Need: NeedChecker{SentinelFile: b.sentinel},
 		Window: window, LoopBound: 24 * time.Hour, SlotHoldBound: 30 * time.Minute,
 		Slots: b.slots, Rebooter: b.reboots,
 		Maintenance: func(*corev1.Node) (Maintenance, error) { return b.m, nil },
 		Clock:       b.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Recorder: b.events, Metrics: b.metrics,
 	}
-	b.c = NewCoordinator(b.opts)
+	b.c = NewController(b.opts)
 	return b
 }
 
-// restart replaces the coordinator, as a new agent after a reboot.
-func (b *bed) restart() { b.c = NewCoordinator(b.opts) }
+// restart replaces the controller, as a new agent after a reboot.
+func (b *bed) restart() { b.c = NewController(b.opts) }
 
 func (b *bed) node() *corev1.Node {
 	n, err := b.cs.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
@@ -141,7 +141,7 @@ func (b *bed) update(f func(*corev1.Node)) {
 	}
 }
 
-// step runs one step, then hands the coordinator a slot its Acquire
+// step runs one step, then hands the controller a slot its Acquire
 // returned, as Run does.
 func (b *bed) step() *Record {
 	b.t.Helper()
@@ -199,7 +199,7 @@ func (b *bed) setSentinel(on bool) {
 
 func alwaysWindow(t *testing.T) Window { return mustWindow(t, nil, "00:00", "00:00", "UTC") }
 
-func TestCoordinatorRebootsThroughEveryPhase(t *testing.T) {
+func TestControllerRebootsThroughEveryPhase(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	rec := b.step()
 	b.expect(rec, NotNeeded, "NotNeeded", PhaseIdle)
@@ -270,7 +270,7 @@ func TestCoordinatorRebootsThroughEveryPhase(t *testing.T) {
 	}
 }
 
-func TestCoordinatorLoopGuard(t *testing.T) {
+func TestControllerLoopGuard(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	b.setSentinel(true)
 	b.step()
@@ -299,7 +299,7 @@ func TestCoordinatorLoopGuard(t *testing.T) {
 	b.expect(b.step(), Pending, "WaitingForDrainSlot", PhaseWaitingForSlot)
 }
 
-func TestCoordinatorFailedDrainIsUndoneNotRebooted(t *testing.T) {
+func TestControllerFailedDrainIsUndoneNotRebooted(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	b.update(func(n *corev1.Node) { n.Annotations = map[string]string{RequestAnnotation: "kernel update"} })
 	rec := b.step()
@@ -338,7 +338,7 @@ func TestCoordinatorFailedDrainIsUndoneNotRebooted(t *testing.T) {
 	b.expect(b.step(), Pending, "WaitingForDrainSlot", PhaseWaitingForSlot)
 }
 
-func TestCoordinatorWaitsAndSaysWhy(t *testing.T) {
+func TestControllerWaitsAndSaysWhy(t *testing.T) {
 	t.Run("outside the window", func(t *testing.T) {
 		b := newBed(t, mustWindow(t, []string{"sat"}, "02:00", "04:00", "Europe/Berlin"))
 		b.setSentinel(true)
@@ -385,7 +385,7 @@ func TestCoordinatorWaitsAndSaysWhy(t *testing.T) {
 	})
 }
 
-func TestCoordinatorMalformedRecordChangesNothing(t *testing.T) {
+func TestControllerMalformedRecordChangesNothing(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	b.setSentinel(true)
 	b.update(func(n *corev1.Node) {
@@ -409,7 +409,7 @@ func TestCoordinatorMalformedRecordChangesNothing(t *testing.T) {
 	}
 }
 
-func TestCoordinatorDoesNotRebootWithoutKeepingTheSlot(t *testing.T) {
+func TestControllerDoesNotRebootWithoutKeepingTheSlot(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	b.setSentinel(true)
 	b.step()
@@ -445,7 +445,7 @@ func setReady(n *corev1.Node, s corev1.ConditionStatus) {
 
 // Removing the sentinel while the node drains calls the reboot off: the
 // drain is undone, then the slot given back; the host is not rebooted.
-func TestCoordinatorCancelledWhileDraining(t *testing.T) {
+func TestControllerCancelledWhileDraining(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	b.setSentinel(true)
 	b.step()
@@ -466,7 +466,7 @@ func TestCoordinatorCancelledWhileDraining(t *testing.T) {
 
 // A step on a cache that still shows the record the last write replaced
 // does nothing: acting on it would give one attempt up twice.
-func TestCoordinatorIgnoresACacheBehindItsWrite(t *testing.T) {
+func TestControllerIgnoresACacheBehindItsWrite(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	b.setSentinel(true)
 	b.step()
@@ -494,7 +494,7 @@ func TestCoordinatorIgnoresACacheBehindItsWrite(t *testing.T) {
 
 // A host that was asked to reboot and did not go down is asked again after
 // RetryReboot; the reboot is counted once, when the host is back.
-func TestCoordinatorAsksAgainWhenTheHostStaysUp(t *testing.T) {
+func TestControllerAsksAgainWhenTheHostStaysUp(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	b.reboots.err = errors.New("Access denied")
 	b.setSentinel(true)
@@ -529,7 +529,7 @@ func TestCoordinatorAsksAgainWhenTheHostStaysUp(t *testing.T) {
 
 // An agent that restarts while the node drains takes its slot back and
 // lets the drain go on.
-func TestCoordinatorRestartWhileDraining(t *testing.T) {
+func TestControllerRestartWhileDraining(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	b.setSentinel(true)
 	b.step()
@@ -552,7 +552,7 @@ func TestCoordinatorRestartWhileDraining(t *testing.T) {
 // found silent) is let go and asked for again, and the reboot goes on once
 // it is held again: the reboot's drain, which drains only in that slot,
 // would otherwise wait for ever, and the reboot be asked for without it.
-func TestCoordinatorTakesALostSlotBack(t *testing.T) {
+func TestControllerTakesALostSlotBack(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	b.setSentinel(true)
 	b.step()
@@ -589,7 +589,7 @@ func TestCoordinatorTakesALostSlotBack(t *testing.T) {
 // A sentinel-driven reboot whose drain keeps failing is tried again after a
 // backoff that doubles from CheckInterval and survives a restart; a reboot
 // that is made clears it.
-func TestCoordinatorRetriesAFailedDrainWithBackoff(t *testing.T) {
+func TestControllerRetriesAFailedDrainWithBackoff(t *testing.T) {
 	b := newBed(t, alwaysWindow(t))
 	b.setSentinel(true)
 	fail := func(want int) {
@@ -660,7 +660,7 @@ func (g gateSource) Blockers(context.Context) []Blocker {
 // kept, the slot held, the time it drained recorded across a restart),
 // reboots it once it opens, and gives the attempt up past
 // reboot.beforeRebootBound.
-func TestCoordinatorGateBeforeReboot(t *testing.T) {
+func TestControllerGateBeforeReboot(t *testing.T) {
 	for _, opens := range []bool{true, false} {
 		t.Run(fmt.Sprintf("opens %v", opens), func(t *testing.T) {
 			b := newBed(t, alwaysWindow(t))
