@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -60,6 +61,8 @@ type Coordinator struct {
 	log   *slog.Logger
 	queue workqueue.TypedRateLimitingInterface[string]
 	nodes cache.SharedIndexInformer
+	// synced: see Synced.
+	synced atomic.Bool
 
 	mu sync.Mutex
 	// seen holds, by node, when this coordinator first saw its current
@@ -127,6 +130,7 @@ const key = "slots"
 // LeaseResync.
 func (c *Coordinator) Run(ctx context.Context) error {
 	defer c.queue.ShutDown()
+	defer c.synced.Store(false)
 	c.nodes = kube.NodeInformer(c.o.Client, "")
 	if _, err := c.nodes.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    func(obj any, _ bool) { c.observe(obj) },
@@ -165,6 +169,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if c.o.MinRebootInterval > 0 {
 		c.readLastReboot(ctx)
 	}
+	c.synced.Store(true)
 	c.log.Info("Coordinating drain slots", "namespace", c.o.Namespace, "pools", len(c.o.Pools), "slotsHeld", len(c.leases))
 	go c.resyncLeases(ctx)
 	go func() {
@@ -176,6 +181,15 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Synced reports whether Run has read what its decisions read: every Node
+// (its informer has synced) and the slot Leases (listed once), and has
+// tried to read LastRebootLease, whose absence only loosens
+// reboot.minInterval. It decides only from then on; before, a request
+// waits unanswered. It stays true until Run returns, through a lost watch
+// or a failed relist: the coordinator then decides from what it last read,
+// as its informer serves the last state it saw.
+func (c *Coordinator) Synced() bool { return c.synced.Load() }
 
 func (c *Coordinator) processNext(ctx context.Context) bool {
 	k, quit := c.queue.Get()
