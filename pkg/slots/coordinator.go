@@ -275,26 +275,33 @@ func (c *Coordinator) input() Input {
 	return in
 }
 
-// Writers bounds the writes one decision makes at once. Each node's writes
-// are in order; different nodes' go in parallel, so a decision's pace is a
+// Writers bounds the writes of one kind that a decision makes at once: the
+// slots given back, the grants, the answers (grants and answers go out
+// beside each other, so up to twice Writers then). Each node's writes are
+// in order; different nodes' go in parallel, so a decision's pace is a
 // round trip per phase rather than per node (the client's rate limit still
 // applies). It is above the limits clusters commonly set (20 in make
 // scale), so that a wave of slots given back, or of grants, goes out in one
 // round trip: at 16, a wave of 20 took two.
 const Writers = 32
 
-// AnswersPerPass bounds the Queued answers one decision writes: when more
-// changed (the start of a rolling maintenance asks for many), the rest go
+// AnswersPerPass bounds the answers one decision writes (Queue, Refuse and
+// Clear together; the removal of released nodes' grants is not counted):
+// when more changed (the start of a rolling maintenance asks for many), the rest go
 // in the next pass, and a slot given back meanwhile is handed on between
 // the two rather than after every waiting node's answer.
 const AnswersPerPass = 32
 
-// reconcile decides once and writes what the decision says, in three
-// phases: slots given back (releases, revocations, repairs), then grants,
-// then the answers to nodes that wait. No grant goes out while a slot the
-// decision counts as free may still be held: when a phase-one write fails,
-// the decision ends there and is made again. It returns how long until the
-// next bound passes.
+// reconcile decides once and writes what the decision says, in two
+// phases. First the slots given back (Release, Revoke) and the grants
+// repaired (Repair); then the grants (Grant) and, beside them, the answers:
+// Queue (at most AnswersPerPass of them with Refuse and Clear; the rest go
+// in the next pass), Refuse, Clear, and the removal of released nodes'
+// grants. Different nodes' writes go out in parallel (Writers); each
+// node's own writes stay in order. No grant goes out
+// while a slot the decision counts as free may still be held: when a
+// first-phase write fails, the decision ends there and is made again. It
+// returns how long until the next bound passes.
 func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 	c.mu.Lock()
 	relist := c.relist
