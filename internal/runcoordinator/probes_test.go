@@ -44,9 +44,9 @@ func TestReadiness(t *testing.T) {
 		want:   map[string]int{"/readyz": 503, "/readyz/election": 200, "/readyz/leading": 503},
 		wantIn: []string{"[-]leading failed: standing by: campaigning"},
 	}, {
-		name: "leading, the coordinator not started yet",
-		set:  func(r *readiness) { r.setLeading(true) },
-		want: map[string]int{"/healthz": 200, "/readyz": 503, "/readyz/election": 200, "/readyz/leading": 200, "/readyz/synced": 503},
+		name:   "leading, the coordinator not started yet",
+		set:    func(r *readiness) { r.setLeading(true) },
+		want:   map[string]int{"/healthz": 200, "/readyz": 503, "/readyz/election": 200, "/readyz/leading": 200, "/readyz/synced": 503},
 		wantIn: []string{"[+]election ok", "[+]leading ok", "[-]synced failed: not leading"},
 	}, {
 		name: "leading, the coordinator not synced",
