@@ -1,6 +1,7 @@
 // Package runcoordinator assembles node-agent-coordinator: the clients, the
 // drain slot coordinator (pkg/slots) under leader election
-// (pkg/slots/election), its metrics and probes. It owns only the wiring. It is
+// (pkg/slots/election), its metrics and probes. It owns the wiring, and what
+// the probes report of the election and the coordinator (probes.go). It is
 // kept out of cmd/ so the tests run several coordinators in one process
 // with exactly the code the command runs.
 package runcoordinator
