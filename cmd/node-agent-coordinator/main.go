@@ -36,11 +36,16 @@ Leases (node-agent-drain-slot-<node> in slots.namespace):
     --reboot-enabled);
   - a holder whose heartbeat stops for longer than slots.heartbeatBound (a
     rebooting host: reboot.slotHoldBound), whose Node is deleted, or that
-    holds past drain.timeout loses its slot, and the next node goes on.
+    holds past drain.timeout and a margin (slots.heartbeatBound for a
+    maintenance; reboot.slotHoldBound and 15 minutes for a reboot) loses
+    its slot, and the next node goes on.
 
 It reads the agents' configuration file (--config, the node-agent-config
 ConfigMap); a changed file takes effect at the next restart. Of several
 replicas one leads (a Lease named --leader-election-name); the others wait.
+/readyz passes only on the one that leads and has read every Node and the
+slot Leases; /readyz/election on every replica that has reached the
+election Lease; /healthz on every replica that runs.
 
 Usage:
   node-agent-coordinator [flags]
@@ -75,7 +80,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&identity, "identity", firstNonEmpty(os.Getenv("POD_NAME"), host), "This replica's name in the leader election. Defaults to $POD_NAME, then the host name.")
 	fs.StringVar(&electionName, "leader-election-name", "node-agent-coordinator", "Name of the leader election Lease, in slots.namespace.")
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":9466", "Address for /metrics (Prometheus). \"0\" disables it.")
-	fs.StringVar(&healthAddr, "health-probe-bind-address", ":9467", "Address for /healthz and /readyz. \"0\" disables it.")
+	fs.StringVar(&healthAddr, "health-probe-bind-address", ":9467", "Address for /healthz (running), /readyz (leading and synced) and /readyz/election (in the election). \"0\" disables it.")
 	fs.StringVar(&logFormat, "log-format", "text", "Log format: text or json.")
 	fs.StringVar(&logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
 	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")

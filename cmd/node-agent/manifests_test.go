@@ -332,10 +332,18 @@ func TestCoordinatorManifestsAgreeWithCode(t *testing.T) {
 	if ports["metrics"] != 9466 || ports["health"] != 9467 {
 		t.Errorf("ports %v, want metrics 9466 and health 9467", ports)
 	}
-	for name, probe := range map[string]*corev1.Probe{"/healthz": ctr.LivenessProbe, "/readyz": ctr.ReadinessProbe} {
+	// Ready is in the election, which a standby is too: /readyz passes only
+	// on the leader (internal/runcoordinator), and a standby never Ready
+	// would stall the rollout and the leader's eviction.
+	for name, probe := range map[string]*corev1.Probe{"/healthz": ctr.LivenessProbe, "/readyz/election": ctr.ReadinessProbe} {
 		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != name || probe.HTTPGet.Port.String() != "health" {
 			t.Errorf("probe for %s: %+v", name, probe)
 		}
+	}
+	// A new replica joins the election before an old one goes.
+	if ru := dep.Spec.Strategy.RollingUpdate; dep.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil ||
+		ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 || ru.MaxSurge == nil || ru.MaxSurge.IntValue() < 1 {
+		t.Errorf("the coordinator's strategy %+v: want a rolling update that surges and keeps every replica until its successor is Ready", dep.Spec.Strategy)
 	}
 	env := map[string]corev1.EnvVar{}
 	for _, e := range ctr.Env {

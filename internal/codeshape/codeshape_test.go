@@ -58,8 +58,7 @@ type pending struct {
 // that added it. The lead empties this list after merging those branches; an
 // entry that no longer matches a violation fails the test, so it cannot
 // outlive its reason.
-var pendingElsewhere = []pending{
-}
+var pendingElsewhere = []pending{}
 
 // violation is one rule broken, keyed by what breaks it.
 type violation struct {

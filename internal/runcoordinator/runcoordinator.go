@@ -1,6 +1,7 @@
 // Package runcoordinator assembles node-agent-coordinator: the clients, the
 // drain slot coordinator (pkg/slots) under leader election
-// (pkg/slots/election), its metrics and probes. It owns only the wiring. It is
+// (pkg/slots/election), its metrics and probes. It owns the wiring, and what
+// the probes report of the election and the coordinator (probes.go). It is
 // kept out of cmd/ so the tests run several coordinators in one process
 // with exactly the code the command runs.
 package runcoordinator
@@ -43,7 +44,9 @@ type Options struct {
 	// takes client-go's usual 15s, 10s, 2s.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// MetricsAddress and HealthAddress are where /metrics and
-	// /healthz, /readyz are served; "" or "0" serves none.
+	// /healthz, /readyz are served; "" or "0" serves none. /readyz passes
+	// only while this replica leads and its coordinator has synced
+	// (probes.go).
 	MetricsAddress, HealthAddress string
 	Logger                        *slog.Logger
 	// Registry, when set, receives the metrics (tests); otherwise a new
@@ -87,11 +90,8 @@ func Run(ctx context.Context, o Options) error {
 	if err := serve(ctx, o.MetricsAddress, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), o.Logger); err != nil {
 		return err
 	}
-	health := http.NewServeMux()
-	ok := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }
-	health.HandleFunc("/healthz", ok)
-	health.HandleFunc("/readyz", ok)
-	if err := serve(ctx, o.HealthAddress, health, o.Logger); err != nil {
+	ready := newReadiness(o.Identity)
+	if err := serve(ctx, o.HealthAddress, ready.handler(), o.Logger); err != nil {
 		return err
 	}
 
@@ -106,13 +106,20 @@ func Run(ctx context.Context, o Options) error {
 	return election.Run(ctx, election.Options{
 		REST: restCfg, Namespace: cfg.Slots.Namespace, Name: o.ElectionName, Identity: o.Identity,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
-		Logger: o.Logger, OnLeading: metrics.SetLeader,
+		Logger: o.Logger, OnLeader: ready.observeLeader,
+		OnLeading: func(leading bool) {
+			metrics.SetLeader(leading)
+			ready.setLeading(leading)
+		},
 	}, func(ctx context.Context) error {
-		return slots.NewCoordinator(slots.CoordinatorOptions{
+		c := slots.NewCoordinator(slots.CoordinatorOptions{
 			Client: client, Namespace: cfg.Slots.Namespace, Pools: pools,
 			HeartbeatBound: cfg.Slots.HeartbeatBound.Duration, RebootHoldBound: cfg.Reboot.SlotHoldBound.Duration,
 			MaxHold: slots.MaxHold(cfg), MinRebootInterval: cfg.Reboot.MinInterval.Duration, Off: slots.Off(cfg), Clock: o.Clock, Logger: o.Logger, Recorder: recorder, Metrics: metrics,
-		}).Run(ctx)
+		})
+		ready.setSynced(c.Synced)
+		defer ready.setSynced(nil)
+		return c.Run(ctx)
 	})
 }
 

@@ -97,14 +97,15 @@ type CoordinationV1Interface interface {
 	Leases(namespace string) LeaseInterface
 }
 
-// LeaseInterface is what the drain slot coordinator (pkg/slots) does with
-// its Leases: the slots and its leader election. Agents use none of it.
+// LeaseInterface is what the drain slot coordinator (pkg/slots
+// Coordinator) does with the slot Leases and its record of the last reboot:
+// it lists them by label, and creates and deletes them whole; it never gets,
+// watches or updates one. Its leader election does not come through here:
+// pkg/slots/election uses client-go's own coordination client. Agents use
+// none of it.
 type LeaseInterface interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
 	List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error)
-	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
-	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 

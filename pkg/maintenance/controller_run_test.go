@@ -181,7 +181,7 @@ func TestRunTakeSlotWaits(t *testing.T) {
 		t.Errorf("slot held by %q, want %q", got, testNode)
 	}
 	if waiting == nil || waiting.Phase != selfdrain.PhaseWaiting || waiting.Trigger != selfdrain.TriggerAnnotation || waiting.Reason != "kernel update" ||
-		!strings.Contains(waiting.LastError, "drain.maxConcurrentNodes") {
+		!strings.Contains(waiting.LastError, "slots.limit") {
 		t.Errorf("status while waiting = %+v", waiting)
 	}
 	if cond := h.condition(selfdrain.ConditionType); cond == nil || cond.Reason != selfdrain.ReasonWaiting {

@@ -42,7 +42,7 @@ type WaitReason interface {
 }
 
 // slotWaitMessage is a drain's lastError while it waits for its slot.
-const slotWaitMessage = "waiting for a drain slot from the coordinator (drain.maxConcurrentNodes, drain.pools)"
+const slotWaitMessage = "waiting for a drain slot from the coordinator (slots.limit, slots.pools)"
 
 // slotWait reports, while a drain waits for a slot, why it waits: every
 // slot is held by other nodes, or a slot cannot be taken at all because of
@@ -98,7 +98,7 @@ func (w *slotWait) report(ctx context.Context, cause error) {
 		return
 	}
 	e.Logger.Info("Waiting for a drain slot")
-	e.Event(corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; waiting for a drain slot (drain.maxConcurrentNodes and drain.pools bound how many nodes drain at once)")
+	e.Event(corev1.EventTypeNormal, "MaintenanceWaiting", "Maintenance requested; waiting for a drain slot (slots.limit and slots.pools bound how many nodes drain at once)")
 }
 
 // record writes phase Waiting with msg (selfdrain.Engine.RecordWait).

@@ -60,7 +60,7 @@ func TestSlotWaitNamesTheCause(t *testing.T) {
 	// The slots are merely held: the count starts again.
 	w.report(ctx, nil)
 	st = status()
-	if st.ErrorOnLeaseCount != 0 || !strings.Contains(st.LastError, "drain.maxConcurrentNodes") {
+	if st.ErrorOnLeaseCount != 0 || !strings.Contains(st.LastError, "slots.limit") {
 		t.Errorf("status after a plain wait = %s", st.Encode())
 	}
 	if ev := <-rec.Events; !strings.HasPrefix(ev, "Normal MaintenanceWaiting") {

@@ -15,7 +15,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/reboot"
 )
 
-const waitingMessage = "sentinel file /run/reboot-required exists; waiting for a drain slot (drain.maxConcurrentNodes)"
+const waitingMessage = "sentinel file /run/reboot-required exists; waiting for a drain slot (slots.limit)"
 
 // rebootNode returns a Node as the coordinator leaves it: rec in its
 // annotation (none when nil) and the condition (none when status is empty).

@@ -310,7 +310,7 @@ func decideIdle(in Input, need Need, known bool) Decision {
 	}
 	if !in.SlotHeld {
 		d.Action = ActTakeSlot
-		return set(Pending, WaitingForSlot, fmt.Sprintf("%s; waiting for a drain slot (drain.maxConcurrentNodes)%s", need.Why, passed))
+		return set(Pending, WaitingForSlot, fmt.Sprintf("%s; waiting for a drain slot (slots.limit)%s", need.Why, passed))
 	}
 	d.Action = ActStartDrain
 	return set(Draining, "", fmt.Sprintf("%s; draining the node before the reboot%s", need.Why, passed))

@@ -51,7 +51,7 @@ const (
 	// BlockedByVMs: a KubeVirt VM on the node cannot leave it by live
 	// migration, and drain.vmWithoutTarget is wait.
 	BlockedByVMs Detail = "BlockedByVMs"
-	// WaitingForSlot: every drain slot (drain.maxConcurrentNodes) is held
+	// WaitingForSlot: every drain slot (slots.limit) is held
 	// by another node. Its reason is WaitingForDrainSlot, the one the
 	// UnderMaintenance condition gives the same wait.
 	WaitingForSlot Detail = "WaitingForDrainSlot"

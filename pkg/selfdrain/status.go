@@ -72,7 +72,7 @@ type Status struct {
 	DrainProgress int      `json:"drainProgress"`
 	LastError     string   `json:"lastError,omitempty"`
 	// ErrorOnLeaseCount counts the consecutive failed attempts to take a
-	// drain slot that were errors (such as a missing drain.leaseNamespace),
+	// drain slot that were errors (such as a missing slots.namespace),
 	// not slots held by other nodes; the NodeMaintenance field of that name
 	// means the same.
 	ErrorOnLeaseCount int `json:"errorOnLeaseCount,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -60,6 +61,8 @@ type Coordinator struct {
 	log   *slog.Logger
 	queue workqueue.TypedRateLimitingInterface[string]
 	nodes cache.SharedIndexInformer
+	// synced: see Synced.
+	synced atomic.Bool
 
 	mu sync.Mutex
 	// seen holds, by node, when this coordinator first saw its current
@@ -127,6 +130,7 @@ const key = "slots"
 // LeaseResync.
 func (c *Coordinator) Run(ctx context.Context) error {
 	defer c.queue.ShutDown()
+	defer c.synced.Store(false)
 	c.nodes = kube.NodeInformer(c.o.Client, "")
 	if _, err := c.nodes.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    func(obj any, _ bool) { c.observe(obj) },
@@ -165,6 +169,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if c.o.MinRebootInterval > 0 {
 		c.readLastReboot(ctx)
 	}
+	c.synced.Store(true)
 	c.log.Info("Coordinating drain slots", "namespace", c.o.Namespace, "pools", len(c.o.Pools), "slotsHeld", len(c.leases))
 	go c.resyncLeases(ctx)
 	go func() {
@@ -176,6 +181,15 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Synced reports whether Run has read what its decisions read: every Node
+// (its informer has synced) and the slot Leases (listed once), and has
+// tried to read LastRebootLease, whose absence only loosens
+// reboot.minInterval. It decides only from then on; before, a request
+// waits unanswered. It stays true until Run returns, through a lost watch
+// or a failed relist: the coordinator then decides from what it last read,
+// as its informer serves the last state it saw.
+func (c *Coordinator) Synced() bool { return c.synced.Load() }
 
 func (c *Coordinator) processNext(ctx context.Context) bool {
 	k, quit := c.queue.Get()
@@ -261,26 +275,33 @@ func (c *Coordinator) input() Input {
 	return in
 }
 
-// Writers bounds the writes one decision makes at once. Each node's writes
-// are in order; different nodes' go in parallel, so a decision's pace is a
+// Writers bounds the writes of one kind that a decision makes at once: the
+// slots given back, the grants, the answers (grants and answers go out
+// beside each other, so up to twice Writers then). Each node's writes are
+// in order; different nodes' go in parallel, so a decision's pace is a
 // round trip per phase rather than per node (the client's rate limit still
 // applies). It is above the limits clusters commonly set (20 in make
 // scale), so that a wave of slots given back, or of grants, goes out in one
 // round trip: at 16, a wave of 20 took two.
 const Writers = 32
 
-// AnswersPerPass bounds the Queued answers one decision writes: when more
-// changed (the start of a rolling maintenance asks for many), the rest go
+// AnswersPerPass bounds the answers one decision writes (Queue, Refuse and
+// Clear together; the removal of released nodes' grants is not counted):
+// when more changed (the start of a rolling maintenance asks for many), the rest go
 // in the next pass, and a slot given back meanwhile is handed on between
 // the two rather than after every waiting node's answer.
 const AnswersPerPass = 32
 
-// reconcile decides once and writes what the decision says, in three
-// phases: slots given back (releases, revocations, repairs), then grants,
-// then the answers to nodes that wait. No grant goes out while a slot the
-// decision counts as free may still be held: when a phase-one write fails,
-// the decision ends there and is made again. It returns how long until the
-// next bound passes.
+// reconcile decides once and writes what the decision says, in two
+// phases. First the slots given back (Release, Revoke) and the grants
+// repaired (Repair); then the grants (Grant) and, beside them, the answers:
+// Queue (at most AnswersPerPass of them with Refuse and Clear; the rest go
+// in the next pass), Refuse, Clear, and the removal of released nodes'
+// grants. Different nodes' writes go out in parallel (Writers); each
+// node's own writes stay in order. No grant goes out
+// while a slot the decision counts as free may still be held: when a
+// first-phase write fails, the decision ends there and is made again. It
+// returns how long until the next bound passes.
 func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 	c.mu.Lock()
 	relist := c.relist

@@ -121,8 +121,9 @@ type Queueing struct {
 	Reason string
 }
 
-// Output is what the coordinator writes, in this order: releases,
-// revocations, repairs, grants, queueings, cleanups.
+// Output is what the coordinator writes, in two phases
+// (Coordinator.reconcile): first Release, Revoke and Repair; once all of
+// them are written, Grant, and beside it Queue, Refuse and Clear.
 type Output struct {
 	// Release: the slot's Lease answers no current request (the request
 	// was withdrawn or replaced, or the Node is gone): delete it, and the

@@ -55,7 +55,8 @@ func withoutCoordinator(t *testing.T, env *testenv.Env) {
 // agentArgs read (testenv.CoordinatorConfig): the limits are the
 // coordinator's to apply, not the agents'. It creates slots.namespace
 // when it is missing, as deploy/ would have, and waits until the
-// coordinator leads. From then on startAgent checks that every agent of env
+// coordinator leads and is ready (it has read the Nodes and slot Leases).
+// From then on startAgent checks that every agent of env
 // agrees with it. It is stopped when t ends.
 func startCoordinator(t *testing.T, env *testenv.Env, agentArgs ...string) *testenv.Coordinator {
 	t.Helper()
@@ -74,8 +75,8 @@ func startCoordinator(t *testing.T, env *testenv.Env, agentArgs ...string) *test
 		Binary: testenv.CoordinatorBinary(agentBinary), Kubeconfig: env.KubeconfigPath(), Config: cfgFile,
 	})
 	useCoordinator(t, env, c, agentArgs...)
-	c.WaitReady(t)
 	c.WaitLeading(t, coordinatorLeadTimeout)
+	c.WaitReady(t)
 	return c
 }
 

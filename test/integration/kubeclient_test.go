@@ -130,43 +130,33 @@ func TestKubeClient(t *testing.T) {
 	})
 
 	t.Run("leases", func(t *testing.T) {
+		// What the coordinator does with the slot Leases: create one whole,
+		// list them by label, delete one.
 		leases := c.CoordinationV1().Leases(ns)
-		l, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "slot"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a")}}, metav1.CreateOptions{})
-		if err != nil {
+		slot := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "slot", Labels: map[string]string{"slot": "true"}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a")}}
+		if _, err := leases.Create(ctx, slot, metav1.CreateOptions{FieldManager: "kube-client"}); err != nil {
 			t.Fatal(err)
 		}
-		l.Spec.HolderIdentity = ptr.To("b")
-		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		if _, err := leases.Create(ctx, slot, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+			t.Errorf("Create of an existing Lease = %v, want AlreadyExists", err)
+		}
+		other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "other"}}
+		if _, err := leases.Create(ctx, other, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := leases.Get(ctx, "slot", metav1.GetOptions{})
-		if err != nil || ptr.Deref(got.Spec.HolderIdentity, "") != "b" {
-			t.Fatalf("Get after Update = %v, %v; want holder b", got, err)
+		list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: "slot=true"})
+		if err != nil || len(list.Items) != 1 || list.Items[0].Name != "slot" || ptr.Deref(list.Items[0].Spec.HolderIdentity, "") != "a" {
+			t.Fatalf("List by label = %v, %v; want the Lease slot, held by a", list, err)
 		}
-		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
-			t.Errorf("Update with a stale resourceVersion = %v, want Conflict", err)
-		}
-		// A node waiting for a slot lists, then watches from the list.
-		list, err := leases.List(ctx, metav1.ListOptions{})
-		if err != nil || len(list.Items) != 1 || list.ResourceVersion == "" {
-			t.Fatalf("List = %v, %v; want the one Lease and a resourceVersion", list, err)
-		}
-		w, err := leases.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-		if err != nil {
+		if err := leases.Delete(ctx, "slot", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		defer w.Stop()
-		got.Spec.HolderIdentity = nil
-		if _, err := leases.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
+		if err := leases.Delete(ctx, "slot", metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Delete of a deleted Lease = %v, want NotFound", err)
 		}
-		select {
-		case ev := <-w.ResultChan():
-			if l, ok := ev.Object.(*coordinationv1.Lease); !ok || ev.Type != "MODIFIED" || l.Spec.HolderIdentity != nil {
-				t.Errorf("watch event %s %T, want the Lease MODIFIED with no holder", ev.Type, ev.Object)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("no watch event for the Lease's update")
+		if _, err := ref.CoordinationV1().Leases(ns).Get(ctx, "slot", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the deleted Lease: %v, want NotFound", err)
 		}
 	})
 

@@ -83,7 +83,7 @@ func TestMaintenanceStatusExplainsTheWait(t *testing.T) {
 	t.Logf("status node-2:\n%s", out)
 	for _, re := range []string{
 		`Drain slot \(maintenance\): queued by the coordinator since \S+ \(\S+ ago\), place 1 of 1 queued in the cluster`,
-		`the coordinator's answer: pool default: 1 of 1 nodes drain \(maxConcurrentNodes\); slots held by node-1 since `,
+		`the coordinator's answer: pool default: 1 of 1 nodes drain \(limit\); slots held by node-1 since `,
 		`(?m)^  node-1 +maintenance +held for [0-9][0-9smh]*, since \S+Z$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {

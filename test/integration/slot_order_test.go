@@ -44,7 +44,7 @@ func TestBackdatedRequestNeverJumpsTheQueue(t *testing.T) {
 	second := testenv.StartCoordinator(t, testenv.CoordinatorOptions{
 		Binary: testenv.CoordinatorBinary(agentBinary), Kubeconfig: env.KubeconfigPath(), Config: cfg,
 	})
-	second.WaitReady(t)
+	second.WaitInElection(t)
 	if leading, err := second.Leading(); err != nil || leading {
 		t.Fatalf("%s leads (%v) while %s does", second.Identity, err, first.Identity)
 	}

@@ -63,7 +63,8 @@ func (b *bed) startCoordinator(t *testing.T) *testenv.Coordinator {
 	}
 	c := testenv.StartCoordinator(t, testenv.CoordinatorOptions{Binary: bin, Kubeconfig: b.env.KubeconfigPath(),
 		Config: []byte(cm.Data["config.yaml"]), Identity: "host", Args: args})
-	c.WaitReady(t)
+	// In the election, not ready: the Deployment's pod may lead.
+	c.WaitInElection(t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("--- last lines of the host's coordinator log (%s) ---\n%s", c.LogPath, c.Tail(60))

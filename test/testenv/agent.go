@@ -184,13 +184,20 @@ func (c *child) Exited() (error, bool) {
 // minute.
 func (c *child) waitReady(tb testing.TB, addr string) {
 	tb.Helper()
+	c.waitProbe(tb, addr, "/readyz")
+}
+
+// waitProbe polls http://addr<path>?verbose until it answers 200, for at
+// most a minute.
+func (c *child) waitProbe(tb testing.TB, addr, path string) {
+	tb.Helper()
 	deadline := time.Now().Add(time.Minute)
 	var last string
 	for time.Now().Before(deadline) {
 		if err, exited := c.Exited(); exited {
 			tb.Fatalf("%s exited before it was ready: %v\n%s", c.name, err, c.Tail(40))
 		}
-		resp, err := http.Get("http://" + addr + "/readyz?verbose")
+		resp, err := http.Get("http://" + addr + path + "?verbose")
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -203,7 +210,7 @@ func (c *child) waitReady(tb testing.TB, addr string) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	tb.Fatalf("%s not ready after a minute; last /readyz: %s\n%s", c.name, last, c.Tail(40))
+	tb.Fatalf("%s not ready after a minute; last %s: %s\n%s", c.name, path, last, c.Tail(40))
 }
 
 // Stop sends SIGTERM and returns the exit error; it kills the program and

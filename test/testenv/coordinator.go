@@ -144,11 +144,21 @@ func (c *Coordinator) terminate(grace time.Duration) {
 	}
 }
 
-// WaitReady polls /readyz until it answers 200, for at most a minute. The
-// coordinator is ready once it serves; whether it leads is Leading's.
+// WaitReady polls /readyz until it answers 200, for at most a minute: the
+// coordinator leads and has read the Nodes and slot Leases, so it answers
+// requests. A replica that stands by never is; WaitInElection waits for
+// one.
 func (c *Coordinator) WaitReady(tb testing.TB) {
 	tb.Helper()
 	c.waitReady(tb, c.HealthAddr)
+}
+
+// WaitInElection polls /readyz/election until it answers 200, for at most
+// a minute: the coordinator has read or written the election Lease, as a
+// leader or a standby (what the Deployment's readiness probe asks).
+func (c *Coordinator) WaitInElection(tb testing.TB) {
+	tb.Helper()
+	c.waitProbe(tb, c.HealthAddr, "/readyz/election")
 }
 
 // Leading reports whether this replica leads

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,8 +32,17 @@ type Options struct {
 	// takes 15s, 10s and 2s, the values of kube-controller-manager.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	Logger                                    *slog.Logger
-	// OnLeading is told whether this replica leads.
+	// OnLeading is told whether this replica leads: true before lead
+	// starts, false once the lead is lost or given up (and after a
+	// campaign that ends without leading).
 	OnLeading func(bool)
+	// OnLeader is told the holder of the election Lease each time a read
+	// or write of it shows a new one: this replica's own identity too, and
+	// "" once a leader has given the Lease up. Either way this replica has
+	// reached the apiserver with its rights on that Lease. client-go calls
+	// it on a goroutine of its own, so two quick changes may arrive out of
+	// order.
+	OnLeader func(identity string)
 }
 
 // Run campaigns for the lead until ctx ends, and runs lead while it leads.
@@ -66,13 +76,26 @@ func Run(ctx context.Context, o Options, lead func(context.Context) error) error
 		// leading without deciding would hold every slot still.
 		term, endTerm := context.WithCancel(ctx)
 		leadErr := make(chan error, 1)
+		// client-go starts OnStartedLeading on a goroutine and does not
+		// wait for it: it may run after le.Run has returned. Under
+		// termMu, either it starts lead before the term is over, or it
+		// never does, so that after the term no lead starts behind the
+		// next campaign's back.
+		var termMu sync.Mutex
+		termOver := false
 		started := make(chan struct{})
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock: lock, Name: o.Name, ReleaseOnCancel: true,
 			LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
+					termMu.Lock()
+					if termOver {
+						termMu.Unlock()
+						return
+					}
 					close(started)
+					termMu.Unlock()
 					o.Logger.Info("Leading: deciding the drain slots", "identity", o.Identity)
 					if o.OnLeading != nil {
 						o.OnLeading(true)
@@ -90,6 +113,9 @@ func Run(ctx context.Context, o Options, lead func(context.Context) error) error
 					if id != o.Identity {
 						o.Logger.Info("Another replica leads", "leader", id)
 					}
+					if o.OnLeader != nil {
+						o.OnLeader(id)
+					}
 				},
 			},
 		})
@@ -99,6 +125,9 @@ func Run(ctx context.Context, o Options, lead func(context.Context) error) error
 		}
 		le.Run(term)
 		endTerm()
+		termMu.Lock()
+		termOver = true
+		termMu.Unlock()
 		select {
 		case <-started:
 		default:
@@ -106,7 +135,13 @@ func Run(ctx context.Context, o Options, lead func(context.Context) error) error
 		}
 		// Never two leads at once in one process: the last one has
 		// stopped writing before the next campaign.
-		if err := <-leadErr; err != nil && ctx.Err() == nil {
+		err = <-leadErr
+		// Said again now that lead has returned: a term that ends as it
+		// begins can report leading after OnStoppedLeading.
+		if o.OnLeading != nil {
+			o.OnLeading(false)
+		}
+		if err != nil && ctx.Err() == nil {
 			o.Logger.Error("The coordinator stopped while leading; campaigning again", "err", err)
 			select {
 			case <-ctx.Done():
