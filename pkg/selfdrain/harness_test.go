@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/node-agent/node-agent/pkg/agent/agenttest"
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 )
@@ -133,17 +132,6 @@ func (h *harness) node() *corev1.Node {
 	return n
 }
 
-// trackedNode is the Node as the fake apiserver holds it, read without the
-// clientset, so that a reactor may call it.
-func (h *harness) trackedNode() *corev1.Node {
-	h.t.Helper()
-	o, err := h.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", testNode)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return o.(*corev1.Node).DeepCopy()
-}
-
 func (h *harness) condition(typ corev1.NodeConditionType) *corev1.NodeCondition {
 	for _, c := range h.node().Status.Conditions {
 		if c.Type == typ {
@@ -162,78 +150,11 @@ func testPod(name string) *corev1.Pod {
 	}
 }
 
-// nodeView is the controller's view of the Node in the fake clientset.
-// hold makes it show one copy instead, as an informer's cache that is
-// behind the apiserver does.
-type nodeView struct {
-	agenttest.NodeView
-	t *testing.T
-
-	mu   sync.Mutex
-	held *corev1.Node
-	// after runs once, after the next Get took its copy and before it
-	// returns it: what the informer does meanwhile.
-	after func()
-}
-
-// Get implements agent.NodeView: the copy held, or the Node as it is.
-func (v *nodeView) Get() (*corev1.Node, error) {
-	v.mu.Lock()
-	held, after := v.held, v.after
-	v.after = nil
-	v.mu.Unlock()
-	if after != nil {
-		defer after()
-	}
-	if held != nil {
-		return held.DeepCopy(), nil
-	}
-	return v.NodeView.Get()
-}
-
-// afterNextGet runs f once, after the next Get took its copy.
-func (v *nodeView) afterNextGet(f func()) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.after = f
-}
-
-// hold makes the view show n until hold(nil).
-func (v *nodeView) hold(n *corev1.Node) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.held = n
-}
-
-// touch tells the controller that the Node changed.
-func (v *nodeView) touch() {
-	if err := v.Touch(); err != nil {
-		v.t.Error(err)
-	}
-}
-
 // patchNode applies a merge patch to the Node.
 func (h *harness) patchNode(patch string) {
 	h.t.Helper()
 	if _, err := h.client.CoreV1().Nodes().Patch(context.Background(), testNode, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		h.t.Fatal(err)
-	}
-}
-
-// waitFor steps the fake clock a second at a time until ok holds. The
-// limit is only there to turn a hang into a failure.
-func (h *harness) waitFor(what string, ok func() bool) {
-	h.t.Helper()
-	limit := time.After(30 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !ok() {
-		select {
-		case <-limit:
-			h.t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-			h.clock.Step(time.Second)
-		}
 	}
 }
 
