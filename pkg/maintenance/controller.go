@@ -22,7 +22,7 @@ import (
 // Controller turns maintenance requests for the agent's own Node into
 // drains. Three kinds of request exist: the node-agent.io/maintenance
 // annotation, NodeMaintenance objects that name the node (when
-// NodeMaintenance is set), and the reboot coordinator's drain request (when
+// NodeMaintenance is set), and the reboot controller's drain request (when
 // RebootDrain is set). The node is in maintenance while any of them asks for
 // it; one drain serves them all, and it ends only when none asks any longer.
 // What the drain did is recorded on the Node, so a restarted agent resumes
@@ -36,7 +36,7 @@ type Controller struct {
 	gates *Gates
 	// nodeMaintenance, when not nil, serves NodeMaintenance objects.
 	nodeMaintenance *NodeMaintenanceSource
-	// rebootDrain, when not nil, reads the reboot coordinator's request.
+	// rebootDrain, when not nil, reads the reboot controller's request.
 	rebootDrain func(*corev1.Node) string
 	metrics     *selfdrain.Metrics
 	node        string
@@ -73,15 +73,15 @@ type ControllerOptions struct {
 	Engine *selfdrain.Engine
 	// Slots is the node's drain slots: a maintenance drain asks for one of
 	// its own (slots.PurposeMaintenance); a reboot's drain follows the
-	// reboot coordinator's (slots.PurposeReboot).
+	// reboot controller's (slots.PurposeReboot).
 	Slots Slots
 	// Gates, when not nil, hold a maintenance drain before it asks for
-	// its slot. A reboot's drain passed the reboot coordinator's own
+	// its slot. A reboot's drain passed the reboot controller's own
 	// blockers before it was asked for.
 	Gates *Gates
 	// NodeMaintenance, when not nil, serves NodeMaintenance objects.
 	NodeMaintenance *NodeMaintenanceSource
-	// RebootDrain, when not nil, says whether the reboot coordinator asks
+	// RebootDrain, when not nil, says whether the reboot controller asks
 	// for a drain of node, with the reason ("" when it does not). The
 	// coordinator keeps that request on the Node, so it survives the
 	// reboot; DrainRequest reads it there.
@@ -384,7 +384,7 @@ func (r *maintenanceRun) drainInSlot() error {
 // the same (Slots.Await): the record that asks for the drain outlives the
 // slot, which node-agent-coordinator takes back from an agent silent for
 // longer than slots.heartbeatBound, and a restarted agent resumed the
-// drain and evicted before the reboot coordinator had its slot again.
+// drain and evicted before the reboot controller had its slot again.
 func (r *maintenanceRun) takeSlot() (slots.Slot, error) {
 	onWait := waitReporter(r.ctx, r.c.engine, r.trigger, r.reason)
 	if r.trigger == selfdrain.TriggerReboot {

@@ -31,11 +31,11 @@ func TestDecide(t *testing.T) {
 	timedOut := &selfdrain.Status{Phase: selfdrain.PhaseFailed, Trigger: selfdrain.TriggerAnnotation, Reason: "kernel", StartTime: &t0}
 	timedOutUndone := &selfdrain.Status{Phase: selfdrain.PhaseFailed, Trigger: selfdrain.TriggerAnnotation, Reason: "kernel", StartTime: &t0, UndoneAt: &t0}
 	objectTimedOut := &selfdrain.Status{Phase: selfdrain.PhaseFailed, Trigger: selfdrain.TriggerNodeMaintenance, Reason: "NIC replacement", StartTime: &t0}
-	rebootTimedOut := &selfdrain.Status{Phase: selfdrain.PhaseFailed, Trigger: selfdrain.TriggerReboot, Reason: "reboot coordinator: needed", StartTime: &t0}
+	rebootTimedOut := &selfdrain.Status{Phase: selfdrain.PhaseFailed, Trigger: selfdrain.TriggerReboot, Reason: "reboot controller: needed", StartTime: &t0}
 	shutdownFailed := &selfdrain.Status{Phase: selfdrain.PhaseFailed, Trigger: selfdrain.TriggerShutdown, StartTime: &t0}
-	rebootDrained := &selfdrain.Status{Phase: selfdrain.PhaseSucceeded, Trigger: selfdrain.TriggerReboot, Reason: "reboot coordinator: kernel", StartTime: &t0}
-	rebootRunning := &selfdrain.Status{Phase: selfdrain.PhaseRunning, Trigger: selfdrain.TriggerReboot, Reason: "reboot coordinator: kernel", StartTime: &t0}
-	rebootWaiting := &selfdrain.Status{Phase: selfdrain.PhaseWaiting, Trigger: selfdrain.TriggerReboot, Reason: "reboot coordinator: kernel", StartTime: &t0}
+	rebootDrained := &selfdrain.Status{Phase: selfdrain.PhaseSucceeded, Trigger: selfdrain.TriggerReboot, Reason: "reboot controller: kernel", StartTime: &t0}
+	rebootRunning := &selfdrain.Status{Phase: selfdrain.PhaseRunning, Trigger: selfdrain.TriggerReboot, Reason: "reboot controller: kernel", StartTime: &t0}
+	rebootWaiting := &selfdrain.Status{Phase: selfdrain.PhaseWaiting, Trigger: selfdrain.TriggerReboot, Reason: "reboot controller: kernel", StartTime: &t0}
 	objectRunning := &selfdrain.Status{Phase: selfdrain.PhaseRunning, Trigger: selfdrain.TriggerNodeMaintenance, Reason: "NIC replacement", StartTime: &t0}
 	object := nmObject("nodemaintenance.medik8s.io", "nm", t0.Time)
 	unreadable := errors.New("not valid status JSON")
@@ -72,16 +72,16 @@ func TestDecide(t *testing.T) {
 		{name: "timed out, asked with another reason", req: Requests{Annotation: "kernel 6.12"}, st: timedOut, want: StartDrain, wantTrigger: selfdrain.TriggerAnnotation, wantReason: "kernel 6.12"},
 		{name: "timed out, now asked by an object", req: Requests{Object: object}, st: timedOut, want: StartDrain, wantTrigger: selfdrain.TriggerNodeMaintenance},
 		{name: "object timed out, the same object stays", req: Requests{Object: object}, st: objectTimedOut, want: Keep},
-		{name: "reboot timed out while the coordinator's message changes", req: Requests{Reboot: "reboot coordinator: draining"}, st: rebootTimedOut, want: Keep},
+		{name: "reboot timed out while the coordinator's message changes", req: Requests{Reboot: "reboot controller: draining"}, st: rebootTimedOut, want: Keep},
 		{name: "timed out, no longer asked", st: timedOut, want: End},
 		{name: "timed out, uncordon: undo", req: Requests{Annotation: "kernel"}, st: timedOut, uncordon: true, want: UndoAfterTimeout},
 		{name: "timed out, uncordon, already undone", req: Requests{Annotation: "kernel"}, st: timedOutUndone, uncordon: true, want: Keep},
 		{name: "timed out, uncordon, asked with another reason", req: Requests{Annotation: "kernel 6.12"}, st: timedOutUndone, uncordon: true, want: StartDrain, wantTrigger: selfdrain.TriggerAnnotation},
-		{name: "reboot timed out, uncordon: left to the reboot coordinator", req: Requests{Reboot: "reboot coordinator: draining"}, st: rebootTimedOut, uncordon: true, want: Keep},
+		{name: "reboot timed out, uncordon: left to the reboot controller", req: Requests{Reboot: "reboot controller: draining"}, st: rebootTimedOut, uncordon: true, want: Keep},
 		{name: "asked, host back from a shutdown drain that failed", req: Requests{Annotation: "kernel"}, st: shutdownFailed, want: StartDrain, wantTrigger: selfdrain.TriggerAnnotation},
-		{name: "a restarted agent resumes a reboot's drain as the reboot's, the annotation added since", req: Requests{Reboot: "reboot coordinator: draining", Annotation: "kernel"}, st: rebootRunning, want: StartDrain, wantTrigger: selfdrain.TriggerReboot, wantReason: "reboot coordinator: draining"},
+		{name: "a restarted agent resumes a reboot's drain as the reboot's, the annotation added since", req: Requests{Reboot: "reboot controller: draining", Annotation: "kernel"}, st: rebootRunning, want: StartDrain, wantTrigger: selfdrain.TriggerReboot, wantReason: "reboot controller: draining"},
 		{name: "a restarted agent resumes an object's drain as the object's", req: Requests{Annotation: "kernel", Object: object}, st: objectRunning, want: StartDrain, wantTrigger: selfdrain.TriggerNodeMaintenance, wantReason: "NIC replacement"},
-		{name: "reboot drained, the reboot still asks", req: Requests{Reboot: "reboot coordinator: rebooting", Annotation: "kernel"}, st: rebootDrained, want: Keep},
+		{name: "reboot drained, the reboot still asks", req: Requests{Reboot: "reboot controller: rebooting", Annotation: "kernel"}, st: rebootDrained, want: Keep},
 		{name: "reboot done, the annotation keeps the node", req: Requests{Annotation: "kernel"}, st: rebootDrained, want: HandOver},
 		{name: "reboot done, an object keeps the node", req: Requests{Object: object}, st: rebootDrained, want: HandOver},
 		{name: "reboot done, nothing keeps the node", st: rebootDrained, want: End},
@@ -409,7 +409,7 @@ func TestRunDrainsAndGivesUpItsPlace(t *testing.T) {
 	}
 }
 
-// A reboot's drain takes no slot of its own: the reboot coordinator holds
+// A reboot's drain takes no slot of its own: the reboot controller holds
 // one, as the same node, and a second hold would give it back at the end of
 // the drain while the host still has to reboot. It waits for the
 // coordinator's all the same, and leaves it held.
@@ -422,7 +422,7 @@ func TestRunRebootWaitsForTheCoordinatorsSlot(t *testing.T) {
 	var slot slots.Slot
 	var err error
 	h.run(func() {
-		slot, err = c.newRun(context.Background(), selfdrain.TriggerReboot, "reboot coordinator").takeSlot()
+		slot, err = c.newRun(context.Background(), selfdrain.TriggerReboot, "reboot controller").takeSlot()
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -450,7 +450,7 @@ func TestControllerResumesARebootDrainOnlyInTheCoordinatorsSlot(t *testing.T) {
 		return nil
 	})
 	ctx := context.Background()
-	const asks = "reboot coordinator: draining"
+	const asks = "reboot controller: draining"
 	if _, err := h.engine.Begin(ctx, selfdrain.Request{Trigger: selfdrain.TriggerReboot, Reason: asks}); err != nil {
 		t.Fatal(err)
 	}
@@ -485,14 +485,14 @@ func TestControllerResumesARebootDrainOnlyInTheCoordinatorsSlot(t *testing.T) {
 	}
 }
 
-// The reboot coordinator's request starts a drain with trigger reboot, and
+// The reboot controller's request starts a drain with trigger reboot, and
 // its withdrawal ends the maintenance.
 func TestRebootDrainRequest(t *testing.T) {
-	r := Requests{Reboot: "reboot coordinator: kernel"}
+	r := Requests{Reboot: "reboot controller: kernel"}
 	if !r.wanted() {
 		t.Fatal("a reboot request is not wanted")
 	}
-	if tr, reason := r.trigger(); tr != selfdrain.TriggerReboot || reason != "reboot coordinator: kernel" {
+	if tr, reason := r.trigger(); tr != selfdrain.TriggerReboot || reason != "reboot controller: kernel" {
 		t.Errorf("trigger = %s %q", tr, reason)
 	}
 	r.Annotation = "NIC"

@@ -77,7 +77,7 @@ func TestControllerEndsAnOrphanedMaintenance(t *testing.T) {
 	}
 }
 
-// A node the reboot coordinator drained, and that the annotation keeps in
+// A node the reboot controller drained, and that the annotation keeps in
 // maintenance after the reboot, is handed over to the annotation once the
 // coordinator no longer asks: the record names the annotation, so that the
 // coordinator sees its own maintenance over and gives its slot back (it
@@ -85,13 +85,13 @@ func TestControllerEndsAnOrphanedMaintenance(t *testing.T) {
 // the node stays cordoned until the annotation goes.
 func TestControllerHandsARebootsDrainOver(t *testing.T) {
 	h := newHarness(t)
-	st, err := h.engine.Begin(context.Background(), selfdrain.Request{Trigger: selfdrain.TriggerReboot, Reason: "reboot coordinator: kernel"})
+	st, err := h.engine.Begin(context.Background(), selfdrain.Request{Trigger: selfdrain.TriggerReboot, Reason: "reboot controller: kernel"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	st.Phase = selfdrain.PhaseSucceeded
 	h.patchNode(fmt.Sprintf(`{"metadata":{"annotations":{"node-agent.io/maintenance":"NIC",%q:%q}}}`, selfdrain.StatusAnnotation, st.Encode()))
-	rebootAsks := "reboot coordinator: rebooting"
+	rebootAsks := "reboot controller: rebooting"
 	c := NewController(ControllerOptions{Engine: h.engine, Slots: harnessSlots{h.slots, h.rebootSlot}, RebootDrain: func(*corev1.Node) string { return rebootAsks }})
 	_, v := h.controller()
 	reconcile := func() {
@@ -125,7 +125,7 @@ func TestControllerHandsARebootsDrainOver(t *testing.T) {
 	}
 }
 
-// A reboot's drain under way that the reboot coordinator no longer asks for
+// A reboot's drain under way that the reboot controller no longer asks for
 // (the reboot was called off), while the annotation keeps the node in
 // maintenance, is handed over: the reboot's run stops, the record names the
 // annotation and says the drain waits for a slot of its own, so that the
@@ -147,7 +147,7 @@ func TestControllerHandsARunningRebootDrainOver(t *testing.T) {
 		}
 		return nil
 	})
-	rebootAsks := "reboot coordinator: kernel"
+	rebootAsks := "reboot controller: kernel"
 	c := NewController(ControllerOptions{Engine: h.engine, Slots: harnessSlots{h.slots, h.rebootSlot}, RebootDrain: func(*corev1.Node) string { return rebootAsks }})
 	_, v := h.controller()
 	ctx := context.Background()
@@ -471,7 +471,7 @@ func TestControllerRetriesAFailedUndo(t *testing.T) {
 // A drain that succeeded is not started again by the reconcile its run asks
 // for, while the cache still shows it Running: it would take another slot
 // and write Running over Succeeded (the flake of pkg/maintenance's
-// TestHandshakeRebootThroughDrainAndShutdown, where the reboot coordinator
+// TestHandshakeRebootThroughDrainAndShutdown, where the reboot controller
 // already rebooted the drained node). Two interleavings:
 //   - "cache behind": the cache stops at the Node as it was when the
 //     eviction was asked for (Running), until the test lets it catch up;

@@ -12,13 +12,13 @@ import "github.com/node-agent/node-agent/pkg/selfdrain"
 type Requests struct {
 	Annotation string           // the maintenance annotation's reason, or ""
 	Object     *NodeMaintenance // the NodeMaintenance object served, or nil
-	Reboot     string           // the reboot coordinator's reason, or ""
+	Reboot     string           // the reboot controller's reason, or ""
 }
 
 func (r Requests) wanted() bool { return r.Annotation != "" || r.Object != nil || r.Reboot != "" }
 
 // answeredBy reports whether the maintenance recorded in st was started for
-// r: the same trigger and reason. The reboot coordinator's reason is its
+// r: the same trigger and reason. The reboot controller's reason is its
 // latest message, which changes while the request stays, so for it the
 // trigger alone counts.
 func (r Requests) answeredBy(st *selfdrain.Status) bool {
@@ -28,7 +28,7 @@ func (r Requests) answeredBy(st *selfdrain.Status) bool {
 
 // trigger and reason of a drain started for r: the annotation wins, only
 // because it was the agent's first API, then a NodeMaintenance object, then
-// the reboot coordinator's request; either way one drain serves them all.
+// the reboot controller's request; either way one drain serves them all.
 func (r Requests) trigger() (selfdrain.Trigger, string) {
 	switch {
 	case r.Annotation != "":
@@ -63,7 +63,7 @@ func endReason(t selfdrain.Trigger) string {
 	case selfdrain.TriggerShutdown:
 		return "node is back after the shutdown drain"
 	case selfdrain.TriggerReboot:
-		return "the reboot coordinator is done with the node"
+		return "the reboot controller is done with the node"
 	}
 	return "maintenance annotation removed"
 }
@@ -109,7 +109,7 @@ const (
 	// UndoAfterTimeout undoes what the agent did after a drain that timed
 	// out (drain.onTimeout uncordon); the maintenance stays requested.
 	UndoAfterTimeout
-	// HandOver gives the reboot coordinator's maintenance, which it no
+	// HandOver gives the reboot controller's maintenance, which it no
 	// longer asks for, to the request that keeps the node in maintenance
 	// (Decision.Trigger and Reason); StopRunning says the reboot's run is
 	// stopped first.
@@ -145,7 +145,7 @@ func Decide(in Input) Decision {
 		// The shutdown guard owns the engine until the host goes down or
 		// the shutdown is cancelled.
 	case req.wanted() && req.Reboot == "" && perr == nil && st.Active() && st.Trigger == selfdrain.TriggerReboot:
-		// The reboot coordinator no longer asks for its drain (the host
+		// The reboot controller no longer asks for its drain (the host
 		// is back, the reboot was called off or given up), but another
 		// request keeps the node: it takes the reboot's maintenance over,
 		// whatever its phase. Left to the reboot, the record keeps the
@@ -196,7 +196,7 @@ func decideStart(in Input) Decision {
 		// A drain the record shows under way resumes as what it was while
 		// that still asks: a reboot's drain resumed as the annotation's
 		// would wait for a maintenance slot behind the reboot's own, while
-		// the reboot coordinator waits for its drain (test/property, P8).
+		// the reboot controller waits for its drain (test/property, P8).
 		if asked, ok := req.reasonFor(st.Trigger); ok {
 			trigger, reason = st.Trigger, asked
 		}

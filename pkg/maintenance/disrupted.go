@@ -14,7 +14,7 @@ import (
 // (silence.Keeper): selfdrain's record of a maintenance in force past its
 // wait for a slot (Running, Succeeded, or Failed and not undone: a drain
 // that timed out and was undone by drain.onTimeout uncordon leaves the node
-// schedulable, and its alerts count again), or the reboot coordinator's
+// schedulable, and its alerts count again), or the reboot controller's
 // record Draining or Rebooting. why says which,
 // for the silence's comment. A record that cannot be read counts as not
 // disrupted: a silence is never made on a guess.

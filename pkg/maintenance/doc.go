@@ -5,7 +5,7 @@
 //
 //   - Requests, from every trigger: the node-agent.io/maintenance
 //     annotation, NodeMaintenance objects that name the node
-//     (NodeMaintenanceSource), the reboot coordinator's drain request (its
+//     (NodeMaintenanceSource), the reboot controller's drain request (its
 //     record on the Node, DrainRequest), and the host's shutdown
 //     (DrainForShutdown, which takes the engine for as long as it lasts).
 //     The calls behind `node-agent maintenance` that write a request are
@@ -18,10 +18,10 @@
 //     (GateBound).
 //   - The slot: a drain waits for a cluster-wide drain slot (Slots,
 //     the Node says why it waits meanwhile) and ends when the slot is taken
-//     back; a reboot's drain follows the slot the reboot coordinator holds.
+//     back; a reboot's drain follows the slot the reboot controller holds.
 //   - Timeout and undo: what follows drain.timeout (timeout.go) and the end
 //     of a maintenance, which undoes only what the agent did.
-//   - The hand-offs between the reboot coordinator (pkg/reboot), the drain
+//   - The hand-offs between the reboot controller (pkg/reboot), the drain
 //     engine (pkg/selfdrain) and the shutdown guard (pkg/shutdown): none of
 //     those imports another or this package (TestSidesDoNotImportEachOther);
 //     this package supplies each the functions it takes (Maintenance,

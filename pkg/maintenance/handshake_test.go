@@ -169,7 +169,7 @@ type slot struct {
 	changed chan struct{}
 }
 
-// Acquire takes the slot for the reboot coordinator. No maintenance drain
+// Acquire takes the slot for the reboot controller. No maintenance drain
 // gets one: this test asks for none (a reboot's drain runs in the
 // coordinator's slot).
 func (s *slot) Acquire(ctx context.Context, purpose slots.Purpose, _ func(error)) (slots.Slot, error) {

@@ -41,7 +41,7 @@ type harness struct {
 	recorder *record.FakeRecorder
 	engine   *selfdrain.Engine
 	slots    *fakeSlots
-	// rebootSlot is the reboot coordinator's slot, which a reboot's drain
+	// rebootSlot is the reboot controller's slot, which a reboot's drain
 	// follows: held when its holder is testNode.
 	rebootSlot *fakeSlots
 
@@ -51,7 +51,7 @@ type harness struct {
 
 // fakeSlots is one drain slot. Another node may hold it (hold);
 // a waiting Acquire reports the wait, calls onWaitHook, and takes the slot
-// once free. One that follows (the reboot coordinator's slot) takes
+// once free. One that follows (the reboot controller's slot) takes
 // nothing: its Acquire waits until the slot is held by testNode, and its
 // Release leaves it held.
 type fakeSlots struct {
@@ -132,7 +132,7 @@ func (s fakeSlot) KeepAcrossReboot(context.Context, time.Duration) error {
 }
 
 // harnessSlots is the node's Slots: a maintenance drain takes the
-// harness's slot, a reboot's drain follows the reboot coordinator's.
+// harness's slot, a reboot's drain follows the reboot controller's.
 type harnessSlots struct{ maintenance, reboot *fakeSlots }
 
 func (s harnessSlots) Acquire(ctx context.Context, purpose slots.Purpose, onWait func(error)) (slots.Slot, error) {
@@ -165,7 +165,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 		clock:    clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 		recorder: record.NewFakeRecorder(1000),
 		slots:    newFakeSlots(),
-		// The reboot coordinator holds its slot unless a test says not.
+		// The reboot controller holds its slot unless a test says not.
 		rebootSlot: newFollowedSlot(),
 	}
 	h.rebootSlot.hold(testNode)

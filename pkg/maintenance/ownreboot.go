@@ -29,7 +29,7 @@ type OwnReboot struct {
 
 // OwnRebootMessage is the shutdown guard's result for the coordinator's own
 // reboot, for its log.
-const OwnRebootMessage = "the reboot coordinator drained the node before it asked for this reboot"
+const OwnRebootMessage = "the reboot controller drained the node before it asked for this reboot"
 
 // Rebooter is r with the mark set while r asks, and kept when it succeeds.
 func (o *OwnReboot) Rebooter(r reboot.Rebooter) reboot.Rebooter {

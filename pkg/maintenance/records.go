@@ -9,9 +9,9 @@ import (
 
 // DrainRequestPrefix starts the reason of a drain the coordinator asks for,
 // as selfdrain records it in its status and Events.
-const DrainRequestPrefix = "reboot coordinator: "
+const DrainRequestPrefix = "reboot controller: "
 
-// DrainRequest says whether the reboot coordinator asks for the drain of
+// DrainRequest says whether the reboot controller asks for the drain of
 // node, with the reason; "" when it does not
 // (ControllerOptions.RebootDrain). A record that cannot be read
 // asks for nothing: the coordinator itself does nothing on it until an admin
@@ -24,7 +24,7 @@ func DrainRequest(node *corev1.Node) string {
 	return DrainRequestPrefix + rec.Message
 }
 
-// Maintenance reads selfdrain's record on node for the reboot coordinator
+// Maintenance reads selfdrain's record on node for the reboot controller
 // (reboot.ControllerOptions.Maintenance). A maintenance whose trigger is not the
 // reboot's (the annotation, a NodeMaintenance object, a shutdown) is Other,
 // and so is the maintenance annotation set to a value the agent accepts

@@ -30,10 +30,10 @@ func TestDrainRequest(t *testing.T) {
 		{name: "waiting for a slot asks for nothing", annotations: map[string]string{reboot.RecordAnnotation: rebootRecord(reboot.Record{State: reboot.Pending, Reason: "WaitingForSlot", Phase: reboot.PhaseWaitingForSlot})}, want: ""},
 		{name: "draining asks, with the coordinator's message", annotations: map[string]string{reboot.RecordAnnotation: rebootRecord(reboot.Record{
 			State: reboot.Draining, Reason: "Draining", Phase: reboot.PhaseDraining, Drain: true, Message: "sentinel file /run/reboot-required exists; draining the node before the reboot"})},
-			want: "reboot coordinator: sentinel file /run/reboot-required exists; draining the node before the reboot"},
+			want: "reboot controller: sentinel file /run/reboot-required exists; draining the node before the reboot"},
 		{name: "rebooting still asks", annotations: map[string]string{reboot.RecordAnnotation: rebootRecord(reboot.Record{
 			State: reboot.Rebooting, Reason: "Rebooting", Phase: reboot.PhaseRebootRequested, Drain: true, Message: "waiting for the host to reboot"})},
-			want: "reboot coordinator: waiting for the host to reboot"},
+			want: "reboot controller: waiting for the host to reboot"},
 		{name: "back and undone asks no longer", annotations: map[string]string{reboot.RecordAnnotation: rebootRecord(reboot.Record{State: reboot.Rebooting, Reason: "Rebooting", Phase: reboot.PhaseBack})}, want: ""},
 		{name: "a malformed record asks for nothing", annotations: map[string]string{reboot.RecordAnnotation: `{"state":"Draining","drain":true,"phase":"Sideways"}`}, want: ""},
 		{name: "the maintenance annotation is not the coordinator's", annotations: map[string]string{selfdrain.MaintenanceAnnotation: "kernel"}, want: ""},

@@ -21,7 +21,7 @@ type Slots interface {
 	// coordinator answers.
 	Acquire(ctx context.Context, purpose slots.Purpose, onWait func(error)) (slots.Slot, error)
 	// Await blocks until another caller of this node holds a slot for
-	// purpose (the reboot coordinator, for its drain), and follows it.
+	// purpose (the reboot controller, for its drain), and follows it.
 	Await(ctx context.Context, purpose slots.Purpose, onWait func(error)) (slots.Slot, error)
 }
 

@@ -16,7 +16,7 @@ func afterTimeout(onTimeout string, trigger selfdrain.Trigger) string {
 	const again = "it is not drained again until the maintenance is requested anew (another reason, or ended and requested again)."
 	switch {
 	case trigger == selfdrain.TriggerReboot:
-		return "The reboot coordinator, which holds the drain slot, decides what follows."
+		return "The reboot controller, which holds the drain slot, decides what follows."
 	case undoesOnTimeout(onTimeout, trigger):
 		return "Its drain slot goes to the next node. The agent undoes its cordon and drain taint (drain.onTimeout uncordon); the maintenance stays requested and Failed, and " + again
 	}
@@ -25,7 +25,7 @@ func afterTimeout(onTimeout string, trigger selfdrain.Trigger) string {
 
 // undoesOnTimeout reports whether a drain of trigger that timed out is
 // undone while its maintenance stays requested: drain.onTimeout uncordon,
-// except for a reboot's drain, which the reboot coordinator undoes by
+// except for a reboot's drain, which the reboot controller undoes by
 // withdrawing its request.
 func undoesOnTimeout(onTimeout string, trigger selfdrain.Trigger) bool {
 	return onTimeout == config.OnTimeoutUncordon && trigger != selfdrain.TriggerReboot

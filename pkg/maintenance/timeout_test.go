@@ -9,7 +9,7 @@ import (
 )
 
 // What follows a timeout, per trigger and drain.onTimeout: the reboot's
-// drain is the reboot coordinator's to end; the others give their slot to
+// drain is the reboot controller's to end; the others give their slot to
 // the next node and stay cordoned or are undone.
 func TestAfterTimeout(t *testing.T) {
 	tests := []struct {
@@ -21,8 +21,8 @@ func TestAfterTimeout(t *testing.T) {
 		{config.OnTimeoutKeepCordoned, selfdrain.TriggerAnnotation, false, "stays cordoned and tainted"},
 		{config.OnTimeoutUncordon, selfdrain.TriggerAnnotation, true, "undoes its cordon"},
 		{config.OnTimeoutUncordon, selfdrain.TriggerNodeMaintenance, true, "drain slot goes to the next node"},
-		{config.OnTimeoutUncordon, selfdrain.TriggerReboot, false, "reboot coordinator, which holds the drain slot, decides"},
-		{config.OnTimeoutKeepCordoned, selfdrain.TriggerReboot, false, "reboot coordinator, which holds the drain slot, decides"},
+		{config.OnTimeoutUncordon, selfdrain.TriggerReboot, false, "reboot controller, which holds the drain slot, decides"},
+		{config.OnTimeoutKeepCordoned, selfdrain.TriggerReboot, false, "reboot controller, which holds the drain slot, decides"},
 	}
 	for _, tt := range tests {
 		if got := undoesOnTimeout(tt.onTimeout, tt.trigger); got != tt.undo {

@@ -19,7 +19,7 @@ import (
 )
 
 // VMGate is the check of the VMs on the node before a maintenance takes
-// its slot, and a blocker of the reboot coordinator before its drain
+// its slot, and a blocker of the reboot controller before its drain
 // (drain.vmWithoutTarget): each VM that cannot leave the node by
 // live migration (vmdrain.Way.Held) holds the maintenance in Wait mode,
 // named with why; in Proceed mode none holds, and Warn names them once.

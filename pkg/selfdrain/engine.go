@@ -39,7 +39,7 @@ const (
 )
 
 // Engine drains the agent's own Node. It is shared by every trigger (the
-// annotation, NodeMaintenance objects, the reboot coordinator and the
+// annotation, NodeMaintenance objects, the reboot controller and the
 // shutdown); one drain runs at a time.
 type Engine struct {
 	EngineOptions
@@ -411,8 +411,8 @@ func (e *Engine) HandOver(ctx context.Context, from, trigger Trigger, reason, wa
 	if err := e.SetCondition(ctx, cond, msg, now); err != nil {
 		e.Logger.Warn("Could not set the node condition; the status annotation is set", "err", err)
 	}
-	e.Event(corev1.EventTypeNormal, "MaintenanceHandedOver", "The reboot coordinator no longer asks for the drain (%s); %s goes on for %s: %s", prev.Phase, what, trigger, reason)
-	e.Logger.Info("Maintenance handed over from the reboot coordinator", "phase", prev.Phase, "trigger", trigger, "reason", reason)
+	e.Event(corev1.EventTypeNormal, "MaintenanceHandedOver", "The %s request no longer asks for the drain (%s); %s goes on for %s: %s", from, prev.Phase, what, trigger, reason)
+	e.Logger.Info("Maintenance handed over", "from", from, "phase", prev.Phase, "trigger", trigger, "reason", reason)
 	return nil
 }
 

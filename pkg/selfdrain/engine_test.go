@@ -218,7 +218,7 @@ func TestHandedOver(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	now := metav1.NewTime(t0.Add(time.Hour))
 	reboot := func(phase Phase) *Status {
-		return &Status{Phase: phase, Trigger: TriggerReboot, Reason: "reboot coordinator: kernel", StartTime: &t0, DrainStartTime: &t0,
+		return &Status{Phase: phase, Trigger: TriggerReboot, Reason: "reboot controller: kernel", StartTime: &t0, DrainStartTime: &t0,
 			TotalPods: 3, EvictionPods: 2, PendingPods: []string{"ns/a"}, DrainProgress: 50, CordonedByAgent: true, TaintedByAgent: true}
 	}
 	failed := reboot(PhaseFailed)

@@ -15,7 +15,7 @@ import (
 // again so: its run wrote Succeeded, gave up its place and asked for a
 // reconcile, and that reconcile still read the Running record and resumed
 // it, which took another drain slot and showed the record Running again
-// while the reboot coordinator was already rebooting the drained node (1 run
+// while the reboot controller was already rebooting the drained node (1 run
 // in 20 of pkg/maintenance's TestHandshakeRebootThroughDrainAndShutdown). As
 // pkg/slots' Coordinator does with the grants it wrote, the controller
 // decides from the engine's last write until the cache shows it.

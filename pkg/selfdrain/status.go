@@ -52,7 +52,7 @@ const (
 	TriggerAnnotation      Trigger = "annotation"
 	TriggerNodeMaintenance Trigger = "nodemaintenance"
 	TriggerShutdown        Trigger = "shutdown"
-	// TriggerReboot: the reboot coordinator (pkg/reboot) drains the node
+	// TriggerReboot: the reboot controller (pkg/reboot) drains the node
 	// before it reboots the host. The coordinator holds the drain slot,
 	// across the reboot, so this drain takes none of its own.
 	TriggerReboot Trigger = "reboot"

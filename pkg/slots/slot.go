@@ -7,7 +7,7 @@ import (
 )
 
 // Slot is a drain slot as every caller sees it: the maintenance lifecycle
-// (pkg/maintenance) and the reboot coordinator (pkg/reboot) take this one
+// (pkg/maintenance) and the reboot controller (pkg/reboot) take this one
 // type, and the Requester hands it out. A slot is held (Acquire: this
 // node asked for it) or followed (Await: another caller of this node
 // holds it, and this one only watches it).
