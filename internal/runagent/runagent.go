@@ -16,7 +16,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
@@ -345,7 +344,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 	if cfg.Maintenance.NodeMaintenance {
 		nm = &maintenance.NodeMaintenanceSource{
 			Client: w.dyn, Discovery: d.Client.Discovery(), NodeName: d.NodeName,
-			Logger: engine.Logger, Clock: d.Clock, RecheckInterval: time.Minute,
+			Logger: engine.Logger, Clock: d.Clock,
 		}
 	}
 	co := maintenance.ControllerOptions{Engine: engine, Slots: drainSlots, Gates: gates, NodeMaintenance: nm}

@@ -24,6 +24,12 @@ import (
 	"github.com/node-agent/node-agent/pkg/kube"
 )
 
+// DefaultNodeMaintenanceRecheck is how often discovery is asked again for
+// the NodeMaintenance groups the cluster does not serve yet: a minute after
+// node-maintenance-operator's CRD is installed, its objects are served, for
+// one discovery request a minute where it is not.
+const DefaultNodeMaintenanceRecheck = time.Minute
+
 // NodeMaintenanceSource watches the NodeMaintenance objects that name the
 // agent's node, in whichever of NodeMaintenanceGroups the cluster serves,
 // and writes their status and the agent's finalizer.
@@ -40,7 +46,8 @@ type NodeMaintenanceSource struct {
 	Logger    *slog.Logger
 	Clock     clock.WithTicker
 	// RecheckInterval is how often groups not served at start are looked
-	// for again, so a CRD installed later is picked up without a restart.
+	// for again, so a CRD installed later is picked up without a restart;
+	// 0: DefaultNodeMaintenanceRecheck.
 	RecheckInterval time.Duration
 
 	mu        sync.Mutex
@@ -75,6 +82,9 @@ func (s *NodeMaintenanceSource) Run(ctx context.Context, changed func()) {
 		}
 		changed()
 		wait := s.RecheckInterval
+		if wait <= 0 {
+			wait = DefaultNodeMaintenanceRecheck
+		}
 		if !s.isChecked() {
 			wait = min(wait, 5*time.Second)
 		}
