@@ -117,10 +117,12 @@ type Controller struct {
 	// its result.
 	acquiring context.CancelFunc
 	got       chan acquired
-	// slotErr is the last error met while taking a slot, shown while the
-	// controller waits; the waiting goroutine sets it, under mu.
-	mu      sync.Mutex
-	slotErr error
+	// slotErr is the last error met while taking a slot, and slotQueue the
+	// coordinator's last Queued answer, shown while the controller waits;
+	// the waiting goroutine sets them, under mu.
+	mu        sync.Mutex
+	slotErr   error
+	slotQueue string
 	// badRecord is the last malformed record reported.
 	badRecord string
 	// badRequest is the last refused request value reported; "" once the
@@ -302,7 +304,7 @@ func (c *Controller) gather(ctx context.Context, node *corev1.Node, rec *Record,
 		Now: c.o.Clock.Now(), Need: need, NeedErr: needErr,
 		Request: request, RequestRefused: refusal != nil,
 		Window:   c.o.Window,
-		SlotHeld: c.slot != nil, SlotWaiting: c.acquiring != nil, SlotErr: c.lastSlotErr(),
+		SlotHeld: c.slot != nil, SlotWaiting: c.acquiring != nil, SlotQueue: c.lastSlotQueue(), SlotErr: c.lastSlotErr(),
 		Phase: rec.Phase, Drain: rec.Drain, Previous: rec.State, PreviousMessage: rec.Message,
 		// Cut as the request is: a record an older agent wrote holds it
 		// whole.
@@ -421,11 +423,13 @@ func (c *Controller) acquire(ctx context.Context) {
 	actx, cancel := context.WithCancel(ctx)
 	c.acquiring = cancel
 	c.setSlotErr(nil)
+	c.setSlotQueue("")
 	go func() {
 		s, err := c.o.Slots.Acquire(actx, slots.PurposeReboot, func(err error) {
 			// The coordinator's Queued answer is a wait, not a failure to
-			// take a slot: the record says the reboot waits for one.
-			if _, queued := errors.AsType[slots.QueueWait](err); queued {
+			// take a slot: the message says what the reboot waits behind.
+			if q, queued := errors.AsType[slots.QueueWait](err); queued {
+				c.setSlotQueue(q.Reason)
 				err = nil
 			}
 			c.setSlotErr(err)
@@ -433,6 +437,18 @@ func (c *Controller) acquire(ctx context.Context) {
 		})
 		c.got <- acquired{slot: s, err: err}
 	}()
+}
+
+func (c *Controller) setSlotQueue(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.slotQueue = reason
+}
+
+func (c *Controller) lastSlotQueue() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.slotQueue
 }
 
 func (c *Controller) setSlotErr(err error) {

@@ -45,8 +45,11 @@ func (s *fakeSlot) KeepAcrossReboot(_ context.Context, d time.Duration) error {
 
 // fakeSlots hands out one slot at once, or blocks until free is closed.
 type fakeSlots struct {
-	slot     *fakeSlot
-	free     chan struct{}
+	slot *fakeSlot
+	free chan struct{}
+	// queued, when set, is the coordinator's Queued answer a waiting
+	// Acquire reports (slots.QueueWait) instead of nil.
+	queued   string
 	acquires int
 }
 
@@ -56,7 +59,11 @@ func (f *fakeSlots) Acquire(ctx context.Context, purpose slots.Purpose, onWait f
 	}
 	f.acquires++
 	if f.free != nil {
-		onWait(nil)
+		if f.queued != "" {
+			onWait(slots.QueueWait{Reason: f.queued})
+		} else {
+			onWait(nil)
+		}
 		select {
 		case <-f.free:
 		case <-ctx.Done():
@@ -372,6 +379,30 @@ func TestControllerWaitsAndSaysWhy(t *testing.T) {
 		a := <-b.c.got
 		b.c.acquiring, b.c.slot = nil, a.slot
 		b.expect(b.step(), Draining, "Draining", PhaseDraining)
+	})
+	t.Run("queued: the coordinator's answer in the message, not as an error", func(t *testing.T) {
+		b := newBed(t, alwaysWindow(t))
+		b.slots.free = make(chan struct{})
+		b.slots.queued = "pool default: 1 of 1 nodes drain (limit); slots held by node-1 since 2026-11-29T02:23:33Z"
+		b.restart()
+		b.setSentinel(true)
+		b.expect(b.step(), Pending, "WaitingForDrainSlot", PhaseWaitingForSlot)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			rec := b.step()
+			if strings.Contains(rec.Message, "the coordinator's answer: "+b.slots.queued) {
+				if strings.Contains(rec.Message, "cannot take a slot") {
+					t.Fatalf("message %q reads the Queued answer as a failure", rec.Message)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("message %q never names the coordinator's answer", rec.Message)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(b.slots.free)
+		<-b.c.got
 	})
 	t.Run("need unknown", func(t *testing.T) {
 		b := newBed(t, alwaysWindow(t))

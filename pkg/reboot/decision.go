@@ -91,6 +91,9 @@ func Decide(in Input) Decision {
 		// Nothing is needed now; keep saying how the last attempt ended.
 		d.State, d.Message = in.Previous, in.PreviousMessage
 	}
+	if d.State == Pending && d.Detail == WaitingForSlot && in.SlotQueue != "" {
+		d.Message += "; the coordinator's answer: " + in.SlotQueue
+	}
 	if d.State == Pending && d.Detail == WaitingForSlot && in.SlotErr != nil {
 		d.Message += "; cannot take a slot: " + in.SlotErr.Error()
 	}

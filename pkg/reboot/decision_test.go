@@ -61,6 +61,10 @@ func TestDecide(t *testing.T) {
 		{name: "called off, drain not undone yet: the slot stays", in: with(func(in *Input) { in.Need = Need{}; in.SlotHeld = true; in.Maintenance = Maintenance{Active: true} }), state: NotNeeded, status: corev1.ConditionFalse},
 		{name: "called off, drain undone: the slot goes", in: with(func(in *Input) { in.Need = Need{}; in.SlotHeld = true }), state: NotNeeded, action: ActReleaseSlot, status: corev1.ConditionFalse},
 		{name: "needed, clear, no slot: take one", in: base, state: Pending, detail: WaitingForSlot, action: ActTakeSlot, msgContains: []string{"/run/reboot-required", "drain slot"}},
+		{name: "waiting for a slot says what the coordinator answered", in: with(func(in *Input) {
+			in.SlotWaiting = true
+			in.SlotQueue = "pool default: 1 of 1 nodes drain (limit); slots held by node-1 since 2026-11-29T02:23:33Z; place 1 in the queue of pool default"
+		}), state: Pending, detail: WaitingForSlot, action: ActTakeSlot, msgContains: []string{"waiting for a drain slot (slots.limit)", "the coordinator's answer: pool default: 1 of 1 nodes drain (limit); slots held by node-1 since"}},
 		{name: "waiting for a slot says why it cannot take one", in: with(func(in *Input) { in.SlotWaiting = true; in.SlotErr = errors.New("namespace node-agent not found") }), state: Pending, detail: WaitingForSlot, action: ActTakeSlot, msgContains: []string{"cannot take a slot: namespace node-agent not found"}},
 		{name: "needed, clear, slot held: drain", in: with(func(in *Input) { in.SlotHeld = true }), state: Draining, action: ActStartDrain},
 		{name: "outside the window", in: with(func(in *Input) { in.Window = weekend }), state: Pending, detail: OutsideWindow, msgContains: []string{"sat,sun 02:00-04:00 UTC"}},

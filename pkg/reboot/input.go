@@ -70,9 +70,12 @@ type Input struct {
 	// Input.WantsBlockers.
 	Blockers []Blocker
 	// SlotHeld says this process holds a drain slot; SlotWaiting that it
-	// waits for one; SlotErr why taking one fails meanwhile.
+	// waits for one; SlotQueue what the coordinator answered its queued
+	// request (the full pool, the holders ahead, its place), and SlotErr
+	// why taking one fails meanwhile.
 	SlotHeld    bool
 	SlotWaiting bool
+	SlotQueue   string
 	SlotErr     error
 
 	// Phase is how far the reboot has gone, Drain whether the record asks

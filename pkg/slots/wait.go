@@ -5,8 +5,9 @@ package slots
 // names the full pool and, at the head of its queue, the nodes holding its
 // slots and the request's place (explain.go). Acquire passes it again each
 // time the answer changes. It is an error in type only, so that it travels
-// where onWait's errors do; selfdrain shows it as a reason to wait (its
-// WaitReason interface), not as a failure.
+// where onWait's errors do; pkg/maintenance shows it as a reason to wait
+// (its WaitReason interface), and the reboot controller in its message, not
+// as a failure.
 type QueueWait struct {
 	// Reason is the Queued answer's Reason.
 	Reason string
