@@ -59,11 +59,9 @@ func (r *recorder) Unregister(prometheus.Collector) bool { return true }
 
 var descRE = regexp.MustCompile(`fqName: "([^"]+)", help: "((?:[^"\\]|\\.)*)", unit: "[^"]*", constLabels: \{([^}]*)\}, variableLabels: \{([^}]*)\}`)
 
-// metricsReference lists node-agent's own metrics, and the coordinator's,
-// with their help and labels, and the metrics renamed.
-func metricsReference(t *testing.T) string {
-	t.Helper()
-	reg := prometheus.NewRegistry()
+// agentCollectors records every collector the agent registers but the
+// shutdown guard's, which each test registers as it needs.
+func agentCollectors() *recorder {
 	rec := &recorder{}
 	selfdrain.NewMetrics(rec)
 	labeller.NewMetrics(rec)
@@ -74,6 +72,15 @@ func metricsReference(t *testing.T) string {
 	notify.NewMetrics(rec)
 	silence.NewMetrics(rec)
 	reboot.NewMetrics(rec) // registered only with reboot.enabled; listed always
+	return rec
+}
+
+// metricsReference lists node-agent's own metrics, and the coordinator's,
+// with their help and labels, and the metrics renamed.
+func metricsReference(t *testing.T) string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	rec := agentCollectors()
 	shutdown.NewMetrics(reg)
 	agentRows := metricRows(t, rec, reg, metrics.NewRegistry())
 	coord := &recorder{}

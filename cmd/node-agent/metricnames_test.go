@@ -6,15 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/node-agent/node-agent/pkg/confinement"
-	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/metrics"
-	"github.com/node-agent/node-agent/pkg/notify"
-	"github.com/node-agent/node-agent/pkg/podaccess"
-	"github.com/node-agent/node-agent/pkg/reboot"
-	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/shutdown"
-	"github.com/node-agent/node-agent/pkg/silence"
 	"github.com/node-agent/node-agent/pkg/slots"
 )
 
@@ -22,16 +15,7 @@ import (
 // coordinator is named in the one style (metrics.CheckName), and no old name
 // of metrics.Renamed is served any more.
 func TestMetricNamesFollowOneStyle(t *testing.T) {
-	rec := &recorder{}
-	selfdrain.NewMetrics(rec)
-	labeller.NewMetrics(rec)
-	podaccess.NewMetrics(rec)
-	metrics.NewWaitBound(rec)
-	podaccess.RegisterReaderMetric(rec, nil)
-	confinement.NewGauge(rec)
-	notify.NewMetrics(rec)
-	silence.NewMetrics(rec)
-	reboot.NewMetrics(rec)
+	rec := agentCollectors()
 	shutdown.NewMetrics(rec)
 	slots.NewMetrics(rec)
 	// What a metric is: by its Go type, or, for a collector of its own
