@@ -329,12 +329,12 @@ func (r *drainRun) resetRetryTimer(d time.Duration) {
 func (r *drainRun) publish(now time.Time) (drained bool) {
 	e, st := r.e, r.st
 	e.setPending(st, r.pending)
-	st.Blockers = r.currentBlockers()
 	if r.takeVMs() {
 		r.dirty = true
 	}
 	e.Metrics.drainProgress(r.pending)
 	if len(r.pending) == 0 {
+		st.Blockers = nil
 		return true
 	}
 	if r.lastErr != st.LastError {
@@ -342,6 +342,8 @@ func (r *drainRun) publish(now time.Time) (drained bool) {
 		r.dirty = true
 	}
 	if r.dirty && now.Sub(r.lastWrite) >= statusInterval {
+		// Sorted over every pending pod: only for a record that is written.
+		st.Blockers = r.currentBlockers()
 		r.pw.post(st)
 		r.lastWrite = now
 		r.dirty = false
