@@ -80,3 +80,5 @@ func compute(pod *corev1.Pod) corev1.ResourceRequirements {
 func mi(n int64) int64 { return n << 20 }
 
 func qty(s string) resource.Quantity { return resource.MustParse(s) }
+
+type qtyT = resource.Quantity
