@@ -49,7 +49,7 @@ func TestAffinity(t *testing.T) {
 		{name: "row 24 opposite: a named model asks nothing of the node", edits: []any{"spec.domain.cpu.model", "Haswell"},
 			podAnti: []corev1.PodAffinityTerm{offTheSource}},
 		{name: "rows 23, 24, 25: the VMI's terms each gain both requirements; row 28 appended to the VMI's pod anti-affinity",
-			edits: []any{"spec.affinity", twoTerms, "spec.domain.cpu.features", arr(obj{"name": "avx", "policy": "forbid"})},
+			edits:    []any{"spec.affinity", twoTerms, "spec.domain.cpu.features", arr(obj{"name": "avx", "policy": "forbid"})},
 			required: terms(reqs(zoneA, obsolete, noAVX), reqs(zoneB, obsolete, noAVX)),
 			podAnti:  []corev1.PodAffinityTerm{vmiTerm, offTheSource}},
 		{name: "row 25 opposite: a required feature is not forbidden", edits: []any{"spec.domain.cpu.model", "Haswell",
