@@ -56,9 +56,12 @@ func TestVersions(t *testing.T) {
 // TestNotes: what Render cannot render, it says.
 func TestNotes(t *testing.T) {
 	u := vmiObj(t, "spec.domain.cpu.model", "host-model", "spec.networks", arr(obj{"name": "sriov", "multus": obj{"networkName": "x"}}),
-		"spec.domain.devices.disks", arr(obj{"name": "lun", "lun": obj{"reservation": true}}))
+		"spec.domain.devices.disks", arr(obj{"name": "lun", "lun": obj{"reservation": true}}),
+		"spec.volumes", arr(obj{"name": "lun", "persistentVolumeClaim": obj{"claimName": "pvc"}}),
+		"spec.domain.devices.filesystems", arr(obj{"name": "share", "virtiofs": obj{}}),
+		"metadata.annotations", obj{"hooks.kubevirt.io/hookSidecars": "[]"})
 	_, notes := render(t, u, Source{Node: node("host-model-cpu.node.kubevirt.io/Haswell", "true")}, Cluster{})
-	for _, want := range []string{"source pod not known", "network sriov", "persistent reservation"} {
+	for _, want := range []string{"source pod not known", "network sriov", "persistent reservation", "volumes lun", "virtiofs filesystem share", "hook sidecars"} {
 		found := false
 		for _, n := range notes {
 			found = found || strings.Contains(n, want)

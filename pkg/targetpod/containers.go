@@ -1,6 +1,8 @@
 package targetpod
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -58,6 +60,11 @@ func (r *renderer) containerDiskContainers() []corev1.Container {
 	for _, v := range r.containerDisks() {
 		out = append(out, corev1.Container{Name: "volume" + v.Name, Image: v.ContainerDisk.Image, Resources: r.diskResources()})
 	}
+	// The kernel-boot image is a container disk of its own, after the
+	// others.
+	if img := r.v.kernelBootImage(); img != "" && !r.gate(imageVolumeGate) {
+		out = append(out, corev1.Container{Name: "volume" + kernelBootVolume, Image: img, Resources: r.diskResources()})
+	}
 	return out
 }
 
@@ -84,7 +91,8 @@ func (r *renderer) initContainers() []corev1.Container {
 		return out
 	}
 	disks := r.containerDisks()
-	if len(disks) == 0 {
+	kernel := r.v.kernelBootImage()
+	if len(disks) == 0 && kernel == "" {
 		return out
 	}
 	// initContainerResourceRequirementsForVMI: 10m CPU and 1M memory,
@@ -98,7 +106,36 @@ func (r *renderer) initContainers() []corev1.Container {
 	for _, v := range disks {
 		out = append(out, corev1.Container{Name: "volume" + v.Name + "-init", Image: v.ContainerDisk.Image, Resources: r.diskResources()})
 	}
+	if kernel != "" {
+		out = append(out, corev1.Container{Name: "volume" + kernelBootVolume + "-init", Image: kernel, Resources: r.diskResources()})
+	}
 	return out
+}
+
+// unrendered notes the parts of the pod that bear on scheduling but that
+// Render cannot build from its inputs.
+func (r *renderer) unrendered() {
+	v := r.v
+	if _, ok := v.Metadata.Annotations["hooks.kubevirt.io/hookSidecars"]; ok {
+		r.note("hook sidecars (hooks.kubevirt.io/hookSidecars): their containers are not rendered")
+	}
+	for _, f := range v.Spec.Domain.Devices.Filesystems {
+		if f.Virtiofs != nil {
+			r.note("virtiofs filesystem %s: its container is not rendered", f.Name)
+		}
+	}
+	if len(v.Spec.ResourceClaims) > 0 {
+		r.note("the VMI's resourceClaims (row 46) are not rendered")
+	}
+	var claims []string
+	for _, vol := range v.Spec.Volumes {
+		if vol.PersistentVolumeClaim != nil || vol.DataVolume != nil {
+			claims = append(claims, vol.Name)
+		}
+	}
+	if len(claims) > 0 {
+		r.note("volumes %s: their persistent volumes' node affinity and attach limits also decide where the pod goes (row 48); not rendered", strings.Join(claims, ", "))
+	}
 }
 
 // serialConsoleLog is isSerialConsoleLogEnabled: off with no serial

@@ -118,6 +118,10 @@ func TestSupportContainers(t *testing.T) {
 				"volumed":               {"cpu": qty("10m"), "memory": qty("40M"), "ephemeral-storage": qty("50M")},
 				"container-disk-binary": {"cpu": qty("10m"), "memory": qty("40M")},
 			}},
+		{name: "a kernel-boot image: its container and pre-pull, after the disks'", c: Cluster{SerialConsoleLogDisabled: true},
+			edits:    append([]any{"spec.domain.firmware", obj{"kernelBoot": obj{"container": obj{"image": "k"}}}}, disk...),
+			wantInit: []string{"container-disk-binary", "volumed-init", "volumekernel-boot-volume-init"},
+			wantCont: []string{"compute", "volumed", "volumekernel-boot-volume"}},
 		{name: "ImageVolume gate: no containerDisk containers", edits: disk, c: Cluster{FeatureGates: []string{"ImageVolume"}, SerialConsoleLogDisabled: true},
 			wantCont: []string{"compute"}},
 	}

@@ -90,6 +90,7 @@ func Render(u *unstructured.Unstructured, src Source, c Cluster) (*corev1.Pod, [
 	pod.Spec.Affinity = r.affinity(pod)
 	pod.Spec.Containers = append([]corev1.Container{{Name: ComputeContainer, Resources: r.computeResources()}}, r.containerDiskContainers()...)
 	pod.Spec.InitContainers = r.initContainers()
+	r.unrendered()
 	return pod, r.notes, nil
 }
 

@@ -27,6 +27,7 @@ type vmiSpec struct {
 	Tolerations               []corev1.Toleration               `json:"tolerations"`
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints"`
 	SchedulerName             string                            `json:"schedulerName"`
+	ResourceClaims            []any                             `json:"resourceClaims"`
 	PriorityClassName         string                            `json:"priorityClassName"`
 	Architecture              string                            `json:"architecture"`
 	Hostname                  string                            `json:"hostname"`
@@ -49,7 +50,9 @@ type volume struct {
 	ContainerDisk *struct {
 		Image string `json:"image"`
 	} `json:"containerDisk"`
-	DownwardMetrics *struct{} `json:"downwardMetrics"`
+	DownwardMetrics       *struct{} `json:"downwardMetrics"`
+	PersistentVolumeClaim *struct{} `json:"persistentVolumeClaim"`
+	DataVolume            *struct{} `json:"dataVolume"`
 }
 
 type domain struct {
@@ -63,7 +66,14 @@ type domain struct {
 	Devices         devices         `json:"devices"`
 	LaunchSecurity  *launchSecurity `json:"launchSecurity"`
 	IOThreadsPolicy string          `json:"ioThreadsPolicy"`
-	IOThreads       *struct {
+	Firmware        *struct {
+		KernelBoot *struct {
+			Container *struct {
+				Image string `json:"image"`
+			} `json:"container"`
+		} `json:"kernelBoot"`
+	} `json:"firmware"`
+	IOThreads *struct {
 		SupplementalPoolThreadCount *uint32 `json:"supplementalPoolThreadCount"`
 	} `json:"ioThreads"`
 }
@@ -131,7 +141,11 @@ type devices struct {
 	GPUs                     []device      `json:"gpus"`
 	HostDevices              []device      `json:"hostDevices"`
 	TPM                      *featureState `json:"tpm"`
-	Disks                    []struct {
+	Filesystems              []struct {
+		Name     string    `json:"name"`
+		Virtiofs *struct{} `json:"virtiofs"`
+	} `json:"filesystems"`
+	Disks []struct {
 		LUN *struct {
 			Reservation bool `json:"reservation"`
 		} `json:"lun"`
@@ -262,4 +276,14 @@ func (r *renderer) hasReservation() bool {
 		}
 	}
 	return false
+}
+
+// kernelBootImage is the kernel-boot container's image; "" when none
+// (util.HasKernelBootContainerImage).
+func (v *vmi) kernelBootImage() string {
+	f := v.Spec.Domain.Firmware
+	if f == nil || f.KernelBoot == nil || f.KernelBoot.Container == nil {
+		return ""
+	}
+	return f.KernelBoot.Container.Image
 }
