@@ -10,6 +10,17 @@
 // volumes' mounts, security contexts, environment). Rendering never reads
 // the cluster: everything comes in through Render's arguments, and what it
 // cannot know is said in its notes.
+//
+// The pod is the one KubeVirt sends, before the apiserver's admission: in
+// particular the device-plugin resources of row 39 are in limits only, and
+// a reader summing requests must first copy such limits into requests as
+// the apiserver's defaulting does. Not rendered, because Render's inputs do
+// not hold them: the migration's addedNodeSelector (row 19, empty for a
+// drain's migrations), decentralized migrations (rows 22, 29), automatic
+// CPU and memory limits (the CR's namespace label selectors, rows 35, 33),
+// the CR's supportContainerResources (section 4b, defaults used), network
+// resource names, DRA claims and persistent reservations (rows 26, 40, 41,
+// 46), and the migration's own label (row 47).
 package targetpod
 
 import (
@@ -191,6 +202,8 @@ func hostname(v *vmi) string {
 }
 
 // ClusterOf reads Cluster from the KubeVirt CR settings (nil = KubeVirt's defaults).
+// DefaultArchitecture stays empty: it is virt-controller's own
+// architecture, not a CR field.
 func ClusterOf(s *kubevirtcr.Settings) Cluster {
 	if s == nil {
 		return Cluster{}
