@@ -17,7 +17,7 @@
 // the apiserver's defaulting does. Not rendered, because Render's inputs do
 // not hold them: the migration's addedNodeSelector (row 19, empty for a
 // drain's migrations), decentralized migrations (rows 22, 29), automatic
-// CPU and memory limits (the CR's namespace label selectors, rows 35, 33),
+// CPU and memory limits (the CR's namespace label selectors; row 35),
 // the CR's supportContainerResources (section 4b, defaults used), network
 // resource names, DRA claims and persistent reservations (rows 26, 40, 41,
 // 46), and the migration's own label (row 47).

@@ -23,10 +23,10 @@ const (
 	// TSCSchedulingLabelPrefix + frequency in Hz (row 11).
 	TSCSchedulingLabelPrefix = "scheduling.node.kubevirt.io/tsc-frequency-"
 
-	crossArchGate  = "CrossArchitectureVirtualization"
-	hypervGate     = "HypervStrictCheck"
-	hostModel      = "host-model"
-	hostPassthroug = "host-passthrough"
+	crossArchGate   = "CrossArchitectureVirtualization"
+	hypervGate      = "HypervStrictCheck"
+	hostModel       = "host-model"
+	hostPassthrough = "host-passthrough"
 )
 
 // nodeSelector is section 1: the launch pod's selector (rows 1-18), then
@@ -89,7 +89,7 @@ func (r *renderer) renderSelector(sel map[string]string) {
 		maps.Copy(sel, hypervSelector(v.Spec.Domain.Features))
 	}
 	model := v.model()
-	if model != "" && model != hostModel && model != hostPassthroug { // row 8
+	if model != "" && model != hostModel && model != hostPassthrough { // row 8
 		on(kubevirtlabels.CPUModelLabelPrefix + model)
 	}
 	if mt := machineType(v); mt != "" { // row 10
