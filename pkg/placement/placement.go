@@ -46,6 +46,8 @@ type Result struct {
 // of every rejected node, renders each as "<count> <reason>" and sorts those strings as plain strings,
 // so "10 x" sorts before "2 y"; it ends the list with a period. What follows in the real message (the
 // preemption outcome) is not rendered. When some node fits there is no such message and the result is "".
+// A rejection by the PreFilter stage (the pod pinned to no node at all) is printed once, without a
+// count, as the scheduler does.
 func (r Result) SchedulerMessage() string {
 	if len(r.Fits) > 0 {
 		return ""
@@ -54,6 +56,9 @@ func (r Result) SchedulerMessage() string {
 	counts := map[string]int{}
 	for _, rej := range r.Rejected {
 		for _, reason := range rej.Reasons {
+			if isPreFilterMessage(reason) {
+				return msg + " " + reason + "."
+			}
 			counts[reason]++
 		}
 	}
@@ -141,8 +146,10 @@ type filterFunc func(ns *nodeState) *Rejection
 // default_plugins.go, getDefaultPlugins, v1.37.2): NodeName, NodeUnschedulable, TaintToleration,
 // NodeAffinity, [NodePorts], NodeResourcesFit, [volume plugins], PodTopologySpread, InterPodAffinity.
 // As the framework's RunFilterPlugins does, a node's evaluation stops at its first failing plugin.
+// Before the filters, the PreFilter stage's node-name restrictions apply (see preFilter).
 func (s *Snapshot) Evaluate(pod *corev1.Pod) Result {
 	p := defaultedPod(pod)
+	pre := preFilter(p)
 	spread := s.newSpreadState(p)
 	affinity := s.newAffinityState(p)
 	podReq := incomingRequests(p)
@@ -160,6 +167,10 @@ func (s *Snapshot) Evaluate(pod *corev1.Pod) Result {
 	}
 	res := Result{Fits: []string{}}
 	for _, ns := range s.nodes {
+		if rej := pre.reject(ns.node.Name); rej != nil {
+			res.Rejected = append(res.Rejected, *rej)
+			continue
+		}
 		var rej *Rejection
 		var skipped []Plugin
 		for _, f := range filters {

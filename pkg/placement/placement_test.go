@@ -107,8 +107,46 @@ func TestNodeFilters(t *testing.T) {
 			rejected: map[string]want{"a": aff("gpu DoesNotExist (node has gpu=x)")}},
 		{name: "requested node name", nodes: nodes(mkNode("a", nil), mkNode("b", nil)),
 			pod: mkPod("p", nil, func(p *corev1.Pod) { p.Spec.NodeName = "b" }), fits: []string{"b"},
-			rejected: map[string]want{"a": {NodeName, []string{"node(s) didn't match the requested node name"}, "b"}}},
+			rejected: map[string]want{"a": {NodeName, []string{"node(s) didn't satisfy plugin(s) [NodeName]"}, "pinned to node(s) b"}}},
 	})
+}
+
+func TestPreFilterNodeNames(t *testing.T) {
+	pinTo := func(names ...string) corev1.NodeSelectorTerm {
+		return corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: names}}}
+	}
+	terms := func(ts ...corev1.NodeSelectorTerm) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			ensureAffinity(p).NodeAffinity = &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: ts}}
+		}
+	}
+	outside := want{NodeAffinity, []string{"node(s) didn't satisfy plugin(s) [NodeAffinity]"}, "pinned"}
+	s := NewSnapshot(nodes(mkNode("a", nil), mkNode("b", nil), mkNode("c", nil, cordoned)), nil, nil, nil)
+
+	pinned := mkPod("p", nil, terms(pinTo("a"), pinTo("c")))
+	res := s.Evaluate(&pinned)
+	checkResult(t, res, []string{"a"}, map[string]want{"b": outside,
+		"c": {NodeUnschedulable, []string{"node(s) were unschedulable"}, ""}})
+
+	// One term whose two name fields cancel out: the pod is pinned to no node at all.
+	conflict := mkPod("p", nil, terms(corev1.NodeSelectorTerm{MatchFields: append(pinTo("a").MatchFields, pinTo("b").MatchFields...)}))
+	res = s.Evaluate(&conflict)
+	if got, want := res.SchedulerMessage(), "0/3 nodes are available: pod affinity terms conflict."; got != want {
+		t.Errorf("conflict: %q, want %q", got, want)
+	}
+
+	both := mkPod("p", nil, terms(pinTo("a")), func(p *corev1.Pod) { p.Spec.NodeName = "b" })
+	res = s.Evaluate(&both)
+	if got, want := res.SchedulerMessage(), "0/3 nodes are available: node(s) didn't satisfy plugin(s) [NodeAffinity NodeName] simultaneously."; got != want {
+		t.Errorf("disjoint: %q, want %q", got, want)
+	}
+
+	elsewhere := mkPod("p", nil, terms(pinTo("gone")))
+	res = s.Evaluate(&elsewhere)
+	if got, want := res.SchedulerMessage(), "0/3 nodes are available: 3 node(s) didn't satisfy plugin(s) [NodeAffinity]."; got != want {
+		t.Errorf("missing node: %q, want %q", got, want)
+	}
 }
 
 func TestNodeResourcesFit(t *testing.T) {
