@@ -82,30 +82,46 @@ func podAntiAffinityTerms(p *corev1.Pod) []corev1.PodAffinityTerm {
 	return p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
 }
 
-// applyLabelKeys does what the apiserver does when a pod is created: each matchLabelKeys key the pod
-// has a label for becomes "key In (value)" in the term's label selector, each mismatchLabelKeys key
-// "key NotIn (value)". Terms without a label selector are left alone.
-func applyLabelKeys(terms []corev1.PodAffinityTerm, podLabels map[string]string) []corev1.PodAffinityTerm {
-	out := make([]corev1.PodAffinityTerm, len(terms))
-	for i := range terms {
-		t := *terms[i].DeepCopy()
-		if t.LabelSelector != nil {
-			for _, k := range t.MatchLabelKeys {
-				if v, ok := podLabels[k]; ok {
-					t.LabelSelector.MatchExpressions = append(t.LabelSelector.MatchExpressions,
-						metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOpIn, Values: []string{v}})
-				}
-			}
-			for _, k := range t.MismatchLabelKeys {
-				if v, ok := podLabels[k]; ok {
-					t.LabelSelector.MatchExpressions = append(t.LabelSelector.MatchExpressions,
-						metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOpNotIn, Values: []string{v}})
-				}
-			}
-		}
-		out[i] = t
+// mergeLabelKeys does to p what the apiserver does when a pod is created: in each pod (anti-)affinity
+// term with a label selector, every matchLabelKeys key the pod has a label for becomes "key In (value)",
+// every mismatchLabelKeys key "key NotIn (value)". For a pod that was created already this only repeats
+// requirements it has.
+func mergeLabelKeys(p *corev1.Pod) {
+	if p.Spec.Affinity == nil {
+		return
 	}
-	return out
+	var terms []*corev1.PodAffinityTerm
+	if a := p.Spec.Affinity.PodAffinity; a != nil {
+		for i := range a.RequiredDuringSchedulingIgnoredDuringExecution {
+			terms = append(terms, &a.RequiredDuringSchedulingIgnoredDuringExecution[i])
+		}
+		for i := range a.PreferredDuringSchedulingIgnoredDuringExecution {
+			terms = append(terms, &a.PreferredDuringSchedulingIgnoredDuringExecution[i].PodAffinityTerm)
+		}
+	}
+	if a := p.Spec.Affinity.PodAntiAffinity; a != nil {
+		for i := range a.RequiredDuringSchedulingIgnoredDuringExecution {
+			terms = append(terms, &a.RequiredDuringSchedulingIgnoredDuringExecution[i])
+		}
+		for i := range a.PreferredDuringSchedulingIgnoredDuringExecution {
+			terms = append(terms, &a.PreferredDuringSchedulingIgnoredDuringExecution[i].PodAffinityTerm)
+		}
+	}
+	for _, t := range terms {
+		if t.LabelSelector == nil {
+			continue
+		}
+		addLabelKeys(t.LabelSelector, t.MatchLabelKeys, metav1.LabelSelectorOpIn, p.Labels)
+		addLabelKeys(t.LabelSelector, t.MismatchLabelKeys, metav1.LabelSelectorOpNotIn, p.Labels)
+	}
+}
+
+func addLabelKeys(sel *metav1.LabelSelector, keys []string, op metav1.LabelSelectorOperator, podLabels map[string]string) {
+	for _, k := range keys {
+		if v, ok := podLabels[k]; ok {
+			sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: k, Operator: op, Values: []string{v}})
+		}
+	}
 }
 
 // topologyPair is one topology domain: a node label key and its value.
@@ -148,8 +164,8 @@ func (s *Snapshot) newAffinityState(pod *corev1.Pod) *affinityState {
 	st := &affinityState{pod: pod, affinityCount: map[topologyPair]int64{}, antiCount: map[topologyPair]int64{},
 		existingCount: map[topologyPair]int64{}, existingWhy: map[topologyPair]string{}}
 	var err error
-	if st.affinity, err = requiredTerms(pod, applyLabelKeys(podAffinityTerms(pod), pod.Labels)); err == nil {
-		st.antiAffinity, err = requiredTerms(pod, applyLabelKeys(podAntiAffinityTerms(pod), pod.Labels))
+	if st.affinity, err = requiredTerms(pod, podAffinityTerms(pod)); err == nil {
+		st.antiAffinity, err = requiredTerms(pod, podAntiAffinityTerms(pod))
 	}
 	if err != nil {
 		st.parseErr = err

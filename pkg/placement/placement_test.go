@@ -220,6 +220,21 @@ func TestInterPodAffinity(t *testing.T) {
 		{name: "existing pod's anti-affinity in another namespace does not apply", nodes: three,
 			pods: pods(mkPod("lonely", nil, on("b1"), inNamespace("other"), podAntiAffinity(term(corev1.LabelHostname, db)))),
 			pod:  mkPod("p", db), fits: []string{"a1", "a2", "b1"}},
+		{name: "matchLabelKeys in anti-affinity limits it to the pod's own value", nodes: three,
+			pods: pods(mkPod("v1", map[string]string{"app": "db", "rev": "1"}, on("a1"))),
+			pod: mkPod("p", map[string]string{"app": "db", "rev": "2"}, podAntiAffinity(func() corev1.PodAffinityTerm {
+				t := term(zone, db)
+				t.MatchLabelKeys = []string{"rev"}
+				return t
+			}())), fits: []string{"a1", "a2", "b1"}},
+		{name: "existing pod's anti-affinity through namespaceSelector", nodes: three,
+			namespaces: []corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "vms", Labels: map[string]string{"kind": "vm"}}}},
+			pods: pods(mkPod("lonely", nil, on("a1"), inNamespace("other"), podAntiAffinity(func() corev1.PodAffinityTerm {
+				t := term(zone, db)
+				t.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kind": "vm"}}
+				return t
+			}()))),
+			pod: mkPod("p", db), fits: []string{"b1"}, rejected: map[string]want{"a1": existingAnti, "a2": existingAnti}},
 		{name: "pod affinity is checked after topology spread", nodes: nodes(mkNode("nozone", nil)),
 			pod:      mkPod("p", db, podAffinity(term(zone, db)), spread(zone, 1, db)),
 			rejected: map[string]want{"nozone": {PodTopologySpread, []string{"node(s) didn't match pod topology spread constraints (missing required label)"}, ""}}},
@@ -287,6 +302,21 @@ func TestAssumeCountsAntiAffinityAndSpread(t *testing.T) {
 	checkResult(t, s.Evaluate(&p), []string{"b"}, map[string]want{"a": {InterPodAffinity, []string{"node(s) didn't match pod anti-affinity rules"}, ""}})
 	other := mkPod("q", web)
 	checkResult(t, s.Evaluate(&other), []string{"b"}, map[string]want{"a": {InterPodAffinity, []string{"node(s) didn't satisfy existing pods anti-affinity rules"}, ""}})
+}
+
+func TestAssumeMergesMatchLabelKeys(t *testing.T) {
+	s := NewSnapshot(nodes(mkNode("a", nil), mkNode("b", nil)), nil, nil, nil)
+	vm := func(rev string) corev1.Pod {
+		tm := term(corev1.LabelHostname, map[string]string{"app": "web"})
+		tm.MatchLabelKeys = []string{"rev"}
+		return mkPod("p"+rev, map[string]string{"app": "web", "rev": rev}, podAntiAffinity(tm))
+	}
+	first := vm("1")
+	s.Assume(&first, "a")
+	sameRev, otherRev := vm("1"), vm("2")
+	existing := want{InterPodAffinity, []string{"node(s) didn't match pod anti-affinity rules"}, ""}
+	checkResult(t, s.Evaluate(&sameRev), []string{"b"}, map[string]want{"a": existing})
+	checkResult(t, s.Evaluate(&otherRev), []string{"a", "b"}, nil)
 }
 
 func TestUnknownNodesAreUnverified(t *testing.T) {

@@ -49,9 +49,10 @@ func toResources(rl corev1.ResourceList) resources {
 	return out
 }
 
-// defaultedPod copies pod and applies the apiserver's defaulting that matters to the scheduler: a
-// container's (and init container's) limits fill its unset requests (SetDefaults_Pod). A pod rendered
-// for planning never went through the apiserver; for one that did, this changes nothing.
+// defaultedPod copies pod and applies what the apiserver does at creation and the scheduler relies on:
+// a container's (and init container's) limits fill its unset requests (SetDefaults_Pod), and pod
+// affinity matchLabelKeys/mismatchLabelKeys are merged into the label selectors (mergeLabelKeys). A pod
+// rendered for planning never went through the apiserver; for one that did, this changes no outcome.
 func defaultedPod(pod *corev1.Pod) *corev1.Pod {
 	p := pod.DeepCopy()
 	fill := func(cs []corev1.Container) {
@@ -72,6 +73,7 @@ func defaultedPod(pod *corev1.Pod) *corev1.Pod {
 	}
 	fill(p.Spec.Containers)
 	fill(p.Spec.InitContainers)
+	mergeLabelKeys(p)
 	return p
 }
 
