@@ -152,6 +152,10 @@ func (s *Snapshot) Evaluate(pod *corev1.Pod) Result {
 	pre := preFilter(p)
 	spread := s.newSpreadState(p)
 	affinity := s.newAffinityState(p)
+	if pre.failMsg == "" && affinity.parseErr != nil {
+		// InterPodAffinity's PreFilter rejects a pod whose affinity terms do not parse.
+		pre = preFilterResult{failPlugin: InterPodAffinity, failMsg: fmt.Sprintf("parsing pod: %+v", affinity.parseErr)}
+	}
 	podReq := incomingRequests(p)
 	filters := []struct {
 		plugin Plugin
