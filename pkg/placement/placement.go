@@ -96,6 +96,8 @@ type Snapshot struct {
 // The pods kept are those kube-scheduler's cache holds: its pod informer excludes phases Succeeded and
 // Failed, and it counts only pods with spec.nodeName set. Pods being deleted stay counted, except by
 // PodTopologySpread, which skips them itself. Pods bound to a node outside the snapshot are ignored.
+// Pods given for a node whose pods are unknown still count in the topology domains (spread, affinity)
+// the other nodes are judged by; those counts are then a lower bound.
 func NewSnapshot(nodes []corev1.Node, pods []corev1.Pod, namespaces []corev1.Namespace, known func(node string) bool) *Snapshot {
 	s := &Snapshot{byName: map[string]*nodeState{}, namespaces: map[string]map[string]string{}}
 	for i := range nodes {
