@@ -5,13 +5,18 @@
 // It owns the filter semantics of NodeName, NodeUnschedulable, TaintToleration, NodeAffinity,
 // NodeResourcesFit (including the allowed pod count), PodTopologySpread (whenUnsatisfiable:
 // DoNotSchedule only) and InterPodAffinity (required terms only), run in the scheduler's default
-// order and stopping at a node's first failing plugin. Node selectors, taints and pod requests are
-// evaluated with k8s.io/component-helpers; inter-pod affinity and topology spread are implemented
-// here, following kube-scheduler v1.37.2.
+// order and stopping at a node's first failing plugin, after the PreFilter stage's node-name
+// restrictions (spec.nodeName, node affinity on metadata.name). Node selectors, taints and pod
+// requests are evaluated with k8s.io/component-helpers; inter-pod affinity and topology spread are
+// implemented here. Everything follows kube-scheduler v1.37.2 with its default feature gates; v1.36
+// differs only in running NodeUnschedulable before NodeName and in NodeName having no PreFilter (a pod
+// naming another node then gets "node(s) didn't match the requested node name").
 //
 // It does not own: scoring (preferred affinity, ScheduleAnyway spread, balanced allocation and
 // the rest), preemption and PostFilter, NodePorts, the volume plugins (VolumeRestrictions,
-// NodeVolumeLimits, VolumeBinding, VolumeZone), DynamicResources (DRA), scheduling gates,
-// nominated pods, scheduler extenders or non-default scheduler profiles and plugin arguments.
-// A node that fits here may still be refused by one of those.
+// NodeVolumeLimits, VolumeBinding, VolumeZone), DynamicResources (DRA, including extended resources
+// backed by a DeviceClass), scheduling gates, nominated pods, scheduler extenders, non-default
+// scheduler profiles and plugin arguments, nor the apiserver's pod-level requests defaulting and
+// RuntimeClass overhead for a pod that was never created. A node that fits here may still be refused
+// by one of those.
 package placement

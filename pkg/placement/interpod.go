@@ -240,10 +240,7 @@ func podMatchesAll(terms []affinityTerm, pod *corev1.Pod) bool {
 // filter: InterPodAffinity. The plugin checks, in this order, the incoming pod's affinity, its
 // anti-affinity, then the existing pods' anti-affinity.
 func (st *affinityState) filter(ns *nodeState) *Rejection {
-	if st.parseErr != nil {
-		return reject(fmt.Sprintf("parsing pod: %+v", st.parseErr), "pod affinity does not parse")
-	}
-	if st.skip {
+	if st.skip || st.parseErr != nil {
 		return nil
 	}
 	node := ns.node

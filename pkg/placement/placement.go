@@ -96,6 +96,8 @@ type Snapshot struct {
 // The pods kept are those kube-scheduler's cache holds: its pod informer excludes phases Succeeded and
 // Failed, and it counts only pods with spec.nodeName set. Pods being deleted stay counted, except by
 // PodTopologySpread, which skips them itself. Pods bound to a node outside the snapshot are ignored.
+// Pods given for a node whose pods are unknown still count in the topology domains (spread, affinity)
+// the other nodes are judged by; those counts are then a lower bound.
 func NewSnapshot(nodes []corev1.Node, pods []corev1.Pod, namespaces []corev1.Namespace, known func(node string) bool) *Snapshot {
 	s := &Snapshot{byName: map[string]*nodeState{}, namespaces: map[string]map[string]string{}}
 	for i := range nodes {
@@ -152,6 +154,10 @@ func (s *Snapshot) Evaluate(pod *corev1.Pod) Result {
 	pre := preFilter(p)
 	spread := s.newSpreadState(p)
 	affinity := s.newAffinityState(p)
+	if pre.failMsg == "" && affinity.parseErr != nil {
+		// InterPodAffinity's PreFilter rejects a pod whose affinity terms do not parse.
+		pre = preFilterResult{failPlugin: InterPodAffinity, failMsg: fmt.Sprintf("parsing pod: %+v", affinity.parseErr)}
+	}
 	podReq := incomingRequests(p)
 	filters := []struct {
 		plugin Plugin

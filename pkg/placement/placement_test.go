@@ -149,6 +149,20 @@ func TestPreFilterNodeNames(t *testing.T) {
 	}
 }
 
+func TestUnparsableAffinityRejectsThePodEverywhere(t *testing.T) {
+	s := NewSnapshot(nodes(mkNode("a", nil), mkNode("b", nil)), nil, nil, nil)
+	bad := term(zone, nil)
+	bad.LabelSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Bogus"}}}
+	p := mkPod("p", nil, podAffinity(bad))
+	res := s.Evaluate(&p)
+	if len(res.Fits) != 0 || len(res.Rejected) != 2 || res.Rejected[0].Plugin != InterPodAffinity {
+		t.Fatalf("got %+v", res)
+	}
+	if msg := res.SchedulerMessage(); !strings.HasPrefix(msg, "0/2 nodes are available: parsing pod: ") {
+		t.Errorf("message %q", msg)
+	}
+}
+
 func TestNodeResourcesFit(t *testing.T) {
 	big := mkPod("big", nil, on("a"), requests("cpu", "3", "memory", "7Gi"))
 	runCases(t, []filterCase{

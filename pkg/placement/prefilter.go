@@ -122,7 +122,7 @@ func (r preFilterResult) reject(node string) *Rejection {
 // isPreFilterMessage tells the reasons that stand for a rejection of the pod as a whole: the scheduler
 // prints them once, without a count.
 func isPreFilterMessage(reason string) bool {
-	return reason == reasonAffinityTermsConflict ||
+	return reason == reasonAffinityTermsConflict || strings.HasPrefix(reason, "parsing pod: ") ||
 		strings.HasPrefix(reason, "node(s) didn't satisfy plugin ") ||
 		(strings.HasPrefix(reason, "node(s) didn't satisfy plugin(s) [") && strings.HasSuffix(reason, "] simultaneously"))
 }
