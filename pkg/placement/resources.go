@@ -137,6 +137,11 @@ func quantity(name corev1.ResourceName, v int64) string {
 		return apiresource.NewMilliQuantity(v, apiresource.DecimalSI).String()
 	case name == corev1.ResourceMemory, name == corev1.ResourceEphemeralStorage,
 		strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix):
+		if v%(1<<20) != 0 {
+			// Not a whole number of MiB (a VM's overhead seldom is): MiB
+			// with one decimal reads better than bytes.
+			return fmt.Sprintf("%.1fMi", float64(v)/(1<<20))
+		}
 		return apiresource.NewQuantity(v, apiresource.BinarySI).String()
 	}
 	return apiresource.NewQuantity(v, apiresource.DecimalSI).String()
