@@ -222,6 +222,7 @@ func (c *Client) Status(ctx context.Context, node string, api API) error {
 			if err := writeWait(c.Out, node, c.waitFacts(ctx, &nodes[0]), c.clock().Now()); err != nil {
 				return err
 			}
+			c.writeVMWait(ctx, &nodes[0])
 		}
 	}
 	if api == APIAnnotation {
@@ -290,4 +291,26 @@ func (c *Client) nodesInMaintenance(ctx context.Context, node string, missingOK 
 		}
 	}
 	return nodes, true, nil
+}
+
+// writeVMWait prints, when node's maintenance waits for its VMs
+// (maintenance.VMGateWhat), the VM plan as the admin's credentials see it
+// now: each VM and, per node that cannot take it, the scheduler's filter
+// that says so. A plan that cannot be read is said in one line.
+func (c *Client) writeVMWait(ctx context.Context, n *corev1.Node) {
+	st, err := selfdrain.ParseStatus(n)
+	if err != nil || st == nil || !st.Active() || st.Phase != selfdrain.PhaseWaiting ||
+		!strings.Contains(st.LastError, maintenance.VMGateWhat) || c.Dynamic == nil {
+		return
+	}
+	dyn, err := c.Dynamic()
+	if err == nil {
+		var r vmdrain.Report
+		if r, err = vmdrain.Read(ctx, c.Kube, dyn, n.Name, nil); err == nil {
+			err = writeVMPlan(c.Out, n.Name, r)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(c.Out, "\nThe VM plan could not be read now: %s\n", printable(err.Error()))
+	}
 }

@@ -207,6 +207,18 @@ func TestMaintenanceWaitsForVMsThatCannotLeave(t *testing.T) {
 	if n := getNode(t, b.c, "node-1"); n.Spec.Unschedulable || testenv.HasTaint(n, testenv.DrainTaint) {
 		t.Errorf("node-1 changed while its VM had nowhere to go: unschedulable %v, taints %v", n.Spec.Unschedulable, n.Spec.Taints)
 	}
+	// `maintenance status` names, per node, the scheduler's filter that
+	// keeps the VM off it.
+	out, err := exec.CommandContext(t.Context(), agentBinary, "maintenance", "status", "node-1", "--kubeconfig", b.env.KubeconfigPath()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("maintenance status: %v\n%s", err, out)
+	}
+	t.Logf("maintenance status node-1:\n%s", out)
+	for _, want := range []string{"Nodes that cannot take vms/pinned", "node-2  NodeAffinity", "node-3  NodeUnschedulable  node(s) were unschedulable"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("maintenance status lacks %q", want)
+		}
+	}
 	// node-3 takes it once it is schedulable again.
 	if err := mergePatchNode(t, b.c, "node-3", map[string]any{"spec": map[string]any{"unschedulable": false}}, false); err != nil {
 		t.Fatal(err)
