@@ -2,7 +2,9 @@
 // KubeVirt custom resource (kubevirts.kubevirt.io/v1): whether the cluster
 // serves the resource, which CR is in force, and the fields of its
 // spec.configuration that node-agent's labeller follows (obsoleteCPUModels,
-// minCPUModel and developerConfiguration.featureGates).
+// minCPUModel and developerConfiguration.featureGates), the VM defaults
+// pkg/vmdrain applies, and the settings pkg/targetpod renders KubeVirt's
+// migration target pod from (targetpod.go).
 //
 // KubeVirt's components read the CR of their own namespace that
 // virt-operator has taken up (status.phase set) and is not deleting
@@ -24,12 +26,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -62,6 +66,36 @@ type Settings struct {
 	// and cpuModel: the defaults of VMs that set none (pkg/vmdrain).
 	EvictionStrategy string
 	CPUModel         string
+
+	// The fields below are those pkg/targetpod renders KubeVirt's
+	// migration target pod from, as the CR has them (no defaults applied:
+	// zero means the CR does not set the field).
+
+	// NodeSelectors are developerConfiguration.nodeSelectors.
+	NodeSelectors map[string]string
+	// MemoryOvercommit is developerConfiguration.memoryOvercommit (a
+	// percentage); CPUAllocationRatio is developerConfiguration.cpuAllocationRatio.
+	MemoryOvercommit   int
+	CPUAllocationRatio int
+	// UseEmulation is developerConfiguration.useEmulation.
+	UseEmulation bool
+	// AdditionalGuestMemoryOverheadRatio is
+	// spec.configuration.additionalGuestMemoryOverheadRatio, a decimal
+	// number as text.
+	AdditionalGuestMemoryOverheadRatio string
+	// DefaultRuntimeClass is spec.configuration.defaultRuntimeClass.
+	DefaultRuntimeClass string
+	// SerialConsoleLogDisabled says that
+	// spec.configuration.virtualMachineOptions.disableSerialConsoleLog is
+	// present (KubeVirt tests presence, not a value).
+	SerialConsoleLogDisabled bool
+	// NetworkBindings are, by binding plugin name, the
+	// computeResourceOverhead.requests.memory of each entry of
+	// spec.configuration.network.binding; a plugin without one is absent.
+	NetworkBindings map[string]resource.Quantity
+	// ObservedVersion is status.observedKubeVirtVersion: the release
+	// virt-operator has deployed.
+	ObservedVersion string
 }
 
 // State is what the cluster says about the KubeVirt CR.
@@ -84,7 +118,14 @@ func (s State) Equal(o State) bool {
 	}
 	a, b := s.Settings, o.Settings
 	return a.CR == b.CR && a.MinCPUModel == b.MinCPUModel && a.EvictionStrategy == b.EvictionStrategy && a.CPUModel == b.CPUModel &&
-		slices.Equal(a.ObsoleteCPUModels, b.ObsoleteCPUModels) && slices.Equal(a.FeatureGates, b.FeatureGates)
+		slices.Equal(a.ObsoleteCPUModels, b.ObsoleteCPUModels) && slices.Equal(a.FeatureGates, b.FeatureGates) &&
+		maps.Equal(a.NodeSelectors, b.NodeSelectors) && a.MemoryOvercommit == b.MemoryOvercommit &&
+		a.CPUAllocationRatio == b.CPUAllocationRatio && a.UseEmulation == b.UseEmulation &&
+		a.AdditionalGuestMemoryOverheadRatio == b.AdditionalGuestMemoryOverheadRatio &&
+		a.DefaultRuntimeClass == b.DefaultRuntimeClass && a.SerialConsoleLogDisabled == b.SerialConsoleLogDisabled &&
+		a.ObservedVersion == b.ObservedVersion &&
+		// Quantities compare by value: "1Gi" and "1024Mi" say the same.
+		maps.EqualFunc(a.NetworkBindings, b.NetworkBindings, func(x, y resource.Quantity) bool { return x.Cmp(y) == 0 })
 }
 
 // NotServed is the Note of a cluster that serves no kubevirts.kubevirt.io.
@@ -162,6 +203,7 @@ func settingsOf(o *unstructured.Unstructured) (*Settings, []string) {
 	case found:
 		s.FeatureGates = gates
 	}
+	problems = append(problems, s.readTargetPodFields(o)...)
 	return s, problems
 }
 
