@@ -287,7 +287,7 @@ func (w *wiring) labeller(d agent.Deps) (*labeller.Controller, error) {
 // readVMs reads the node's VMs and their ways off it.
 func (w *wiring) readVMs(d agent.Deps) func(ctx context.Context) (vmdrain.Report, error) {
 	return func(ctx context.Context) (vmdrain.Report, error) {
-		return vmdrain.Read(ctx, w.serviceAccount, w.dyn, d.NodeName)
+		return vmdrain.Read(ctx, w.serviceAccount, w.dyn, d.NodeName, w.podClient)
 	}
 }
 

@@ -49,6 +49,13 @@ type CoreV1Interface interface {
 	Nodes() NodeInterface
 	Pods(namespace string) PodInterface
 	Events(namespace string) EventInterface
+	Namespaces() NamespaceInterface
+}
+
+// NamespaceInterface lists Namespaces: their labels, which pod affinity
+// terms select by (pkg/vmdrain's plan).
+type NamespaceInterface interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.NamespaceList, error)
 }
 
 // NodeInterface is what node-agent does with Nodes.
@@ -221,6 +228,11 @@ func (c *client) Discovery() DiscoveryInterface           { return discovery{c.c
 func (c *client) Nodes() NodeInterface {
 	return nodes{gentype.NewClientWithList("nodes", c.core, parameterCodec, "",
 		func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} })}
+}
+
+func (c *client) Namespaces() NamespaceInterface {
+	return gentype.NewClientWithList("namespaces", c.core, parameterCodec, "",
+		func() *corev1.Namespace { return &corev1.Namespace{} }, func() *corev1.NamespaceList { return &corev1.NamespaceList{} })
 }
 
 func (c *client) Pods(namespace string) PodInterface {

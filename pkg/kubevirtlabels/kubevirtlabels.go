@@ -54,3 +54,32 @@ const (
 	// CrossArchitectureVirtualization feature gate).
 	VMArchLabelPrefix = "kubevirt.io/vm-arch-"
 )
+
+// KubeVirt's own node labels, which node-agent does not write but a VM's
+// migration target pod asks for (pkg/targetpod; rows of
+// docs/kubevirt-target-pod.md).
+const (
+	// SchedulableLabel is "true" while virt-handler runs on the node (row 1).
+	SchedulableLabel = "kubevirt.io/schedulable"
+	// CPUManagerLabel is the dedicated-CPU key from v1.8; v1.7 used
+	// CPUManagerLabelV17 (row 5).
+	CPUManagerLabel    = "kubevirt.io/cpumanager"
+	CPUManagerLabelV17 = "cpumanager"
+	// TSCSchedulingLabelPrefix + frequency in Hz: virt-controller writes it
+	// from the cpu-timer labels (row 11).
+	TSCSchedulingLabelPrefix = "scheduling.node.kubevirt.io/tsc-frequency-"
+)
+
+// The labels KubeVirt puts on a VMI's virt-launcher pods (podLabels in its
+// template.go), and the one its migration controller adds to a target pod
+// (row 47).
+const (
+	AppLabel      = "kubevirt.io"
+	AppLabelValue = "virt-launcher"
+	// CreatedByLabel carries the VMI's UID: node-agent finds a VM's launcher
+	// pod by it (pkg/vmdrain).
+	CreatedByLabel    = "kubevirt.io/created-by"
+	VMNameLabel       = "vm.kubevirt.io/name"
+	VMIIDLabel        = "vmi.kubevirt.io/id"
+	MigrationJobLabel = "kubevirt.io/migrationJobUID"
+)

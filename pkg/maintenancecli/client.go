@@ -156,7 +156,7 @@ func (c *Client) DryRun(ctx context.Context, node, podSelector string) error {
 	if err != nil {
 		return err
 	}
-	vms, err := vmdrain.Read(ctx, c.Kube, dyn, node)
+	vms, err := vmdrain.Read(ctx, c.Kube, dyn, node, nil)
 	if err != nil {
 		return fmt.Errorf("planning the VMs on %s: %w", node, err)
 	}

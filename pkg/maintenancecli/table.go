@@ -80,10 +80,32 @@ func writeVMPlan(out io.Writer, node string, r vmdrain.Report) error {
 		fmt.Fprintf(out, "\n%d of %d VMs cannot leave by live migration: %s. With drain.vmWithoutTarget wait (the default) the maintenance waits, the node unchanged, until each can; with proceed it drains anyway.\n",
 			len(held), len(r.Plans), strings.Join(names, ", "))
 	}
+	writeRejections(out, r.Plans)
 	if r.Note != "" {
-		fmt.Fprintf(out, "KubeVirt CR: %s\n", printable(r.Note))
+		fmt.Fprintf(out, "Note: %s\n", printable(r.Note))
 	}
 	return nil
+}
+
+// writeRejections prints, for each VM whose target pod was weighed, each
+// node that cannot take it and the scheduler's filter that says so.
+func writeRejections(out io.Writer, plans []vmdrain.VMPlan) {
+	for _, p := range plans {
+		if p.Pod == nil || len(p.Placement.Rejected) == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "\nNodes that cannot take %s, by kube-scheduler's filters for its migration target pod:\n", printable(p.VM.Key()))
+		tw := newTabWriter(out)
+		fmt.Fprintln(tw, "NODE\tFILTER\tSCHEDULER SAYS\tDETAIL")
+		for _, rj := range p.Placement.Rejected {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", printable(rj.Node), printable(string(rj.Plugin)),
+				printable(strings.Join(rj.Reasons, ", ")), printable(rj.Detail))
+		}
+		_ = tw.Flush()
+		for _, n := range p.Notes {
+			fmt.Fprintf(out, "Note on %s: %s\n", printable(p.VM.Key()), printable(n))
+		}
+	}
 }
 
 // writeStatusTable prints the maintenance status of nodes; one adds the

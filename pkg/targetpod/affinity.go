@@ -89,7 +89,7 @@ func preferArch(a *corev1.Affinity, arch string) *corev1.Affinity {
 // pod created by the same VMI, by hostname label, appended to the VMI's own.
 func keepOffSource(a *corev1.Affinity, uid string) *corev1.Affinity {
 	term := corev1.PodAffinityTerm{
-		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{CreatedByLabel: uid}},
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{kubevirtlabels.CreatedByLabel: uid}},
 		TopologyKey:   corev1.LabelHostname,
 	}
 	if a == nil {

@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/node-agent/node-agent/pkg/kubevirtcr"
+	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 )
 
 // Cluster: the KubeVirt CR's settings the pod depends on.
@@ -59,15 +60,7 @@ type Source struct {
 	Pod  *corev1.Pod  // the VMI's running virt-launcher pod on that node; nil when not known
 }
 
-// Label keys and values KubeVirt puts on a launch pod (podLabels in
-// template.go), and the one the migration controller adds (row 47).
 const (
-	AppLabel          = "kubevirt.io"
-	AppLabelValue     = "virt-launcher"
-	CreatedByLabel    = "kubevirt.io/created-by"
-	VMNameLabel       = "vm.kubevirt.io/name"
-	VMIIDLabel        = "vmi.kubevirt.io/id"
-	MigrationJobLabel = "kubevirt.io/migrationJobUID"
 	// ComputeContainer is the name of the container that runs the guest.
 	ComputeContainer = "compute"
 )
@@ -166,15 +159,15 @@ func (r *renderer) labels() map[string]string {
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[AppLabel] = AppLabelValue
-	l[CreatedByLabel] = v.Metadata.UID
-	l[VMNameLabel] = hostname(v)
+	l[kubevirtlabels.AppLabel] = kubevirtlabels.AppLabelValue
+	l[kubevirtlabels.CreatedByLabel] = v.Metadata.UID
+	l[kubevirtlabels.VMNameLabel] = hostname(v)
 	// KubeVirt shortens names over 63 characters with a hash; only the
 	// short form is written here.
 	if len(v.Metadata.Name) <= 63 {
-		l[VMIIDLabel] = v.Metadata.Name
+		l[kubevirtlabels.VMIIDLabel] = v.Metadata.Name
 	} else {
-		r.note("label %s left out: the VMI's name is over 63 characters and KubeVirt hashes it", VMIIDLabel)
+		r.note("label %s left out: the VMI's name is over 63 characters and KubeVirt hashes it", kubevirtlabels.VMIIDLabel)
 	}
 	if val, ok := v.Metadata.Annotations["sidecar.istio.io/inject"]; ok {
 		l["sidecar.istio.io/inject"] = val

@@ -12,17 +12,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 )
 
-// Node-selector keys of section 1 that pkg/kubevirtlabels does not hold
-// (they are not node-agent's labels).
 const (
-	SchedulableLabel = "kubevirt.io/schedulable"
-	// CPUManagerLabel is the dedicated-CPU key from v1.8; v1.7 used
-	// CPUManagerLabelV17 (row 5).
-	CPUManagerLabel    = "kubevirt.io/cpumanager"
-	CPUManagerLabelV17 = "cpumanager"
-	// TSCSchedulingLabelPrefix + frequency in Hz (row 11).
-	TSCSchedulingLabelPrefix = "scheduling.node.kubevirt.io/tsc-frequency-"
-
 	crossArchGate   = "CrossArchitectureVirtualization"
 	hypervGate      = "HypervStrictCheck"
 	hostModel       = "host-model"
@@ -56,7 +46,7 @@ func (r *renderer) nodeSelector() (map[string]string, error) {
 // baseSelector is rows 1-4, each overwriting the ones before it on a key.
 func (r *renderer) baseSelector() map[string]string {
 	v := r.v
-	sel := map[string]string{SchedulableLabel: "true"} // row 1
+	sel := map[string]string{kubevirtlabels.SchedulableLabel: "true"} // row 1
 	if v.Spec.Architecture != "" {
 		// Row 2, lower-cased as KubeVirt does.
 		sel[corev1.LabelArchStable] = strings.ToLower(v.Spec.Architecture)
@@ -80,9 +70,9 @@ func (r *renderer) renderSelector(sel map[string]string) {
 	on := func(key string) { sel[key] = "true" }
 	if v.dedicatedCPU() { // row 5: the key was renamed in v1.8
 		if r.rel.atLeast(8, 0) {
-			on(CPUManagerLabel)
+			on(kubevirtlabels.CPUManagerLabel)
 		} else {
-			on(CPUManagerLabelV17)
+			on(kubevirtlabels.CPUManagerLabelV17)
 		}
 	}
 	if r.gate(hypervGate) { // rows 6, 7
@@ -103,7 +93,7 @@ func (r *renderer) renderSelector(sel map[string]string) {
 		}
 	}
 	if hz, ok := tscFrequency(v); ok { // row 11
-		on(TSCSchedulingLabelPrefix + strconv.FormatInt(hz, 10))
+		on(kubevirtlabels.TSCSchedulingLabelPrefix + strconv.FormatInt(hz, 10))
 	}
 	if v.Spec.Domain.CPU != nil && v.Spec.Domain.CPU.Realtime != nil { // row 12
 		on(kubevirtlabels.RealtimeLabel)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/kubevirtcr"
+	"github.com/node-agent/node-agent/pkg/targetpod"
 )
 
 // Report is what Read found for one node.
@@ -23,7 +25,7 @@ type Report struct {
 	// Plans are the VMs on the node and their ways off it.
 	Plans []VMPlan
 	// Defaults are the KubeVirt CR's, as applied; Note remarks on the CR
-	// (none in force, several).
+	// (none in force, several) and on what the plan could not read.
 	Defaults Defaults
 	Note     string
 }
@@ -85,10 +87,15 @@ func (e *NotGrantedError) Error() string {
 func (e *NotGrantedError) Unwrap() error { return e.Err }
 
 // Read lists the VMs on node (the VMIs labelled with it, status.nodeName
-// checked too) and, when there are any, the cluster's Nodes and the KubeVirt
-// CR's defaults, and plans each VM's way off the node. A VMI that does not decode is an error
-// naming it: the drain must not guess about a VM.
-func Read(ctx context.Context, c kube.Interface, dyn dynamic.Interface, node string) (Report, error) {
+// checked too) and, when there are any, the cluster's Nodes, pods and
+// Namespaces, and the KubeVirt CR's settings, and plans each VM's way off
+// the node. c reads the cluster; own reads node's own pods (the agent
+// reaches them as its node, pkg/podaccess), nil for c. Where c may not list
+// every pod (deploy/components/vm-placement not applied), the plan knows
+// only node's pods and says what it could not check elsewhere. A VMI that
+// does not decode is an error naming it: the drain must not guess about a
+// VM.
+func Read(ctx context.Context, c kube.Interface, dyn dynamic.Interface, node string, own kube.Interface) (Report, error) {
 	served, err := kube.Serves(c.Discovery(), GVR)
 	if err != nil || !served {
 		return Report{}, err
@@ -109,6 +116,14 @@ func Read(ctx context.Context, c kube.Interface, dyn dynamic.Interface, node str
 	if i < 0 {
 		return r, fmt.Errorf("node %s is not among the cluster's Nodes", node)
 	}
+	if own == nil {
+		own = c
+	}
+	view, notes, err := readPods(ctx, c, own, node)
+	if err != nil {
+		return r, err
+	}
+	view.Nodes = nodes.Items
 	cr, err := kubevirtcr.Read(ctx, c.Discovery(), dyn)
 	if err != nil {
 		return r, err
@@ -116,7 +131,76 @@ func Read(ctx context.Context, c kube.Interface, dyn dynamic.Interface, node str
 	if cr.Settings != nil {
 		r.Defaults = Defaults{Strategy: cr.Settings.EvictionStrategy, CPUModel: cr.Settings.CPUModel}
 	}
-	r.Note = cr.Note
-	r.Plans = Plan(vms, &nodes.Items[i], nodes.Items, r.Defaults)
+	view.Cluster = targetpod.ClusterOf(cr.Settings)
+	if cr.Note != "" {
+		notes = append([]string{"KubeVirt CR: " + cr.Note}, notes...)
+	}
+	r.Note = strings.Join(notes, "; ")
+	AttachLaunchers(vms, view.Pods)
+	r.Plans = Plan(vms, &nodes.Items[i], view, r.Defaults)
 	return r, nil
+}
+
+// unfinished leaves out the pods the scheduler no longer counts.
+const unfinished = "status.phase!=Succeeded,status.phase!=Failed"
+
+// readPods reads the pods and Namespaces a plan weighs: every pod, or only
+// node's when c may not list them all; the Namespaces when c may.
+func readPods(ctx context.Context, c, own kube.Interface, node string) (View, []string, error) {
+	var view View
+	var notes []string
+	pods, err := listAllPods(ctx, c)
+	if tooMany := errors.Is(err, errTooManyPods); tooMany || apierrors.IsForbidden(err) {
+		mine, err := own.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node + "," + unfinished})
+		if err != nil {
+			return view, nil, fmt.Errorf("listing the pods of node %s, whose VMs are planned: %w", node, err)
+		}
+		pods = mine.Items
+		view.PodsKnown = func(n string) bool { return n == node }
+		why := "are not readable (deploy/components/vm-placement)"
+		if tooMany {
+			why = fmt.Sprintf("are more than %d, beyond what a plan reads", MaxPlanPods)
+		}
+		notes = append(notes, "the pods of other nodes "+why+", so free capacity, pod affinity and topology spread are not checked there")
+	} else if err != nil {
+		return view, nil, fmt.Errorf("listing the pods VMs could move beside: %w", err)
+	}
+	view.Pods = pods
+	ns, err := c.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	switch {
+	case err == nil:
+		view.Namespaces = ns.Items
+	case apierrors.IsForbidden(err):
+		notes = append(notes, "Namespaces are not readable, so pod affinity terms that select namespaces by label match none")
+	default:
+		return view, nil, fmt.Errorf("listing the Namespaces: %w", err)
+	}
+	return view, notes, nil
+}
+
+// MaxPlanPods bounds the pods a plan reads: tenants create pods, and a
+// plan must not hold an unbounded list in memory. Beyond it the plan weighs
+// its own node's pods only, and says so.
+const MaxPlanPods = 50000
+
+var errTooManyPods = errors.New("too many pods")
+
+// listAllPods lists every unfinished pod in pages, up to MaxPlanPods.
+func listAllPods(ctx context.Context, c kube.Interface) ([]corev1.Pod, error) {
+	var out []corev1.Pod
+	opts := metav1.ListOptions{FieldSelector: unfinished, Limit: 1000}
+	for {
+		page, err := c.CoreV1().Pods("").List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Items...)
+		if len(out) > MaxPlanPods {
+			return nil, errTooManyPods
+		}
+		if page.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = page.Continue
+	}
 }

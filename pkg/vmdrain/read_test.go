@@ -53,7 +53,7 @@ func TestRead(t *testing.T) {
 			}
 			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 				map[schema.GroupVersionResource]string{GVR: "VirtualMachineInstanceList"}, c.vmis...)
-			r, err := Read(context.Background(), kubetest.Wrap(cs), dyn, "node-1")
+			r, err := Read(context.Background(), kubetest.Wrap(cs), dyn, "node-1", nil)
 			if err != nil {
 				t.Fatal(err)
 			}

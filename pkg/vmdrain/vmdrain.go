@@ -1,41 +1,31 @@
 // Package vmdrain owns what the drain knows of KubeVirt's VMs on its node:
 // the VirtualMachineInstances it reads (their eviction strategy, whether
-// they can live-migrate, their CPU model and required features, their node
-// selectors and tolerations), and each VM's way off the node, decided before
-// the cordon: migrate to the nodes that can take it, by the label rules
-// KubeVirt's migration target selection uses; or no target; or no migration
-// at all (strategy None, not live-migratable, External).
+// they can live-migrate, their launcher pods), and each VM's way off the
+// node, decided before the cordon: migrate to the nodes that can take it;
+// or no target; or no migration at all (strategy None, not
+// live-migratable, External).
 //
-// The rules, as KubeVirt applies them to a migration's target pod:
-//   - a named CPU model needs cpu-model.node.kubevirt.io/<model>;
-//   - host-model needs cpu-model-migration.node.kubevirt.io/<the source
-//     node's host model> and cpu-feature.node.kubevirt.io/<f> for each of the
-//     source node's host-model-required-features.node.kubevirt.io/<f>;
-//   - host-passthrough needs no CPU label (KubeVirt checks none: the target's
-//     CPU must match, which labels do not tell);
-//   - each feature the VM requires (policy require or force, or none)
-//     needs cpu-feature.node.kubevirt.io/<f>;
-//   - the target is another node, Ready, schedulable, whose NoSchedule and
-//     NoExecute taints the VM tolerates, and which matches its nodeSelector
-//     and its required node affinity (the scheduler's own matching, from
-//     k8s.io/component-helpers).
+// Which nodes can take a VM is not a rule of this package's own. It renders
+// the migration target pod KubeVirt would create for the VMI
+// (pkg/targetpod, KubeVirt v1.7 to v1.9) and asks of each node what
+// kube-scheduler's filters would (pkg/placement): node selector and
+// affinity, taints, cordons, free capacity, pod affinity, anti-affinity and
+// topology spread. The VMs of one plan are placed one after another, each
+// counted on the node it is planned to, so that two VMs are not both planned
+// into room for one.
 package vmdrain
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/node-agent/node-agent/pkg/placement"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	"k8s.io/klog/v2"
-
-	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 )
 
 // GVR is KubeVirt's VirtualMachineInstance resource.
@@ -63,6 +53,9 @@ const (
 // VM is what the drain reads of one VirtualMachineInstance.
 type VM struct {
 	Namespace, Name string
+	// UID is metadata.uid: KubeVirt labels the VM's launcher pods with it
+	// (kubevirt.io/created-by).
+	UID string
 	// Node is status.nodeName.
 	Node string
 	// Strategy is spec.evictionStrategy, "" when unset (Defaults decide).
@@ -90,6 +83,12 @@ type VM struct {
 	// EvacuationNode is status.evacuationNodeName: KubeVirt is moving it
 	// off that node.
 	EvacuationNode string
+	// Object is the VMI as read, from which its migration target pod is
+	// rendered (pkg/targetpod); nil when the VM was not read whole.
+	Object *unstructured.Unstructured
+	// Launcher is its running virt-launcher pod on Node, nil when not
+	// known (AttachLaunchers).
+	Launcher *corev1.Pod
 }
 
 // Key is namespace/name.
@@ -113,6 +112,7 @@ type vmi struct {
 	Metadata struct {
 		Namespace string `json:"namespace"`
 		Name      string `json:"name"`
+		UID       string `json:"uid"`
 	} `json:"metadata"`
 	Spec struct {
 		EvictionStrategy *string             `json:"evictionStrategy"`
@@ -159,7 +159,8 @@ func FromUnstructured(u *unstructured.Unstructured) (VM, error) {
 		return VM{}, fmt.Errorf("VirtualMachineInstance %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	v := VM{
-		Namespace: in.Metadata.Namespace, Name: in.Metadata.Name, Node: in.Status.NodeName,
+		Namespace: in.Metadata.Namespace, Name: in.Metadata.Name, UID: in.Metadata.UID, Node: in.Status.NodeName,
+		Object:       u.DeepCopy(),
 		NodeSelector: in.Spec.NodeSelector, Tolerations: in.Spec.Tolerations, Phase: in.Status.Phase,
 		Migration: in.Status.MigrationState, EvacuationNode: in.Status.EvacuationNodeName,
 		HostDevices: len(in.Spec.Domain.Devices.HostDevices)+len(in.Spec.Domain.Devices.GPUs) > 0,
@@ -257,23 +258,39 @@ type VMPlan struct {
 	Strategy string
 	CPUModel string
 	Way      Way
-	// Targets are the nodes that can take it (Migrate), sorted.
+	// Targets are the nodes that can take it (Migrate), sorted: those
+	// where kube-scheduler's filters admit its target pod.
 	Targets []string
+	// Pod is its migration target pod as KubeVirt would render it, nil
+	// when it does not migrate or could not be rendered.
+	Pod *corev1.Pod
+	// Placement is what the scheduler's filters said of Pod on each node:
+	// the rule that rejected each rejected node.
+	Placement placement.Result
+	// PlannedTo is the node the plan counts it on (the fitting node with
+	// the most free memory after it), "" when it has no target.
+	PlannedTo string
+	// Notes name what the rendering assumed or left out.
+	Notes []string
 	// Why says what decided the way, for people.
 	Why string
 }
 
-// Plan decides each VM's way off source, sorted by namespace/name.
-func Plan(vms []VM, source *corev1.Node, nodes []corev1.Node, d Defaults) []VMPlan {
+// Plan decides each VM's way off source, sorted by namespace/name. Each VM
+// that migrates is counted, in that order, on the node it is planned to,
+// so that a later VM is not planned into room an earlier one takes.
+func Plan(vms []VM, source *corev1.Node, view View, d Defaults) []VMPlan {
+	vms = slices.Clone(vms)
+	sort.Slice(vms, func(i, j int) bool { return vms[i].Key() < vms[j].Key() })
+	p := newPlanner(source, view)
 	out := make([]VMPlan, 0, len(vms))
 	for _, v := range vms {
-		out = append(out, planVM(v, source, nodes, d))
+		out = append(out, p.planVM(v, d))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].VM.Key() < out[j].VM.Key() })
 	return out
 }
 
-func planVM(v VM, source *corev1.Node, nodes []corev1.Node, d Defaults) VMPlan {
+func (pl *planner) planVM(v VM, d Defaults) VMPlan {
 	p := VMPlan{VM: v, Strategy: d.strategy(v), CPUModel: d.cpuModel(v)}
 	migratable, notWhy := v.Migratable, v.NotMigratable
 	if v.HostDevices {
@@ -299,168 +316,6 @@ func planVM(v VM, source *corev1.Node, nodes []corev1.Node, d Defaults) VMPlan {
 		}
 		return p
 	}
-	p.Targets, p.Why = Targets(v, p.CPUModel, source, nodes)
-	p.Way = Migrate
-	if len(p.Targets) == 0 {
-		p.Way = NoTarget
-	}
+	pl.place(&p)
 	return p
-}
-
-// Requirements are the node labels (key: "true") a migration target of v
-// needs for its CPU, model being its CPU model in force; or why none can
-// be told (the source node's host model is unknown).
-func Requirements(v VM, model string, source *corev1.Node) (map[string]string, string) {
-	req := map[string]string{}
-	switch model {
-	case HostPassthrough:
-	case HostModel:
-		host := ""
-		for k, val := range source.Labels {
-			if strings.HasPrefix(k, kubevirtlabels.HostModelCPULabelPrefix) && val == "true" {
-				host = strings.TrimPrefix(k, kubevirtlabels.HostModelCPULabelPrefix)
-			}
-		}
-		if host == "" {
-			return nil, "host-model, and node " + source.Name + " has no " + kubevirtlabels.HostModelCPULabelPrefix + " label to tell its host model"
-		}
-		req[kubevirtlabels.CPUModelMigrationLabelPrefix+host] = "true"
-		for k, val := range source.Labels {
-			if strings.HasPrefix(k, kubevirtlabels.HostModelRequiredFeaturesLabelPrefix) && val == "true" {
-				req[kubevirtlabels.CPUFeatureLabelPrefix+strings.TrimPrefix(k, kubevirtlabels.HostModelRequiredFeaturesLabelPrefix)] = "true"
-			}
-		}
-	default:
-		req[kubevirtlabels.CPUModelLabelPrefix+model] = "true"
-	}
-	for _, f := range v.Features {
-		req[kubevirtlabels.CPUFeatureLabelPrefix+f] = "true"
-	}
-	return req, ""
-}
-
-// Targets are the nodes other than source that can take v, sorted, and a
-// sentence that says why there are none, or what they were chosen by.
-func Targets(v VM, model string, source *corev1.Node, nodes []corev1.Node) ([]string, string) {
-	req, why := Requirements(v, model, source)
-	if req == nil {
-		return nil, why
-	}
-	for k, val := range v.NodeSelector {
-		req[k] = val
-	}
-	var open []*corev1.Node
-	for i := range nodes {
-		n := &nodes[i]
-		if n.Name != source.Name && schedulable(n, v.Tolerations) {
-			open = append(open, n)
-		}
-	}
-	if len(open) == 0 {
-		return nil, "no other node is Ready, schedulable and free of taints it does not tolerate"
-	}
-	if v.RequiredAffinity != nil {
-		var err error
-		if open, err = matchAffinity(v.RequiredAffinity, open); len(open) == 0 {
-			if err != nil {
-				return nil, "its required node affinity matches no node: " + err.Error()
-			}
-			return nil, "no other schedulable node matches its required node affinity"
-		}
-	}
-	keys := make([]string, 0, len(req))
-	for k := range req {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var targets []string
-	missing := map[string]int{}
-	for _, n := range open {
-		ok := true
-		for _, k := range keys {
-			if n.Labels[k] != req[k] {
-				missing[k]++
-				ok = false
-			}
-		}
-		if ok {
-			targets = append(targets, n.Name)
-		}
-	}
-	sort.Strings(targets)
-	if len(targets) > 0 {
-		by := "nodes with " + strings.Join(labelTerms(keys, req), ", ")
-		if len(keys) == 0 {
-			by = "every node that is Ready, schedulable and tolerated (" + model + ")"
-		}
-		if v.RequiredAffinity != nil {
-			by += ", matching its required node affinity"
-		}
-		return targets, by
-	}
-	// Name the labels no open node has, or the one most lack.
-	var none []string
-	for _, k := range keys {
-		if missing[k] == len(open) {
-			none = append(none, k)
-		}
-	}
-	if len(none) > 0 {
-		return nil, fmt.Sprintf("no other schedulable node has %s", strings.Join(labelTerms(none, req), ", "))
-	}
-	return nil, fmt.Sprintf("no other schedulable node has all of %s", strings.Join(labelTerms(keys, req), ", "))
-}
-
-// matchAffinity keeps the nodes that a required node affinity admits, as
-// the scheduler matches it (terms ORed, expressions and fields ANDed). A
-// term that cannot be parsed admits no node; its error is returned when no
-// node matched.
-func matchAffinity(sel *corev1.NodeSelector, nodes []*corev1.Node) ([]*corev1.Node, error) {
-	m := nodeaffinity.NewLazyErrorNodeSelector(sel)
-	var kept []*corev1.Node
-	var errs []error
-	for _, n := range nodes {
-		ok, err := m.Match(n)
-		if ok {
-			kept = append(kept, n)
-		} else if err != nil && len(errs) == 0 {
-			errs = append(errs, err)
-		}
-	}
-	return kept, errors.Join(errs...)
-}
-
-func labelTerms(keys []string, req map[string]string) []string {
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = k + "=" + req[k]
-	}
-	return out
-}
-
-// schedulable says whether a migration target pod could land on n: Ready,
-// not cordoned, and every NoSchedule or NoExecute taint tolerated.
-func schedulable(n *corev1.Node, tolerations []corev1.Toleration) bool {
-	if n.Spec.Unschedulable {
-		return false
-	}
-	ready := false
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			ready = c.Status == corev1.ConditionTrue
-		}
-	}
-	if !ready {
-		return false
-	}
-	for i := range n.Spec.Taints {
-		t := &n.Spec.Taints[i]
-		if t.Effect == corev1.TaintEffectPreferNoSchedule {
-			continue
-		}
-		if !slices.ContainsFunc(tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(klog.Background(), t, true) }) {
-			return false
-		}
-	}
-	return true
 }

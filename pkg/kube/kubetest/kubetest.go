@@ -33,6 +33,7 @@ func (w clientset) IsWatchListSemanticsUnSupported() bool {
 func (w clientset) Nodes() kube.NodeInterface            { return w.c.CoreV1().Nodes() }
 func (w clientset) Pods(ns string) kube.PodInterface     { return w.c.CoreV1().Pods(ns) }
 func (w clientset) Events(ns string) kube.EventInterface { return w.c.CoreV1().Events(ns) }
+func (w clientset) Namespaces() kube.NamespaceInterface  { return w.c.CoreV1().Namespaces() }
 func (w clientset) Evictions(ns string) kube.EvictionInterface {
 	return w.c.PolicyV1().Evictions(ns)
 }
