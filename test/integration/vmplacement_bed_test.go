@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -236,25 +237,12 @@ func (b *placementBed) createVM(t *testing.T, name, source string, spec map[stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	guest, _, _ := unstructuredString(u.Object, "spec", "domain", "memory", "guest")
+	guest, _, _ := unstructured.NestedString(u.Object, "spec", "domain", "memory", "guest")
 	pod := launcherPod(name, source, u.GetUID(), u.GetLabels(), guest, selector)
 	if _, err := b.c.CoreV1().Pods(vmNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return u.GetUID()
-}
-
-func unstructuredString(obj map[string]any, path ...string) (string, bool, error) {
-	var cur any = obj
-	for _, p := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return "", false, nil
-		}
-		cur = m[p]
-	}
-	s, ok := cur.(string)
-	return s, ok, nil
 }
 
 // launcherPod is the virt-launcher pod of a running VMI as the bed shows

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,8 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/node-agent/node-agent/pkg/placement"
 	"github.com/node-agent/node-agent/pkg/targetpod"
 	"github.com/node-agent/node-agent/pkg/vmdrain"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -30,6 +31,10 @@ type placementCase struct {
 	cluster    targetpod.Cluster
 	group      string
 	want       []string
+	// node, when want is empty, is the node the case is about; plugin is
+	// the filter that must reject it there.
+	node   string
+	plugin placement.Plugin
 }
 
 // specOpt changes a VMI spec built by vmSpec.
@@ -59,9 +64,14 @@ func vmSpec(pin string, opts ...specOpt) map[string]any {
 	return spec
 }
 
+// toMap is v as the JSON object the API would store.
 func toMap(v any) map[string]any {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(v)
+	data, err := json.Marshal(v)
 	if err != nil {
+		panic(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
 		panic(err)
 	}
 	return m
@@ -154,6 +164,13 @@ func placementCases() []placementCase {
 	c := func(name, rule string, spec map[string]any, want ...string) placementCase {
 		return placementCase{name: name, rule: rule, source: srcAMD, spec: spec, want: want}
 	}
+	// n is a case with no target, whose node of interest must be rejected
+	// by plugin.
+	n := func(name, rule string, spec map[string]any, node string, plugin placement.Plugin) placementCase {
+		pc := c(name, rule, spec)
+		pc.node, pc.plugin = node, plugin
+		return pc
+	}
 	withSource := func(pc placementCase, source string) placementCase { pc.source = source; return pc }
 	withMachine := func(pc placementCase, m string) placementCase { pc.machine = m; return pc }
 	withSrcSel := func(pc placementCase, sel map[string]string) placementCase { pc.srcSel = sel; return pc }
@@ -162,52 +179,53 @@ func placementCases() []placementCase {
 	inGroup := func(pc placementCase, g string) placementCase { pc.group = g; return pc }
 	milan := trueLabels(lMigration + "EPYC-Milan")
 	return []placementCase{
+		n("source-excluded", "row 28: never the source node (anti-affinity on kubevirt.io/created-by)", vmSpec(srcAMD), srcAMD, placement.InterPodAffinity),
 		c("sched-true", "row 1: kubevirt.io/schedulable=true", vmSpec(amd1), amd1),
-		c("sched-absent", "row 1: kubevirt.io/schedulable absent", vmSpec(noSched)),
-		c("sched-false", "row 1: kubevirt.io/schedulable=false", vmSpec(schedFalse)),
+		n("sched-absent", "row 1: kubevirt.io/schedulable absent", vmSpec(noSched), noSched, placement.NodeAffinity),
+		n("sched-false", "row 1: kubevirt.io/schedulable=false", vmSpec(schedFalse), schedFalse, placement.NodeAffinity),
 		c("model-present", "row 8: named model on the node", vmSpec("", model("EPYC-Milan")), oldAMD),
-		c("model-absent", "row 8: named model not on the node", vmSpec(oldAMD)),
+		n("model-absent", "row 8: named model not on the node", vmSpec(oldAMD), oldAMD, placement.NodeAffinity),
 		c("hostmodel-ok", "row 20 step 2: source's host model and required features", vmSpec(amd1, model("host-model")), amd1),
-		c("hostmodel-nomodel", "row 20 step 2: host model missing", vmSpec(oldAMD, model("host-model"))),
-		c("hostmodel-nofeature", "row 20 step 2: required feature missing", vmSpec(amd2, model("host-model"))),
+		n("hostmodel-nomodel", "row 20 step 2: host model missing", vmSpec(oldAMD, model("host-model")), oldAMD, placement.NodeAffinity),
+		n("hostmodel-nofeature", "row 20 step 2: required feature missing", vmSpec(amd2, model("host-model")), amd2, placement.NodeAffinity),
 		withSrcSel(c("hostmodel-srcpod-old", "row 20 step 1: source pod's selector, not the source node", vmSpec(oldAMD, model("host-model")), oldAMD), milan),
 		withSrcSel(c("hostmodel-srcpod-nofeat", "row 20 step 1: the node's required features not read", vmSpec(amd2, model("host-model")), amd2), milan),
-		c("feature-require", "row 9: require needs the feature label", vmSpec(amd2, feature("ibpb", "require"))),
+		n("feature-require", "row 9: require needs the feature label", vmSpec(amd2, feature("ibpb", "require")), amd2, placement.NodeAffinity),
 		c("feature-force", "row 9: force needs no label", vmSpec(amd2, feature("ibpb", "force")), amd2),
 		c("feature-optional", "row 9: optional needs no label", vmSpec(amd2, feature("ibpb", "optional")), amd2),
-		c("feature-forbid-present", "row 25: forbid, label present", vmSpec(amd2, feature("avx512f", "forbid"))),
+		n("feature-forbid-present", "row 25: forbid, label present", vmSpec(amd2, feature("avx512f", "forbid")), amd2, placement.NodeAffinity),
 		c("feature-forbid-absent", "row 25: forbid, label absent", vmSpec(amd2, feature("ibpb", "forbid")), amd2),
 		withMachine(c("machine-status", "row 10: status.machine.type on the node", vmSpec(amd1, machineSpec("q35")), amd1), machineNew),
-		withMachine(c("machine-status-wins", "row 10: status.machine.type, not spec's", vmSpec(amd1, machineSpec(machineNew))), machineOld),
-		c("vendor-named-other", "row 21: named model, source AMD, node Intel", vmSpec(intel1, model("Skylake-Server"))),
+		withMachine(n("machine-status-wins", "row 10: status.machine.type, not spec's", vmSpec(amd1, machineSpec(machineNew)), amd1, placement.NodeAffinity), machineOld),
+		n("vendor-named-other", "row 21: named model, source AMD, node Intel", vmSpec(intel1, model("Skylake-Server")), intel1, placement.NodeAffinity),
 		withSource(c("vendor-named-same", "row 21: named model, source Intel, node Intel", vmSpec(intel1, model("Skylake-Server")), intel1), srcIntel),
-		c("vendor-passthrough-other", "row 21: host-passthrough, source AMD, node Intel", vmSpec(intel1, model("host-passthrough"))),
+		n("vendor-passthrough-other", "row 21: host-passthrough, source AMD, node Intel", vmSpec(intel1, model("host-passthrough")), intel1, placement.NodeAffinity),
 		c("vendor-passthrough-same", "row 21: host-passthrough, source AMD, node AMD", vmSpec(amd1, model("host-passthrough")), amd1),
 		c("selector-match", "row 4: VMI nodeSelector matches", vmSpec(amd1, selector("disk", "ssd")), amd1),
-		c("selector-mismatch", "row 4: VMI nodeSelector does not match", vmSpec(amd2, selector("disk", "ssd"))),
+		n("selector-mismatch", "row 4: VMI nodeSelector does not match", vmSpec(amd2, selector("disk", "ssd")), amd2, placement.NodeAffinity),
 		c("affinity-match", "row 23: required node affinity matches", vmSpec(amd1, affinity(nodeIn("rack", "r1"))), amd1),
-		c("affinity-mismatch", "row 23: required node affinity does not match", vmSpec(amd2, affinity(nodeIn("rack", "r1")))),
+		n("affinity-mismatch", "row 23: required node affinity does not match", vmSpec(amd2, affinity(nodeIn("rack", "r1"))), amd2, placement.NodeAffinity),
 		withCluster(c("cr-selector-match", "row 3: the CR's nodeSelectors match", vmSpec(amd1), amd1), targetpod.Cluster{NodeSelectors: map[string]string{"rack": "r1"}}),
-		withCluster(c("cr-selector-mismatch", "row 3: the CR's nodeSelectors do not match", vmSpec(amd2)), targetpod.Cluster{NodeSelectors: map[string]string{"rack": "r1"}}),
-		c("drain-taint", "row 30: kubevirt.io/drain:NoSchedule untolerated (maintenance)", vmSpec(draining)),
+		withCluster(n("cr-selector-mismatch", "row 3: the CR's nodeSelectors do not match", vmSpec(amd2), amd2, placement.NodeAffinity), targetpod.Cluster{NodeSelectors: map[string]string{"rack": "r1"}}),
+		n("drain-taint", "row 30: kubevirt.io/drain:NoSchedule untolerated (maintenance)", vmSpec(draining), draining, placement.TaintToleration),
 		c("drain-tolerated", "row 30: kubevirt.io/drain tolerated", vmSpec(draining, tolerate(tol(testenv.DrainTaint.Key, ""))), draining),
-		c("taint-untolerated", "row 30: dedicated=vm:NoSchedule untolerated", vmSpec(tainted)),
+		n("taint-untolerated", "row 30: dedicated=vm:NoSchedule untolerated", vmSpec(tainted), tainted, placement.TaintToleration),
 		c("taint-tolerated", "row 30: dedicated=vm:NoSchedule tolerated", vmSpec(tainted, tolerate(tol("dedicated", "vm"))), tainted),
-		c("cordoned", "cordoned node", vmSpec(cordoned)),
+		n("cordoned", "cordoned node", vmSpec(cordoned), cordoned, placement.NodeUnschedulable),
 		c("cordon-tolerated", "cordoned node, its unschedulable taint tolerated", vmSpec(cordoned, tolerate(tol(corev1.TaintNodeUnschedulable, ""))), cordoned),
-		c("antiaffinity-violated", "row 23: pod anti-affinity, app=db on the node", vmSpec(amd1, affinity(corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: podTerm("db")}}))),
+		n("antiaffinity-violated", "row 23: pod anti-affinity, app=db on the node", vmSpec(amd1, affinity(corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: podTerm("db")}})), amd1, placement.InterPodAffinity),
 		c("antiaffinity-satisfied", "row 23: pod anti-affinity, no app=db on the node", vmSpec(amd2, affinity(corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: podTerm("db")}})), amd2),
 		c("podaffinity-satisfied", "row 23: pod affinity, app=db on the node", vmSpec(amd1, affinity(corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: podTerm("db")}})), amd1),
-		c("podaffinity-unsatisfied", "row 23: pod affinity, no app=db on the node", vmSpec(amd2, affinity(corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: podTerm("db")}}))),
+		n("podaffinity-unsatisfied", "row 23: pod affinity, no app=db on the node", vmSpec(amd2, affinity(corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: podTerm("db")}})), amd2, placement.InterPodAffinity),
 		withLabels(c("spread-satisfied", "row 45: topology spread, amd-2 has room in the skew", vmSpec("", spreadByHost(amd1, amd2)), amd2), map[string]string{"spread": "s"}),
-		withLabels(c("spread-violated", "row 45: topology spread, the emptiest node tainted", vmSpec("", spreadByHost(amd1, tainted))), map[string]string{"spread": "s"}),
-		c("memory-overhead", "rows 32-33: free memory above the guest, below guest+overhead", vmSpec(memNode)),
+		withLabels(n("spread-violated", "row 45: topology spread, the emptiest node tainted", vmSpec("", spreadByHost(amd1, tainted)), amd1, placement.PodTopologySpread), map[string]string{"spread": "s"}),
+		n("memory-overhead", "rows 32-33: free memory above the guest, below guest+overhead", vmSpec(memNode), memNode, placement.NodeResourcesFit),
 		c("memory-fits", "rows 32-33: guest+overhead within free memory", vmSpec(memNode, guest("512Mi")), memNode),
-		c("cpu-short", "row 35: the VMI's CPU request above the node's", vmSpec(cpuNode, cpuRequest("3"))),
+		n("cpu-short", "row 35: the VMI's CPU request above the node's", vmSpec(cpuNode, cpuRequest("3")), cpuNode, placement.NodeResourcesFit),
 		c("cpu-fits", "row 35: the VMI's CPU request within the node's", vmSpec(cpuNode, cpuRequest("1")), cpuNode),
 		inGroup(c("pair-a", "capacity: the first of two takes the room", vmSpec(pairNode), pairNode), "pair"),
-		inGroup(c("pair-b", "capacity: the second finds none left", vmSpec(pairNode)), "pair"),
-		c("kvm-missing", "row 39: no devices.kubevirt.io/kvm on the node", vmSpec(noKVM)),
+		inGroup(n("pair-b", "capacity: the second finds none left", vmSpec(pairNode), pairNode, placement.NodeResourcesFit), "pair"),
+		n("kvm-missing", "row 39: no devices.kubevirt.io/kvm on the node", vmSpec(noKVM), noKVM, placement.NodeResourcesFit),
 		withCluster(c("kvm-emulation", "row 39: useEmulation asks no kvm", vmSpec(noKVM), noKVM), targetpod.Cluster{UseEmulation: true}),
 	}
 }
@@ -219,8 +237,8 @@ func placementCases() []placementCase {
 // Placement.SchedulerMessage() predicts, reason counts included. A dry run
 // of the source's maintenance then changes no Node.
 func TestVMPlacementAgreesWithScheduler(t *testing.T) {
-	b := newPlacementBed(t)
 	cases := placementCases()
+	b := newPlacementBed(t)
 	var table []string
 	for i := 0; i < len(cases); {
 		j := i + 1
@@ -250,17 +268,7 @@ func (b *placementBed) runCases(t *testing.T, group []placementCase) []string {
 			t.Errorf("%s: no plan or no target pod: %+v", pc.name, p)
 			continue
 		}
-		want := "no target"
-		if len(pc.want) > 0 {
-			want = strings.Join(pc.want, ",")
-		}
-		planned := fmt.Sprintf("%s %s", p.Way, strings.Join(p.Targets, ","))
-		if len(p.Targets) == 0 {
-			planned = fmt.Sprintf("%s %q", p.Way, p.Placement.SchedulerMessage())
-		}
-		if !slices.Equal(p.Targets, pc.want) || (len(pc.want) > 0) != (p.Way == vmdrain.Migrate) || (len(pc.want) == 0 && p.Way != vmdrain.NoTarget) {
-			t.Errorf("%s (%s): plan %s, want %s", pc.name, pc.rule, planned, want)
-		}
+		want, planned := checkPlan(t, pc, p)
 		o := b.schedule(t, p.Pod, i < len(group)-1)
 		if o.Node != "" && i < len(group)-1 {
 			kept = append(kept, o.Pod)
@@ -283,6 +291,42 @@ func (b *placementBed) runCases(t *testing.T, group []placementCase) []string {
 		b.deletePod(t, name)
 	}
 	return rows
+}
+
+// checkPlan checks a plan against the case's expectation (its targets; or
+// none, with the case's node rejected by the case's plugin) and returns
+// both as text for the table.
+func checkPlan(t *testing.T, pc placementCase, p vmdrain.VMPlan) (want, planned string) {
+	t.Helper()
+	want = "no target"
+	if len(pc.want) > 0 {
+		want = strings.Join(pc.want, ",")
+	}
+	planned = fmt.Sprintf("%s %s", p.Way, strings.Join(p.Targets, ","))
+	if len(p.Targets) == 0 {
+		planned = fmt.Sprintf("%s %q", p.Way, p.Placement.SchedulerMessage())
+	}
+	if !slices.Equal(p.Targets, pc.want) || (len(pc.want) > 0) != (p.Way == vmdrain.Migrate) || (len(pc.want) == 0 && p.Way != vmdrain.NoTarget) {
+		t.Errorf("%s (%s): plan %s, want %s", pc.name, pc.rule, planned, want)
+	}
+	if len(p.Placement.Unverified) > 0 {
+		t.Errorf("%s: an admin's plan left checks undone: %v", pc.name, p.Placement.Unverified)
+	}
+	if pc.node == "" {
+		return want, planned
+	}
+	want += fmt.Sprintf(", %s rejected by %s", pc.node, pc.plugin)
+	i := slices.IndexFunc(p.Placement.Rejected, func(r placement.Rejection) bool { return r.Node == pc.node })
+	if i < 0 {
+		t.Errorf("%s (%s): the plan does not reject %s", pc.name, pc.rule, pc.node)
+		return want, planned
+	}
+	r := p.Placement.Rejected[i]
+	planned += fmt.Sprintf(", %s rejected by %s: %s", r.Node, r.Plugin, r.Detail)
+	if r.Plugin != pc.plugin {
+		t.Errorf("%s (%s): %s rejected by %s (%v), want %s", pc.name, pc.rule, r.Node, r.Plugin, r.Reasons, pc.plugin)
+	}
+	return want, planned
 }
 
 // plan lists the bed as an admin sees it and plans the group's VMs off
