@@ -30,7 +30,7 @@ import (
 // a candidate that differs from amd-1, the one that takes everything, in
 // one respect (its name says which).
 const (
-	srcAMD     = "src-amd"    // source: AMD, host model EPYC-Genoa requiring ibpb
+	srcAMD     = "src-amd"    // source: AMD, host model EPYC-Genoa requiring ibpb; 1Ti of memory
 	srcIntel   = "src-intel"  // source: Intel
 	amd1       = "amd-1"      // all AMD labels, ibpb, machine type, disk=ssd, rack=r1; runs the db pod
 	amd2       = "amd-2"      // as amd-1 without cpu-feature ibpb, disk and rack=r2
@@ -43,7 +43,7 @@ const (
 	tainted    = "tainted"    // dedicated=vm:NoSchedule
 	memNode    = "mem-node"   // 1124Mi of memory: above 1Gi, below 1Gi and its overhead
 	cpuNode    = "cpu-node"   // 2 CPUs
-	pairNode   = "pair-node"  // 2Gi of memory: one 1Gi guest, not two
+	pairNode   = "pair-node"  // 500Gi of memory: one 300Gi guest, not two; no other node has room for one
 	noKVM      = "nokvm"      // no devices.kubevirt.io/kvm
 )
 
@@ -111,7 +111,7 @@ func placementNodes() []placementNode {
 	intel := trueLabels(lSchedulable, lVendor+"Intel", lModel+"Skylake-Server", lMigration+"Skylake-Server",
 		lFeature+"ibpb", lMachine+machineNew)
 	return []placementNode{
-		{name: srcAMD, labels: amdLabels(trueLabels(lHostModel+"EPYC-Genoa", lHostReq+"ibpb"))},
+		{name: srcAMD, labels: amdLabels(trueLabels(lHostModel+"EPYC-Genoa", lHostReq+"ibpb")), capacity: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Ti")}},
 		{name: srcIntel, labels: withLabels(intel, trueLabels(lHostModel+"Skylake-Server"))},
 		{name: amd1, labels: amdLabels(map[string]string{"disk": "ssd", "rack": "r1"})},
 		{name: amd2, labels: without(amdLabels(map[string]string{"rack": "r2"}), lFeature+"ibpb")},
@@ -124,7 +124,7 @@ func placementNodes() []placementNode {
 		{name: tainted, labels: amdLabels(nil), taints: []corev1.Taint{{Key: "dedicated", Value: "vm", Effect: corev1.TaintEffectNoSchedule}}},
 		{name: memNode, labels: amdLabels(nil), capacity: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1124Mi")}},
 		{name: cpuNode, labels: amdLabels(nil), capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}},
-		{name: pairNode, labels: amdLabels(nil), capacity: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}},
+		{name: pairNode, labels: amdLabels(nil), capacity: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("500Gi")}},
 		{name: noKVM, labels: amdLabels(nil), without: []corev1.ResourceName{"devices.kubevirt.io/kvm"}},
 	}
 }

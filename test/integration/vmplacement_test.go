@@ -223,8 +223,8 @@ func placementCases() []placementCase {
 		c("memory-fits", "rows 32-33: guest+overhead within free memory", vmSpec(memNode, guest("512Mi")), memNode),
 		n("cpu-short", "row 35: the VMI's CPU request above the node's", vmSpec(cpuNode, cpuRequest("3")), cpuNode, placement.NodeResourcesFit),
 		c("cpu-fits", "row 35: the VMI's CPU request within the node's", vmSpec(cpuNode, cpuRequest("1")), cpuNode),
-		inGroup(c("pair-a", "capacity: the first of two takes the room", vmSpec(pairNode), pairNode), "pair"),
-		inGroup(n("pair-b", "capacity: the second finds none left", vmSpec(pairNode), pairNode, placement.NodeResourcesFit), "pair"),
+		inGroup(c("pair-a", "capacity: the first of two takes the only room", vmSpec("", guest("300Gi")), pairNode), "pair"),
+		inGroup(n("pair-b", "capacity: the second finds no room left", vmSpec("", guest("300Gi")), pairNode, placement.NodeResourcesFit), "pair"),
 		n("kvm-missing", "row 39: no devices.kubevirt.io/kvm on the node", vmSpec(noKVM), noKVM, placement.NodeResourcesFit),
 		withCluster(c("kvm-emulation", "row 39: useEmulation asks no kvm", vmSpec(noKVM), noKVM), targetpod.Cluster{UseEmulation: true}),
 	}
