@@ -39,21 +39,31 @@ type vmBed struct {
 	dyn dynamic.Interface
 }
 
-func newVMBed(t *testing.T) *vmBed {
+// vmiEnv is a control plane (fullEnv) that serves KubeVirt's VMI CRDs
+// written for the tests (testdata/kubevirt-vmi-crd.yaml), and a dynamic
+// client to it.
+func vmiEnv(t *testing.T) (*testenv.Env, dynamic.Interface) {
 	t.Helper()
 	env := fullEnv(t)
-	b := &vmBed{env: env, c: env.Client()}
-	var err error
-	if b.dyn, err = dynamic.NewForConfig(env.RESTConfig()); err != nil {
+	dyn, err := dynamic.NewForConfig(env.RESTConfig())
+	if err != nil {
 		t.Fatal(err)
 	}
-	kb := &deployBed{env: env, c: b.c, kubectl: kubectlBinary(t, testenv.DefaultOptions())}
+	c := env.Client()
+	kb := &deployBed{env: env, c: c, kubectl: kubectlBinary(t, testenv.DefaultOptions())}
 	if _, err := kb.run(t, nil, "apply", "--server-side", "--field-manager=kubevirt-test", "-f", filepath.Join("testdata", "kubevirt-vmi-crd.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, time.Minute, "virtualmachineinstances.kubevirt.io served", func() (bool, error) {
-		return kube.Serves(kubetest.Wrap(b.c).Discovery(), vmdrain.GVR)
+		return kube.Serves(kubetest.Wrap(c).Discovery(), vmdrain.GVR)
 	})
+	return env, dyn
+}
+
+func newVMBed(t *testing.T) *vmBed {
+	t.Helper()
+	env, dyn := vmiEnv(t)
+	b := &vmBed{env: env, c: env.Client(), dyn: dyn}
 	if err := env.AddNodes(t.Context(), []string{"node-1", "node-2", "node-3"}, testenv.WithNodeCapacity(kubevirtNodeCapacity())); err != nil {
 		t.Fatal(err)
 	}

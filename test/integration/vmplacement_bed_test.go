@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/node-agent/node-agent/pkg/kube"
-	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 	"github.com/node-agent/node-agent/pkg/vmdrain"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -157,19 +154,8 @@ type placementBed struct {
 
 func newPlacementBed(t *testing.T) *placementBed {
 	t.Helper()
-	env := fullEnv(t)
-	b := &placementBed{env: env, c: env.Client(), nodes: placementNodes()}
-	var err error
-	if b.dyn, err = dynamic.NewForConfig(env.RESTConfig()); err != nil {
-		t.Fatal(err)
-	}
-	kb := &deployBed{env: env, c: b.c, kubectl: kubectlBinary(t, testenv.DefaultOptions())}
-	if _, err := kb.run(t, nil, "apply", "--server-side", "--field-manager=kubevirt-test", "-f", filepath.Join("testdata", "kubevirt-vmi-crd.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	testenv.WaitFor(t, time.Minute, "virtualmachineinstances.kubevirt.io served", func() (bool, error) {
-		return kube.Serves(kubetest.Wrap(b.c).Discovery(), vmdrain.GVR)
-	})
+	env, dyn := vmiEnv(t)
+	b := &placementBed{env: env, c: env.Client(), dyn: dyn, nodes: placementNodes()}
 	for _, n := range b.nodes {
 		opts := []testenv.NodeOption{testenv.WithNodeLabels(n.labels), testenv.WithNodeCapacity(n.resources())}
 		if len(n.taints) > 0 {
@@ -374,7 +360,10 @@ func filterPart(msg string) string {
 	return strings.TrimSuffix(msg, ".")
 }
 
-// nodeVersions returns every Node's resourceVersion.
+// nodeVersions returns, for every Node, what a maintenance could change:
+// its labels, annotations, spec (cordon, taints) and conditions other than
+// the kubelet's (kwok's) own heartbeat times; the resourceVersion too, for
+// the message.
 func (b *placementBed) nodeVersions(t *testing.T) map[string]string {
 	t.Helper()
 	list, err := b.c.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
@@ -383,7 +372,15 @@ func (b *placementBed) nodeVersions(t *testing.T) map[string]string {
 	}
 	out := map[string]string{}
 	for _, n := range list.Items {
-		out[n.Name] = n.ResourceVersion
+		conds := make([]string, 0, len(n.Status.Conditions))
+		for _, c := range n.Status.Conditions {
+			conds = append(conds, string(c.Type)+"="+string(c.Status)+" "+c.Reason+" "+c.Message)
+		}
+		data, err := json.Marshal([]any{n.Labels, n.Annotations, n.Spec, conds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[n.Name] = string(data)
 	}
 	return out
 }
@@ -406,7 +403,7 @@ func (b *placementBed) dryRunChangesNothing(t *testing.T) {
 	after := b.nodeVersions(t)
 	for name, rv := range before {
 		if after[name] != rv {
-			t.Errorf("Node %s changed during a dry run: resourceVersion %s, was %s", name, after[name], rv)
+			t.Errorf("Node %s changed during a dry run:\n%s\nwas\n%s", name, after[name], rv)
 		}
 	}
 }
