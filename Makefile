@@ -143,8 +143,16 @@ lint: ## gofmt, go vet and staticcheck
 docs: ## Regenerate docs/configuration.md, docs/metrics.md and docs/inputs.md from the code
 	UPDATE_DOCS=1 $(GO) test -tags $(GOTAGS) -count=1 -run TestDocsUpToDate ./cmd/node-agent/ ./pkg/inputs/
 
+# What `make demo` runs, and so all it builds: the control plane of the
+# test bed (no kubectl, kubelet, 1.37 control plane, Prometheus,
+# Alertmanager or Helm; `make test` builds those when it needs them) and
+# libvirt for the host's CPU discovery.
+DEMO_TOOLS := etcd kube-apiserver kube-controller-manager kube-scheduler kwok
+
 .PHONY: demo
-demo: deps tools build ## Start a local control plane with three kwok nodes and run node-agent for node-1
+demo: build ## Start a local control plane with three kwok nodes and run node-agent for node-1 (builds only what it runs)
+	hack/install-deps.sh libvirt
+	hack/build-tools.sh $(DEMO_TOOLS)
 	$(GO) run -tags $(GOTAGS) ./hack/demo
 
 # Where `make install` puts the CLI: $(DESTDIR)$(PREFIX)/bin.

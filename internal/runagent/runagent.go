@@ -89,7 +89,8 @@ func New(o Options) (*agent.Agent, error) {
 		return nil, err
 	}
 	w := &wiring{cfg: cfg, discover: o.Discover, configFile: o.ConfigFile, flags: o.Flags,
-		podClient: ids.Node, serviceAccount: ids.ServiceAccount}
+		podClient: ids.Node, serviceAccount: ids.ServiceAccount,
+		vmClient: kube.WithCachedDiscovery(ids.ServiceAccount, kube.DiscoveryTTL, nil)}
 	if w.evictionRequests, err = evictionrequest.NewAPI(ids.NodeREST); err != nil {
 		return nil, err
 	}
@@ -144,6 +145,12 @@ type wiring struct {
 	// serviceAccount is the ServiceAccount's own client, with no read made
 	// as the node: for lists of every Node.
 	serviceAccount kube.Interface
+	// vmClient is serviceAccount whose discovery answers are kept for
+	// kube.DiscoveryTTL: whether KubeVirt is installed is asked once per
+	// interval, not at every VM check of every maintenance.
+	vmClient kube.Interface
+	// vms is the one check of the node's VMs (vmGate).
+	vms *maintenance.VMGate
 	// evictionRequests is the EvictionRequest API as the node.
 	evictionRequests evictionrequest.API
 	// dyn reads NodeMaintenance objects, the KubeVirt CR and the VMs.
@@ -287,21 +294,27 @@ func (w *wiring) labeller(d agent.Deps) (*labeller.Controller, error) {
 // readVMs reads the node's VMs and their ways off it.
 func (w *wiring) readVMs(d agent.Deps) func(ctx context.Context) (vmdrain.Report, error) {
 	return func(ctx context.Context) (vmdrain.Report, error) {
-		return vmdrain.Read(ctx, w.serviceAccount, w.dyn, d.NodeName, w.podClient)
+		return vmdrain.Read(ctx, w.vmClient, w.dyn, d.NodeName, w.podClient)
 	}
 }
 
 // vmGate wires the check of the node's VMs before a maintenance
 // (drain.vmWithoutTarget) to the cluster and to the Node's Events.
+// One gate serves the maintenance, the reboot controller and the drain's
+// VM progress, which takes on the gate's last plan (VMGate.Plan).
 func (w *wiring) vmGate(d agent.Deps) *maintenance.VMGate {
+	if w.vms != nil {
+		return w.vms
+	}
 	mode, _ := vmspec.ParseMode(w.cfg.Drain.VMWithoutTarget) // validated with the config
-	return &maintenance.VMGate{
+	w.vms = &maintenance.VMGate{
 		Read: w.readVMs(d),
-		Mode: mode, Logger: d.Logger.With("component", "vmdrain"),
+		Mode: mode, Logger: d.Logger.With("component", "vmdrain"), Now: d.Clock.Now,
 		Warn: func(reason, message string) {
 			d.Recorder.Event(kube.NodeReference(d.NodeName), corev1.EventTypeWarning, reason, message)
 		},
 	}
+	return w.vms
 }
 
 // gateBound wires maintenance.gateBound's decisions to the Node's Events
@@ -331,13 +344,13 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 		Client: d.Client, NodeName: d.NodeName, Config: cfg.Drain,
 		Logger: d.Logger.With("component", "selfdrain"), Clock: d.Clock, Recorder: d.Recorder, Metrics: selfdrain.NewMetrics(d.Registry),
 		PodAccess: access.Check, EvictionRequests: w.evictionRequests,
-		VMProgress: maintenance.VMProgress(w.readVMs(d), func(ctx context.Context) ([]vmdrain.VM, error) {
+		VMProgress: maintenance.VMProgress(w.vmGate(d).Plan, func(ctx context.Context) ([]vmdrain.VM, error) {
 			return vmdrain.ListOnNode(ctx, w.dyn, d.NodeName)
 		}, func(ctx context.Context, namespace, name string) (vmdrain.VM, bool, error) {
 			return vmdrain.GetVM(ctx, w.dyn, namespace, name)
 		}, d.NodeName, d.Clock.Now, d.Logger.With("component", "vmdrain")),
 		CancelVMs: maintenance.CancelVMs(func(ctx context.Context) ([]vmdrain.Cancelled, error) {
-			return vmdrain.CancelEvacuations(ctx, w.serviceAccount.Discovery(), w.dyn, d.NodeName)
+			return vmdrain.CancelEvacuations(ctx, w.vmClient.Discovery(), w.dyn, d.NodeName)
 		}),
 	})
 	var nm *maintenance.NodeMaintenanceSource

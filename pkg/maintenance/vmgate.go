@@ -37,9 +37,39 @@ type VMGate struct {
 	Warn func(reason, message string)
 	// Logger, when set, logs each plan.
 	Logger *slog.Logger
+	// Now is the clock of Plan's reuse; nil is time.Now.
+	Now func() time.Time
 
 	mu   sync.Mutex
 	last string
+	// plan is the last plan Blockers read without error, and when.
+	plan   vmdrain.Report
+	planAt time.Time
+}
+
+// PlanReuse is how old the plan of the VM check may be for the drain that
+// follows it to take it rather than plan again (Plan).
+const PlanReuse = 2 * time.Minute
+
+// Plan is the plan of the gate's last check when it is younger than
+// PlanReuse, else a new one: the drain that follows a check takes its plan
+// on, instead of asking the cluster again (VMProgress).
+func (g *VMGate) Plan(ctx context.Context) (vmdrain.Report, error) {
+	now := g.now()
+	g.mu.Lock()
+	r, at := g.plan, g.planAt
+	g.mu.Unlock()
+	if !at.IsZero() && now.Sub(at) < PlanReuse {
+		return r, nil
+	}
+	return g.Read(ctx)
+}
+
+func (g *VMGate) now() time.Time {
+	if g.Now != nil {
+		return g.Now()
+	}
+	return time.Now()
 }
 
 // VMGateWhat names the VM check in a maintenance's reason to wait.
@@ -48,6 +78,11 @@ const VMGateWhat = "VMs that cannot leave by live migration (drain.vmWithoutTarg
 // Blockers implements GateChecker.
 func (g *VMGate) Blockers(ctx context.Context) []reboot.Blocker {
 	r, err := g.Read(ctx)
+	if err == nil {
+		g.mu.Lock()
+		g.plan, g.planAt = r, g.now()
+		g.mu.Unlock()
+	}
 	var notGranted *vmdrain.NotGrantedError
 	if g.Logger != nil {
 		g.Logger.Info("Planned the VMs' ways off the node", "served", r.Served, "vms", len(r.Plans), "cannotLeave", len(r.Held()), "err", err)

@@ -3,8 +3,10 @@ package maintenance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/node-agent/node-agent/pkg/vmdrain"
 	vmspec "github.com/node-agent/node-agent/pkg/vmdrain/spec"
@@ -55,5 +57,39 @@ func TestVMGate(t *testing.T) {
 				t.Errorf("warned %q, want once %q", warned, c.warned)
 			}
 		})
+	}
+}
+
+// The drain that follows a VM check takes the check's plan while it is
+// younger than PlanReuse, and plans again after that, or when the check
+// could not read the VMs.
+func TestVMGatePlanHandedOn(t *testing.T) {
+	now := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)
+	reads := 0
+	var fail error
+	g := &VMGate{Mode: vmspec.Wait, Now: func() time.Time { return now },
+		Read: func(context.Context) (vmdrain.Report, error) {
+			reads++
+			return vmdrain.Report{Served: true, Note: fmt.Sprint("read ", reads)}, fail
+		}}
+	plan := func(want string) {
+		t.Helper()
+		r, err := g.Plan(t.Context())
+		if err != nil || r.Note != want {
+			t.Fatalf("plan %q, %v; want %q", r.Note, err, want)
+		}
+	}
+	plan("read 1") // no check yet: planned
+	g.Blockers(t.Context())
+	now = now.Add(PlanReuse - time.Second)
+	plan("read 2") // the check's plan, taken on
+	now = now.Add(time.Second)
+	plan("read 3") // too old: planned again
+	fail = errors.New("the apiserver is down")
+	g.Blockers(t.Context())
+	fail = nil
+	plan("read 5") // the failed check left the old plan, which is too old
+	if reads != 5 {
+		t.Errorf("%d reads, want 5", reads)
 	}
 }
