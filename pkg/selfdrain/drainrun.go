@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -158,6 +159,9 @@ func (e *Engine) newDrainRun(ctx context.Context, st *Status, req Request) *drai
 		pending: map[types.UID]*podState{}, events: make(chan podEvent, 256), dirty: true}
 }
 
+// cacheSyncPoll is how often watchPods asks whether the informer synced.
+const cacheSyncPoll = 5 * time.Millisecond
+
 // watchPods starts an informer on the node's pods that reports to r.events,
 // and waits for its cache. stop cancels the run's context (through cancel)
 // and waits for the informer.
@@ -193,7 +197,12 @@ func (r *drainRun) watchPods(cancel context.CancelFunc) (store cache.Store, stop
 		cancel()
 		informerDone.Wait()
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced) {
+	// Polled every 5 ms, not client-go's 100 ms (cache.WaitForCacheSync):
+	// the first eviction waits on it, and a node's list returns in tens of
+	// milliseconds.
+	if err := wait.PollUntilContextCancel(ctx, cacheSyncPoll, true, func(context.Context) (bool, error) {
+		return podInformer.HasSynced(), nil
+	}); err != nil {
 		stop()
 		return nil, nil, ctx.Err()
 	}
