@@ -146,3 +146,14 @@ func quantity(name corev1.ResourceName, v int64) string {
 	}
 	return apiresource.NewQuantity(v, apiresource.DecimalSI).String()
 }
+
+// FreeMemory is node's allocatable memory less the requests of the pods the snapshot counts on it,
+// Assume's included, in bytes; false when the node is not in the snapshot. A node whose pods are
+// unknown counts only the pods given for it.
+func (s *Snapshot) FreeMemory(node string) (int64, bool) {
+	ns, ok := s.byName[node]
+	if !ok {
+		return 0, false
+	}
+	return ns.node.Status.Allocatable.Memory().Value() - ns.requested[corev1.ResourceMemory], true
+}

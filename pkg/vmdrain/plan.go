@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 	"github.com/node-agent/node-agent/pkg/placement"
@@ -37,51 +36,13 @@ type View struct {
 type planner struct {
 	source *corev1.Node
 	view   View
-	snap   *placement.Snapshot
-	// free is each node's allocatable memory less the requests of the
-	// pods known on it and of the target pods planned to it, in bytes.
-	free map[string]int64
+	// snap counts the pods of the view and the target pods planned so far.
+	snap *placement.Snapshot
 }
 
 func newPlanner(source *corev1.Node, view View) *planner {
-	pl := &planner{source: source, view: view, free: map[string]int64{},
+	return &planner{source: source, view: view,
 		snap: placement.NewSnapshot(view.Nodes, view.Pods, view.Namespaces, view.PodsKnown)}
-	for i := range view.Nodes {
-		n := &view.Nodes[i]
-		pl.free[n.Name] = n.Status.Allocatable.Memory().Value()
-	}
-	for i := range view.Pods {
-		pod := &view.Pods[i]
-		if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		if _, ok := pl.free[pod.Spec.NodeName]; ok {
-			pl.free[pod.Spec.NodeName] -= memoryRequest(pod)
-		}
-	}
-	return pl
-}
-
-// memoryRequest is what the scheduler counts of pod's memory: its
-// containers' requests, a limit standing in for an unset request as the
-// apiserver's defaulting does, and the pod overhead.
-func memoryRequest(pod *corev1.Pod) int64 {
-	p := pod.DeepCopy()
-	for _, cs := range [][]corev1.Container{p.Spec.Containers, p.Spec.InitContainers} {
-		for i := range cs {
-			r := &cs[i].Resources
-			if q, ok := r.Limits[corev1.ResourceMemory]; ok {
-				if _, set := r.Requests[corev1.ResourceMemory]; !set {
-					if r.Requests == nil {
-						r.Requests = corev1.ResourceList{}
-					}
-					r.Requests[corev1.ResourceMemory] = q
-				}
-			}
-		}
-	}
-	reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-	return reqs.Memory().Value()
 }
 
 // place renders v's target pod, asks the scheduler's filters where it can
@@ -119,17 +80,16 @@ func (pl *planner) place(p *VMPlan) {
 	p.Way = Migrate
 	p.PlannedTo = pl.choose(res.Fits)
 	pl.snap.Assume(pod, p.PlannedTo)
-	pl.free[p.PlannedTo] -= memoryRequest(pod)
 	p.Why = fitsWhy(res, p.PlannedTo)
 }
 
 // choose is the fitting node with the most free memory, ties by name: a
 // stand-in for the scheduler's scoring, which prefers the least allocated.
 func (pl *planner) choose(fits []string) string {
-	best := fits[0]
-	for _, n := range fits[1:] {
-		if pl.free[n] > pl.free[best] {
-			best = n
+	best, most := fits[0], int64(0)
+	for i, n := range fits {
+		if free, _ := pl.snap.FreeMemory(n); i == 0 || free > most {
+			best, most = n, free
 		}
 	}
 	return best
