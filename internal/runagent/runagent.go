@@ -199,6 +199,7 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 		Prober:  podaccess.Prober{Node: w.podClient, Own: d.Client, NodeName: d.NodeName},
 		Logger:  d.Logger.With("component", "podaccess"),
 		Metrics: podaccess.NewMetrics(d.Registry),
+		Reuse:   podaccess.ReuseNodeMode,
 	}
 	out = append(out, component{"podaccess", access.Run})
 	confined := &confinement.Checker{Client: d.Client, NodeName: d.NodeName, Logger: d.Logger.With("component", "confinement"),

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -178,4 +179,45 @@ func TestReporterRunSaysItOnceAtStart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReporterReusesNodeMode: within Reuse an answer of ModeNode is given
+// again without a request; after it, or after any other answer, Check asks.
+func TestReporterReusesNodeMode(t *testing.T) {
+	lists := 0
+	var nodeErr error
+	nodeC := fake.NewClientset()
+	nodeC.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists++
+		if nodeErr != nil {
+			return true, nil, nodeErr
+		}
+		return false, nil, nil
+	})
+	now := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	r := &Reporter{
+		Prober: Prober{Node: kubetest.Wrap(nodeC), Own: client(t, nil, nil), NodeName: "node-1"},
+		Reuse:  time.Minute,
+		Now:    func() time.Time { return now },
+	}
+	check := func(want Mode, wantLists int) {
+		t.Helper()
+		acc, err := r.Check(context.Background())
+		if err != nil || acc.Mode != want || lists != wantLists {
+			t.Fatalf("Check: %v, %v after %d node lists; want %s after %d", acc.Mode, err, lists, want, wantLists)
+		}
+		if want == ModeNode && acc.Client == nil {
+			t.Fatal("a kept ModeNode answer lost its client")
+		}
+	}
+	check(ModeNode, 1)
+	now = now.Add(59 * time.Second)
+	check(ModeNode, 1) // kept
+	now = now.Add(time.Second)
+	nodeErr = apierrors.NewForbidden(podsGR, "", errors.New("cannot impersonate-on:associated-node:list"))
+	check(ModeClusterWide, 2) // Reuse passed: asked again
+	check(ModeClusterWide, 3) // not kept
+	nodeErr = nil
+	check(ModeNode, 4)
+	check(ModeNode, 4)
 }

@@ -44,14 +44,35 @@ type Reporter struct {
 	Prober  Prober
 	Logger  *slog.Logger
 	Metrics *Metrics
+	// Reuse is how long an answer of ModeNode stands without a new probe
+	// (zero: every Check probes). Only ModeNode is kept: it is the mode of
+	// least power and the one deploy/ sets up, and it changes only with
+	// the cluster's configuration (its RBAC, its authorizer). Every other
+	// answer is asked again at the next Check, so the fix an admin applies
+	// is used by the next drain.
+	Reuse time.Duration
+	// Now is the clock for Reuse (nil: time.Now).
+	Now func() time.Time
 
-	mu   sync.Mutex
-	last Mode
+	mu      sync.Mutex
+	last    Mode
+	kept    Access
+	keptAt  time.Time
+	hasKept bool
 }
 
 // Check probes (see Prober.Probe), reports a changed mode and returns the
-// answer. The engine calls it before each drain begins.
+// answer. The engine calls it before each drain begins; within Reuse of a
+// probe that found ModeNode it answers ModeNode without asking again.
 func (r *Reporter) Check(ctx context.Context) (Access, error) {
+	now := r.now()
+	r.mu.Lock()
+	if r.hasKept && now.Sub(r.keptAt) < r.Reuse {
+		acc := r.kept
+		r.mu.Unlock()
+		return acc, nil
+	}
+	r.mu.Unlock()
 	acc, err := r.Prober.Probe(ctx)
 	if err != nil {
 		return acc, err
@@ -59,6 +80,7 @@ func (r *Reporter) Check(ctx context.Context) (Access, error) {
 	r.mu.Lock()
 	changed := acc.Mode != r.last
 	r.last = acc.Mode
+	r.kept, r.keptAt, r.hasKept = acc, now, acc.Mode == ModeNode
 	r.mu.Unlock()
 	r.Metrics.set(acc.Mode)
 	if changed && r.Logger != nil {
@@ -69,6 +91,21 @@ func (r *Reporter) Check(ctx context.Context) (Access, error) {
 		r.Logger.Log(ctx, level, acc.Line(), "podAccess", acc.Mode)
 	}
 	return acc, nil
+}
+
+// ReuseNodeMode is the agent's Reporter.Reuse: as long as the agent keeps
+// what discovery told it (kube.DiscoveryTTL), for the same reason: the
+// answer follows the cluster's configuration, which rarely changes. A
+// drain within it skips the probe's request. Rights withdrawn meanwhile
+// show in that drain's first request to the pods, whose error the drain
+// records on the Node.
+const ReuseNodeMode = 10 * time.Minute
+
+func (r *Reporter) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 // StartTimeout bounds Run's one check.
