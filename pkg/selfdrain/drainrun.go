@@ -155,7 +155,11 @@ type drainRun struct {
 }
 
 func (e *Engine) newDrainRun(ctx context.Context, st *Status, req Request) *drainRun {
-	return &drainRun{e: e, ctx: ctx, st: st, req: req, start: e.Clock.Now(),
+	// lastWrite starts now: Begin has just written the record, so the
+	// first progress write waits statusInterval like every later one, and
+	// a drain shorter than that writes only its start and its end.
+	now := e.Clock.Now()
+	return &drainRun{e: e, ctx: ctx, st: st, req: req, start: now, lastWrite: now,
 		pending: map[types.UID]*podState{}, events: make(chan podEvent, 256), dirty: true}
 }
 

@@ -30,7 +30,13 @@ const (
 	RetryInitial = 250 * time.Millisecond
 	retryCap     = 10 * time.Second
 	// statusInterval bounds how often progress is written to the Node.
-	statusInterval = time.Second
+	// Every write of a Node reaches every watcher of all Nodes (the
+	// scheduler, the controllers, the coordinator), so progress is
+	// written at most every two seconds: a person following `maintenance
+	// status` or the CLI's --wait still sees it move, and the metric
+	// node_agent_drain_pending_pods says at each scrape what is left. A
+	// drain shorter than this writes only its start and its end.
+	statusInterval = 2 * time.Second
 	// podEventInterval bounds the per-pod failure Events.
 	podEventInterval = time.Minute
 	// evictionRequestTimeout bounds one eviction request, which is not
