@@ -58,11 +58,18 @@ func patchAnnotation(ctx context.Context, client kube.Interface, node string, va
 // state, until fn returns true, ctx ends, or an error occurs. The watch is
 // restarted when the apiserver closes it.
 func WatchNode(ctx context.Context, client kube.Interface, node string, fn func(*corev1.Node) (bool, error)) error {
-	sel := fields.OneTermEqualSelector("metadata.name", node).String()
 	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading Node %s: %w", node, err)
 	}
+	return WatchNodeFrom(ctx, client, n, fn)
+}
+
+// WatchNodeFrom is WatchNode from n, a state of the Node the caller already
+// has (the answer to its own write, say): it saves reading the Node again.
+func WatchNodeFrom(ctx context.Context, client kube.Interface, n *corev1.Node, fn func(*corev1.Node) (bool, error)) error {
+	node := n.Name
+	sel := fields.OneTermEqualSelector("metadata.name", node).String()
 	if done, err := fn(n); done || err != nil {
 		return err
 	}

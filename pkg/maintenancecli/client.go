@@ -108,6 +108,9 @@ func (c *Client) Start(ctx context.Context, o StartOptions) error {
 	// The apiserver keeps whole seconds: a status the agent starts within
 	// this second may carry the one before.
 	requested := c.clock().Now().Add(-time.Second)
+	// written is the Node as the request left it, when the request was a
+	// write to it: the wait starts from there instead of reading it again.
+	var written *corev1.Node
 	if o.API == APINodeMaintenance {
 		d, groups, err := c.nodeMaintenanceAPI()
 		if err != nil {
@@ -119,9 +122,11 @@ func (c *Client) Start(ctx context.Context, o StartOptions) error {
 		}
 		fmt.Fprintf(c.Err, "maintenance of %s requested with %s: %s\n", o.Node, nm.ID(), o.Reason)
 	} else {
-		if _, err := maintenance.RequestMaintenance(ctx, c.Kube, o.Node, o.Reason); err != nil {
+		n, err := maintenance.RequestMaintenance(ctx, c.Kube, o.Node, o.Reason)
+		if err != nil {
 			return err
 		}
+		written = n
 		fmt.Fprintf(c.Err, "maintenance of %s requested: %s\n", o.Node, o.Reason)
 	}
 	if !o.Wait {
@@ -132,7 +137,7 @@ func (c *Client) Start(ctx context.Context, o StartOptions) error {
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
 	}
-	return c.waitForDrain(ctx, o.Node, requested)
+	return c.waitForDrain(ctx, o.Node, written, requested)
 }
 
 // DryRun prints what a drain of node would do now, changing nothing.

@@ -15,11 +15,12 @@ import (
 )
 
 // waitForDrain follows the status of the maintenance of node that started at
-// or after since, until it Succeeded or Failed.
-func (c *Client) waitForDrain(ctx context.Context, node string, since time.Time) error {
+// or after since, until it Succeeded or Failed. from is the Node as the
+// caller last had it (nil: read it).
+func (c *Client) waitForDrain(ctx context.Context, node string, from *corev1.Node, since time.Time) error {
 	bar := newProgress(c.Err)
 	var final *selfdrain.Status
-	err := maintenance.WatchNode(ctx, c.Kube, node, func(n *corev1.Node) (bool, error) {
+	follow := func(n *corev1.Node) (bool, error) {
 		st, err := selfdrain.ParseStatus(n)
 		if err != nil {
 			return false, err
@@ -36,7 +37,13 @@ func (c *Client) waitForDrain(ctx context.Context, node string, since time.Time)
 			return true, nil
 		}
 		return false, nil
-	})
+	}
+	var err error
+	if from != nil {
+		err = maintenance.WatchNodeFrom(ctx, c.Kube, from, follow)
+	} else {
+		err = maintenance.WatchNode(ctx, c.Kube, node, follow)
+	}
 	bar.done()
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -39,7 +39,7 @@ func TestWaitForDrain(t *testing.T) {
 		// The Node still carries the status of a past maintenance.
 		h := newHarness(t, false, node("node-1", "1", "bios", old))
 		w := h.watchNodes()
-		done := result(func() error { return h.client.waitForDrain(t.Context(), "node-1", since) })
+		done := result(func() error { return h.client.waitForDrain(t.Context(), "node-1", nil, since) })
 		for i, st := range []*selfdrain.Status{
 			{Phase: selfdrain.PhaseRunning, Trigger: selfdrain.TriggerAnnotation, StartTime: ptrTime(t0)},
 			running([]string{"vm/a", "vm/b"}, 0, ""),
@@ -68,7 +68,7 @@ func TestWaitForDrain(t *testing.T) {
 	t.Run("Failed is an error", func(t *testing.T) {
 		h := newHarness(t, false, node("node-1", "1", "bios", running([]string{"vm/a", "vm/b"}, 0, "")))
 		w := h.watchNodes()
-		done := result(func() error { return h.client.waitForDrain(t.Context(), "node-1", since) })
+		done := result(func() error { return h.client.waitForDrain(t.Context(), "node-1", nil, since) })
 		w.Modify(node("node-1", "2", "bios", failed))
 		err := <-done
 		if err == nil || err.Error() != "drain of node-1 failed: 1 pods left; last error: drain.timeout passed" {
@@ -78,7 +78,7 @@ func TestWaitForDrain(t *testing.T) {
 
 	t.Run("an ended status already there is done", func(t *testing.T) {
 		h := newHarness(t, false, node("node-1", "1", "bios", succeeded))
-		if err := h.client.waitForDrain(t.Context(), "node-1", since); err != nil {
+		if err := h.client.waitForDrain(t.Context(), "node-1", nil, since); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.HasSuffix(h.err.String(), "node-1 drained: 2 pods evicted in 1m30s\n") {
@@ -94,6 +94,32 @@ func TestWaitForDrain(t *testing.T) {
 			t.Errorf("error %v", err)
 		}
 	})
+}
+
+// TestStartWaitFollowsFromItsOwnWrite: `maintenance start --wait` with the
+// annotation follows the drain from the Node its patch returned; it does
+// not read the Node again before it watches.
+func TestStartWaitFollowsFromItsOwnWrite(t *testing.T) {
+	h := newHarness(t, false, node("node-1", "1", "", nil))
+	w := h.watchNodes()
+	done := result(func() error {
+		return h.client.Start(t.Context(), StartOptions{Node: "node-1", Reason: "bios", API: APIAnnotation, Wait: true})
+	})
+	succeeded := &selfdrain.Status{Phase: selfdrain.PhaseSucceeded, Trigger: selfdrain.TriggerAnnotation, StartTime: ptrTime(t0),
+		LastUpdate: ptrTime(t0.Add(time.Second)), EvictionPods: 1, DrainProgress: 100}
+	w.Modify(node("node-1", "3", "bios", succeeded))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var verbs []string
+	for _, a := range h.kube.Actions() {
+		if a.GetResource().Resource == "nodes" {
+			verbs = append(verbs, a.GetVerb())
+		}
+	}
+	if got := strings.Join(verbs, " "); got != "patch watch" {
+		t.Errorf("requests on nodes: %s; want the request's patch and the watch", got)
+	}
 }
 
 func TestWaitForUndo(t *testing.T) {
