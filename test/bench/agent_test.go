@@ -23,8 +23,15 @@ type agentProcess struct {
 // stops it (SIGTERM, then SIGKILL) when the benchmark ends.
 func startAgent(b *testing.B, env *testenv.Env, binary, node, dir string, args ...string) *agentProcess {
 	b.Helper()
+	return startAgentAs(b, env.KubeconfigPath(), binary, node, dir, args...)
+}
+
+// startAgentAs is startAgent with the credentials of kubeconfig, such as
+// the token testenv.Env.AgentKubeconfig binds to the agent's pod.
+func startAgentAs(b *testing.B, kubeconfig, binary, node, dir string, args ...string) *agentProcess {
+	b.Helper()
 	p := &agentProcess{Agent: testenv.StartAgent(b, testenv.AgentOptions{
-		Binary: binary, Kubeconfig: env.KubeconfigPath(), Node: node, LogLevel: "info", Dir: dir, Args: args,
+		Binary: binary, Kubeconfig: kubeconfig, Node: node, LogLevel: "info", Dir: dir, Args: args,
 	})}
 	b.Cleanup(func() {
 		if p.stopped {
