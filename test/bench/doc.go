@@ -6,8 +6,12 @@
 // --delete-emptydir-data --force`, alternating, and reports both tools' wall
 // time, their ratio and the API requests each made, counted in the
 // kube-apiserver audit log. node-agent's drain includes the drain slot
-// node-agent-coordinator grants it, and its requests. `make bench` runs it; `go test ./...` runs only
-// the cheap unit tests of its helpers, never the benchmark.
+// node-agent-coordinator grants it, and its requests. The agent runs as
+// shipped: deploy/ is installed, and the agent has a token bound to its
+// DaemonSet pod on the drained node, so it reaches the pods as its node and
+// the admission policy holds it to its own Node. `make bench` runs it; `go
+// test ./...` runs only the cheap unit tests of its helpers, never the
+// benchmark.
 //
 // Speed is measured, never asserted: the benchmark fails only when a drain
 // does not complete.
