@@ -148,10 +148,25 @@ func (g *Gates) Wait(ctx context.Context, onWait func(error)) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-g.Clock.After(g.Interval):
+		case <-g.Clock.After(nextCheck(since, now, g.Interval, g.Bound)):
 		}
 	}
 	return nil
+}
+
+// nextCheck is how long Wait waits before it asks the checks again: the
+// interval, or less when maintenance.gateBound runs out sooner, so that
+// the decision is taken when the bound passes, not up to an interval
+// later.
+func nextCheck(since, now time.Time, interval time.Duration, b GateBound) time.Duration {
+	if b.After <= 0 || since.After(now) {
+		return interval
+	}
+	left := since.Add(b.After).Sub(now)
+	if left <= 0 || left >= interval {
+		return interval
+	}
+	return left
 }
 
 func (g *Gates) held(held bool) {

@@ -163,3 +163,31 @@ func TestGatesBound(t *testing.T) {
 		})
 	}
 }
+
+// TestNextCheck: the checks are asked again after the interval, or when
+// maintenance.gateBound runs out if that comes first, so the bound's
+// decision is not taken up to an interval late.
+func TestNextCheck(t *testing.T) {
+	since := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	const interval = 30 * time.Second
+	for _, c := range []struct {
+		name  string
+		at    time.Duration // now - since
+		bound time.Duration
+		want  time.Duration
+	}{
+		{"no bound", 0, 0, interval},
+		{"bound beyond the interval", 0, time.Minute, interval},
+		{"bound within the interval", 0, 3 * time.Second, 3 * time.Second},
+		{"bound within the next interval", 40 * time.Second, 45 * time.Second, 5 * time.Second},
+		{"bound passed", 50 * time.Second, 45 * time.Second, interval},
+		{"bound exactly now", 45 * time.Second, 45 * time.Second, interval},
+		{"clock set back", -time.Minute, 45 * time.Second, interval},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := nextCheck(since, since.Add(c.at), interval, GateBound{After: c.bound}); got != c.want {
+				t.Errorf("nextCheck = %s, want %s", got, c.want)
+			}
+		})
+	}
+}
