@@ -74,7 +74,8 @@ func (p *process) start() error {
 }
 
 // stop sends SIGTERM to the process group, waits up to grace, then SIGKILLs
-// the group. Stopping a process that has already exited is not an error.
+// the group; a grace of zero kills it at once. Stopping a process that has
+// already exited is not an error.
 func (p *process) stop(grace time.Duration) error {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
@@ -86,6 +87,10 @@ func (p *process) stop(grace time.Duration) error {
 	p.mu.Unlock()
 
 	pgid := cmd.Process.Pid
+	if !isClosed(done) && grace <= 0 {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-done
+	}
 	if !isClosed(done) {
 		_ = syscall.Kill(-pgid, syscall.SIGTERM)
 		select {

@@ -53,7 +53,7 @@ func StartForTest(t testing.TB, opts Options) *Env {
 				t.Logf("--- last lines of %s (pid %d, %s) ---\n%s", c.Name, c.PID, c.LogFile, e.LogTail(c.Name, 40))
 			}
 		}
-		if err := e.Stop(); err != nil {
+		if err := e.Discard(); err != nil {
 			t.Errorf("stopping the control plane: %v", err)
 		}
 	})
