@@ -1,15 +1,11 @@
 package integration
 
 import (
-	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -26,56 +22,19 @@ var identities sync.Map // *testenv.Env -> *deployBed
 // a request they forbid fails the test.
 func installAgentIdentity(t *testing.T, env *testenv.Env) {
 	t.Helper()
-	b := &deployBed{env: env, c: env.Client(), kubectl: kubectlBinary(t, testenv.DefaultOptions())}
-	manifests, err := b.run(t, nil, "kustomize", testenv.DeployDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var namespace []*unstructured.Unstructured
-	for _, o := range testenv.DecodeObjects(t, manifests) {
-		if o.GetKind() == "Namespace" {
-			namespace = append(namespace, o)
-		}
-	}
-	if _, err := b.run(t, asList(t, namespace), "apply", "--server-side", "--field-manager=node-agent-install", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.run(t, manifests, "apply", "--server-side", "--field-manager=node-agent-install", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	identities.Store(env, b)
+	env.InstallDeploy(t)
+	identities.Store(env, &deployBed{env: env, c: env.Client(), kubectl: kubectlBinary(t, testenv.DefaultOptions())})
 }
 
 // agentKubeconfig returns the kubeconfig an agent for node runs with: the
 // ServiceAccount's pod-bound token where deploy/ is installed, else admin.
 func agentKubeconfig(t *testing.T, env *testenv.Env, node string) string {
 	t.Helper()
-	v, ok := identities.Load(env)
-	if !ok {
+	if _, ok := identities.Load(env); !ok {
 		return env.KubeconfigPath()
 	}
-	b := v.(*deployBed)
-	var pod *corev1.Pod
-	testenv.WaitFor(t, 2*time.Minute, "the node-agent DaemonSet pod on "+node, func() (bool, error) {
-		pods, err := b.c.CoreV1().Pods(agentNamespace).List(t.Context(), metav1.ListOptions{
-			LabelSelector: "app.kubernetes.io/name=node-agent", FieldSelector: "spec.nodeName=" + node,
-		})
-		if err != nil {
-			return false, err
-		}
-		for i := range pods.Items {
-			if p := &pods.Items[i]; p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				pod = p
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	path := filepath.Join(t.TempDir(), "agent.kubeconfig")
-	if err := testenv.WriteKubeconfig(path, env.TokenConfig(b.boundToken(t, pod))); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("node-agent for %s runs as %s with a token bound to pod %s", node, agentUser, pod.Name)
+	path := env.AgentKubeconfig(t, node, t.TempDir())
+	t.Logf("node-agent for %s runs as %s with a token bound to its DaemonSet pod", node, agentUser)
 	return path
 }
 

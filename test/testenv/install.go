@@ -31,7 +31,13 @@ const (
 // under the field manager node-agent-install.
 func (e *Env) InstallDeploy(tb testing.TB) {
 	tb.Helper()
-	kubectl := filepath.Join(e.opts.BinDir, BinKubectl)
+	// kubectl is among the tools of bin/, not necessarily beside this
+	// control plane's binaries (the 1.37 ones have a directory of their own).
+	bin, err := BinDir()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kubectl := filepath.Join(bin, BinKubectl)
 	manifests, err := exec.Command(kubectl, "kustomize", DeployDir(tb)).Output()
 	if err != nil {
 		tb.Fatalf("kubectl kustomize deploy/: %v", err)
