@@ -87,9 +87,9 @@ func (e *NotGrantedError) Error() string {
 func (e *NotGrantedError) Unwrap() error { return e.Err }
 
 // Read lists the VMs on node (the VMIs labelled with it, status.nodeName
-// checked too) and, when there are any, the cluster's Nodes, pods and
-// Namespaces, and the KubeVirt CR's settings, and plans each VM's way off
-// the node. c reads the cluster; own reads node's own pods (the agent
+// checked too) and, when there are any, the KubeVirt CR's settings and, when
+// one of them would live-migrate, the cluster's Nodes, pods and Namespaces,
+// and plans each VM's way off the node. c reads the cluster; own reads node's own pods (the agent
 // reaches them as its node, pkg/podaccess), nil for c. Where c may not list
 // every pod (deploy/components/vm-placement not applied), the plan knows
 // only node's pods and says what it could not check elsewhere. A VMI that
@@ -108,6 +108,27 @@ func Read(ctx context.Context, c kube.Interface, dyn dynamic.Interface, node str
 		// without VMs to one list.
 		return r, err
 	}
+	cr, err := kubevirtcr.Read(ctx, c.Discovery(), dyn)
+	if err != nil {
+		return r, err
+	}
+	if cr.Settings != nil {
+		r.Defaults = Defaults{Strategy: cr.Settings.EvictionStrategy, CPUModel: cr.Settings.CPUModel}
+	}
+	var notes []string
+	if cr.Note != "" {
+		notes = append(notes, "KubeVirt CR: "+cr.Note)
+	}
+	if !slices.ContainsFunc(vms, func(v VM) bool { way, _ := r.Defaults.wayWithoutTarget(v); return way == "" }) {
+		// No VM would live-migrate: their strategies and migratability
+		// decide every way, and no target is looked for, so neither the
+		// Nodes nor the pods are read. A maintenance such a VM holds is
+		// checked again every 30 s (the gate's interval); each check then
+		// costs the list of VMIs and the CR's.
+		r.Note = strings.Join(notes, "; ")
+		r.Plans = Plan(vms, nil, View{}, r.Defaults)
+		return r, nil
+	}
 	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return r, fmt.Errorf("listing the Nodes VMs could move to: %w", err)
@@ -119,23 +140,13 @@ func Read(ctx context.Context, c kube.Interface, dyn dynamic.Interface, node str
 	if own == nil {
 		own = c
 	}
-	view, notes, err := readPods(ctx, c, own, node)
+	view, podNotes, err := readPods(ctx, c, own, node)
 	if err != nil {
 		return r, err
 	}
 	view.Nodes = nodes.Items
-	cr, err := kubevirtcr.Read(ctx, c.Discovery(), dyn)
-	if err != nil {
-		return r, err
-	}
-	if cr.Settings != nil {
-		r.Defaults = Defaults{Strategy: cr.Settings.EvictionStrategy, CPUModel: cr.Settings.CPUModel}
-	}
 	view.Cluster = targetpod.ClusterOf(cr.Settings)
-	if cr.Note != "" {
-		notes = append([]string{"KubeVirt CR: " + cr.Note}, notes...)
-	}
-	r.Note = strings.Join(notes, "; ")
+	r.Note = strings.Join(append(notes, podNotes...), "; ")
 	AttachLaunchers(vms, view.Pods)
 	r.Plans = Plan(vms, &nodes.Items[i], view, r.Defaults)
 	return r, nil

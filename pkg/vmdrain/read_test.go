@@ -15,6 +15,16 @@ import (
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 )
 
+// heldVMI is a VMI on node whose strategy alone decides its way
+// (evictionStrategy None: the drain stops it).
+func heldVMI(name, node string) *unstructured.Unstructured {
+	u := vmiObject(name, node)
+	if err := unstructured.SetNestedField(u.Object, "None", "spec", "evictionStrategy"); err != nil {
+		panic(err)
+	}
+	return u
+}
+
 func vmiObject(name, node string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
@@ -36,10 +46,14 @@ func TestRead(t *testing.T) {
 		vmis       []runtime.Object
 		plans      int
 		nodesLists int
+		// podsLists: the pods are read only for a plan that places a VM.
+		podsLists int
 	}{
 		{name: "VMIs not served", served: false},
 		{name: "no VM on the node", served: true, vmis: []runtime.Object{vmiObject("elsewhere", "node-2")}},
-		{name: "a VM on the node", served: true, vmis: []runtime.Object{vmiObject("db", "node-1"), vmiObject("elsewhere", "node-2")}, plans: 1, nodesLists: 1},
+		{name: "a VM on the node", served: true, vmis: []runtime.Object{vmiObject("db", "node-1"), vmiObject("elsewhere", "node-2")}, plans: 1, nodesLists: 1, podsLists: 1},
+		{name: "only a VM that its strategy stops", served: true, vmis: []runtime.Object{heldVMI("db", "node-1")}, plans: 1},
+		{name: "a VM stopped and one that migrates", served: true, vmis: []runtime.Object{heldVMI("db", "node-1"), vmiObject("web", "node-1")}, plans: 2, nodesLists: 1, podsLists: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			objs := make([]runtime.Object, len(nodes))
@@ -57,17 +71,27 @@ func TestRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lists := 0
+			lists, podLists := 0, 0
 			for _, a := range cs.Actions() {
 				if a.GetVerb() == "list" && a.GetResource().Resource == "nodes" {
 					lists++
 				}
+				if a.GetVerb() == "list" && a.GetResource().Resource == "pods" {
+					podLists++
+				}
 			}
-			if r.Served != c.served || len(r.Plans) != c.plans || lists != c.nodesLists {
-				t.Errorf("served %v, %d plans, %d lists of Nodes; want %v, %d, %d", r.Served, len(r.Plans), lists, c.served, c.plans, c.nodesLists)
+			if r.Served != c.served || len(r.Plans) != c.plans || lists != c.nodesLists || podLists != c.podsLists {
+				t.Errorf("served %v, %d plans, %d lists of Nodes, %d of pods; want %v, %d, %d, %d",
+					r.Served, len(r.Plans), lists, podLists, c.served, c.plans, c.nodesLists, c.podsLists)
 			}
-			if c.plans > 0 && (r.Plans[0].Way != Migrate || len(r.Plans[0].Targets) != 2) {
-				t.Errorf("plan %+v; want a migration to node-2 and node-3", r.Plans[0])
+			for _, p := range r.Plans {
+				if p.Strategy == StrategyNone {
+					if p.Way != Stopped {
+						t.Errorf("plan of %s: %s; want Stopped by its strategy", p.VM.Key(), p.Way)
+					}
+				} else if p.Way != Migrate || len(p.Targets) != 2 {
+					t.Errorf("plan of %s: %s to %v; want a migration to node-2 and node-3", p.VM.Key(), p.Way, p.Targets)
+				}
 			}
 		})
 	}

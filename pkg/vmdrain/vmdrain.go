@@ -292,30 +292,36 @@ func Plan(vms []VM, source *corev1.Node, view View, d Defaults) []VMPlan {
 
 func (pl *planner) planVM(v VM, d Defaults) VMPlan {
 	p := VMPlan{VM: v, Strategy: d.strategy(v), CPUModel: d.cpuModel(v)}
+	p.Way, p.Why = d.wayWithoutTarget(v)
+	if p.Way == "" {
+		pl.place(&p)
+	}
+	return p
+}
+
+// wayWithoutTarget is v's way when its strategy and migratability decide it
+// alone, with why; "" when v would live-migrate, and only a place for its
+// target pod decides (planner.place).
+func (d Defaults) wayWithoutTarget(v VM) (Way, string) {
+	strategy := d.strategy(v)
 	migratable, notWhy := v.Migratable, v.NotMigratable
 	if v.HostDevices {
 		migratable, notWhy = false, "it passes host devices or GPUs through"
 	}
-	switch p.Strategy {
+	switch strategy {
 	case StrategyNone:
-		p.Way, p.Why = Stopped, "evictionStrategy None: the drain stops it"
-		return p
+		return Stopped, "evictionStrategy None: the drain stops it"
 	case StrategyExternal:
-		p.Way, p.Why = External, "evictionStrategy External: an external controller moves it"
-		return p
+		return External, "evictionStrategy External: an external controller moves it"
 	case StrategyLiveMigrate, StrategyLiveMigrateIfPossible:
 	default:
-		p.Way, p.Why = CannotMigrate, fmt.Sprintf("evictionStrategy %q is not one KubeVirt knows", p.Strategy)
-		return p
+		return CannotMigrate, fmt.Sprintf("evictionStrategy %q is not one KubeVirt knows", strategy)
 	}
-	if !migratable {
-		if p.Strategy == StrategyLiveMigrateIfPossible {
-			p.Way, p.Why = Stopped, "not live-migratable ("+notWhy+"): LiveMigrateIfPossible stops it"
-		} else {
-			p.Way, p.Why = CannotMigrate, "not live-migratable ("+notWhy+"): LiveMigrate refuses its eviction for as long as it runs"
-		}
-		return p
+	if migratable {
+		return "", ""
 	}
-	pl.place(&p)
-	return p
+	if strategy == StrategyLiveMigrateIfPossible {
+		return Stopped, "not live-migratable (" + notWhy + "): LiveMigrateIfPossible stops it"
+	}
+	return CannotMigrate, "not live-migratable (" + notWhy + "): LiveMigrate refuses its eviction for as long as it runs"
 }
