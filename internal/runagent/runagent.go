@@ -344,7 +344,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 	engine := selfdrain.NewEngine(selfdrain.EngineOptions{
 		Client: d.Client, NodeName: d.NodeName, Config: cfg.Drain,
 		Logger: d.Logger.With("component", "selfdrain"), Clock: d.Clock, Recorder: d.Recorder, Metrics: selfdrain.NewMetrics(d.Registry),
-		PodAccess: access.Check, EvictionRequests: w.evictionRequests,
+		PodAccess: access.Check, PodAccessRefused: access.Forget, EvictionRequests: w.evictionRequests,
 		VMProgress: maintenance.VMProgress(w.vmGate(d).Plan, func(ctx context.Context) ([]vmdrain.VM, error) {
 			return vmdrain.ListOnNode(ctx, w.dyn, d.NodeName)
 		}, func(ctx context.Context, namespace, name string) (vmdrain.VM, bool, error) {

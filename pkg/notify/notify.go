@@ -58,6 +58,7 @@ var eventOfReason = map[string]Event{
 	"DrainFailed":            MaintenanceFailed,
 	"DrainTimedOut":          MaintenanceFailed,
 	"MaintenanceStartFailed": MaintenanceFailed,
+	"DrainRefused":           MaintenanceFailed,
 	"MaintenanceEnded":       MaintenanceEnded,
 	"Rebooting":              RebootRebooting,
 	"RebootDone":             RebootBack,

@@ -220,4 +220,6 @@ func TestReporterReusesNodeMode(t *testing.T) {
 	nodeErr = nil
 	check(ModeNode, 4)
 	check(ModeNode, 4)
+	r.Forget()
+	check(ModeNode, 5) // forgotten: asked again
 }

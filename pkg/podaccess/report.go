@@ -97,9 +97,18 @@ func (r *Reporter) Check(ctx context.Context) (Access, error) {
 // what discovery told it (kube.DiscoveryTTL), for the same reason: the
 // answer follows the cluster's configuration, which rarely changes. A
 // drain within it skips the probe's request. Rights withdrawn meanwhile
-// show in that drain's first request to the pods, whose error the drain
-// records on the Node.
+// show in that drain's watch of the pods: the drain records the refusal on
+// the Node (its lastError, the Warning Event DrainRefused) and calls
+// Forget, so its next attempt probes again.
 const ReuseNodeMode = 10 * time.Minute
+
+// Forget drops a kept answer: the next Check probes. The drain calls it
+// when the node's pods refuse the client a kept answer gave it.
+func (r *Reporter) Forget() {
+	r.mu.Lock()
+	r.hasKept = false
+	r.mu.Unlock()
+}
 
 func (r *Reporter) now() time.Time {
 	if r.Now != nil {

@@ -194,6 +194,17 @@ func (r *drainRun) watchPods(cancel context.CancelFunc) (store cache.Store, stop
 	}); err != nil {
 		return nil, nil, err
 	}
+	// A refusal (403, 401) does not pass with retries: the drain stops and
+	// says so instead of waiting for a cache that never fills.
+	var refused atomic.Pointer[error]
+	if err := podInformer.SetWatchErrorHandlerWithContext(func(ctx context.Context, rf *cache.Reflector, err error) {
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			refused.CompareAndSwap(nil, &err)
+		}
+		cache.DefaultWatchErrorHandler(ctx, rf, err)
+	}); err != nil {
+		return nil, nil, err
+	}
 	var informerDone sync.WaitGroup
 	informerDone.Go(func() { podInformer.RunWithContext(ctx) })
 	stop = func() {
@@ -205,12 +216,32 @@ func (r *drainRun) watchPods(cancel context.CancelFunc) (store cache.Store, stop
 	// the first eviction waits on it, and a node's list returns in tens of
 	// milliseconds.
 	if err := wait.PollUntilContextCancel(ctx, cacheSyncPoll, true, func(context.Context) (bool, error) {
+		if err := refused.Load(); err != nil {
+			return false, *err
+		}
 		return podInformer.HasSynced(), nil
 	}); err != nil {
 		stop()
+		if p := refused.Load(); p != nil {
+			return nil, nil, r.podsRefused(*p)
+		}
 		return nil, nil, ctx.Err()
 	}
 	return podInformer.GetStore(), stop, nil
+}
+
+// podsRefused records on the Node that the node's pods refused the drain's
+// client, and has the next drain ask which client reaches them.
+func (r *drainRun) podsRefused(err error) error {
+	e := r.e
+	if e.PodAccessRefused != nil {
+		e.PodAccessRefused()
+	}
+	err = fmt.Errorf("the drain cannot read this node's pods: %w", err)
+	r.st.LastError = err.Error()
+	e.writeStatus(context.WithoutCancel(r.ctx), r.st)
+	e.Event(corev1.EventTypeWarning, "DrainRefused", "%s; the drain is tried again", err)
+	return err
 }
 
 // listPods chooses the pods to evict, as kubectl drain would, from the

@@ -95,6 +95,11 @@ type EngineOptions struct {
 	// the ServiceAccount's cluster-wide grant). In ModeNone the drain is
 	// refused before the Node changes. Unset, Client is used for pods too.
 	PodAccess func(ctx context.Context) (podaccess.Access, error)
+	// PodAccessRefused, when set, is told that the node's pods refused
+	// the client PodAccess chose (403 or 401 to the drain's watch), so
+	// that the next drain asks PodAccess afresh instead of reusing an
+	// answer it keeps (podaccess.Reporter.Forget).
+	PodAccessRefused func()
 	// EvictionRequests, when set, is the EvictionRequest API as the node
 	// (pkg/evictionrequest); drain.evictionAPI says whether a drain uses it.
 	EvictionRequests evictionrequest.API

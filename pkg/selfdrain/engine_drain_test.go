@@ -11,8 +11,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // Tests of Engine.Drain end to end on the fake clientset, and of the drain
@@ -409,5 +411,33 @@ func TestNodeCacheSavesReads(t *testing.T) {
 	t.Logf("GETs of the Node for Begin and End: %d without the cache, %d with it", without, with)
 	if with != 1 || without <= with {
 		t.Errorf("GETs: %d with the cache (want 1), %d without", with, without)
+	}
+}
+
+// TestDrainSaysThePodsRefusedIt: when the node's pods refuse the drain's
+// client (rights withdrawn since PodAccess last probed), the drain stops
+// with the refusal in its status and a Warning Event, and tells
+// PodAccessRefused so that the next drain probes again; it does not wait
+// for a pod cache that cannot fill.
+func TestDrainSaysThePodsRefusedIt(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	h.client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("impersonation withdrawn"))
+	})
+	forgotten := 0
+	h.engine.PodAccessRefused = func() { forgotten++ }
+	st := &Status{Phase: PhaseRunning, Trigger: TriggerAnnotation}
+	_, err := h.drain(context.Background(), st, Request{Trigger: TriggerAnnotation})
+	if err == nil || !strings.Contains(err.Error(), "cannot read this node's pods") {
+		t.Fatalf("Drain: %v; want the refusal", err)
+	}
+	if forgotten != 1 {
+		t.Errorf("PodAccessRefused called %d times, want once", forgotten)
+	}
+	if got := h.status(); got == nil || !strings.Contains(got.LastError, "impersonation withdrawn") {
+		t.Errorf("status on the Node %+v; want lastError with the refusal", got)
+	}
+	if ev := strings.Join(h.events(), "\n"); !strings.Contains(ev, "DrainRefused") {
+		t.Errorf("Events %q; want DrainRefused", ev)
 	}
 }
