@@ -225,17 +225,17 @@ func (c *client) AppsV1() AppsV1Interface                 { return c }
 func (c *client) Discovery() DiscoveryInterface           { return discovery{c.core} }
 
 func (c *client) Nodes() NodeInterface {
-	return nodes{resource[*corev1.Node, *corev1.NodeList]{rc: c.core, name: "nodes",
+	return nodes{&resource[*corev1.Node, *corev1.NodeList]{rc: c.core, name: "nodes",
 		newObject: func() *corev1.Node { return &corev1.Node{} }, newList: func() *corev1.NodeList { return &corev1.NodeList{} }}}
 }
 
 func (c *client) Namespaces() NamespaceInterface {
-	return resource[*corev1.Namespace, *corev1.NamespaceList]{rc: c.core, name: "namespaces",
+	return &resource[*corev1.Namespace, *corev1.NamespaceList]{rc: c.core, name: "namespaces",
 		newObject: func() *corev1.Namespace { return &corev1.Namespace{} }, newList: func() *corev1.NamespaceList { return &corev1.NamespaceList{} }}
 }
 
 func (c *client) Pods(namespace string) PodInterface {
-	return resource[*corev1.Pod, *corev1.PodList]{rc: c.core, name: "pods", namespace: namespace,
+	return &resource[*corev1.Pod, *corev1.PodList]{rc: c.core, name: "pods", namespace: namespace,
 		newObject: func() *corev1.Pod { return &corev1.Pod{} }, newList: func() *corev1.PodList { return &corev1.PodList{} }}
 }
 
@@ -244,24 +244,27 @@ func (c *client) Events(string) EventInterface { return events{c.core} }
 func (c *client) Evictions(string) EvictionInterface { return evictions{c.policy} }
 
 func (c *client) PodDisruptionBudgets(namespace string) PodDisruptionBudgetInterface {
-	return resource[*policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudgetList]{rc: c.policy, name: "poddisruptionbudgets", namespace: namespace,
+	return &resource[*policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudgetList]{rc: c.policy, name: "poddisruptionbudgets", namespace: namespace,
 		newObject: func() *policyv1.PodDisruptionBudget { return &policyv1.PodDisruptionBudget{} },
 		newList:   func() *policyv1.PodDisruptionBudgetList { return &policyv1.PodDisruptionBudgetList{} }}
 }
 
 func (c *client) Leases(namespace string) LeaseInterface {
-	return resource[*coordinationv1.Lease, *coordinationv1.LeaseList]{rc: c.coordination, name: "leases", namespace: namespace,
+	return &resource[*coordinationv1.Lease, *coordinationv1.LeaseList]{rc: c.coordination, name: "leases", namespace: namespace,
 		newObject: func() *coordinationv1.Lease { return &coordinationv1.Lease{} },
 		newList:   func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} }}
 }
 
 func (c *client) DaemonSets(namespace string) DaemonSetInterface {
-	return resource[*appsv1.DaemonSet, *appsv1.DaemonSetList]{rc: c.apps, name: "daemonsets", namespace: namespace,
+	return &resource[*appsv1.DaemonSet, *appsv1.DaemonSetList]{rc: c.apps, name: "daemonsets", namespace: namespace,
 		newObject: func() *appsv1.DaemonSet { return &appsv1.DaemonSet{} }, newList: func() *appsv1.DaemonSetList { return &appsv1.DaemonSetList{} }}
 }
 
+// nodes is a pointer, as every client of this package is: pkg/podaccess
+// compares the clients it holds, and a struct of functions is not
+// comparable.
 type nodes struct {
-	resource[*corev1.Node, *corev1.NodeList]
+	*resource[*corev1.Node, *corev1.NodeList]
 }
 
 func (n nodes) PatchStatus(ctx context.Context, nodeName string, data []byte) (*corev1.Node, error) {
