@@ -193,3 +193,56 @@ func FuzzSkipState(f *testing.F) {
 		}
 	})
 }
+
+// Start begins the first discovery before Run, and Run labels from it
+// without discovering again.
+func TestLabellerStartDiscoversBeforeRun(t *testing.T) {
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}})
+	host := &hostcpu.HostCPU{TSC: &hostcpu.TSC{Scalable: true}, ModelFeatures: map[string][]string{"Penryn": nil}}
+	var mu sync.Mutex
+	calls := 0
+	started := make(chan struct{}, 1)
+	view := &agenttest.NodeView{Client: kubetest.Wrap(client), Name: testNode}
+	c, err := NewController(Options{Client: kubetest.Wrap(client), NodeName: testNode, Config: config.Default().Labeller,
+		Discover: func(context.Context, config.LabellerConfig) (*hostcpu.HostCPU, error) {
+			mu.Lock()
+			calls++
+			mu.Unlock()
+			started <- struct{}{}
+			return host, nil
+		},
+		Logger: slog.New(slog.DiscardHandler), Clock: clocktesting.NewFakeClock(time.Now()), Recorder: record.NewFakeRecorder(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.Start(ctx)
+	<-started // discovering, and Run not called yet
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, view) }()
+	limit := time.After(30 * time.Second) // turns a hang into a failure
+	for {
+		n, err := view.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(n.Labels) > 0 {
+			break
+		}
+		select {
+		case <-limit:
+			t.Fatal("no labels from the discovery Start began")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 1 {
+		t.Errorf("%d discoveries at start, want 1", calls)
+	}
+}
