@@ -57,14 +57,6 @@ type Component interface {
 	Run(ctx context.Context, node NodeView) error
 }
 
-// Starter is a component with work that needs no Node and is worth
-// beginning before the start checks and the sync of the own Node, which its
-// Run waits for: the labeller's first discovery. Run calls Start once,
-// with Run's context, before those; Start must not block.
-type Starter interface {
-	Start(ctx context.Context)
-}
-
 // ComponentFactory builds a component once the agent's shared parts exist.
 type ComponentFactory func(deps Deps) (Component, error)
 
@@ -237,12 +229,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	components, err := a.Build(recorder)
 	if err != nil {
 		return err
-	}
-
-	for _, c := range components {
-		if st, ok := c.(Starter); ok {
-			st.Start(ctx)
-		}
 	}
 
 	errCh := make(chan error, 2+len(components))

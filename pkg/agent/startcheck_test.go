@@ -36,39 +36,3 @@ func (r runFails) Run(context.Context, NodeView) error {
 	r.t.Error("a component ran after the start check failed")
 	return nil
 }
-
-// A Starter's Start comes before the start checks, with a context that
-// ends when Run does, even when a start check ends Run.
-func TestRunStartsStartersBeforeStartChecks(t *testing.T) {
-	s := &starter{started: make(chan context.Context, 1)}
-	refused := errors.New("refused")
-	a, err := New("node-1", WithKubernetesClient(kubetest.Wrap(fake.NewClientset())),
-		WithMetricsAddress("0"), WithHealthAddress("0"),
-		WithStartCheck(func(context.Context) error {
-			if len(s.started) == 0 {
-				t.Error("the start check came before Start")
-			}
-			return refused
-		}),
-		WithComponent(func(Deps) (Component, error) { return s, nil }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Run(t.Context()); !errors.Is(err, refused) {
-		t.Errorf("Run: %v, want %v", err, refused)
-	}
-	select {
-	case ctx := <-s.started:
-		if ctx.Err() == nil {
-			t.Error("Start's context outlived Run")
-		}
-	default:
-		t.Error("Start was not called")
-	}
-}
-
-type starter struct{ started chan context.Context }
-
-func (*starter) Name() string                        { return "starter" }
-func (*starter) Run(context.Context, NodeView) error { return nil }
-func (s *starter) Start(ctx context.Context)         { s.started <- ctx }

@@ -74,9 +74,6 @@ type Controller struct {
 	// auto; nil never reads it.
 	watchKubeVirt WatchKubeVirtFunc
 	kubeVirt      chan kubeVirtReport
-	// first receives the discovery Start began, which Run applies instead
-	// of discovering again; nil when Start was not called.
-	first chan discovery
 	// queue holds the one key, the node's name, while a sync is due: on a
 	// Node event, after a discovery, and rate-limited after a failed patch.
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -164,8 +161,7 @@ func (c *Controller) nodeRef() *corev1.ObjectReference {
 // enqueue asks for a sync of the node's labels.
 func (c *Controller) enqueue() { c.queue.Add(c.nodeName) }
 
-// Run implements agent.Component. Discovery runs here (at start, unless
-// Start began it already), every
+// Run implements agent.Component. Discovery runs here, at start, every
 // rediscovery period and on a configuration change; the KubeVirt CR's
 // watcher runs beside it while labeller.kubeVirtCR is auto, and its reports
 // recompute the labels from the last discovery; syncs run in one worker off
@@ -178,11 +174,7 @@ func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
 	mode := c.cfg.KubeVirtCR
 	c.mu.Unlock()
 	kv.start(ctx, mode)
-	if c.first != nil {
-		c.apply(ctx, <-c.first)
-	} else {
-		c.rediscover(ctx)
-	}
+	c.rediscover(ctx)
 	if err := view.AddHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.enqueue() },
 		UpdateFunc: func(_, _ any) { c.enqueue() },
@@ -310,43 +302,14 @@ func (c *Controller) worker(ctx context.Context, view agent.NodeView) {
 	}
 }
 
-// discovery is the outcome of one discovery.
-type discovery struct {
-	cfg   config.LabellerConfig
-	start time.Time
-	host  *hostcpu.HostCPU
-	err   error
-}
-
-// Start implements agent.Starter: it begins the first discovery before the
-// agent has synced its own Node, which the discovery does not need, so
-// that a warm start labels one start check and one sync sooner. Run
-// applies it. Start is called at most once, before Run.
-func (c *Controller) Start(ctx context.Context) {
-	c.first = make(chan discovery, 1) // never blocks: Run may never come
-	go func() { c.first <- c.discoverOnce(ctx) }()
-}
-
-// discoverOnce runs one discovery with the configuration in force.
-func (c *Controller) discoverOnce(ctx context.Context) discovery {
-	c.mu.Lock()
-	cfg := c.cfg
-	c.mu.Unlock()
-	d := discovery{cfg: cfg, start: c.clock.Now()}
-	d.host, d.err = c.discover(ctx, cfg)
-	return d
-}
-
 // rediscover takes a new snapshot and computes the desired labels. On a
 // failure the previous desired labels stay in force.
 func (c *Controller) rediscover(ctx context.Context) {
-	c.apply(ctx, c.discoverOnce(ctx))
-}
-
-// apply makes d the last discovery and computes the desired labels from
-// it; a failed one leaves the previous desired labels in force.
-func (c *Controller) apply(ctx context.Context, d discovery) {
-	cfg, h, err, start := d.cfg, d.host, d.err, d.start
+	c.mu.Lock()
+	cfg := c.cfg
+	c.mu.Unlock()
+	start := c.clock.Now()
+	h, err := c.discover(ctx, cfg)
 	if err != nil {
 		c.logger.Error("Host CPU discovery failed; keeping the labels computed before", "err", err)
 		c.metrics.Syncs.WithLabelValues("error").Inc()
