@@ -33,6 +33,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/kubevirtcr"
 	"github.com/node-agent/node-agent/pkg/labeller"
 	"github.com/node-agent/node-agent/pkg/maintenance"
+	"github.com/node-agent/node-agent/pkg/memrelease"
 	"github.com/node-agent/node-agent/pkg/metrics"
 	"github.com/node-agent/node-agent/pkg/notify"
 	"github.com/node-agent/node-agent/pkg/podaccess"
@@ -67,6 +68,11 @@ type Options struct {
 	// AgentOptions are added after the ones New makes (tests: a registry,
 	// a listen hook).
 	AgentOptions []agent.Option
+	// ReleaseStartupMemory adds the component that gives back, once, the
+	// memory only start-up used (pkg/memrelease). `node-agent run` sets it
+	// unless $NODE_AGENT_RELEASE_STARTUP_MEMORY is false; the fleet
+	// benchmark, whose agents share one process, leaves it off.
+	ReleaseStartupMemory bool
 }
 
 // New builds the agent `node-agent run` runs for o.Config.NodeName. It
@@ -88,7 +94,7 @@ func New(o Options) (*agent.Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &wiring{cfg: cfg, discover: o.Discover, configFile: o.ConfigFile, flags: o.Flags,
+	w := &wiring{cfg: cfg, discover: o.Discover, configFile: o.ConfigFile, flags: o.Flags, releaseMemory: o.ReleaseStartupMemory,
 		podClient: ids.Node, serviceAccount: ids.ServiceAccount,
 		vmClient: kube.WithCachedDiscovery(ids.ServiceAccount, kube.DiscoveryTTL, nil)}
 	if w.evictionRequests, err = evictionrequest.NewAPI(ids.NodeREST); err != nil {
@@ -158,6 +164,8 @@ type wiring struct {
 	discover   labeller.DiscoverFunc
 	configFile string
 	flags      *pflag.FlagSet
+	// releaseMemory adds the memrelease component.
+	releaseMemory bool
 	// waitBound is registered once and shared by the components with a
 	// bounded wait (waitBounds).
 	waitBound *metrics.WaitBound
@@ -241,6 +249,10 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 	}
 	if w.configFile != "" {
 		out = append(out, w.configWatcher(d, lab))
+	}
+	if w.releaseMemory {
+		r := &memrelease.Releaser{Delay: memrelease.DefaultDelay, Clock: d.Clock, Logger: d.Logger.With("component", "memrelease")}
+		out = append(out, component{r.Name(), r.Run})
 	}
 	return out, nil
 }

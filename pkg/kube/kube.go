@@ -7,8 +7,8 @@
 // interfaces here have the same method shapes as client-go's typed clients,
 // so a client-go clientset (the fake one in unit tests, or a test's real one)
 // satisfies them through kubetest.Wrap, while the agent itself runs on New,
-// which is built from client-go's generic clients (gentype) and a scheme of
-// four groups.
+// which is built from client-go's REST client, with the requests of its
+// generic clients (resource.go), and a scheme of four groups.
 package kube
 
 import (
@@ -29,7 +29,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
@@ -226,18 +225,18 @@ func (c *client) AppsV1() AppsV1Interface                 { return c }
 func (c *client) Discovery() DiscoveryInterface           { return discovery{c.core} }
 
 func (c *client) Nodes() NodeInterface {
-	return nodes{gentype.NewClientWithList("nodes", c.core, parameterCodec, "",
-		func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} })}
+	return nodes{&resource[*corev1.Node, *corev1.NodeList]{rc: c.core, name: "nodes",
+		newObject: func() *corev1.Node { return &corev1.Node{} }, newList: func() *corev1.NodeList { return &corev1.NodeList{} }}}
 }
 
 func (c *client) Namespaces() NamespaceInterface {
-	return gentype.NewClientWithList("namespaces", c.core, parameterCodec, "",
-		func() *corev1.Namespace { return &corev1.Namespace{} }, func() *corev1.NamespaceList { return &corev1.NamespaceList{} })
+	return &resource[*corev1.Namespace, *corev1.NamespaceList]{rc: c.core, name: "namespaces",
+		newObject: func() *corev1.Namespace { return &corev1.Namespace{} }, newList: func() *corev1.NamespaceList { return &corev1.NamespaceList{} }}
 }
 
 func (c *client) Pods(namespace string) PodInterface {
-	return gentype.NewClientWithList("pods", c.core, parameterCodec, namespace,
-		func() *corev1.Pod { return &corev1.Pod{} }, func() *corev1.PodList { return &corev1.PodList{} })
+	return &resource[*corev1.Pod, *corev1.PodList]{rc: c.core, name: "pods", namespace: namespace,
+		newObject: func() *corev1.Pod { return &corev1.Pod{} }, newList: func() *corev1.PodList { return &corev1.PodList{} }}
 }
 
 func (c *client) Events(string) EventInterface { return events{c.core} }
@@ -245,23 +244,27 @@ func (c *client) Events(string) EventInterface { return events{c.core} }
 func (c *client) Evictions(string) EvictionInterface { return evictions{c.policy} }
 
 func (c *client) PodDisruptionBudgets(namespace string) PodDisruptionBudgetInterface {
-	return gentype.NewClientWithList("poddisruptionbudgets", c.policy, parameterCodec, namespace,
-		func() *policyv1.PodDisruptionBudget { return &policyv1.PodDisruptionBudget{} },
-		func() *policyv1.PodDisruptionBudgetList { return &policyv1.PodDisruptionBudgetList{} })
+	return &resource[*policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudgetList]{rc: c.policy, name: "poddisruptionbudgets", namespace: namespace,
+		newObject: func() *policyv1.PodDisruptionBudget { return &policyv1.PodDisruptionBudget{} },
+		newList:   func() *policyv1.PodDisruptionBudgetList { return &policyv1.PodDisruptionBudgetList{} }}
 }
 
 func (c *client) Leases(namespace string) LeaseInterface {
-	return gentype.NewClientWithList("leases", c.coordination, parameterCodec, namespace,
-		func() *coordinationv1.Lease { return &coordinationv1.Lease{} },
-		func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} })
+	return &resource[*coordinationv1.Lease, *coordinationv1.LeaseList]{rc: c.coordination, name: "leases", namespace: namespace,
+		newObject: func() *coordinationv1.Lease { return &coordinationv1.Lease{} },
+		newList:   func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} }}
 }
 
 func (c *client) DaemonSets(namespace string) DaemonSetInterface {
-	return gentype.NewClient("daemonsets", c.apps, parameterCodec, namespace, func() *appsv1.DaemonSet { return &appsv1.DaemonSet{} })
+	return &resource[*appsv1.DaemonSet, *appsv1.DaemonSetList]{rc: c.apps, name: "daemonsets", namespace: namespace,
+		newObject: func() *appsv1.DaemonSet { return &appsv1.DaemonSet{} }, newList: func() *appsv1.DaemonSetList { return &appsv1.DaemonSetList{} }}
 }
 
+// nodes is a pointer, as every client of this package is: pkg/podaccess
+// compares the clients it holds, and a struct of functions is not
+// comparable.
 type nodes struct {
-	*gentype.ClientWithList[*corev1.Node, *corev1.NodeList]
+	*resource[*corev1.Node, *corev1.NodeList]
 }
 
 func (n nodes) PatchStatus(ctx context.Context, nodeName string, data []byte) (*corev1.Node, error) {
