@@ -20,7 +20,7 @@ import (
 // results is everything the benchmark measured, for the table and pictures.
 type results struct {
 	machine   string
-	n, pool   int
+	n         int
 	nodeBytes [2]int
 	objects   map[string]float64
 	check     [][3]string

@@ -321,7 +321,7 @@ func runScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	res := results{
-		machine: machine(), n: n, pool: pool, nodeBytes: nodeBytes, objects: idleMetrics.objects,
+		machine: machine(), n: n, nodeBytes: nodeBytes, objects: idleMetrics.objects,
 		check: checkTable, phases: []phaseResult{start, idle, kured, restart}, runs: runs,
 		origin: startAt, events: audit.Events(),
 	}
