@@ -107,13 +107,13 @@ func requestsPlot(title string, series []rateSeries, bands []band) (*plot.Plot, 
 
 // drainingPlot is one limit's rolling maintenance: nodes waiting, draining
 // and holding a drain slot over time, and the limit.
-func drainingPlot(r rollResult, pool int) (*plot.Plot, error) {
+func drainingPlot(run string, r rollResult, pool int) (*plot.Plot, error) {
 	p := plot.New()
 	mean := "n/a"
 	if !math.IsNaN(r.meanDraining) {
 		mean = fmt.Sprintf("%.1f", r.meanDraining)
 	}
-	p.Title.Text = fmt.Sprintf("limit %d: %.1f s for %d nodes; %s draining on average while %d or more waited", r.limit, r.total.Seconds(), pool, mean, r.limit)
+	p.Title.Text = fmt.Sprintf("%s, limit %d: %.1f s for %d nodes; %s draining on average while %d or more waited", run, r.limit, r.total.Seconds(), pool, mean, r.limit)
 	p.X.Label.Text = "seconds since the requests"
 	p.Y.Label.Text = "nodes"
 	p.Legend.Top = true
@@ -221,12 +221,12 @@ func TestPicturesRender(t *testing.T) {
 		holding:  []level{{0, 0}, {0.4, 2}, {2.1, 0}},
 		end:      2.1,
 	}}
-	dr, err := drainingPlot(r, 4)
+	dr, err := drainingPlot("fast drains", r, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.meanDraining = math.NaN()
-	dr2, err := drainingPlot(r, 4)
+	dr2, err := drainingPlot("fast drains", r, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -33,8 +34,16 @@ var (
 	fleetSize = envInt("SCALE_NODES", 1000)
 	// SCALE_POOL: nodes in the rolling maintenance.
 	poolSize = envInt("SCALE_POOL", 100)
-	// SCALE_LIMITS: slots.limit of the rolling maintenances.
+	// SCALE_LIMITS: slots.limit of the rolling maintenances of fast drains.
 	limits = envInts("SCALE_LIMITS", []int{1, 5, 20})
+	// SCALE_SLOW_POOL: nodes in the rolling maintenance of realistic
+	// drains. Each of its drains lasts up to a minute, so one limit takes
+	// about ⌈pool ÷ limit⌉ minutes; 60 gives limit 20 three rounds of
+	// grants and limit 5 twelve, about 16 minutes for both.
+	slowPoolSize = envInt("SCALE_SLOW_POOL", 60)
+	// SCALE_SLOW_LIMITS: slots.limit of the rolling maintenances of
+	// realistic drains; "0" leaves that run out.
+	slowLimits = envInts("SCALE_SLOW_LIMITS", []int{5, 20})
 	// SCALE_IDLE: how long the fleet sits idle. client-go's informers end
 	// and reopen each watch after 5 to 10 minutes (the reflector's random
 	// timeoutSeconds), so a window of 10 minutes sees a whole cycle.
@@ -64,6 +73,14 @@ var (
 // podsPerPoolNode is the pool's workload per node.
 const podsPerPoolNode = 3
 
+// slowTerminations are how long the pods of the realistic drains take to
+// terminate once evicted, one Deployment each, so that a node's pods take
+// different times and a drain lasts as long as its slowest pod: 20 to 60 s,
+// the span of a service that finishes its requests within Kubernetes'
+// default grace period of 30 s and of one given a minute. Fixed values
+// rather than random ones keep runs comparable.
+var slowTerminations = []time.Duration{20 * time.Second, 30 * time.Second, 40 * time.Second, 50 * time.Second, 60 * time.Second}
+
 func BenchmarkScale(b *testing.B) {
 	if os.Getenv(testenv.IntegrationEnv) == "" {
 		b.Skipf("needs the test bed's control plane; set %s=1 (make scale does)", testenv.IntegrationEnv)
@@ -88,6 +105,31 @@ type phaseResult struct {
 	extra      []string
 }
 
+// rollRun is the rolling maintenances of one workload on one pool, one per
+// limit.
+type rollRun struct {
+	workload rollWorkload
+	pool     int
+	rolls    []rollResult
+	// one is one pool node's drain alone, the unit of each roll's ideal.
+	one time.Duration
+}
+
+// rollWorkload is what a rolling maintenance drains off the pool's nodes.
+type rollWorkload struct {
+	// name heads the run's section of results.md ("fast drains").
+	name string
+	// namespace holds the workload; label selects the pool's nodes.
+	namespace, label string
+	limits           []int
+	// terminations, when set, split the workload into one Deployment per
+	// value whose evicted pods stay Terminating that long (kwok's
+	// pod-delete Stage, delayed by testenv.PodDeleteDelayAnnotation), with
+	// the same terminationGracePeriodSeconds. Empty: one Deployment whose
+	// pods kwok deletes as soon as they are evicted.
+	terminations []time.Duration
+}
+
 // rollResult is one rolling maintenance of the pool, under one limit.
 type rollResult struct {
 	limit        int
@@ -109,6 +151,12 @@ type rollResult struct {
 	agentKinds, coordinatorKinds       []kindCount
 	apiCores, etcdCores                float64
 }
+
+// busy is the share of the limit's slots held while at least limit nodes
+// waited: 1 when every slot was held all that time, NaN when never that
+// many waited. Hand-overs lower it: a slot given back is idle until the
+// coordinator grants it again.
+func (r rollResult) busy() float64 { return r.meanHolding / float64(r.limit) }
 
 func runScale(b *testing.B) {
 	n := fleetSize
@@ -137,7 +185,8 @@ func runScale(b *testing.B) {
 	env := testenv.StartForTest(b, opts)
 	admin := adminClient(b, env)
 	audit := testenv.NewAuditReader(auditPath, testenv.AuditStageRequestReceived)
-	b.Logf("control plane ready (audit log %s); %d nodes, %d agents, pool %d, limits %v, deploy/components/flowcontrol %v", auditPath, n+2*checkSize, n, pool, limits, withAPF)
+	b.Logf("control plane ready (audit log %s); %d nodes, %d agents, pool %d, limits %v, realistic drains' pool %d, limits %v, deploy/components/flowcontrol %v",
+		auditPath, n+2*checkSize, n, pool, limits, min(slowPoolSize, n), slowLimits, withAPF)
 
 	samplerCtx, stopSampler := context.WithCancel(ctx)
 	defer stopSampler()
@@ -195,7 +244,7 @@ func runScale(b *testing.B) {
 			b.Logf("--- last lines of the coordinators' log ---\n%s", testenv.TailFile(coordLogPath, 40))
 		}
 	}()
-	coords.start(limits[0])
+	coords.start(firstLimit())
 
 	// 0. The same agents as processes and in this process cost the same.
 	checkTable := checkSameCost(b, env, f, audit, tracker, checkProc, checkInProc, dir)
@@ -251,8 +300,17 @@ func runScale(b *testing.B) {
 	// 3. The kured lock pattern at the same N.
 	kured := kuredPattern(b, env, audit, procs, fleetNodes, kuredFor)
 
-	// 4. Rolling maintenances.
-	rolls, one := rollingMaintenances(b, env, admin, coords, audit, procs, tracker, fleetNodes[:pool])
+	// 4. Rolling maintenances: pods deleted as soon as they are evicted,
+	// then pods that take 20 to 60 s to terminate.
+	var runs []rollRun
+	if len(limits) > 0 {
+		runs = append(runs, rollingMaintenances(b, env, admin, coords, audit, procs, tracker, fleetNodes[:pool],
+			rollWorkload{name: "fast drains", namespace: "pool", label: "scale.node-agent.io/pool", limits: limits}))
+	}
+	if len(slowLimits) > 0 {
+		runs = append(runs, rollingMaintenances(b, env, admin, coords, audit, procs, tracker, fleetNodes[:min(slowPoolSize, n)],
+			rollWorkload{name: "realistic drains", namespace: "slow-pool", label: "scale.node-agent.io/slow-pool", limits: slowLimits, terminations: slowTerminations}))
+	}
 
 	// 5. kube-apiserver restart with every agent connected.
 	restart := restartAPIServer(b, env, audit, procs, f, admin)
@@ -263,11 +321,20 @@ func runScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	res := results{
-		machine: machine(), n: n, pool: pool, nodeBytes: nodeBytes, objects: idleMetrics.objects,
-		check: checkTable, phases: []phaseResult{start, idle, kured, restart}, rolls: rolls, oneDrain: one,
+		machine: machine(), n: n, nodeBytes: nodeBytes, objects: idleMetrics.objects,
+		check: checkTable, phases: []phaseResult{start, idle, kured, restart}, runs: runs,
 		origin: startAt, events: audit.Events(),
 	}
 	res.write(b)
+}
+
+// firstLimit is the limit the coordinator starts with: the first rolling
+// maintenance's.
+func firstLimit() int {
+	if all := append(append([]int{}, limits...), slowLimits...); len(all) > 0 {
+		return all[0]
+	}
+	return 1
 }
 
 func names(prefix string, n int) []string {
@@ -458,31 +525,37 @@ func kuredPattern(b *testing.B, env *testenv.Env, audit *testenv.AuditReader, pr
 	return p
 }
 
-// rollingMaintenances drains the pool node by node under each limit:
-// every pool node is asked at once (the maintenance annotation), the agents
-// ask the coordinator for drain slots, and each node's maintenance is ended
-// as soon as it is drained, as an admin's automation would after its work.
-// The pool runs a Deployment of podsPerPoolNode pods per node that only pool
-// nodes take, so each drain's pods land on the pool's other nodes.
-func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface, coords *coordinators, audit *testenv.AuditReader, procs *procSampler, tracker *nodeTracker, pool []string) ([]rollResult, time.Duration) {
+// rollingMaintenances drains the pool node by node under each of wl's
+// limits: every pool node is asked at once (the maintenance annotation), the
+// agents ask the coordinator for drain slots, and each node's maintenance is
+// ended as soon as it is drained, as an admin's automation would after its
+// work. The pool runs podsPerPoolNode pods per node that only pool nodes
+// take, so each drain's pods land on the pool's other nodes. The workload is
+// deleted at the end, so that the next run's pool holds only its own.
+func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface, coords *coordinators, audit *testenv.AuditReader, procs *procSampler, tracker *nodeTracker, pool []string, wl rollWorkload) rollRun {
 	b.Helper()
 	ctx := b.Context()
-	const poolLabel = "scale.node-agent.io/pool"
 	for _, n := range pool {
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, poolLabel)
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, wl.label)
 		if _, err := c.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if _, err := env.CreateNamespace(ctx, "pool"); err != nil {
+	if _, err := env.CreateNamespace(ctx, wl.namespace); err != nil {
 		b.Fatal(err)
 	}
-	d := testenv.NewDeployment("pool", "work", int32(len(pool)*podsPerPoolNode), "")
-	d.Spec.Template.Spec.NodeSelector = map[string]string{poolLabel: "true"}
-	if _, err := c.AppsV1().Deployments("pool").Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
+	deployments := poolDeployments(wl, len(pool)*podsPerPoolNode)
+	for _, d := range deployments {
+		if _, err := c.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
 	}
-	waitAvailable(b, c, d)
+	available := func() {
+		for _, d := range deployments {
+			waitAvailable(b, c, d)
+		}
+	}
+	available()
 
 	// One node's drain alone, the unit of the ideal: the median of three
 	// nodes drained one after the other.
@@ -490,14 +563,14 @@ func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface,
 	for i := range min(3, len(pool)) {
 		took, _ := drainNodes(b, c, tracker, pool[i:i+1])
 		singles = append(singles, took)
-		waitAvailable(b, c, d)
+		available()
 	}
 	sort.Slice(singles, func(i, j int) bool { return singles[i] < singles[j] })
 	one := singles[len(singles)/2]
-	b.Logf("one pool node's drain alone: %s (median of %v)", one.Round(time.Millisecond), singles)
+	b.Logf("%s: one pool node's drain alone: %s (median of %v)", wl.name, one.Round(time.Millisecond), singles)
 
-	var out []rollResult
-	for _, limit := range limits {
+	run := rollRun{workload: wl, pool: len(pool), one: one}
+	for _, limit := range wl.limits {
 		// slots.limit is read by the coordinator when it
 		// starts: its replicas restart with it, as a rollout of its
 		// Deployment would. The agents keep running.
@@ -526,19 +599,67 @@ func rollingMaintenances(b *testing.B, env *testenv.Env, c kubernetes.Interface,
 		r.apiCores, _ = procs.usage(testenv.BinKubeAPIServer, from, to)
 		r.etcdCores, _ = procs.usage(testenv.BinEtcd, from, to)
 		drained := float64(len(pool))
-		b.Logf("rolling maintenance of %d nodes, limit %d: %s (ideal %s, %.2fx), at most %d draining at once; while %d or more waited (%.1f s): %.2f draining, %.2f holding a slot on average; per drained node: %.2f agent and %.2f coordinator requests on Nodes, %.2f on slot Leases and %.2f on the election Lease (coordinator), %.2f on Leases by the agents",
-			len(pool), limit, total.Round(100*time.Millisecond), ideal.Round(100*time.Millisecond), total.Seconds()/ideal.Seconds(), most,
-			limit, r.waitingFor, r.meanDraining, r.meanHolding,
+		b.Logf("%s, rolling maintenance of %d nodes, limit %d: %s (ideal %s, %.2fx), at most %d draining at once; while %d or more waited (%.1f s): %.2f draining, %.2f holding a slot on average (%s of the limit busy); per drained node: %.2f agent and %.2f coordinator requests on Nodes, %.2f on slot Leases and %.2f on the election Lease (coordinator), %.2f on Leases by the agents",
+			wl.name, len(pool), limit, total.Round(100*time.Millisecond), ideal.Round(100*time.Millisecond), total.Seconds()/ideal.Seconds(), most,
+			limit, r.waitingFor, r.meanDraining, r.meanHolding, fmtPercent(r.busy()),
 			float64(r.cost.agentNodes)/drained, float64(r.cost.coordinatorNodes)/drained, float64(r.cost.slotLeases)/drained, float64(r.cost.electionLeases)/drained, float64(r.cost.agentLeases)/drained)
-		b.Logf("limit %d, per node (median): granted to Running %.2f s, Running %.2f s, drained to slot given back %.2f s",
-			limit, r.steps.grantToRunning, r.steps.running, r.steps.drainedToReleased)
+		b.Logf("%s, limit %d, per node (median): granted to Running %.2f s, Running %.2f s, drained to slot given back %.2f s",
+			wl.name, limit, r.steps.grantToRunning, r.steps.running, r.steps.drainedToReleased)
 		if len(overLimit) > 0 {
-			b.Errorf("limit %d: more nodes drained or held a slot at once than the limit:\n%s", limit, strings.Join(overLimit, "\n"))
+			b.Errorf("%s, limit %d: more nodes drained or held a slot at once than the limit:\n%s", wl.name, limit, strings.Join(overLimit, "\n"))
 		}
-		out = append(out, r)
-		waitAvailable(b, c, d)
+		run.rolls = append(run.rolls, r)
+		available()
 	}
-	return out, one
+	removeWorkload(b, c, deployments)
+	return run
+}
+
+// poolDeployments is wl's workload of replicas pods, split as evenly as can
+// be among its Deployments.
+func poolDeployments(wl rollWorkload, replicas int) []*appsv1.Deployment {
+	if len(wl.terminations) == 0 {
+		d := testenv.NewDeployment(wl.namespace, "work", int32(replicas), "")
+		d.Spec.Template.Spec.NodeSelector = map[string]string{wl.label: "true"}
+		return []*appsv1.Deployment{d}
+	}
+	var out []*appsv1.Deployment
+	for i, t := range wl.terminations {
+		n := replicas / len(wl.terminations)
+		if i < replicas%len(wl.terminations) {
+			n++
+		}
+		d := testenv.NewDeployment(wl.namespace, fmt.Sprintf("work-%ds", int(t.Seconds())), int32(n), "")
+		d.Spec.Template.Spec.NodeSelector = map[string]string{wl.label: "true"}
+		// kwok deletes a Terminating pod after the delay its
+		// annotation names, whatever the grace period; the grace
+		// period says the same, as it would of a real pod's shutdown.
+		d.Spec.Template.Annotations = map[string]string{testenv.PodDeleteDelayAnnotation: t.String()}
+		d.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(t.Seconds()))
+		out = append(out, d)
+	}
+	return out
+}
+
+// removeWorkload deletes the Deployments and waits until their pods are
+// gone.
+func removeWorkload(b *testing.B, c kubernetes.Interface, deployments []*appsv1.Deployment) {
+	b.Helper()
+	ctx := b.Context()
+	for _, d := range deployments {
+		err := c.AppsV1().Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			b.Fatal(err)
+		}
+	}
+	ns := deployments[0].Namespace
+	testenv.WaitFor(b, 10*time.Minute, fmt.Sprintf("the pods of namespace %s gone", ns), func() (bool, error) {
+		l, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		return len(l.Items) == 0, nil
+	})
 }
 
 // drainNodes asks for maintenance of every node at once, ends each node's
