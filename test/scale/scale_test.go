@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -205,7 +204,12 @@ func runScale(b *testing.B) {
 		}
 	}
 	b.Logf("%d kwok nodes Ready in %s", len(all), time.Since(began).Round(time.Second))
-	installDeploy(b, env, withAPF)
+	if withAPF {
+		// The agents get a priority level of their own.
+		env.InstallDeploy(b, "flowcontrol")
+	} else {
+		env.InstallDeploy(b)
+	}
 	began = time.Now()
 	tokens := agentTokens(ctx, b, admin, all)
 	b.Logf("DaemonSet pods Running and %d bound tokens in %s", len(tokens), time.Since(began).Round(time.Second))
@@ -354,47 +358,6 @@ func adminClient(b *testing.B, env *testenv.Env) kubernetes.Interface {
 		b.Fatal(err)
 	}
 	return c
-}
-
-// installDeploy applies `kubectl kustomize deploy/`, as an admin installs
-// node-agent: the ServiceAccount, RBAC, admission policy, ConfigMap and the
-// DaemonSet, whose pods kwok then runs on every node.
-//
-// With apf, deploy/components/flowcontrol is added: the agents get a
-// priority level of their own.
-func installDeploy(b *testing.B, env *testenv.Env, apf bool) {
-	b.Helper()
-	kubectl := filepath.Join(testenv.DefaultOptions().BinDir, testenv.BinKubectl)
-	if bin := os.Getenv(testenv.BinDirEnv); bin != "" {
-		kubectl = filepath.Join(bin, testenv.BinKubectl)
-	}
-	dir := testenv.DeployDir(b)
-	if apf {
-		overlay := b.TempDir()
-		base, err := filepath.Rel(overlay, dir) // kustomize takes relative paths only
-		if err != nil {
-			b.Fatal(err)
-		}
-		kust := fmt.Sprintf("resources: [%q]\ncomponents: [%q]\n", base, filepath.Join(base, "components", "flowcontrol"))
-		if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o600); err != nil {
-			b.Fatal(err)
-		}
-		dir = overlay
-	}
-	out, err := exec.Command(kubectl, "kustomize", "--load-restrictor=LoadRestrictionsNone", dir).Output()
-	if err != nil {
-		b.Fatalf("kubectl kustomize deploy/: %v", err)
-	}
-	for range 2 { // the Namespace first, then everything in it
-		cmd := exec.Command(kubectl, "--kubeconfig", env.KubeconfigPath(), "apply", "--server-side", "--field-manager=node-agent-install", "-f", "-")
-		cmd.Stdin = strings.NewReader(string(out))
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			if strings.Contains(string(msg), "not found") {
-				continue
-			}
-			b.Fatalf("kubectl apply deploy/: %v\n%s", err, msg)
-		}
-	}
 }
 
 // settle waits until the agents made no request but watches for quiet, so

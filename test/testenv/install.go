@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -28,8 +29,9 @@ const (
 // node-agent: the Namespace first, then the ServiceAccount, RBAC, admission
 // policy, ConfigMap, the coordinator's Deployment and the DaemonSet, whose
 // pods kwok then runs on every node. The objects are applied server-side
-// under the field manager node-agent-install.
-func (e *Env) InstallDeploy(tb testing.TB) {
+// under the field manager node-agent-install. components names
+// deploy/components/ to add, as an admin's overlay would (flowcontrol, say).
+func (e *Env) InstallDeploy(tb testing.TB, components ...string) {
 	tb.Helper()
 	// kubectl is among the tools of bin/, not necessarily beside this
 	// control plane's binaries (the 1.37 ones have a directory of their own).
@@ -38,9 +40,25 @@ func (e *Env) InstallDeploy(tb testing.TB) {
 		tb.Fatal(err)
 	}
 	kubectl := filepath.Join(bin, BinKubectl)
-	manifests, err := exec.Command(kubectl, "kustomize", DeployDir(tb)).Output()
+	dir := DeployDir(tb)
+	if len(components) > 0 {
+		overlay := tb.TempDir()
+		base, err := filepath.Rel(overlay, dir) // kustomize takes relative paths only
+		if err != nil {
+			tb.Fatal(err)
+		}
+		kust := fmt.Sprintf("resources: [%q]\ncomponents:\n", base)
+		for _, c := range components {
+			kust += fmt.Sprintf("- %q\n", filepath.Join(base, "components", c))
+		}
+		if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		dir = overlay
+	}
+	manifests, err := exec.Command(kubectl, "kustomize", "--load-restrictor=LoadRestrictionsNone", dir).Output()
 	if err != nil {
-		tb.Fatalf("kubectl kustomize deploy/: %v", err)
+		tb.Fatalf("kubectl kustomize %s: %v", dir, err)
 	}
 	for _, o := range DecodeObjects(tb, manifests) {
 		if o.GetKind() != "Namespace" {
