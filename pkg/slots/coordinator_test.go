@@ -868,3 +868,48 @@ func TestRefusedRequestIsNotAskedAgainAtOnce(t *testing.T) {
 		t.Errorf("n1's answer %+v, want Revoked and refused", g)
 	}
 }
+
+// TestGiveUpWhenTheCacheLags: a caller stops waiting for its slot while the
+// agent's cache shows an older value of its request (the same id, renewed
+// since); the request is read from the apiserver and withdrawn, rather than
+// left on the Node with its place in the queue (seen in make scale as
+// "Could not withdraw the request for a drain slot").
+func TestGiveUpWhenTheCacheLags(t *testing.T) {
+	b := newBed(t, "n1")
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	v := &staleView{view: newView(ctx, b.client, "n1")}
+	r := &Requester{Client: b.client, NodeName: "n1", RenewInterval: time.Hour, NoAnswerAfter: time.Hour,
+		ClaimGrace: time.Hour, Clock: clock.RealClock{}, Logger: b.log}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx, v) }()
+	defer func() { cancel(); <-done }()
+	// No coordinator runs: the request waits, unanswered.
+	waitCtx, stopWaiting := context.WithCancel(b.ctx)
+	acquired := make(chan error, 1)
+	go func() { _, err := r.Acquire(waitCtx, PurposeMaintenance, nil); acquired <- err }()
+	var req *Request
+	waitFor(t, "the request on n1, in the agent's cache too", func() bool {
+		var err error
+		req, err = ParseRequest(b.node("n1"))
+		if err != nil || req == nil {
+			return false
+		}
+		cached, _, _, err := r.state()
+		return err == nil && cached != nil && cached.ID == req.ID
+	})
+	v.freeze()
+	renewed := *req
+	renewed.Heartbeat = 99
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, RequestAnnotation, renewed.Encode())
+	if _, err := b.fake.CoreV1().Nodes().Patch(b.ctx, "n1", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stopWaiting()
+	if err := <-acquired; err == nil {
+		t.Fatal("Acquire returned a slot; want the caller's context error")
+	}
+	if got := b.node("n1").Annotations[RequestAnnotation]; got != "" {
+		t.Errorf("the request stays after the caller gave up: %s", got)
+	}
+}

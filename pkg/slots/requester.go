@@ -351,7 +351,7 @@ func (r *Requester) giveUp(purpose Purpose) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if req, _, _, err := r.state(); err == nil && req != nil && req.Purpose == purpose {
-		if err := r.write(ctx, req, nil); err != nil {
+		if err := r.withdraw(ctx, req); err != nil {
 			r.Logger.Warn("Could not withdraw the request for a drain slot; the coordinator takes it back once its heartbeat stops", "err", err)
 		}
 	}
@@ -377,7 +377,7 @@ func (r *Requester) withdrawUnclaimed(ctx context.Context) {
 		return
 	}
 	r.Logger.Info("Withdrawing a request for a drain slot that nothing on this node asks for any longer", "purpose", req.Purpose, "id", req.ID)
-	if err := r.write(ctx, req, nil); err != nil {
+	if err := r.withdraw(ctx, req); err != nil {
 		r.Logger.Warn("Could not withdraw the request for a drain slot", "err", err)
 	}
 }
@@ -434,6 +434,26 @@ func (r *Requester) fresh(ctx context.Context) (*Request, error) {
 		return nil, nil // malformed: ours to replace, nothing to release
 	}
 	return req, nil
+}
+
+// withdraw removes the request req, as the agent's cache shows it. The
+// patch tests that value, so when the cache lags the Node (a heartbeat
+// written since, say) it fails; the request is then read from the apiserver
+// and removed if it is still req's (the same ID). One an admin withdrew or
+// a new request is left alone.
+func (r *Requester) withdraw(ctx context.Context, req *Request) error {
+	err := r.write(ctx, req, nil)
+	if err == nil {
+		return nil
+	}
+	cur, ferr := r.fresh(ctx)
+	if ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	if cur == nil || cur.ID != req.ID {
+		return nil
+	}
+	return r.write(ctx, cur, nil)
 }
 
 // write replaces the request old (nil: none) with next (nil: remove it),
