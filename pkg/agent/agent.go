@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -31,12 +30,6 @@ import (
 
 // shutdownGrace bounds how long the HTTP servers get to finish on stop.
 const shutdownGrace = 3 * time.Second
-
-// cacheSyncPoll is how often Run asks whether the own Node's informer has
-// synced. client-go's cache.WaitForCacheSync asks every 100 ms; the list of
-// one Node returns in a few milliseconds, and every component, so the first
-// labels, waits on it.
-const cacheSyncPoll = 5 * time.Millisecond
 
 // NodeView gives components read access to the agent's own Node, from the
 // informer's cache, and lets them react to its changes.
@@ -250,9 +243,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	var informerDone sync.WaitGroup
 	informerDone.Go(func() { nodeInformer.RunWithContext(ctx) })
 	a.logger.Info("Watching own Node", "fieldSelector", "metadata.name="+a.nodeName)
-	if err := wait.PollUntilContextCancel(ctx, cacheSyncPoll, true, func(context.Context) (bool, error) {
-		return view.informer.HasSynced(), nil
-	}); err != nil {
+	// Every component, so the first labels, waits on this sync.
+	if err := kube.WaitForSync(ctx, func() (bool, error) { return view.informer.HasSynced(), nil }); err != nil {
 		a.stopServers(servers)
 		wg.Wait()
 		informerDone.Wait()

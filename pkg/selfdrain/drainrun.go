@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -163,9 +162,6 @@ func (e *Engine) newDrainRun(ctx context.Context, st *Status, req Request) *drai
 		pending: map[types.UID]*podState{}, events: make(chan podEvent, 256), dirty: true}
 }
 
-// cacheSyncPoll is how often watchPods asks whether the informer synced.
-const cacheSyncPoll = 5 * time.Millisecond
-
 // watchPods starts an informer on the node's pods that reports to r.events,
 // and waits for its cache. stop cancels the run's context (through cancel)
 // and waits for the informer.
@@ -212,10 +208,9 @@ func (r *drainRun) watchPods(cancel context.CancelFunc) (store cache.Store, stop
 		cancel()
 		informerDone.Wait()
 	}
-	// Polled every 5 ms, not client-go's 100 ms (cache.WaitForCacheSync):
-	// the first eviction waits on it, and a node's list returns in tens of
-	// milliseconds.
-	if err := wait.PollUntilContextCancel(ctx, cacheSyncPoll, true, func(context.Context) (bool, error) {
+	// The first eviction waits on this sync (kube.WaitForSync polls every
+	// 5 ms, not client-go's 100 ms).
+	if err := kube.WaitForSync(ctx, func() (bool, error) {
 		if err := refused.Load(); err != nil {
 			return false, *err
 		}
