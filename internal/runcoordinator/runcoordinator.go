@@ -20,10 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/events"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/reasontext"
 	"github.com/node-agent/node-agent/pkg/slots"
@@ -95,10 +95,13 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(kube.EventSink(client))
-	defer broadcaster.Shutdown()
-	recorder := reasontext.Recorder(broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: "node-agent-coordinator"}))
+	writer := events.NewWriter(events.Options{
+		Sink: client.CoreV1().Events(""), Scheme: kube.Scheme, Logger: o.Logger,
+		Source: corev1.EventSource{Component: "node-agent-coordinator"},
+	})
+	writer.Start(ctx)
+	defer writer.Stop()
+	recorder := reasontext.Recorder(writer)
 
 	o.Logger.Info("Starting the drain slot coordinator", "identity", o.Identity, "namespace", cfg.Slots.Namespace,
 		"limit", cfg.Slots.Limit, "pools", len(cfg.Slots.Pools),

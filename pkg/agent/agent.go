@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/node-agent/node-agent/pkg/events"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/reasontext"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/node-agent/node-agent/pkg/metrics"
@@ -67,7 +67,7 @@ type Deps struct {
 	Clock    clock.WithTicker
 	Health   *Health
 	// Recorder records Events; components record them on their Node.
-	Recorder record.EventRecorder
+	Recorder events.Recorder
 }
 
 // Agent runs node-agent for one Node.
@@ -167,7 +167,7 @@ func New(nodeName string, opts ...Option) (*Agent, error) {
 // without starting anything. Run calls it; a test of the wiring calls it
 // instead of Run, to see what an agent is made of. Factories register their
 // metrics on the agent's registry, so an agent is built once.
-func (a *Agent) Build(recorder record.EventRecorder) ([]Component, error) {
+func (a *Agent) Build(recorder events.Recorder) ([]Component, error) {
 	if a.built {
 		return nil, errors.New("agent: components already built; an Agent runs once")
 	}
@@ -207,17 +207,20 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nil
 	})
 
-	// The correlator's default spam filter allows 25 events per object and
-	// then one per 5 minutes; all our events are on one Node, so a long
-	// drain would lose its "finished" event. Components rate-limit their own
-	// per-pod events instead.
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx),
-		record.WithCorrelatorOptions(record.CorrelatorOptions{BurstSize: 100, QPS: 1}))
-	broadcaster.StartRecordingToSink(kube.EventSink(a.client))
-	defer broadcaster.Shutdown()
+	// All our Events are on one Node, so the writer's default limit per
+	// object (25, then one per 5 minutes) would lose a long drain's
+	// "finished" Event: the agent allows 100, then one a second, and its
+	// components rate-limit their own per-pod Events.
+	writer := events.NewWriter(events.Options{
+		Sink: a.client.CoreV1().Events(""), Scheme: kube.Scheme, Logger: a.logger,
+		Source: corev1.EventSource{Component: "node-agent", Host: a.nodeName},
+		Burst:  100, Every: time.Second,
+	})
+	writer.Start(ctx)
+	defer writer.Stop()
 	// Every Event's message is made printable and cut (pkg/reasontext):
 	// many quote texts others wrote.
-	recorder := reasontext.Recorder(broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: "node-agent", Host: a.nodeName}))
+	recorder := reasontext.Recorder(writer)
 
 	components, err := a.Build(recorder)
 	if err != nil {

@@ -26,8 +26,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/record"
 
+	"github.com/node-agent/node-agent/pkg/events"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/metrics"
 )
@@ -97,7 +97,7 @@ type Checker struct {
 	Client   kube.Interface
 	NodeName string
 	Logger   *slog.Logger
-	Recorder record.EventRecorder
+	Recorder events.Recorder
 	// Gauge is node_agent_admission_policy_enforced: 1 enforced, 0 not,
 	// -1 not known.
 	Gauge prometheus.Gauge

@@ -75,10 +75,9 @@ type PodInterface interface {
 }
 
 // EventInterface writes Events into the namespace of the Event itself, as
-// record.EventSink needs.
+// events.Writer needs.
 type EventInterface interface {
 	CreateWithEventNamespaceWithContext(ctx context.Context, event *corev1.Event) (*corev1.Event, error)
-	UpdateWithEventNamespaceWithContext(ctx context.Context, event *corev1.Event) (*corev1.Event, error)
 	PatchWithEventNamespaceWithContext(ctx context.Context, event *corev1.Event, data []byte) (*corev1.Event, error)
 }
 
@@ -281,12 +280,6 @@ func (e events) CreateWithEventNamespaceWithContext(ctx context.Context, ev *cor
 	return out, err
 }
 
-func (e events) UpdateWithEventNamespaceWithContext(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {
-	out := &corev1.Event{}
-	err := e.rc.Put().NamespaceIfScoped(ev.Namespace, ev.Namespace != "").Resource("events").Name(ev.Name).Body(ev).Do(ctx).Into(out)
-	return out, err
-}
-
 func (e events) PatchWithEventNamespaceWithContext(ctx context.Context, ev *corev1.Event, data []byte) (*corev1.Event, error) {
 	out := &corev1.Event{}
 	err := e.rc.Patch(types.StrategicMergePatchType).NamespaceIfScoped(ev.Namespace, ev.Namespace != "").Resource("events").Name(ev.Name).Body(data).Do(ctx).Into(out)
@@ -353,27 +346,6 @@ func (d discovery) ServerVersion() (*version.Info, error) {
 // kubectl describe node.
 func NodeReference(node string) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}
-}
-
-// EventSink returns the sink a record.EventBroadcaster writes to.
-func EventSink(c Interface) *Sink { return &Sink{Events: c.CoreV1().Events("")} }
-
-// Sink is a record.EventSink over an EventInterface.
-type Sink struct{ Events EventInterface }
-
-// Create implements record.EventSink.
-func (s *Sink) Create(e *corev1.Event) (*corev1.Event, error) {
-	return s.Events.CreateWithEventNamespaceWithContext(context.TODO(), e)
-}
-
-// Update implements record.EventSink.
-func (s *Sink) Update(e *corev1.Event) (*corev1.Event, error) {
-	return s.Events.UpdateWithEventNamespaceWithContext(context.TODO(), e)
-}
-
-// Patch implements record.EventSink.
-func (s *Sink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
-	return s.Events.PatchWithEventNamespaceWithContext(context.TODO(), e, data)
 }
 
 // ListerWatcher lists and watches one resource: a typed client of this

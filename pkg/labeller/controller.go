@@ -15,12 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"github.com/node-agent/node-agent/pkg/agent"
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/events"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 	"github.com/node-agent/node-agent/pkg/kube"
 )
@@ -65,7 +65,7 @@ type Controller struct {
 	nodeName string
 	logger   *slog.Logger
 	clock    clock.WithTicker
-	recorder record.EventRecorder
+	recorder events.Recorder
 	discover DiscoverFunc
 	metrics  *Metrics
 
@@ -103,7 +103,7 @@ type Options struct {
 	Discover DiscoverFunc
 	Logger   *slog.Logger
 	Clock    clock.WithTicker
-	Recorder record.EventRecorder
+	Recorder events.Recorder
 	// Metrics are built by the caller with NewMetrics on the agent's
 	// registry; nil gives unregistered ones.
 	Metrics *Metrics
@@ -124,7 +124,7 @@ func NewController(o Options) (*Controller, error) {
 		o.Clock = clock.RealClock{}
 	}
 	if o.Recorder == nil {
-		o.Recorder = &record.FakeRecorder{}
+		o.Recorder = events.Discard{}
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(nil)

@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/node-agent/node-agent/pkg/events"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/record"
 )
 
 // Recorder returns inner, which also hands the Events whose reasons name a
 // notification event (EventOfReason) to n, for node. Every Event is
 // recorded by inner first, as before; the notification only follows it.
-func Recorder(inner record.EventRecorder, n *Notifier, node string) record.EventRecorder {
+func Recorder(inner events.Recorder, n *Notifier, node string) events.Recorder {
 	if n == nil || len(n.hooks) == 0 {
 		return inner
 	}
@@ -19,7 +19,7 @@ func Recorder(inner record.EventRecorder, n *Notifier, node string) record.Event
 }
 
 type recorder struct {
-	inner record.EventRecorder
+	inner events.Recorder
 	n     *Notifier
 	node  string
 	now   func() time.Time
@@ -38,10 +38,5 @@ func (r *recorder) Event(object runtime.Object, eventtype, reason, message strin
 
 func (r *recorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
 	r.inner.Eventf(object, eventtype, reason, messageFmt, args...)
-	r.notify(eventtype, reason, fmt.Sprintf(messageFmt, args...))
-}
-
-func (r *recorder) AnnotatedEventf(object runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
-	r.inner.AnnotatedEventf(object, annotations, eventtype, reason, messageFmt, args...)
 	r.notify(eventtype, reason, fmt.Sprintf(messageFmt, args...))
 }

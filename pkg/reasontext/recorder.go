@@ -3,17 +3,17 @@ package reasontext
 import (
 	"fmt"
 
+	"github.com/node-agent/node-agent/pkg/events"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/record"
 )
 
 // Recorder returns an EventRecorder that records through inner every Event
 // message made printable and cut to MaxMessage (ForNode). The agent and the
 // coordinator record all their Events through it, so no text in an Event,
 // whoever wrote it first, reaches an admin's terminal raw.
-func Recorder(inner record.EventRecorder) record.EventRecorder { return printableRecorder{inner} }
+func Recorder(inner events.Recorder) events.Recorder { return printableRecorder{inner} }
 
-type printableRecorder struct{ inner record.EventRecorder }
+type printableRecorder struct{ inner events.Recorder }
 
 func (r printableRecorder) Event(object runtime.Object, eventtype, reason, message string) {
 	r.inner.Event(object, eventtype, reason, ForNode(message, MaxMessage))
@@ -21,8 +21,4 @@ func (r printableRecorder) Event(object runtime.Object, eventtype, reason, messa
 
 func (r printableRecorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
 	r.inner.Event(object, eventtype, reason, ForNode(fmt.Sprintf(messageFmt, args...), MaxMessage))
-}
-
-func (r printableRecorder) AnnotatedEventf(object runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
-	r.inner.AnnotatedEventf(object, annotations, eventtype, reason, "%s", ForNode(fmt.Sprintf(messageFmt, args...), MaxMessage))
 }

@@ -14,7 +14,7 @@ func TestRecorderMakesMessagesPrintable(t *testing.T) {
 	node := &corev1.Node{}
 	r.Event(node, corev1.EventTypeWarning, "GateHeld", "gate says \x1b]0;pwned\x07")
 	r.Eventf(node, corev1.EventTypeWarning, "GateHeld", "alert %s", "a\u202eb")
-	r.AnnotatedEventf(node, nil, corev1.EventTypeNormal, "X", "%s", strings.Repeat("y", 2*MaxMessage))
+	r.Eventf(node, corev1.EventTypeNormal, "X", "%s", strings.Repeat("y", 2*MaxMessage))
 	want := []string{`Warning GateHeld gate says \x1b]0;pwned\x07`, `Warning GateHeld alert a\u202eb`}
 	for i, w := range want {
 		if got := <-fake.Events; got != w {

@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/node-agent/node-agent/pkg/agent"
+	"github.com/node-agent/node-agent/pkg/events"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/metrics"
 	"github.com/node-agent/node-agent/pkg/reasontext"
@@ -96,7 +96,7 @@ type ControllerOptions struct {
 
 	Clock    clock.WithTicker
 	Logger   *slog.Logger
-	Recorder record.EventRecorder
+	Recorder events.Recorder
 	Metrics  Observer
 	// WaitBound counts reboot.blockerBound running out; nil: not counted.
 	WaitBound *metrics.WaitBound

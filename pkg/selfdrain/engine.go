@@ -13,10 +13,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/node-agent/node-agent/pkg/config"
+	"github.com/node-agent/node-agent/pkg/events"
 	"github.com/node-agent/node-agent/pkg/evictionrequest"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/podaccess"
@@ -87,7 +87,7 @@ type EngineOptions struct {
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 	// Recorder defaults to one that drops the Events.
-	Recorder record.EventRecorder
+	Recorder events.Recorder
 	// Metrics may be nil: no metrics.
 	Metrics *Metrics
 	// PodAccess, when set, is asked before each drain begins which client
@@ -117,7 +117,7 @@ type EngineOptions struct {
 func NewEngine(o EngineOptions) *Engine {
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	o.Clock = cmp.Or[clock.WithTicker](o.Clock, clock.RealClock{})
-	o.Recorder = cmp.Or[record.EventRecorder](o.Recorder, &record.FakeRecorder{})
+	o.Recorder = cmp.Or[events.Recorder](o.Recorder, events.Discard{})
 	return &Engine{EngineOptions: o, Jitter: func() float64 { return 0.75 + rand.Float64()/2 }}
 }
 

@@ -16,11 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-agent/node-agent/pkg/events"
 	"github.com/node-agent/node-agent/pkg/kube"
 )
 
@@ -49,7 +49,7 @@ type CoordinatorOptions struct {
 	LeaseResync time.Duration
 	Clock       clock.WithTicker
 	Logger      *slog.Logger
-	Recorder    record.EventRecorder
+	Recorder    events.Recorder
 	Metrics     *Metrics
 }
 

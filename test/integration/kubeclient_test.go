@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-agent/node-agent/pkg/events"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -174,27 +175,28 @@ func TestKubeClient(t *testing.T) {
 	})
 
 	t.Run("events", func(t *testing.T) {
-		// A Node's events go to the namespace of the Event, whatever the
-		// namespace of the client (the broadcaster asks for "").
-		sink := kube.EventSink(c)
-		ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "kube-client.1", Namespace: metav1.NamespaceDefault},
-			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)},
-			Reason:         "KubeClientTest", Message: "first", Type: corev1.EventTypeNormal, Count: 1,
-			Source: corev1.EventSource{Component: "node-agent"}, FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now()}
-		created, err := sink.Create(ev)
+		// A Node's Events go to the namespace of the Event, whatever the
+		// namespace of the client (the writer asks for ""); a repeat is
+		// counted into the Event already written, by a patch.
+		w := events.NewWriter(events.Options{Sink: c.CoreV1().Events(""), Source: corev1.EventSource{Component: "node-agent", Host: node}})
+		w.Start(ctx)
+		w.Event(kube.NodeReference(node), corev1.EventTypeNormal, "KubeClientTest", "first")
+		w.Event(kube.NodeReference(node), corev1.EventTypeNormal, "KubeClientTest", "first")
+		w.Event(kube.NodeReference(node), corev1.EventTypeWarning, "KubeClientTest", "second")
+		w.Stop()
+		list, err := ref.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "reason=KubeClientTest"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := sink.Patch(created, []byte(`{"count":2,"message":"second"}`)); err != nil {
-			t.Fatal(err)
+		got := map[string]int32{}
+		for _, ev := range list.Items {
+			if ev.InvolvedObject.Kind != "Node" || ev.InvolvedObject.Name != node || ev.Source.Host != node || ev.ReportingController != "node-agent" {
+				t.Errorf("Event %s: involved %+v, source %+v, reporting %q", ev.Name, ev.InvolvedObject, ev.Source, ev.ReportingController)
+			}
+			got[ev.Type+" "+ev.Message] += ev.Count
 		}
-		got, err := ref.CoreV1().Events(metav1.NamespaceDefault).Get(ctx, "kube-client.1", metav1.GetOptions{})
-		if err != nil || got.Count != 2 || got.Message != "second" {
-			t.Fatalf("event after Create and Patch = %v, %v; want count 2, message second", got, err)
-		}
-		got.Message = "third"
-		if _, err := sink.Update(got); err != nil {
-			t.Fatal(err)
+		if len(list.Items) != 2 || got["Normal first"] != 2 || got["Warning second"] != 1 {
+			t.Fatalf("Events %v in %d objects; want first counted twice in one and second once", got, len(list.Items))
 		}
 	})
 
