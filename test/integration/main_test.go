@@ -14,6 +14,12 @@ import (
 // built from this tree once per test run (testenv.AgentBinary).
 var agentBinary string
 
+// The tests that call t.Parallel spend most of their time waiting out a
+// bound (a drain timeout, deleteAfter, a heartbeat or blocker bound), not
+// working. Each has its own control plane, so they wait side by side once
+// the others have run, two at a time on a 2-core machine (go test's
+// -parallel defaults to GOMAXPROCS). A test that measures how long
+// something takes, or sets the environment, stays serial.
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }

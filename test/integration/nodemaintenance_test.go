@@ -369,6 +369,8 @@ func (b *nmBed) agentWrites(t *testing.T) map[string]int {
 // TestNodeMaintenancePDBBlocked: a drain a PodDisruptionBudget blocks shows
 // the pods left and the blocker in the object's status.
 func TestNodeMaintenancePDBBlocked(t *testing.T) {
+	// In parallel (main_test.go): most of it is waiting out a bound.
+	t.Parallel()
 	b := newNMBed(t, false)
 	c := b.env.Client()
 	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", 3, "node-1")
@@ -499,6 +501,8 @@ func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
 // answered and name node-agent-coordinator. Once one runs, the drain goes
 // ahead and the count of errors resets.
 func TestNodeMaintenanceWithoutCoordinatorSaysWhy(t *testing.T) {
+	// In parallel (main_test.go): most of it is waiting out a bound.
+	t.Parallel()
 	b := newNMBed(t, false)
 	c := b.env.Client()
 	ctx := context.Background()

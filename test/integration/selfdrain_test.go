@@ -323,6 +323,8 @@ func TestDrainHonoursPDBOneAtATime(t *testing.T) {
 // (drain.onTimeout keepCordoned), and the budget named in the status, the
 // condition, an Event and the metrics.
 func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
+	// In parallel (main_test.go): most of it is waiting out a bound.
+	t.Parallel()
 	b := newDrainBed(t)
 	c := b.env.Client()
 	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", 3, "node-1")
@@ -411,6 +413,8 @@ func TestDrainPDBAllowsNoneFailsAtTimeout(t *testing.T) {
 // timed out undoes the agent's cordon and taint at once; the maintenance
 // stays Failed and requested, and its end has nothing left to undo.
 func TestDrainTimeoutUncordon(t *testing.T) {
+	// In parallel (main_test.go): most of it is waiting out a bound.
+	t.Parallel()
 	b := newDrainBed(t)
 	c := b.env.Client()
 	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", 2, "node-1")
@@ -742,6 +746,8 @@ func hasSlotRequest(t *testing.T, c kubernetes.Interface, node string) bool {
 // Failed, and node-4 drains; node-1's agent does not take the slot again
 // while its request stays.
 func TestStuckDrainGivesTheSlotToTheNextNode(t *testing.T) {
+	// In parallel (main_test.go): most of it is waiting out a bound.
+	t.Parallel()
 	b := newDrainBed(t)
 	c := b.env.Client()
 	if err := b.env.AddNode(context.Background(), "node-4"); err != nil {
@@ -839,6 +845,8 @@ func TestStuckDrainGivesTheSlotToTheNextNode(t *testing.T) {
 }
 
 func TestDrainDeletesBlockedPodsAfterDeleteAfter(t *testing.T) {
+	// In parallel (main_test.go): most of it is waiting out a bound.
+	t.Parallel()
 	b := newDrainBed(t)
 	c := b.env.Client()
 	testenv.CreateDeployment(t.Context(), t, c, b.ns, "db", 3, "node-1")

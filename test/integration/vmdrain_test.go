@@ -192,6 +192,8 @@ func TestMaintenanceDryRunNamesEachVMsWay(t *testing.T) {
 // cordon, naming the VM and why on the Node; once a node that can take it
 // is schedulable again, the maintenance goes on.
 func TestMaintenanceWaitsForVMsThatCannotLeave(t *testing.T) {
+	// In parallel (main_test.go): most of it is waiting out a bound.
+	t.Parallel()
 	b := newVMBed(t)
 	b.installAgent(t)
 	// host-model on node-1 (EPYC-Genoa, ibpb): only node-3 takes it, and

@@ -24,6 +24,8 @@ import (
 // reboot.blockingPodNamespaces holds nothing. node-9 holds the only slot
 // throughout, so that nothing drains or reboots.
 func TestRebootBlockerBound(t *testing.T) {
+	// In parallel (main_test.go): most of it is waiting out a bound.
+	t.Parallel()
 	b := newDrainBed(t)
 	c := b.env.Client()
 	ctx := t.Context()
