@@ -77,6 +77,26 @@ func Bounds() []Bound {
 			Why:   "past drain.timeout the drain asks for nothing more, so it would delete no pod",
 			check: checkDeleteAfter,
 		},
+		lenBound("drain.podRules", 64,
+			"every pod on the node is matched against the rules in turn when a drain begins; a few dozen rules say more than any order a node's pods need",
+			func(c *Config) int { return len(c.Drain.PodRules) }),
+		{
+			Key: "drain.podRules[].order", Min: strconv.Itoa(MinPodOrder), Max: strconv.Itoa(MaxPodOrder),
+			Why:   "an order only ranks the groups; a few thousand ranks leave room between any groups, and the pod annotation node-agent.io/drain-order is held to the same range",
+			check: checkPodRuleOrder,
+		},
+		lenBound("drain.podRules[].namespaces", 256,
+			"as reboot.blockingPodNamespaces: a cluster's tenants' namespaces; every pod is matched against them",
+			func(c *Config) int {
+				n := 0
+				for _, r := range c.Drain.PodRules {
+					n = max(n, len(r.Namespaces))
+				}
+				return n
+			}),
+		durationBound("drain.doNotDrainBound", 0, 24*time.Hour,
+			"0 honours no opt-out; past a day, a tenant's pod holds the node's maintenance (within drain.timeout) and its reboot for longer than anyone waits without looking",
+			func(c *Config) time.Duration { return c.Drain.DoNotDrainBound.Duration }),
 		intBound("slots.limit", 1, maxNodes,
 			"at least one node must be able to drain; Kubernetes supports 5,000 nodes a cluster, and the bound keeps the coordinator's arithmetic small",
 			func(c *Config) int { return c.Slots.Limit }),
@@ -238,6 +258,16 @@ func checkDeleteAfter(c *Config) []error {
 		return []error{fmt.Errorf("drain.deleteAfter %s: must be shorter than drain.timeout %s, or the drain stops before it deletes any pod", a, d.Timeout.Duration)}
 	}
 	return nil
+}
+
+func checkPodRuleOrder(c *Config) []error {
+	var errs []error
+	for i, r := range c.Drain.PodRules {
+		if r.Order < MinPodOrder || r.Order > MaxPodOrder {
+			errs = append(errs, fmt.Errorf("drain.podRules[%d].order %d: must be between %d and %d", i, r.Order, MinPodOrder, MaxPodOrder))
+		}
+	}
+	return errs
 }
 
 func checkPoolLimit(c *Config) []error {
