@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/evictionrequest"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/selfdrain/podselect"
@@ -40,6 +41,9 @@ type podState struct {
 	// erMemo is what the pod's earlier EvictionRequest attempts learned;
 	// only the worker that holds the pod (inFlight) uses it.
 	erMemo evictionrequest.Memo
+	// treat is how the drain treats the pod (podrules.go): its order
+	// group, WaitCompleted, its opt-out.
+	treat podTreatment
 }
 
 // podEvent is what the pod watch reports.
@@ -151,6 +155,8 @@ type drainRun struct {
 	dirty     bool
 	lastWrite time.Time
 	lastErr   string
+	// waiting is the last waitingSummary put in the record's lastError.
+	waiting string
 }
 
 func (e *Engine) newDrainRun(ctx context.Context, st *Status, req Request) *drainRun {
@@ -251,18 +257,39 @@ func (r *drainRun) listPods(store cache.Store) error {
 		onNode = append(onNode, *obj.(*corev1.Pod))
 	}
 	list, _, err := podselect.Choose(r.ctx, e.Client, onNode, e.Config.PodSelector)
+	var rules []podRule
+	if err == nil {
+		rules, err = compilePodRules(e.Config.PodRules)
+	}
 	if err != nil {
 		err = fmt.Errorf("choosing pods to evict on Node %s: %w", e.NodeName, err)
 		st.LastError = err.Error()
 		e.writeStatus(r.ctx, st)
 		return err
 	}
+	skipped := 0
 	for _, p := range list {
 		if podselect.Finished(&p) {
 			r.finished++
 			continue
 		}
-		r.pending[p.UID] = &podState{key: p.Namespace + "/" + p.Name, pod: p}
+		key := p.Namespace + "/" + p.Name
+		t := treatPod(&p, rules, e.Config.DoNotDrainBound.Duration)
+		for _, why := range t.Ignored {
+			// Written by whoever may edit the pod: said once a drain
+			// (or its resumption), and acted on as if absent.
+			e.Event(corev1.EventTypeWarning, "PodAnnotationIgnored", "Pod %s: %s", key, why)
+			e.Logger.Warn("Pod annotation not honoured", "pod", key, "why", why)
+		}
+		if t.Behavior == config.PodBehaviorSkip {
+			skipped++
+			e.Logger.Info("Pod left on the node (Skip)", "pod", key, "by", t.By)
+			continue
+		}
+		r.pending[p.UID] = &podState{key: key, pod: p, treat: t}
+	}
+	if skipped > 0 {
+		e.Event(corev1.EventTypeNormal, "PodsSkipped", "The drain leaves %d pods on the node (behaviour Skip); it neither evicts nor waits for them", skipped)
 	}
 	if st.EvictionPods == 0 && st.TotalPods == 0 {
 		st.TotalPods = len(onNode)
@@ -376,6 +403,13 @@ func (r *drainRun) publish(now time.Time) (drained bool) {
 		st.Blockers = nil
 		return true
 	}
+	// What the drain waits on by the pods' treatment (order groups,
+	// WaitCompleted, opt-outs) is its lastError while no eviction error
+	// is newer.
+	if w := waitingSummary(r.pending, now); w != r.waiting && (st.LastError == "" || st.LastError == r.waiting) {
+		st.LastError = w
+		r.waiting = w
+	}
 	if r.lastErr != st.LastError {
 		r.lastErr = st.LastError
 		r.dirty = true
@@ -393,22 +427,19 @@ func (r *drainRun) publish(now time.Time) (drained bool) {
 // dispatch sends every pod whose retry time has come to the workers, and
 // returns the earliest retry time still to come (zero when none). It
 // reports false when ctx ended while it waited for a worker.
+//
+// Only the pods of the lowest order group still pending are sent, and only
+// those not held by an opt-out (evictableNow): a later group starts once
+// every pod of the earlier one is gone, as the watch reports it. A
+// WaitCompleted pod is never sent.
 func (r *drainRun) dispatch(now time.Time) (next time.Time, ok bool) {
-	for _, ps := range sortedStates(r.pending) {
-		if ps.inFlight || ps.evicted {
-			continue
-		}
-		if !ps.nextAttempt.After(now) {
-			ps.inFlight = true
-			select {
-			case r.work <- ps:
-			case <-r.ctx.Done():
-				return next, false
-			}
-			continue
-		}
-		if next.IsZero() || ps.nextAttempt.Before(next) {
-			next = ps.nextAttempt
+	ready, next := evictableNow(r.pending, now)
+	for _, ps := range ready {
+		ps.inFlight = true
+		select {
+		case r.work <- ps:
+		case <-r.ctx.Done():
+			return next, false
 		}
 	}
 	return next, true

@@ -155,13 +155,23 @@ const (
 	// accepted, or someone else deleted it) and has not yet stopped: its
 	// termination grace period is long, or it does not stop.
 	BlockerTerminating BlockerReason = "Terminating"
+	// BlockerWaitCompleted: the pod is WaitCompleted (drain.podRules or
+	// its annotation): never evicted, the drain waits for it to complete.
+	BlockerWaitCompleted BlockerReason = "WaitCompleted"
+	// BlockerDoNotDrain: the pod opted out (node-agent.io/do-not-drain)
+	// and its opt-out has not run out.
+	BlockerDoNotDrain BlockerReason = "DoNotDrain"
+	// BlockerOrderGroup: the pod's order group waits for an earlier one
+	// to be gone.
+	BlockerOrderGroup BlockerReason = "OrderGroup"
 	// BlockerNotEvictedYet: no eviction of the pod was answered yet (its
 	// request was still in flight, or waited for drain.parallelism).
 	BlockerNotEvictedYet BlockerReason = "NotEvictedYet"
 )
 
 // BlockerReasons are the reasons, in the order they are reported.
-var BlockerReasons = []BlockerReason{BlockerPodDisruptionBudget, BlockerEvictionRefused, BlockerEvictionFailed, BlockerTerminating, BlockerNotEvictedYet}
+var BlockerReasons = []BlockerReason{BlockerPodDisruptionBudget, BlockerEvictionRefused, BlockerEvictionFailed, BlockerTerminating,
+	BlockerWaitCompleted, BlockerDoNotDrain, BlockerOrderGroup, BlockerNotEvictedYet}
 
 // Blocker is a pod that was still on the node when its maintenance drain
 // passed drain.timeout, and why it stayed.

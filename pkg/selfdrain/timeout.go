@@ -111,6 +111,8 @@ func (e *Engine) UndoAfterTimeout(ctx context.Context) error {
 // are sorted by reason, budget and pod.
 func (r *drainRun) blockers() []Blocker {
 	out := make([]Blocker, 0, len(r.pending))
+	group, hasGroup := currentGroup(r.pending)
+	now := r.e.Clock.Now()
 	for _, ps := range r.pending {
 		latest := ps.pod
 		if r.store != nil {
@@ -120,7 +122,15 @@ func (r *drainRun) blockers() []Blocker {
 				}
 			}
 		}
-		out = append(out, blockerOf(ps, &latest))
+		b := blockerOf(ps, &latest)
+		if b.Reason == BlockerNotEvictedYet {
+			// No eviction answer explains it: its treatment may
+			// (podrules.go).
+			if w, ok := waitBlocker(ps, group, hasGroup, now); ok {
+				b = w
+			}
+		}
+		out = append(out, b)
 	}
 	slices.SortFunc(out, func(a, b Blocker) int {
 		return cmp.Or(
@@ -225,6 +235,12 @@ func describeGroup(g []Blocker) string {
 		return fmt.Sprintf("eviction failed for %s (%s)", pods, first.Detail)
 	case BlockerTerminating:
 		return "still terminating: " + pods
+	case BlockerWaitCompleted:
+		return "not completed (WaitCompleted, never evicted): " + namePods(g, false)
+	case BlockerDoNotDrain:
+		return "opted out of the drain (" + DoNotDrainAnnotation + "): " + namePods(g, true)
+	case BlockerOrderGroup:
+		return "not evicted, in a later order group: " + namePods(g, true)
 	}
 	return "no eviction answered yet for " + pods
 }
