@@ -245,18 +245,18 @@ func waitingSummary(pending map[types.UID]*podState, now time.Time) string {
 	}
 	var parts []string
 	if laterPods > 0 {
-		parts = append(parts, fmt.Sprintf("%d pods of order groups %s wait until the %d pods of order group %d are gone", laterPods, joinOrders(laterGroups), inGroup, group))
+		parts = append(parts, fmt.Sprintf("the %d pods of order group %d to be gone before the %d pods of order groups %s", inGroup, group, laterPods, joinOrders(laterGroups)))
 	}
 	if len(held) > 0 {
-		parts = append(parts, fmt.Sprintf("opted out by %s: %s", DoNotDrainAnnotation, namePods(held, true)))
+		parts = append(parts, fmt.Sprintf("opt-outs (%s) to end: %s", DoNotDrainAnnotation, namePods(held, true)))
 	}
 	if len(waiting) > 0 {
-		parts = append(parts, "waiting for WaitCompleted pods to complete: "+namePods(waiting, false))
+		parts = append(parts, "WaitCompleted pods to complete: "+namePods(waiting, false))
 	}
 	if len(parts) == 0 {
 		return ""
 	}
-	return "waiting: " + strings.Join(parts, "; ")
+	return "waiting for " + strings.Join(parts, "; ")
 }
 
 func joinOrders(set map[int]bool) string {

@@ -219,9 +219,9 @@ func TestWaitingSummary(t *testing.T) {
 	vm := &podState{key: "vms/virt-launcher-a", treat: podTreatment{Behavior: config.PodBehaviorDrain, Order: 100}}
 	got := waitingSummary(pending(wait, held, vm, &podState{key: "ns/web"}), now)
 	for _, want := range []string{
-		"1 pods of order groups 100 wait until the 2 pods of order group 0 are gone",
-		"opted out by node-agent.io/do-not-drain: ns/held (until 2026-01-01T02:00:00Z)",
-		"waiting for WaitCompleted pods to complete: ns/batch",
+		"waiting for the 2 pods of order group 0 to be gone before the 1 pods of order groups 100",
+		"opt-outs (node-agent.io/do-not-drain) to end: ns/held (until 2026-01-01T02:00:00Z)",
+		"WaitCompleted pods to complete: ns/batch",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("waitingSummary = %q, want it to say %q", got, want)
@@ -321,7 +321,7 @@ func TestDrainWaitsForWaitCompleted(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if rec, perr := ParseStatus(h.node()); perr == nil && rec != nil && len(rec.PendingPods) == 1 &&
-			strings.Contains(rec.LastError, "waiting for WaitCompleted pods to complete: ns/job") &&
+			strings.Contains(rec.LastError, "WaitCompleted pods to complete: ns/job") &&
 			len(rec.Blockers) == 1 && rec.Blockers[0].Reason == BlockerWaitCompleted {
 			break
 		}
