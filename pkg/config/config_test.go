@@ -420,3 +420,20 @@ func TestSlotsPoolsFlag(t *testing.T) {
 		t.Errorf("unknown field: %v", err)
 	}
 }
+
+func TestDrainPodRulesFlag(t *testing.T) {
+	c := Default()
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{`--drain-pod-rules=[{"name":"db","namespaces":["db"],"podSelector":"app=db","behavior":"Drain","order":10}]`, "--drain-do-not-drain-bound=4h"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []PodRuleConfig{{Name: "db", Namespaces: []string{"db"}, PodSelector: "app=db", Behavior: PodBehaviorDrain, Order: 10}}
+	if !reflect.DeepEqual(c.Drain.PodRules, want) || c.Drain.DoNotDrainBound.Duration != 4*time.Hour {
+		t.Errorf("podRules %+v, doNotDrainBound %s; want %+v (the default replaced), 4h", c.Drain.PodRules, c.Drain.DoNotDrainBound.Duration, want)
+	}
+	// Cluster API's field names are not this list's.
+	if err := fs.Parse([]string{`--drain-pod-rules=[{"name":"db","namespaceSelector":{}}]`}); err == nil || !strings.Contains(err.Error(), `unknown field "namespaceSelector"`) {
+		t.Errorf("unknown field: %v", err)
+	}
+}

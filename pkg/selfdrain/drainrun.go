@@ -3,6 +3,8 @@ package selfdrain
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -267,7 +269,7 @@ func (r *drainRun) listPods(store cache.Store) error {
 		e.writeStatus(r.ctx, st)
 		return err
 	}
-	skipped := 0
+	var skipped, ignored []string
 	for _, p := range list {
 		if podselect.Finished(&p) {
 			r.finished++
@@ -278,24 +280,40 @@ func (r *drainRun) listPods(store cache.Store) error {
 		for _, why := range t.Ignored {
 			// Written by whoever may edit the pod: said once a drain
 			// (or its resumption), and acted on as if absent.
-			e.Event(corev1.EventTypeWarning, "PodAnnotationIgnored", "Pod %s: %s", key, why)
+			ignored = append(ignored, "pod "+key+": "+why)
 			e.Logger.Warn("Pod annotation not honoured", "pod", key, "why", why)
 		}
 		if t.Behavior == config.PodBehaviorSkip {
-			skipped++
+			skipped = append(skipped, key)
 			e.Logger.Info("Pod left on the node (Skip)", "pod", key, "by", t.By)
 			continue
 		}
 		r.pending[p.UID] = &podState{key: key, pod: p, treat: t}
 	}
-	if skipped > 0 {
-		e.Event(corev1.EventTypeNormal, "PodsSkipped", "The drain leaves %d pods on the node (behaviour Skip); it neither evicts nor waits for them", skipped)
+	// One Event each, however many pods: an Event is a request.
+	if len(ignored) > 0 {
+		slices.Sort(ignored)
+		e.Event(corev1.EventTypeWarning, "PodAnnotationIgnored", "%s", truncate(joinSome(ignored, "; "), eventMessageLimit))
+	}
+	if len(skipped) > 0 {
+		slices.Sort(skipped)
+		e.Event(corev1.EventTypeNormal, "PodsSkipped", "The drain leaves %d pods on the node (behaviour Skip), neither evicting nor waiting for them: %s", len(skipped), joinSome(skipped, ", "))
 	}
 	if st.EvictionPods == 0 && st.TotalPods == 0 {
 		st.TotalPods = len(onNode)
 		st.EvictionPods = len(r.pending) + r.finished
 	}
 	return nil
+}
+
+// joinSome joins the first namedPerGroup of items with sep, and counts the
+// rest.
+func joinSome(items []string, sep string) string {
+	s := strings.Join(items[:min(len(items), namedPerGroup)], sep)
+	if more := len(items) - namedPerGroup; more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
 }
 
 // startWorkers starts drain.parallelism workers that evict the pods sent to

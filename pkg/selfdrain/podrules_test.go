@@ -290,10 +290,10 @@ func TestDrainEvictsInOrderGroups(t *testing.T) {
 		}
 	}
 	events := h.events()
-	if !hasEvent(events, `Warning PodAnnotationIgnored Pod ns/h-bad: node-agent.io/drain-order "soon" ignored`) {
+	if !hasEvent(events, `Warning PodAnnotationIgnored pod ns/h-bad: node-agent.io/drain-order "soon" ignored`) {
 		t.Errorf("events %q, want a Warning for ns/h-bad's malformed order", events)
 	}
-	if !hasEvent(events, "Normal PodsSkipped The drain leaves 2 pods") {
+	if !hasEvent(events, "Normal PodsSkipped The drain leaves 2 pods on the node (behaviour Skip), neither evicting nor waiting for them: kube-system/i-agent, ns/g-skip") {
 		t.Errorf("events %q, want PodsSkipped naming 2 pods", events)
 	}
 }
@@ -379,7 +379,7 @@ func TestDrainHonoursDoNotDrain(t *testing.T) {
 	if !slices.Equal(order, []string{"ns/bad", "ns/held", "ns/later"}) {
 		t.Errorf("evictions %v, want ns/bad, then ns/held once its opt-out ended, then the later group", order)
 	}
-	if ev := h.events(); !hasEvent(ev, `Warning PodAnnotationIgnored Pod ns/bad: node-agent.io/do-not-drain "forever" ignored`) {
+	if ev := h.events(); !hasEvent(ev, `Warning PodAnnotationIgnored pod ns/bad: node-agent.io/do-not-drain "forever" ignored`) {
 		t.Errorf("events %q, want a Warning for ns/bad", ev)
 	}
 }
@@ -418,4 +418,54 @@ func TestTimeoutNamesWhatTheDrainWaitedOn(t *testing.T) {
 	if len(h.evicted()) != 0 {
 		t.Errorf("evictions %+v, want none", h.evicted())
 	}
+}
+
+// However many pods carry a malformed annotation, the drain sends one Event
+// for them: an Event is a request.
+func TestIgnoredAnnotationsMakeOneEvent(t *testing.T) {
+	var objs []runtime.Object
+	for _, name := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		objs = append(objs, rulePod("ns", name, nil, map[string]string{DrainOrderAnnotation: "first"}))
+	}
+	h := newHarness(t, objs...)
+	h.onEvict(func(eviction) error { return nil })
+	if st, err := h.drain(context.Background(), &Status{Phase: PhaseRunning}, Request{}); err != nil || st.Phase != PhaseSucceeded {
+		t.Fatalf("drain = %s, %v; want Succeeded", st.Encode(), err)
+	}
+	var ignored []string
+	for _, ev := range h.events() {
+		if strings.HasPrefix(ev, "Warning PodAnnotationIgnored") {
+			ignored = append(ignored, ev)
+		}
+	}
+	if len(ignored) != 1 || !strings.Contains(ignored[0], "pod ns/a: node-agent.io/drain-order \"first\" ignored") || !strings.HasSuffix(ignored[0], "and 2 more") {
+		t.Errorf("PodAnnotationIgnored Events %q, want one naming ns/a and counting 2 more", ignored)
+	}
+}
+
+// FuzzTreatPod: whatever a pod's writer puts in its annotations, treatPod
+// does not panic, keeps the order within the bounds a pod may ask for,
+// and either honours a value or says it did not.
+func FuzzTreatPod(f *testing.F) {
+	f.Add("WaitCompleted", "5", "4h")
+	f.Add("skip", "-1", "true")
+	f.Add("", "99999999999999999999", "9999999h")
+	f.Add("Drain", " 7 ", "1ns")
+	rules := []podRule{}
+	f.Fuzz(func(t *testing.T, behavior, order, doNotDrain string) {
+		p := rulePod("ns", "p", nil, map[string]string{DrainBehaviorAnnotation: behavior, DrainOrderAnnotation: order, DoNotDrainAnnotation: doNotDrain})
+		got := treatPod(p, rules, time.Hour)
+		if !slices.Contains(config.PodBehaviors, got.Behavior) {
+			t.Fatalf("behaviour %q from %q", got.Behavior, behavior)
+		}
+		if got.Order < 0 || got.Order > config.MaxPodOrder {
+			t.Fatalf("order %d from %q: a pod may ask for 0 to %d only", got.Order, order, config.MaxPodOrder)
+		}
+		if got.HoldUntil.After(created.Add(time.Hour)) {
+			t.Fatalf("opt-out until %s from %q, past drain.doNotDrainBound", got.HoldUntil, doNotDrain)
+		}
+		if got.Behavior != behavior && !slices.ContainsFunc(got.Ignored, func(s string) bool { return strings.HasPrefix(s, DrainBehaviorAnnotation) }) {
+			t.Fatalf("behaviour %q not honoured and not said: %+v", behavior, got)
+		}
+	})
 }
