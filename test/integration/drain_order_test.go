@@ -225,3 +225,106 @@ func complete(t *testing.T, c kubernetes.Interface, ns, name string, phase corev
 		return true, nil
 	})
 }
+
+// TestDrainDoNotDrain: a pod's opt-out (node-agent.io/do-not-drain) holds
+// its eviction until its end, counted from the pod's creation and cut to
+// drain.doNotDrainBound, as the audit log shows; meanwhile the record says
+// what the drain waits for; a malformed opt-out holds nothing, and a
+// Warning Event says so.
+func TestDrainDoNotDrain(t *testing.T) {
+	opts := testenv.Options{Controllers: true, Scheduler: true, Kwok: true}
+	var auditLog string
+	var err error
+	if opts.APIServerArgs, auditLog, err = testenv.AuditLog(t.TempDir(), testenv.PodsAuditPolicy); err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.StartForTest(t, opts)
+	ctx := t.Context()
+	c := env.Client()
+	const ns = "work"
+	if _, err := env.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	installAgentIdentity(t, env)
+	if err := env.AddNode(ctx, "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 30 * time.Second
+	agent := startAgent(t, env, "node-1", "--drain-do-not-drain-bound", bound.String())
+	agent.WaitReady(t)
+
+	// Four hours asked, the bound honoured.
+	held := orderPod(ns, "held", nil, map[string]string{selfdrain.DoNotDrainAnnotation: "4h"})
+	bad := orderPod(ns, "bad", nil, map[string]string{selfdrain.DoNotDrainAnnotation: "forever"})
+	for _, p := range []*corev1.Pod{bad, held} {
+		if _, err := c.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.WaitRunningOn(ctx, t, c, ns, "node-1", 2)
+	if _, err := maintenance.RequestMaintenance(ctx, kubetest.Wrap(c), "node-1", "opt-out test"); err != nil {
+		t.Fatal(err)
+	}
+	created, err := c.CoreV1().Pods(ns).Get(ctx, "held", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := created.CreationTimestamp.Add(bound)
+
+	// bad is evicted at once; held stays, and the record says until when.
+	var st *selfdrain.Status
+	testenv.WaitFor(t, time.Minute, "bad gone, held opted out", func() (bool, error) {
+		if _, err := c.CoreV1().Pods(ns).Get(ctx, "bad", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		st = nodeStatus(t, c, "node-1")
+		if st == nil || st.Phase != selfdrain.PhaseRunning {
+			if st != nil && st.Phase == selfdrain.PhaseSucceeded {
+				return false, testenv.StopPolling(fmt.Errorf("the drain ended before held's opt-out was seen: %s", st.Encode()))
+			}
+			return false, nil
+		}
+		return len(st.Blockers) == 1 && st.Blockers[0].Pod == ns+"/held" && st.Blockers[0].Reason == selfdrain.BlockerDoNotDrain &&
+			strings.Contains(st.LastError, "opt-outs (node-agent.io/do-not-drain) to end: "+ns+"/held (until "+until.UTC().Format(time.RFC3339)+")"), nil
+	})
+	t.Logf("while held is opted out: %s", st.Encode())
+	testenv.WaitFor(t, 2*time.Minute, "phase Succeeded", func() (bool, error) {
+		st = nodeStatus(t, c, "node-1")
+		return st.Phase == selfdrain.PhaseSucceeded, nil
+	})
+
+	audit := testenv.NewAuditReader(auditLog, "")
+	var tl map[string]*testenv.PodTimeline
+	testenv.WaitFor(t, 30*time.Second, "both evictions in the audit log", func() (bool, error) {
+		if err := audit.Read(); err != nil {
+			return false, err
+		}
+		tl = testenv.PodTimelines(audit.Events(), ns)
+		return !tl["held"].FirstEvicted().IsZero() && !tl["bad"].FirstEvicted().IsZero(), nil
+	})
+	t.Logf("held created %s, opt-out cut to %s; first eviction of held received %s, of bad %s",
+		created.CreationTimestamp.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339),
+		tl["held"].FirstEvicted().UTC().Format(time.RFC3339Nano), tl["bad"].FirstEvicted().UTC().Format(time.RFC3339Nano))
+	// creationTimestamp has whole seconds: held was created within the
+	// second before it says.
+	if first := tl["held"].FirstEvicted(); first.Before(until) {
+		t.Errorf("held was evicted at %s, before its opt-out ended at %s", first.UTC().Format(time.RFC3339Nano), until.UTC().Format(time.RFC3339))
+	}
+	if r := tl["held"].Refused + tl["bad"].Refused; r != 0 {
+		t.Errorf("%d evictions refused; none was asked before its time", r)
+	}
+	testenv.WaitFor(t, 30*time.Second, "a Warning PodAnnotationIgnored naming bad and the cut opt-out", func() (bool, error) {
+		evs, err := c.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=node-1,reason=PodAnnotationIgnored"})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range evs.Items {
+			if ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, `pod work/bad: node-agent.io/do-not-drain "forever" ignored`) &&
+				strings.Contains(ev.Message, `pod work/held: node-agent.io/do-not-drain "4h" cut to drain.doNotDrainBound 30s`) {
+				t.Logf("Event: %s", ev.Message)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
