@@ -89,7 +89,9 @@ type Status struct {
 	// undone; the status is then final.
 	EndTime *metav1.Time `json:"endTime,omitempty"`
 	// Blockers, while a drain runs, are the pods whose last eviction was
-	// refused or failed, and why (at most maxBlockersShown); once a
+	// refused or failed, and why, and the pods it waits on by their
+	// behaviour (WaitCompleted, DoNotDrain; podrules.go), at most
+	// maxBlockersShown; once a
 	// maintenance drain passed drain.timeout (phase Failed), every pod it
 	// left on the node and why each stayed.
 	Blockers []Blocker `json:"blockers,omitempty"`
