@@ -10,10 +10,8 @@
 //     the Eviction API or EvictionRequests (evictionrequests.go), with
 //     PodDisruptionBudgets respected, and the blockers a drain that passed
 //     its deadline names (timeout.go);
-//   - the order and behaviour of each pod (podrules.go): drain.podRules
-//     and the pods' own annotations put pods in order groups, evicted
-//     lowest first, each group gone before the next, or make them Skip or
-//     WaitCompleted, and a pod may opt out for a bounded time;
+//   - the evictions in the order and by the behaviour pkg/selfdrain/podorder
+//     gives each pod (order groups, Skip, WaitCompleted, opt-outs);
 //   - the progress of the VMs that leave the node (vms.go);
 //   - the drain record on the Node: the status annotation, from which a
 //     restarted agent resumes, and the UnderMaintenance and

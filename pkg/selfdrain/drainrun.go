@@ -3,8 +3,6 @@ package selfdrain
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,9 +14,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/evictionrequest"
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/selfdrain/podorder"
 	"github.com/node-agent/node-agent/pkg/selfdrain/podselect"
 )
 
@@ -43,9 +41,8 @@ type podState struct {
 	// erMemo is what the pod's earlier EvictionRequest attempts learned;
 	// only the worker that holds the pod (inFlight) uses it.
 	erMemo evictionrequest.Memo
-	// treat is how the drain treats the pod (podrules.go): its order
-	// group, WaitCompleted, its opt-out.
-	treat podTreatment
+	// treat is its order group, WaitCompleted, its opt-out (podorder).
+	treat podorder.Treatment
 }
 
 // podEvent is what the pod watch reports.
@@ -157,7 +154,7 @@ type drainRun struct {
 	dirty     bool
 	lastWrite time.Time
 	lastErr   string
-	// waiting is the last waitingSummary put in the record's lastError.
+	// waiting is the last podorder.Waiting put in the record's lastError.
 	waiting string
 }
 
@@ -259,9 +256,9 @@ func (r *drainRun) listPods(store cache.Store) error {
 		onNode = append(onNode, *obj.(*corev1.Pod))
 	}
 	list, _, err := podselect.Choose(r.ctx, e.Client, onNode, e.Config.PodSelector)
-	var rules []podRule
+	var plan podorder.Plan
 	if err == nil {
-		rules, err = compilePodRules(e.Config.PodRules)
+		plan, err = podorder.Decide(list, e.Config.PodRules, e.Config.DoNotDrainBound.Duration)
 	}
 	if err != nil {
 		err = fmt.Errorf("choosing pods to evict on Node %s: %w", e.NodeName, err)
@@ -269,51 +266,24 @@ func (r *drainRun) listPods(store cache.Store) error {
 		e.writeStatus(r.ctx, st)
 		return err
 	}
-	var skipped, ignored []string
+	r.finished = plan.Finished
 	for _, p := range list {
-		if podselect.Finished(&p) {
-			r.finished++
-			continue
+		if t, ok := plan.Treatments[p.UID]; ok {
+			r.pending[p.UID] = &podState{key: p.Namespace + "/" + p.Name, pod: p, treat: t}
 		}
-		key := p.Namespace + "/" + p.Name
-		t := treatPod(&p, rules, e.Config.DoNotDrainBound.Duration)
-		for _, why := range t.Ignored {
-			// Written by whoever may edit the pod: said once a drain
-			// (or its resumption), and acted on as if absent.
-			ignored = append(ignored, "pod "+key+": "+why)
-			e.Logger.Warn("Pod annotation not honoured", "pod", key, "why", why)
-		}
-		if t.Behavior == config.PodBehaviorSkip {
-			skipped = append(skipped, key)
-			e.Logger.Info("Pod left on the node (Skip)", "pod", key, "by", t.By)
-			continue
-		}
-		r.pending[p.UID] = &podState{key: key, pod: p, treat: t}
 	}
 	// One Event each, however many pods: an Event is a request.
-	if len(ignored) > 0 {
-		slices.Sort(ignored)
-		e.Event(corev1.EventTypeWarning, "PodAnnotationIgnored", "%s", truncate(joinSome(ignored, "; "), eventMessageLimit))
+	if msg := plan.IgnoredMessage(); msg != "" {
+		e.Event(corev1.EventTypeWarning, "PodAnnotationIgnored", "%s", truncate(msg, eventMessageLimit))
 	}
-	if len(skipped) > 0 {
-		slices.Sort(skipped)
-		e.Event(corev1.EventTypeNormal, "PodsSkipped", "The drain leaves %d pods on the node (behaviour Skip), neither evicting nor waiting for them: %s", len(skipped), joinSome(skipped, ", "))
+	if msg := plan.SkippedMessage(); msg != "" {
+		e.Event(corev1.EventTypeNormal, "PodsSkipped", "%s", msg)
 	}
 	if st.EvictionPods == 0 && st.TotalPods == 0 {
 		st.TotalPods = len(onNode)
 		st.EvictionPods = len(r.pending) + r.finished
 	}
 	return nil
-}
-
-// joinSome joins the first namedPerGroup of items with sep, and counts the
-// rest.
-func joinSome(items []string, sep string) string {
-	s := strings.Join(items[:min(len(items), namedPerGroup)], sep)
-	if more := len(items) - namedPerGroup; more > 0 {
-		s += fmt.Sprintf(" and %d more", more)
-	}
-	return s
 }
 
 // startWorkers starts drain.parallelism workers that evict the pods sent to
@@ -421,12 +391,10 @@ func (r *drainRun) publish(now time.Time) (drained bool) {
 		st.Blockers = nil
 		return true
 	}
-	// What the drain waits on by the pods' treatment (order groups,
-	// WaitCompleted, opt-outs) is its lastError while no eviction error
-	// is newer.
-	if w := waitingSummary(r.pending, now); w != r.waiting && (st.LastError == "" || st.LastError == r.waiting) {
-		st.LastError = w
-		r.waiting = w
+	// What the pods' treatment holds is lastError while no error is newer.
+	_, pods := ordered(r.pending)
+	if w := podorder.Waiting(pods, now); w != r.waiting && (st.LastError == "" || st.LastError == r.waiting) {
+		st.LastError, r.waiting = w, w
 	}
 	if r.lastErr != st.LastError {
 		r.lastErr = st.LastError
@@ -445,14 +413,12 @@ func (r *drainRun) publish(now time.Time) (drained bool) {
 // dispatch sends every pod whose retry time has come to the workers, and
 // returns the earliest retry time still to come (zero when none). It
 // reports false when ctx ended while it waited for a worker.
-//
-// Only the pods of the lowest order group still pending are sent, and only
-// those not held by an opt-out (evictableNow): a later group starts once
-// every pod of the earlier one is gone, as the watch reports it. A
-// WaitCompleted pod is never sent.
+// Only those podorder.Evictable allows are sent: the lowest order group's.
 func (r *drainRun) dispatch(now time.Time) (next time.Time, ok bool) {
-	ready, next := evictableNow(r.pending, now)
-	for _, ps := range ready {
+	states, pods := ordered(r.pending)
+	ready, next := podorder.Evictable(pods, now)
+	for _, i := range ready {
+		ps := states[i]
 		ps.inFlight = true
 		select {
 		case r.work <- ps:

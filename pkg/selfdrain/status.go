@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-agent/node-agent/pkg/reasontext"
+	"github.com/node-agent/node-agent/pkg/selfdrain/podorder"
 )
 
 const (
@@ -89,9 +90,8 @@ type Status struct {
 	// undone; the status is then final.
 	EndTime *metav1.Time `json:"endTime,omitempty"`
 	// Blockers, while a drain runs, are the pods whose last eviction was
-	// refused or failed, and why, and the pods it waits on by their
-	// behaviour (WaitCompleted, DoNotDrain; podrules.go), at most
-	// maxBlockersShown; once a
+	// refused or failed, and why, and the WaitCompleted and opted-out
+	// pods (at most maxBlockersShown); once a
 	// maintenance drain passed drain.timeout (phase Failed), every pod it
 	// left on the node and why each stayed.
 	Blockers []Blocker `json:"blockers,omitempty"`
@@ -157,15 +157,11 @@ const (
 	// accepted, or someone else deleted it) and has not yet stopped: its
 	// termination grace period is long, or it does not stop.
 	BlockerTerminating BlockerReason = "Terminating"
-	// BlockerWaitCompleted: the pod is WaitCompleted (drain.podRules or
-	// its annotation): never evicted, the drain waits for it to complete.
-	BlockerWaitCompleted BlockerReason = "WaitCompleted"
-	// BlockerDoNotDrain: the pod opted out (node-agent.io/do-not-drain)
-	// and its opt-out has not run out.
-	BlockerDoNotDrain BlockerReason = "DoNotDrain"
-	// BlockerOrderGroup: the pod's order group waits for an earlier one
-	// to be gone.
-	BlockerOrderGroup BlockerReason = "OrderGroup"
+	// BlockerWaitCompleted, BlockerDoNotDrain and BlockerOrderGroup: the
+	// drain waits for the pod by its treatment (podorder.Wait).
+	BlockerWaitCompleted = BlockerReason(podorder.WaitCompleted)
+	BlockerDoNotDrain    = BlockerReason(podorder.WaitOptedOut)
+	BlockerOrderGroup    = BlockerReason(podorder.WaitLaterGroup)
 	// BlockerNotEvictedYet: no eviction of the pod was answered yet (its
 	// request was still in flight, or waited for drain.parallelism).
 	BlockerNotEvictedYet BlockerReason = "NotEvictedYet"

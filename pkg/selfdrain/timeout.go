@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain/podorder"
 )
 
 // This file is what a maintenance drain (annotation, NodeMaintenance object
@@ -111,9 +113,9 @@ func (e *Engine) UndoAfterTimeout(ctx context.Context) error {
 // are sorted by reason, budget and pod.
 func (r *drainRun) blockers() []Blocker {
 	out := make([]Blocker, 0, len(r.pending))
-	group, hasGroup := currentGroup(r.pending)
-	now := r.e.Clock.Now()
-	for _, ps := range r.pending {
+	states, pods := ordered(r.pending)
+	group, hasGroup := podorder.CurrentGroup(pods)
+	for i, ps := range states {
 		latest := ps.pod
 		if r.store != nil {
 			if obj, ok, _ := r.store.GetByKey(ps.key); ok {
@@ -123,11 +125,9 @@ func (r *drainRun) blockers() []Blocker {
 			}
 		}
 		b := blockerOf(ps, &latest)
-		if b.Reason == BlockerNotEvictedYet {
-			// No eviction answer explains it: its treatment may
-			// (podrules.go).
-			if w, ok := waitBlocker(ps, group, hasGroup, now); ok {
-				b = w
+		if b.Reason == BlockerNotEvictedYet { // its treatment may say why
+			if w, detail, ok := podorder.WaitOf(pods[i], group, hasGroup, r.e.Clock.Now()); ok {
+				b.Reason, b.Detail = BlockerReason(w), detail
 			}
 		}
 		out = append(out, b)
@@ -235,12 +235,9 @@ func describeGroup(g []Blocker) string {
 		return fmt.Sprintf("eviction failed for %s (%s)", pods, first.Detail)
 	case BlockerTerminating:
 		return "still terminating: " + pods
-	case BlockerWaitCompleted:
-		return "not completed (WaitCompleted, never evicted): " + namePods(g, false)
-	case BlockerDoNotDrain:
-		return "opted out of the drain (" + DoNotDrainAnnotation + "): " + namePods(g, true)
-	case BlockerOrderGroup:
-		return "not evicted, in a later order group: " + namePods(g, true)
+	}
+	if what := podorder.Wait(first.Reason).Describe(); what != "" {
+		return what + namePods(g, first.Reason != BlockerWaitCompleted)
 	}
 	return "no eviction answered yet for " + pods
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
 	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
+	"github.com/node-agent/node-agent/pkg/selfdrain/podorder"
 	"github.com/node-agent/node-agent/test/testenv"
 )
 
@@ -65,12 +66,12 @@ func TestDrainOrderAndWaitCompleted(t *testing.T) {
 		orderPod(ns, "front-2", map[string]string{"tier": "front"}, gone),
 		orderPod(ns, "web-1", map[string]string{"app": "web"}, gone),
 		orderPod(ns, "web-2", map[string]string{"app": "web"}, gone),
-		orderPod(ns, "late-1", nil, merge(gone, map[string]string{selfdrain.DrainOrderAnnotation: "5"})),
+		orderPod(ns, "late-1", nil, merge(gone, map[string]string{podorder.DrainOrderAnnotation: "5"})),
 		orderPod(ns, "db-1", map[string]string{"app": "db"}, gone),
 		orderPod(ns, "db-2", map[string]string{"app": "db"}, gone),
 		orderPod(ns, "job-rule", map[string]string{"kind": "batch"}, nil),
-		orderPod(ns, "job-annotated", nil, map[string]string{selfdrain.DrainBehaviorAnnotation: "WaitCompleted"}),
-		orderPod(ns, "skip-1", nil, map[string]string{selfdrain.DrainBehaviorAnnotation: "Skip"}),
+		orderPod(ns, "job-annotated", nil, map[string]string{podorder.DrainBehaviorAnnotation: "WaitCompleted"}),
+		orderPod(ns, "skip-1", nil, map[string]string{podorder.DrainBehaviorAnnotation: "Skip"}),
 	}
 	for _, p := range pods {
 		if _, err := c.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -254,8 +255,8 @@ func TestDrainDoNotDrain(t *testing.T) {
 	agent.WaitReady(t)
 
 	// Four hours asked, the bound honoured.
-	held := orderPod(ns, "held", nil, map[string]string{selfdrain.DoNotDrainAnnotation: "4h"})
-	bad := orderPod(ns, "bad", nil, map[string]string{selfdrain.DoNotDrainAnnotation: "forever"})
+	held := orderPod(ns, "held", nil, map[string]string{podorder.DoNotDrainAnnotation: "4h"})
+	bad := orderPod(ns, "bad", nil, map[string]string{podorder.DoNotDrainAnnotation: "forever"})
 	for _, p := range []*corev1.Pod{bad, held} {
 		if _, err := c.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
