@@ -51,7 +51,7 @@ const maxNodes = 100000
 // Bounds returns the bound of every number and size of the configuration,
 // in the order of the configuration reference.
 func Bounds() []Bound {
-	return []Bound{
+	bs := []Bound{
 		floatBound("kubeAPIQPS", 1, 1000,
 			"below one request a second, the drain slot's renewals and a drain's evictions wait on the client; above 1000, one agent (one on every node) could flood the apiserver, with only API Priority and Fairness in its way, for nothing a node's drain needs",
 			func(c *Config) float64 { return float64(c.KubeAPIQPS) }),
@@ -67,16 +67,9 @@ func Bounds() []Bound {
 		lenBound("labeller.obsoleteCPUModels", 256,
 			"more names than libvirt has CPU models on all its architectures (a few hundred) is a mistake",
 			func(c *Config) int { return len(c.Labeller.ObsoleteCPUModels) }),
-		{
-			Key: "drain.timeout", Min: fmtDuration(MinDrainTimeout), Max: fmtDuration(MaxDrainTimeout),
-			Why:   "a drain that never times out holds its drain slot for as long as one pod cannot leave, and every other node's maintenance waits behind it; under a second is a typo; past a day, the slot is held for longer than anyone waits without looking",
-			check: checkDrainTimeout,
-		},
-		{
-			Key: "drain.deleteAfter", Min: "0s (never)", Max: "shorter than drain.timeout",
-			Why:   "past drain.timeout the drain asks for nothing more, so it would delete no pod",
-			check: checkDeleteAfter,
-		},
+	}
+	bs = append(bs, drainBounds()...)
+	return append(bs, []Bound{
 		intBound("slots.limit", 1, maxNodes,
 			"at least one node must be able to drain; Kubernetes supports 5,000 nodes a cluster, and the bound keeps the coordinator's arithmetic small",
 			func(c *Config) int { return c.Slots.Limit }),
@@ -164,6 +157,43 @@ func Bounds() []Bound {
 		durationBound("reboot.loopBound", 0, 7*24*time.Hour,
 			"0 turns the loop guard off; past a week, a node that a kernel fix needs rebooted waits longer than a patch cycle",
 			func(c *Config) time.Duration { return c.Reboot.LoopBound.Duration }),
+	}...)
+}
+
+// drainBounds are the bounds of the drain's keys that Bounds lists before
+// slots.limit: its timeout and its pod rules.
+func drainBounds() []Bound {
+	return []Bound{
+		{
+			Key: "drain.timeout", Min: fmtDuration(MinDrainTimeout), Max: fmtDuration(MaxDrainTimeout),
+			Why:   "a drain that never times out holds its drain slot for as long as one pod cannot leave, and every other node's maintenance waits behind it; under a second is a typo; past a day, the slot is held for longer than anyone waits without looking",
+			check: checkDrainTimeout,
+		},
+		{
+			Key: "drain.deleteAfter", Min: "0s (never)", Max: "shorter than drain.timeout",
+			Why:   "past drain.timeout the drain asks for nothing more, so it would delete no pod",
+			check: checkDeleteAfter,
+		},
+		lenBound("drain.podRules", 64,
+			"every pod on the node is matched against the rules in turn when a drain begins; a few dozen rules say more than any order a node's pods need",
+			func(c *Config) int { return len(c.Drain.PodRules) }),
+		{
+			Key: "drain.podRules[].order", Min: strconv.Itoa(MinPodOrder), Max: strconv.Itoa(MaxPodOrder),
+			Why:   "an order only ranks the groups; a few thousand ranks leave room between any groups, and the pod annotation node-agent.io/drain-order is held to the same range",
+			check: checkPodRuleOrder,
+		},
+		lenBound("drain.podRules[].namespaces", 256,
+			"as reboot.blockingPodNamespaces: a cluster's tenants' namespaces; every pod is matched against them",
+			func(c *Config) int {
+				n := 0
+				for _, r := range c.Drain.PodRules {
+					n = max(n, len(r.Namespaces))
+				}
+				return n
+			}),
+		durationBound("drain.doNotDrainBound", 0, 24*time.Hour,
+			"0 honours no opt-out; past a day, a tenant's pod holds the node's maintenance (within drain.timeout) and its reboot for longer than anyone waits without looking",
+			func(c *Config) time.Duration { return c.Drain.DoNotDrainBound.Duration }),
 	}
 }
 
@@ -238,6 +268,16 @@ func checkDeleteAfter(c *Config) []error {
 		return []error{fmt.Errorf("drain.deleteAfter %s: must be shorter than drain.timeout %s, or the drain stops before it deletes any pod", a, d.Timeout.Duration)}
 	}
 	return nil
+}
+
+func checkPodRuleOrder(c *Config) []error {
+	var errs []error
+	for i, r := range c.Drain.PodRules {
+		if r.Order < MinPodOrder || r.Order > MaxPodOrder {
+			errs = append(errs, fmt.Errorf("drain.podRules[%d].order %d: must be between %d and %d", i, r.Order, MinPodOrder, MaxPodOrder))
+		}
+	}
+	return errs
 }
 
 func checkPoolLimit(c *Config) []error {

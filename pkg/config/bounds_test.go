@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -70,6 +71,28 @@ func TestBounds(t *testing.T) {
 		{"parallelism zero", func(c *Config) { c.Drain.Parallelism = 0 }, "drain.parallelism 0: must be between 1 and 1000"},
 		{"parallelism past the top", func(c *Config) { c.Drain.Parallelism = 1001 }, "drain.parallelism 1001: must be between 1 and 1000"},
 		{"concurrency at the top", func(c *Config) { c.Slots.Limit = maxNodes }, ""},
+		{"pod rule orders at their ends", func(c *Config) {
+			c.Drain.PodRules = []PodRuleConfig{{Name: "a", Behavior: PodBehaviorDrain, Order: MinPodOrder}, {Name: "b", Behavior: PodBehaviorDrain, Order: MaxPodOrder}}
+		}, ""},
+		{"pod rule order past the top", func(c *Config) {
+			c.Drain.PodRules = []PodRuleConfig{{Name: "a", Behavior: PodBehaviorDrain, Order: MaxPodOrder + 1}}
+		}, "drain.podRules[0].order 1001: must be between -1000 and 1000"},
+		{"pod rule order below the bottom", func(c *Config) {
+			c.Drain.PodRules = []PodRuleConfig{{Name: "a", Behavior: PodBehaviorDrain, Order: MinPodOrder - 1}}
+		}, "drain.podRules[0].order -1001: must be between -1000 and 1000"},
+		{"65 pod rules", func(c *Config) {
+			c.Drain.PodRules = make([]PodRuleConfig, 65)
+			for i := range c.Drain.PodRules {
+				c.Drain.PodRules[i] = PodRuleConfig{Name: fmt.Sprintf("r%d", i), Behavior: PodBehaviorDrain}
+			}
+		}, "drain.podRules: 65 entries, at most 64"},
+		{"257 namespaces in a pod rule", func(c *Config) {
+			c.Drain.PodRules = []PodRuleConfig{{Name: "a", Behavior: PodBehaviorDrain, Namespaces: long(257)}}
+		}, "drain.podRules[].namespaces: 257 entries, at most 256"},
+		{"doNotDrainBound off", func(c *Config) { c.Drain.DoNotDrainBound.Duration = 0 }, ""},
+		{"doNotDrainBound a day", func(c *Config) { c.Drain.DoNotDrainBound.Duration = 24 * time.Hour }, ""},
+		{"doNotDrainBound past a day", func(c *Config) { c.Drain.DoNotDrainBound.Duration = 25 * time.Hour }, "drain.doNotDrainBound 25h0m0s: must be between 0s and 24h"},
+		{"doNotDrainBound negative", func(c *Config) { c.Drain.DoNotDrainBound.Duration = -time.Second }, "drain.doNotDrainBound -1s: must be between 0s and 24h"},
 		{"negative deleteAfter", func(c *Config) { c.Drain.DeleteAfter.Duration = -time.Second }, "drain.deleteAfter -1s: must not be negative"},
 		{"100 pools", func(c *Config) {
 			for range 100 {

@@ -104,6 +104,15 @@ func Default() Config {
 			EvictionAPI:             string(erspec.Eviction),
 			VMWithoutTarget:         string(vmspec.Wait),
 			Parallelism:             32,
+			// VMs last: see docs/drain-order.md. With KubeVirt's taint
+			// the VMs begin to migrate at the cordon anyway, so the
+			// other pods' evictions, seconds each, need not wait behind
+			// migrations of minutes.
+			PodRules: []PodRuleConfig{{Name: "virt-launchers-last", PodSelector: "kubevirt.io=virt-launcher",
+				Behavior: PodBehaviorDrain, Order: DefaultVMOrder}},
+			// As long as the default drain.timeout: an opt-out holds
+			// the drain no longer than a PodDisruptionBudget can.
+			DoNotDrainBound: metav1.Duration{Duration: time.Hour},
 		},
 		Slots: SlotsConfig{
 			Limit:     1,

@@ -96,6 +96,36 @@ func TestValidate(t *testing.T) {
 		{name: "unknown onTimeout", mutate: func(c *Config) { c.Drain.OnTimeout = "Uncordon" }, wantErr: `drain.onTimeout "Uncordon": must be keepCordoned or uncordon`},
 		{name: "deleteAfter past the timeout", mutate: func(c *Config) { c.Drain.DeleteAfter.Duration = 2 * time.Hour }, wantErr: "drain.deleteAfter 2h0m0s: must be shorter than drain.timeout 1h0m0s"},
 		{name: "deleteAfter within the timeout is valid", mutate: func(c *Config) { c.Drain.DeleteAfter.Duration = 30 * time.Minute }},
+		{name: "pod rules of every behaviour are valid", mutate: func(c *Config) {
+			c.Drain.PodRules = []PodRuleConfig{
+				{Name: "db-last", Namespaces: []string{"db"}, PodSelector: "app=db", Behavior: PodBehaviorDrain, Order: 10},
+				{Name: "first", Behavior: PodBehaviorDrain, Order: -5},
+				{Name: "batch", PodSelector: "kind=batch", Behavior: PodBehaviorWaitCompleted},
+				{Name: "agents", Namespaces: []string{"monitoring"}, Behavior: PodBehaviorSkip},
+			}
+		}},
+		{name: "no pod rules is valid", mutate: func(c *Config) { c.Drain.PodRules = nil }},
+		{name: "pod rule with an unknown behaviour", mutate: func(c *Config) {
+			c.Drain.PodRules = []PodRuleConfig{{Name: "r", Behavior: "skip"}}
+		}, wantErr: `drain.podRules[0] (r).behavior "skip": want one of Drain, Skip, WaitCompleted`},
+		{name: "pod rule without a behaviour", mutate: func(c *Config) {
+			c.Drain.PodRules = []PodRuleConfig{{Name: "r"}}
+		}, wantErr: `drain.podRules[0] (r).behavior "": want one of`},
+		{name: "pod rule with a bad selector", mutate: func(c *Config) {
+			c.Drain.PodRules = []PodRuleConfig{{Name: "r", PodSelector: "a in (", Behavior: PodBehaviorDrain}}
+		}, wantErr: `drain.podRules[0] (r).podSelector "a in ("`},
+		{name: "pod rule with a bad namespace", mutate: func(c *Config) {
+			c.Drain.PodRules = []PodRuleConfig{{Name: "r", Namespaces: []string{"Not_A_Namespace"}, Behavior: PodBehaviorDrain}}
+		}, wantErr: `drain.podRules[0] (r).namespaces: "Not_A_Namespace" is not a namespace name`},
+		{name: "pod rules named twice", mutate: func(c *Config) {
+			c.Drain.PodRules = []PodRuleConfig{{Name: "r", Behavior: PodBehaviorDrain}, {Name: "r", Behavior: PodBehaviorSkip}}
+		}, wantErr: `drain.podRules[1].name "r": used twice`},
+		{name: "pod rule without a name", mutate: func(c *Config) {
+			c.Drain.PodRules = []PodRuleConfig{{Behavior: PodBehaviorDrain}}
+		}, wantErr: `drain.podRules[0].name ""`},
+		{name: "an order on a rule that evicts nothing", mutate: func(c *Config) {
+			c.Drain.PodRules = []PodRuleConfig{{Name: "r", Behavior: PodBehaviorWaitCompleted, Order: 3}}
+		}, wantErr: "drain.podRules[0] (r).order 3: only a Drain rule has an order"},
 		{name: "zero concurrency", mutate: func(c *Config) { c.Slots.Limit = 0 }, wantErr: "slots.limit"},
 		{name: "concurrency past any cluster", mutate: func(c *Config) { c.Slots.Limit = 1 << 32 }, wantErr: "slots.limit 4294967296: must be between 1 and 100000"},
 		{name: "silence bound too short", mutate: func(c *Config) { c.Slots.HeartbeatBound.Duration = time.Second }, wantErr: "slots.heartbeatBound 1s: must be between 10s and 1h"},
@@ -387,6 +417,23 @@ func TestSlotsPoolsFlag(t *testing.T) {
 		t.Errorf("pools %+v", c.Slots.Pools)
 	}
 	if err := fs.Parse([]string{`--slots-pools=[{"name":"gpu","maxConcurrentNodes":1}]`}); err == nil || !strings.Contains(err.Error(), `unknown field "maxConcurrentNodes"`) {
+		t.Errorf("unknown field: %v", err)
+	}
+}
+
+func TestDrainPodRulesFlag(t *testing.T) {
+	c := Default()
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{`--drain-pod-rules=[{"name":"db","namespaces":["db"],"podSelector":"app=db","behavior":"Drain","order":10}]`, "--drain-do-not-drain-bound=4h"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []PodRuleConfig{{Name: "db", Namespaces: []string{"db"}, PodSelector: "app=db", Behavior: PodBehaviorDrain, Order: 10}}
+	if !reflect.DeepEqual(c.Drain.PodRules, want) || c.Drain.DoNotDrainBound.Duration != 4*time.Hour {
+		t.Errorf("podRules %+v, doNotDrainBound %s; want %+v (the default replaced), 4h", c.Drain.PodRules, c.Drain.DoNotDrainBound.Duration, want)
+	}
+	// Cluster API's field names are not this list's.
+	if err := fs.Parse([]string{`--drain-pod-rules=[{"name":"db","namespaceSelector":{}}]`}); err == nil || !strings.Contains(err.Error(), `unknown field "namespaceSelector"`) {
 		t.Errorf("unknown field: %v", err)
 	}
 }

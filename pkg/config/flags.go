@@ -55,6 +55,9 @@ func (v durationValue) Set(s string) error {
 // poolsExample is the pools a refused --slots-pools shows.
 const poolsExample = `[{"name":"gpu","selector":"gpu=true","limit":1}]`
 
+// podRulesExample is the rules a refused --drain-pod-rules shows.
+const podRulesExample = `[{"name":"vms-last","podSelector":"kubevirt.io=virt-launcher","behavior":"Drain","order":100}]`
+
 // oldRebootWithoutDrainFlag is the deprecated name of --reboot-without-drain.
 const oldRebootWithoutDrainFlag = "reboot-reboot-without-drain"
 
@@ -85,6 +88,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Drain.OnTimeout, "drain-on-timeout", c.Drain.OnTimeout, "What a maintenance drain that passed --drain-timeout leaves on the node: keepCordoned (cordoned and tainted until the maintenance is ended) or uncordon (the agent's cordon and taint undone; the maintenance stays requested and Failed). A reboot's drain is left to the reboot controller.")
 	fs.Var(durationValue{&c.Drain.DeleteAfter}, "drain-delete-after", "Delete pods whose eviction is still refused after this long, overriding their PodDisruptionBudget; shorter than --drain-timeout. 0 means never.")
 	fs.IntVar(&c.Drain.Parallelism, "drain-parallelism", c.Drain.Parallelism, "Most evictions in flight at once on this node.")
+	fs.Var(&jsonList[PodRuleConfig]{&c.Drain.PodRules, podRulesExample}, "drain-pod-rules", `Order and behaviour of the node's pods in a drain, as Cluster API's MachineDrainRules, as JSON: [{"name":"db-last","namespaces":["db"],"podSelector":"app=db","behavior":"Drain","order":10},{"name":"batch","podSelector":"kind=batch","behavior":"WaitCompleted"}]. The first rule a pod matches decides: Drain (evicted in ascending order groups, each gone before the next is evicted), Skip (never evicted, does not hold the drain) or WaitCompleted (never evicted; the drain ends once it completes, within --drain-timeout). A pod no rule matches is Drain, order 0, and may choose by its annotations node-agent.io/drain-behavior and node-agent.io/drain-order (not below 0). Default: virt-launcher pods (VMs) at order 100, last.`)
+	fs.Var(durationValue{&c.Drain.DoNotDrainBound}, "drain-do-not-drain-bound", "Longest opt-out honoured from a pod's node-agent.io/do-not-drain annotation (a duration, such as 4h, counted from the pod's creation): until it runs out the pod is not evicted and holds the drain (within --drain-timeout); a longer one is cut to this. 0s: no opt-out is honoured.")
 	fs.IntVar(&c.Slots.Limit, "slots-limit", c.Slots.Limit, "Most nodes that hold a drain slot at once, cluster-wide: nodes that drain for maintenance requests (annotation or NodeMaintenance object) or reboots. A shutdown drain takes no slot.")
 	fs.StringVar(&c.Slots.Namespace, "slots-namespace", c.Slots.Namespace, "Namespace of the slot Leases (how node-agent-coordinator stores the slots it grants) and of the coordinator's leader election; only node-agent-coordinator writes them.")
 	fs.Var(&jsonList[PoolConfig]{&c.Slots.Pools, poolsExample}, "slots-pools", `Pools of nodes with slot limits of their own, as JSON: [{"name":"gpu","selector":"gpu=true","limit":1,"maxUnavailable":"10%"}]. A node drains only when every pool it is in has room.`)

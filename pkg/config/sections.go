@@ -245,6 +245,87 @@ type DrainConfig struct {
 	VMWithoutTarget string `json:"vmWithoutTarget"`
 	// Parallelism bounds the evictions in flight on this node.
 	Parallelism int `json:"parallelism"`
+	// PodRules say, as Cluster API's MachineDrainRules do, in which order
+	// the drain evicts pods and which it leaves: the first rule a pod
+	// matches decides. Order groups go in ascending order, each gone
+	// before the next is evicted; a pod no rule matches is Drain, order 0.
+	// Setting the list replaces the default, which has virt-launcher pods
+	// (VMs) leave last (docs/drain-order.md says why).
+	PodRules []PodRuleConfig `json:"podRules"`
+	// DoNotDrainBound is the longest opt-out the pod annotation
+	// node-agent.io/do-not-drain is honoured for, counted from the pod's
+	// creation: a longer one is cut to it, so a tenant cannot hold a node
+	// for ever. 0 honours none.
+	DoNotDrainBound metav1.Duration `json:"doNotDrainBound"`
+}
+
+// PodRuleConfig is one entry of drain.podRules.
+type PodRuleConfig struct {
+	// Name names the rule in the drain's status, Events and logs.
+	Name string `json:"name"`
+	// Namespaces the rule applies to; empty: every namespace. Names, not
+	// a selector over Namespace labels: the agent reads no Namespace.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// PodSelector is a label selector over the pods; empty: every pod.
+	PodSelector string `json:"podSelector,omitempty"`
+	// Behavior is Drain (evict, in Order), Skip (never evicted, and does
+	// not hold the drain) or WaitCompleted (never evicted; the drain ends
+	// only once the pod has completed or is gone, within drain.timeout).
+	Behavior string `json:"behavior"`
+	// Order is the pod's order group, for Drain: lower leaves first.
+	Order int `json:"order,omitempty"`
+}
+
+// The behaviours of drain.podRules and of the pod annotation
+// node-agent.io/drain-behavior, as Cluster API's MachineDrainRules name
+// them.
+const (
+	PodBehaviorDrain         = "Drain"
+	PodBehaviorSkip          = "Skip"
+	PodBehaviorWaitCompleted = "WaitCompleted"
+)
+
+// PodBehaviors are the behaviours, in the order the docs list them.
+var PodBehaviors = []string{PodBehaviorDrain, PodBehaviorSkip, PodBehaviorWaitCompleted}
+
+// The ends of a drain order group, in drain.podRules and the pod
+// annotation node-agent.io/drain-order.
+const (
+	MinPodOrder = -1000
+	MaxPodOrder = 1000
+	// DefaultVMOrder is the order of virt-launcher pods in the default
+	// drain.podRules: after every pod no rule matches (order 0).
+	DefaultVMOrder = 100
+)
+
+// validatePodRules checks drain.podRules; the ranges of order and the
+// list's length are Bounds'.
+func validatePodRules(rules []PodRuleConfig) []error {
+	var errs []error
+	names := map[string]bool{}
+	for i, r := range rules {
+		at := fmt.Sprintf("drain.podRules[%d]", i)
+		if msgs := validation.IsDNS1123Label(r.Name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s.name %q: %s", at, r.Name, strings.Join(msgs, "; ")))
+		} else if names[r.Name] {
+			errs = append(errs, fmt.Errorf("%s.name %q: used twice; give each rule a name of its own", at, r.Name))
+		}
+		names[r.Name] = true
+		for _, ns := range r.Namespaces {
+			if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("%s (%s).namespaces: %q is not a namespace name (%s)", at, r.Name, ns, strings.Join(msgs, "; ")))
+			}
+		}
+		if _, err := labels.Parse(r.PodSelector); err != nil {
+			errs = append(errs, fmt.Errorf("%s (%s).podSelector %q: %w", at, r.Name, r.PodSelector, err))
+		}
+		if !slices.Contains(PodBehaviors, r.Behavior) {
+			errs = append(errs, fmt.Errorf("%s (%s).behavior %q: want one of %s", at, r.Name, r.Behavior, strings.Join(PodBehaviors, ", ")))
+		} else if r.Behavior != PodBehaviorDrain && r.Order != 0 {
+			errs = append(errs, fmt.Errorf("%s (%s).order %d: only a Drain rule has an order; a %s pod is never evicted", at, r.Name, r.Order, r.Behavior))
+		}
+	}
+	return errs
 }
 
 // SlotsConfig configures the drain slots: how many nodes may drain at once,

@@ -72,6 +72,12 @@ var trust = map[string]Trust{
 	"drain.evictionAPI":             cm("choose pods/eviction or EvictionRequests, both within the node's own rights"),
 	"drain.vmWithoutTarget":         cm("drain a node whose VMs cannot live-migrate (proceed), which stops those VMs"),
 	"drain.parallelism":             cm("change how many evictions one node has in flight, within the bound"),
+	"drain.podRules[].name":         cm("rename a rule in the drain's status and Events"),
+	"drain.podRules[].namespaces":   cm("apply a rule to other namespaces' pods"),
+	"drain.podRules[].podSelector":  cm("apply a rule to other pods"),
+	"drain.podRules[].behavior":     cm("leave pods on a node called drained (Skip), or hold its drain until drain.timeout waiting for pods to complete (WaitCompleted)"),
+	"drain.podRules[].order":        cm("evict pods in another order; a group that cannot leave holds the later groups until drain.timeout"),
+	"drain.doNotDrainBound":         cm("let a pod's do-not-drain annotation hold the drain longer, within the bound (and drain.timeout), or honour none"),
 
 	"slots.limit":                  cm("let more nodes drain at once, within the bound, or fewer"),
 	"slots.namespace":              cm("move the coordinator's election and slot Leases out of the one namespace its Role covers, so that no slot is granted and every maintenance waits, its status saying for what; no node's token gains a right by it"),

@@ -55,6 +55,7 @@ func (c *Config) Validate() error {
 	if _, err := vmspec.ParseMode(c.Drain.VMWithoutTarget); err != nil {
 		errs = append(errs, fmt.Errorf("drain.vmWithoutTarget %w", err))
 	}
+	errs = append(errs, validatePodRules(c.Drain.PodRules)...)
 	switch c.Drain.OnTimeout {
 	case OnTimeoutKeepCordoned, OnTimeoutUncordon:
 	default:

@@ -10,6 +10,8 @@
 //     the Eviction API or EvictionRequests (evictionrequests.go), with
 //     PodDisruptionBudgets respected, and the blockers a drain that passed
 //     its deadline names (timeout.go);
+//   - the evictions in the order and by the behaviour pkg/selfdrain/podorder
+//     gives each pod (order groups, Skip, WaitCompleted, opt-outs);
 //   - the progress of the VMs that leave the node (vms.go);
 //   - the drain record on the Node: the status annotation, from which a
 //     restarted agent resumes, and the UnderMaintenance and

@@ -16,6 +16,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/evictionrequest"
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/selfdrain/podorder"
 	"github.com/node-agent/node-agent/pkg/selfdrain/podselect"
 )
 
@@ -40,6 +41,8 @@ type podState struct {
 	// erMemo is what the pod's earlier EvictionRequest attempts learned;
 	// only the worker that holds the pod (inFlight) uses it.
 	erMemo evictionrequest.Memo
+	// treat is its order group, WaitCompleted, its opt-out (podorder).
+	treat podorder.Treatment
 }
 
 // podEvent is what the pod watch reports.
@@ -151,6 +154,8 @@ type drainRun struct {
 	dirty     bool
 	lastWrite time.Time
 	lastErr   string
+	// waiting is the last podorder.Waiting put in the record's lastError.
+	waiting string
 }
 
 func (e *Engine) newDrainRun(ctx context.Context, st *Status, req Request) *drainRun {
@@ -251,18 +256,28 @@ func (r *drainRun) listPods(store cache.Store) error {
 		onNode = append(onNode, *obj.(*corev1.Pod))
 	}
 	list, _, err := podselect.Choose(r.ctx, e.Client, onNode, e.Config.PodSelector)
+	var plan podorder.Plan
+	if err == nil {
+		plan, err = podorder.Decide(list, e.Config.PodRules, e.Config.DoNotDrainBound.Duration)
+	}
 	if err != nil {
 		err = fmt.Errorf("choosing pods to evict on Node %s: %w", e.NodeName, err)
 		st.LastError = err.Error()
 		e.writeStatus(r.ctx, st)
 		return err
 	}
+	r.finished = plan.Finished
 	for _, p := range list {
-		if podselect.Finished(&p) {
-			r.finished++
-			continue
+		if t, ok := plan.Treatments[p.UID]; ok {
+			r.pending[p.UID] = &podState{key: p.Namespace + "/" + p.Name, pod: p, treat: t}
 		}
-		r.pending[p.UID] = &podState{key: p.Namespace + "/" + p.Name, pod: p}
+	}
+	// One Event each, however many pods: an Event is a request.
+	if msg := plan.IgnoredMessage(); msg != "" {
+		e.Event(corev1.EventTypeWarning, "PodAnnotationIgnored", "%s", truncate(msg, eventMessageLimit))
+	}
+	if msg := plan.SkippedMessage(); msg != "" {
+		e.Event(corev1.EventTypeNormal, "PodsSkipped", "%s", msg)
 	}
 	if st.EvictionPods == 0 && st.TotalPods == 0 {
 		st.TotalPods = len(onNode)
@@ -376,6 +391,11 @@ func (r *drainRun) publish(now time.Time) (drained bool) {
 		st.Blockers = nil
 		return true
 	}
+	// What the pods' treatment holds is lastError while no error is newer.
+	_, pods := ordered(r.pending)
+	if w := podorder.Waiting(pods, now); w != r.waiting && (st.LastError == "" || st.LastError == r.waiting) {
+		st.LastError, r.waiting = w, w
+	}
 	if r.lastErr != st.LastError {
 		r.lastErr = st.LastError
 		r.dirty = true
@@ -393,22 +413,17 @@ func (r *drainRun) publish(now time.Time) (drained bool) {
 // dispatch sends every pod whose retry time has come to the workers, and
 // returns the earliest retry time still to come (zero when none). It
 // reports false when ctx ended while it waited for a worker.
+// Only those podorder.Evictable allows are sent: the lowest order group's.
 func (r *drainRun) dispatch(now time.Time) (next time.Time, ok bool) {
-	for _, ps := range sortedStates(r.pending) {
-		if ps.inFlight || ps.evicted {
-			continue
-		}
-		if !ps.nextAttempt.After(now) {
-			ps.inFlight = true
-			select {
-			case r.work <- ps:
-			case <-r.ctx.Done():
-				return next, false
-			}
-			continue
-		}
-		if next.IsZero() || ps.nextAttempt.Before(next) {
-			next = ps.nextAttempt
+	states, pods := ordered(r.pending)
+	ready, next := podorder.Evictable(pods, now)
+	for _, i := range ready {
+		ps := states[i]
+		ps.inFlight = true
+		select {
+		case r.work <- ps:
+		case <-r.ctx.Done():
+			return next, false
 		}
 	}
 	return next, true

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/node-agent/node-agent/pkg/evictionrequest"
+	"github.com/node-agent/node-agent/pkg/selfdrain/podorder"
 )
 
 // evictionResult is the result label of node_agent_drain_evictions_total.
@@ -104,6 +105,16 @@ func sortedStates(m map[types.UID]*podState) []*podState {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
 	return out
+}
+
+// ordered is the pending pods in key order, and what podorder needs of each.
+func ordered(pending map[types.UID]*podState) ([]*podState, []podorder.Pending) {
+	states := sortedStates(pending)
+	pods := make([]podorder.Pending, len(states))
+	for i, ps := range states {
+		pods[i] = podorder.Pending{Key: ps.key, Treatment: ps.treat, Busy: ps.inFlight || ps.evicted, NextAttempt: ps.nextAttempt}
+	}
+	return states, pods
 }
 
 // blockedCounts counts the pending pods by the budget that refused them.

@@ -108,7 +108,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"trigger"}),
 		TimedOutPods: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: metrics.Namespace, Name: "drain_timed_out_pods",
-			Help: "Pods still on the node when its maintenance drain passed drain.timeout, by why they stayed (reason: PodDisruptionBudget, EvictionRefused, EvictionFailed, Terminating, NotEvictedYet) and, for PodDisruptionBudget, the budget as namespace/name; from the maintenance status, until the maintenance ends or a new drain begins.",
+			Help: "Pods still on the node when its maintenance drain passed drain.timeout, by why they stayed (reason: PodDisruptionBudget, EvictionRefused, EvictionFailed, Terminating, WaitCompleted, DoNotDrain, OrderGroup, NotEvictedYet) and, for PodDisruptionBudget, the budget as namespace/name; from the maintenance status, until the maintenance ends or a new drain begins.",
 		}, []string{"reason", "poddisruptionbudget"}),
 		blocked: map[pdbRef]bool{},
 		left:    map[blockerKey]bool{},

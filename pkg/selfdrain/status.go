@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/node-agent/node-agent/pkg/reasontext"
+	"github.com/node-agent/node-agent/pkg/selfdrain/podorder"
 )
 
 const (
@@ -89,7 +90,8 @@ type Status struct {
 	// undone; the status is then final.
 	EndTime *metav1.Time `json:"endTime,omitempty"`
 	// Blockers, while a drain runs, are the pods whose last eviction was
-	// refused or failed, and why (at most maxBlockersShown); once a
+	// refused or failed, and why, and the WaitCompleted and opted-out
+	// pods (at most maxBlockersShown); once a
 	// maintenance drain passed drain.timeout (phase Failed), every pod it
 	// left on the node and why each stayed.
 	Blockers []Blocker `json:"blockers,omitempty"`
@@ -155,13 +157,19 @@ const (
 	// accepted, or someone else deleted it) and has not yet stopped: its
 	// termination grace period is long, or it does not stop.
 	BlockerTerminating BlockerReason = "Terminating"
+	// BlockerWaitCompleted, BlockerDoNotDrain and BlockerOrderGroup: the
+	// drain waits for the pod by its treatment (podorder.Wait).
+	BlockerWaitCompleted = BlockerReason(podorder.WaitCompleted)
+	BlockerDoNotDrain    = BlockerReason(podorder.WaitOptedOut)
+	BlockerOrderGroup    = BlockerReason(podorder.WaitLaterGroup)
 	// BlockerNotEvictedYet: no eviction of the pod was answered yet (its
 	// request was still in flight, or waited for drain.parallelism).
 	BlockerNotEvictedYet BlockerReason = "NotEvictedYet"
 )
 
 // BlockerReasons are the reasons, in the order they are reported.
-var BlockerReasons = []BlockerReason{BlockerPodDisruptionBudget, BlockerEvictionRefused, BlockerEvictionFailed, BlockerTerminating, BlockerNotEvictedYet}
+var BlockerReasons = []BlockerReason{BlockerPodDisruptionBudget, BlockerEvictionRefused, BlockerEvictionFailed, BlockerTerminating,
+	BlockerWaitCompleted, BlockerDoNotDrain, BlockerOrderGroup, BlockerNotEvictedYet}
 
 // Blocker is a pod that was still on the node when its maintenance drain
 // passed drain.timeout, and why it stayed.

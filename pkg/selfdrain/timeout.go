@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/node-agent/node-agent/pkg/selfdrain/podorder"
 )
 
 // This file is what a maintenance drain (annotation, NodeMaintenance object
@@ -111,7 +113,9 @@ func (e *Engine) UndoAfterTimeout(ctx context.Context) error {
 // are sorted by reason, budget and pod.
 func (r *drainRun) blockers() []Blocker {
 	out := make([]Blocker, 0, len(r.pending))
-	for _, ps := range r.pending {
+	states, pods := ordered(r.pending)
+	group, hasGroup := podorder.CurrentGroup(pods)
+	for i, ps := range states {
 		latest := ps.pod
 		if r.store != nil {
 			if obj, ok, _ := r.store.GetByKey(ps.key); ok {
@@ -120,7 +124,13 @@ func (r *drainRun) blockers() []Blocker {
 				}
 			}
 		}
-		out = append(out, blockerOf(ps, &latest))
+		b := blockerOf(ps, &latest)
+		if b.Reason == BlockerNotEvictedYet { // its treatment may say why
+			if w, detail, ok := podorder.WaitOf(pods[i], group, hasGroup, r.e.Clock.Now()); ok {
+				b.Reason, b.Detail = BlockerReason(w), detail
+			}
+		}
+		out = append(out, b)
 	}
 	slices.SortFunc(out, func(a, b Blocker) int {
 		return cmp.Or(
@@ -225,6 +235,9 @@ func describeGroup(g []Blocker) string {
 		return fmt.Sprintf("eviction failed for %s (%s)", pods, first.Detail)
 	case BlockerTerminating:
 		return "still terminating: " + pods
+	}
+	if what := podorder.Wait(first.Reason).Describe(); what != "" {
+		return what + namePods(g, first.Reason != BlockerWaitCompleted)
 	}
 	return "no eviction answered yet for " + pods
 }

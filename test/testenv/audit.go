@@ -224,3 +224,66 @@ func CheckConfinementProbes(events []AuditEvent) (allowed, refused int, err erro
 	}
 	return allowed, refused, nil
 }
+
+// PodsAuditPolicy records every eviction and deletion of a pod, at the
+// Metadata level, once complete, and nothing else: what PodTimelines reads.
+const PodsAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    verbs: ["create", "delete"]
+    resources:
+      - group: ""
+        resources: ["pods", "pods/eviction"]
+  - level: None
+`
+
+// PodTimeline is what the audit log says of one pod's removal: when each
+// eviction asked for it was received, accepted (201) or refused, and when
+// the last deletion that succeeded (200) was received, the one that
+// removed it (kwok's, as the kubelet's final deletion).
+type PodTimeline struct {
+	Evicted []time.Time
+	Refused int
+	Deleted time.Time
+}
+
+// FirstEvicted is when the pod's first accepted eviction was received;
+// zero when it has none.
+func (p *PodTimeline) FirstEvicted() time.Time {
+	if p == nil || len(p.Evicted) == 0 {
+		return time.Time{}
+	}
+	return p.Evicted[0]
+}
+
+// PodTimelines reads the evictions and deletions of the pods of namespace
+// among events (ResponseComplete events, as PodsAuditPolicy logs them), by
+// pod name, each list oldest first.
+func PodTimelines(events []AuditEvent, namespace string) map[string]*PodTimeline {
+	out := map[string]*PodTimeline{}
+	sorted := append([]AuditEvent(nil), events...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Received.Before(&sorted[j].Received) })
+	for _, e := range sorted {
+		if e.ObjectRef == nil || e.ObjectRef.Namespace != namespace || e.ObjectRef.APIGroup != "" || e.Stage != AuditStageResponseComplete {
+			continue
+		}
+		tl := out[e.ObjectRef.Name]
+		if tl == nil {
+			tl = &PodTimeline{}
+		}
+		switch {
+		case e.Verb == "create" && e.Resource() == "pods/eviction" && e.Code() == 201:
+			tl.Evicted = append(tl.Evicted, e.Received.Time)
+		case e.Verb == "create" && e.Resource() == "pods/eviction":
+			tl.Refused++
+		case e.Verb == "delete" && e.Resource() == "pods" && e.Code() == 200:
+			tl.Deleted = e.Received.Time
+		default:
+			continue
+		}
+		out[e.ObjectRef.Name] = tl
+	}
+	return out
+}

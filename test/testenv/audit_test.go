@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestAuditReaderReadsGrowingFile(t *testing.T) {
@@ -91,5 +93,50 @@ func TestAuditEventResource(t *testing.T) {
 		if got := e.Resource(); got != tt.want {
 			t.Errorf("%s: Resource() = %q, want %q", tt.event, got, tt.want)
 		}
+	}
+}
+
+func TestPodTimelines(t *testing.T) {
+	at := func(s string) metav1.MicroTime {
+		tm, err := time.Parse(time.RFC3339Nano, "2026-01-02T03:04:"+s+"Z")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return metav1.NewMicroTime(tm)
+	}
+	ev := func(verb, ns, name, sub string, code int, received string) AuditEvent {
+		var e AuditEvent
+		e.Stage, e.Verb, e.Received = AuditStageResponseComplete, verb, at(received)
+		e.ObjectRef = &struct {
+			Resource    string `json:"resource"`
+			Subresource string `json:"subresource"`
+			Namespace   string `json:"namespace"`
+			Name        string `json:"name"`
+			APIGroup    string `json:"apiGroup"`
+		}{Resource: "pods", Subresource: sub, Namespace: ns, Name: name}
+		e.ResponseStatus = &struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		}{Code: code}
+		return e
+	}
+	events := []AuditEvent{
+		ev("delete", "work", "a", "", 200, "09.000"),
+		ev("create", "work", "a", "eviction", 429, "05.000"),
+		ev("create", "work", "a", "eviction", 201, "06.000"),
+		ev("create", "work", "b", "", 201, "01.000"),          // a pod created: not a removal
+		ev("delete", "work", "b", "", 404, "07.000"),          // not found: removed nothing
+		ev("create", "other", "a", "eviction", 201, "02.000"), // another namespace
+	}
+	got := PodTimelines(events, "work")
+	a := got["a"]
+	if a == nil || a.Refused != 1 || len(a.Evicted) != 1 || !a.FirstEvicted().Equal(at("06.000").Time) || !a.Deleted.Equal(at("09.000").Time) {
+		t.Errorf("timeline of a = %+v, want refused once, evicted at 06, deleted at 09", a)
+	}
+	if b := got["b"]; b != nil {
+		t.Errorf("timeline of b = %+v, want none: it was neither evicted nor deleted", b)
+	}
+	if len(got) != 1 {
+		t.Errorf("timelines %v, want a only", got)
 	}
 }
