@@ -38,23 +38,10 @@ var orderGroups = [][]string{{"front-1", "front-2"}, {"web-1", "web-2"}, {"late-
 // and the drain ends (Succeeded) only once each has completed; a Skip pod
 // stays and does not hold the drain.
 func TestDrainOrderAndWaitCompleted(t *testing.T) {
-	opts := testenv.Options{Controllers: true, Scheduler: true, Kwok: true}
-	var auditLog string
-	var err error
-	if opts.APIServerArgs, auditLog, err = testenv.AuditLog(t.TempDir(), testenv.PodsAuditPolicy); err != nil {
-		t.Fatal(err)
-	}
-	env := testenv.StartForTest(t, opts)
+	env, auditLog := auditedOrderBed(t)
 	ctx := t.Context()
 	c := env.Client()
-	const ns = "work"
-	if _, err := env.CreateNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	installAgentIdentity(t, env)
-	if err := env.AddNode(ctx, "node-1"); err != nil {
-		t.Fatal(err)
-	}
+	const ns = orderNamespace
 
 	// Each evicted pod takes two seconds to go once its eviction is
 	// accepted (kwok's pod-delete Stage waits): a drain that started a
@@ -233,23 +220,12 @@ func complete(t *testing.T, c kubernetes.Interface, ns, name string, phase corev
 // what the drain waits for; a malformed opt-out holds nothing, and a
 // Warning Event says so.
 func TestDrainDoNotDrain(t *testing.T) {
-	opts := testenv.Options{Controllers: true, Scheduler: true, Kwok: true}
-	var auditLog string
-	var err error
-	if opts.APIServerArgs, auditLog, err = testenv.AuditLog(t.TempDir(), testenv.PodsAuditPolicy); err != nil {
-		t.Fatal(err)
-	}
-	env := testenv.StartForTest(t, opts)
+	// In parallel (main_test.go): most of it is waiting out the bound.
+	t.Parallel()
+	env, auditLog := auditedOrderBed(t)
 	ctx := t.Context()
 	c := env.Client()
-	const ns = "work"
-	if _, err := env.CreateNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	installAgentIdentity(t, env)
-	if err := env.AddNode(ctx, "node-1"); err != nil {
-		t.Fatal(err)
-	}
+	const ns = orderNamespace
 	const bound = 30 * time.Second
 	agent := startAgent(t, env, "node-1", "--drain-do-not-drain-bound", bound.String())
 	agent.WaitReady(t)
@@ -328,4 +304,30 @@ func TestDrainDoNotDrain(t *testing.T) {
 		}
 		return false, nil
 	})
+}
+
+// orderNamespace holds the pods of the drain order tests.
+const orderNamespace = "work"
+
+// auditedOrderBed starts a control plane whose audit log records the pods'
+// evictions and deletions, with the agent's identity installed, the
+// namespace orderNamespace and the node node-1; it returns the audit log's
+// path.
+func auditedOrderBed(t *testing.T) (*testenv.Env, string) {
+	t.Helper()
+	opts := testenv.Options{Controllers: true, Scheduler: true, Kwok: true}
+	var auditLog string
+	var err error
+	if opts.APIServerArgs, auditLog, err = testenv.AuditLog(t.TempDir(), testenv.PodsAuditPolicy); err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.StartForTest(t, opts)
+	if _, err := env.CreateNamespace(t.Context(), orderNamespace); err != nil {
+		t.Fatal(err)
+	}
+	installAgentIdentity(t, env)
+	if err := env.AddNode(t.Context(), "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	return env, auditLog
 }
