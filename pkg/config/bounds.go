@@ -51,7 +51,7 @@ const maxNodes = 100000
 // Bounds returns the bound of every number and size of the configuration,
 // in the order of the configuration reference.
 func Bounds() []Bound {
-	return []Bound{
+	b := []Bound{
 		floatBound("kubeAPIQPS", 1, 1000,
 			"below one request a second, the drain slot's renewals and a drain's evictions wait on the client; above 1000, one agent (one on every node) could flood the apiserver, with only API Priority and Fairness in its way, for nothing a node's drain needs",
 			func(c *Config) float64 { return float64(c.KubeAPIQPS) }),
@@ -86,16 +86,9 @@ func Bounds() []Bound {
 		lenBound("slots.pools", 100,
 			"the coordinator checks every node against every pool at each decision; a hundred pools is more than any fleet has racks or node groups",
 			func(c *Config) int { return len(c.Slots.Pools) }),
-		{
-			Key: "slots.pools[].limit", Min: "0 (no such limit)", Max: strconv.Itoa(maxNodes),
-			Why:   "as slots.limit",
-			check: checkPoolLimit,
-		},
-		{
-			Key: "slots.pools[].maxUnavailable", Min: "1, or 1%", Max: strconv.Itoa(maxNodes) + ", or 100%",
-			Why:   "a pool that allows no node unavailable never drains; as slots.limit for a count",
-			check: checkPoolMaxUnavailable,
-		},
+	}
+	b = append(b, poolBounds()...)
+	return append(b, []Bound{
 		durationBound("slots.heartbeatBound", 10*time.Second, time.Hour,
 			"the agent bumps its heartbeat every third of it: under 10s, an apiserver's restart or an agent's rollout loses slots; past an hour, a dead node holds its slot for that long",
 			func(c *Config) time.Duration { return c.Slots.HeartbeatBound.Duration }),
@@ -164,6 +157,32 @@ func Bounds() []Bound {
 		durationBound("reboot.loopBound", 0, 7*24*time.Hour,
 			"0 turns the loop guard off; past a week, a node that a kernel fix needs rebooted waits longer than a patch cycle",
 			func(c *Config) time.Duration { return c.Reboot.LoopBound.Duration }),
+	}...)
+}
+
+// poolBounds are the bounds of each slots.pools entry's numbers.
+func poolBounds() []Bound {
+	return []Bound{
+		{
+			Key: "slots.pools[].limit", Min: "0 (no such limit)", Max: strconv.Itoa(maxNodes),
+			Why:   "as slots.limit",
+			check: checkPoolLimit,
+		},
+		{
+			Key: "slots.pools[].maxUnavailable", Min: "1, or 1%", Max: strconv.Itoa(maxNodes) + ", or 100%",
+			Why:   "a pool that allows no node unavailable never drains; as slots.limit for a count",
+			check: checkPoolMaxUnavailable,
+		},
+		{
+			Key: "slots.pools[].maxUnhealthy", Min: "0, or 0%", Max: strconv.Itoa(maxNodes) + ", or 100%",
+			Why:   "0 stops new slots at the pool's first unhealthy node; as slots.limit for a count",
+			check: checkPoolMaxUnhealthy,
+		},
+		{
+			Key: "slots.pools[].maxDomains", Min: "0 (no such limit)", Max: strconv.Itoa(maxNodes),
+			Why:   "a failure domain has at least one node, so more domains than slots.limit's bound on nodes is a mistake",
+			check: checkPoolMaxDomains,
+		},
 	}
 }
 
@@ -253,21 +272,48 @@ func checkPoolLimit(c *Config) []error {
 func checkPoolMaxUnavailable(c *Config) []error {
 	var errs []error
 	for i, p := range c.Slots.Pools {
-		u := p.MaxUnavailable
-		if u == nil {
-			continue
+		if err := checkCountOrPercent(fmt.Sprintf("slots.pools[%d].maxUnavailable", i), p.MaxUnavailable, 1); err != nil {
+			errs = append(errs, err)
 		}
-		at := fmt.Sprintf("slots.pools[%d].maxUnavailable", i)
-		if u.Type == intstr.Int {
-			if u.IntVal < 1 || u.IntVal > maxNodes {
-				errs = append(errs, fmt.Errorf("%s %d: must be between 1 and %d", at, u.IntVal, maxNodes))
-			}
-			continue
+	}
+	return errs
+}
+
+func checkPoolMaxUnhealthy(c *Config) []error {
+	var errs []error
+	for i, p := range c.Slots.Pools {
+		if err := checkCountOrPercent(fmt.Sprintf("slots.pools[%d].maxUnhealthy", i), p.MaxUnhealthy, 0); err != nil {
+			errs = append(errs, err)
 		}
-		v, ok := strings.CutSuffix(u.StrVal, "%")
-		n, err := strconv.Atoi(v)
-		if !ok || err != nil || n < 1 || n > 100 {
-			errs = append(errs, fmt.Errorf("%s %q: want a count, or a percentage from 1%% to 100%%", at, u.StrVal))
+	}
+	return errs
+}
+
+// checkCountOrPercent checks u, at key at: nil, a count from least to
+// maxNodes, or a percentage from least% to 100%.
+func checkCountOrPercent(at string, u *intstr.IntOrString, least int) error {
+	if u == nil {
+		return nil
+	}
+	if u.Type == intstr.Int {
+		if int(u.IntVal) < least || u.IntVal > maxNodes {
+			return fmt.Errorf("%s %d: must be between %d and %d", at, u.IntVal, least, maxNodes)
+		}
+		return nil
+	}
+	v, ok := strings.CutSuffix(u.StrVal, "%")
+	n, err := strconv.Atoi(v)
+	if !ok || err != nil || n < least || n > 100 {
+		return fmt.Errorf("%s %q: want a count, or a percentage from %d%% to 100%%", at, u.StrVal, least)
+	}
+	return nil
+}
+
+func checkPoolMaxDomains(c *Config) []error {
+	var errs []error
+	for i, p := range c.Slots.Pools {
+		if p.MaxDomains < 0 || p.MaxDomains > maxNodes {
+			errs = append(errs, fmt.Errorf("slots.pools[%d].maxDomains %d: must be between 0 (no such limit) and %d", i, p.MaxDomains, maxNodes))
 		}
 	}
 	return errs

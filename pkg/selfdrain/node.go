@@ -204,3 +204,22 @@ func removeCondition(ctx context.Context, client kube.Interface, name string) (*
 	}
 	return n, nil
 }
+
+// CordonedByAgent reports whether node's cordon is node-agent's own: the
+// node is unschedulable, and its maintenance record (StatusAnnotation) says
+// that a maintenance that has not ended cordoned it and has not undone that
+// (drain.onTimeout uncordon). The drain slot coordinator's safety stop
+// (slots.pools[].maxUnhealthy) leaves such nodes out, as it does nodes that
+// hold a slot. A record that cannot be read says nothing: the cordon is
+// then someone else's, which keeps the safety stop on the safe side.
+//
+// The record is written with the node's own credentials, which may also
+// cordon and uncordon that node and report it Ready: a node that lies here
+// lies about nothing it could not make true itself.
+func CordonedByAgent(node *corev1.Node) bool {
+	if !node.Spec.Unschedulable {
+		return false
+	}
+	st, err := ParseStatus(node)
+	return err == nil && st.Active() && st.CordonedByAgent && st.UndoneAt == nil
+}
