@@ -186,7 +186,9 @@ type Output struct {
 // requests are served in the order coordinators saw them (Node.QueuedAt),
 // each when every pool it belongs to has room. A request that cannot
 // be served blocks the pools that are full for the requests behind it, and
-// only those: a later node of another pool goes on.
+// only those: a later node of another pool goes on. A request that waits
+// for a failure domain (Pool.MaxDomains) blocks no pool: a later node of a
+// domain that holds a slot goes on, so a zone drains its nodes together.
 func Decide(in Input) Output {
 	d := &decision{in: in, out: Output{Held: map[string]int{}, Waiting: map[string]int{}, Unhealthy: map[string]int{}}, holding: map[string]bool{}}
 	for _, node := range sortedKeys(in.Leases) {
