@@ -504,13 +504,30 @@ func (p *poolState) stopped(n *Node) string {
 	if p.MaxUnhealthy == nil {
 		return ""
 	}
-	others := slices.DeleteFunc(slices.Clone(p.unhealthy), func(s string) bool { return s == n.Name })
+	// n, waiting, holds no slot: when unhealthy, it is in p.unhealthy.
+	others := len(p.unhealthy)
+	if n.Unhealthy {
+		others--
+	}
 	limit := p.maxUnhealthy()
-	if len(others) <= limit {
+	if others <= limit {
 		return ""
 	}
+	// The answer names a few of them (nameSome), so that it changes, and
+	// is written again to every waiting node, only when those or the count
+	// change.
+	var named []string
+	for _, name := range p.unhealthy {
+		if name != n.Name && len(named) < NamedHolders {
+			named = append(named, name)
+		}
+	}
+	names := strings.Join(named, ", ")
+	if more := others - len(named); more > 0 {
+		names += fmt.Sprintf(" and %d more", more)
+	}
 	return fmt.Sprintf("pool %s: safety stop: %d of %d nodes are not Ready or cordoned other than by node-agent (%s), more than maxUnhealthy %s allows (%d); no new slot until they recover, and holders keep theirs",
-		p.Name, len(others), p.size, nameSome(others), p.MaxUnhealthy.String(), limit)
+		p.Name, others, p.size, names, p.MaxUnhealthy.String(), limit)
 }
 
 func (p *poolState) maxUnhealthy() int {

@@ -205,6 +205,14 @@ func TestDecideSafetyStop(t *testing.T) {
 		t.Errorf("granted %v, queued %v; want s granted and r stopped", out.Grant, queued(out))
 	}
 
+	// Many down: the answer names three and counts the rest, leaving out
+	// the node asking, so that it changes only when those do.
+	pools[1].Selector, pools[1].MaxUnhealthy = nil, &one
+	in = input(time.Minute, pools, sick(asking("a", time.Second, 0)), sick(idle("u1")), sick(idle("u2")), sick(idle("u3")), sick(idle("u4")), sick(idle("u5")))
+	if out := Decide(in); len(out.Grant) != 0 || !strings.Contains(out.Queue[0].Reason, "5 of 6 nodes are not Ready or cordoned other than by node-agent (u1, u2, u3 and 2 more)") {
+		t.Errorf("five others down: granted %v, queue %+v", out.Grant, out.Queue)
+	}
+
 	// Without maxUnhealthy, unhealthy nodes stop nothing.
 	in = input(time.Minute, []Pool{{Name: DefaultPool, Limit: 5}}, sick(idle("u1")), sick(idle("u2")), asking("r", time.Second, 0))
 	if out := Decide(in); !slices.Equal(out.Grant, []string{"r"}) || len(out.Stopped) != 0 {
