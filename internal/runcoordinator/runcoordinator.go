@@ -26,6 +26,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/events"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/reasontext"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/pkg/slots/election"
 )
@@ -118,7 +119,7 @@ func Run(ctx context.Context, o Options) error {
 		c := slots.NewCoordinator(slots.CoordinatorOptions{
 			Client: client, Namespace: cfg.Slots.Namespace, Pools: pools,
 			HeartbeatBound: cfg.Slots.HeartbeatBound.Duration, RebootHoldBound: cfg.Reboot.SlotHoldBound.Duration,
-			MaxHold: slots.MaxHold(cfg), MinRebootInterval: cfg.Reboot.MinInterval.Duration, Off: slots.Off(cfg), Clock: o.Clock, Logger: o.Logger, Recorder: recorder, Metrics: metrics,
+			MaxHold: slots.MaxHold(cfg), MinRebootInterval: cfg.Reboot.MinInterval.Duration, Off: slots.Off(cfg), OwnCordon: selfdrain.CordonedByAgent, Clock: o.Clock, Logger: o.Logger, Recorder: recorder, Metrics: metrics,
 		})
 		ready.setSynced(c.Synced)
 		defer ready.setSynced(nil)

@@ -69,7 +69,7 @@ func Bounds() []Bound {
 			func(c *Config) int { return len(c.Labeller.ObsoleteCPUModels) }),
 	}
 	bs = append(bs, drainBounds()...)
-	return append(bs, []Bound{
+	bs = append(bs, []Bound{
 		intBound("slots.limit", 1, maxNodes,
 			"at least one node must be able to drain; Kubernetes supports 5,000 nodes a cluster, and the bound keeps the coordinator's arithmetic small",
 			func(c *Config) int { return c.Slots.Limit }),
@@ -79,16 +79,9 @@ func Bounds() []Bound {
 		lenBound("slots.pools", 100,
 			"the coordinator checks every node against every pool at each decision; a hundred pools is more than any fleet has racks or node groups",
 			func(c *Config) int { return len(c.Slots.Pools) }),
-		{
-			Key: "slots.pools[].limit", Min: "0 (no such limit)", Max: strconv.Itoa(maxNodes),
-			Why:   "as slots.limit",
-			check: checkPoolLimit,
-		},
-		{
-			Key: "slots.pools[].maxUnavailable", Min: "1, or 1%", Max: strconv.Itoa(maxNodes) + ", or 100%",
-			Why:   "a pool that allows no node unavailable never drains; as slots.limit for a count",
-			check: checkPoolMaxUnavailable,
-		},
+	}...)
+	bs = append(bs, poolBounds()...)
+	return append(bs, []Bound{
 		durationBound("slots.heartbeatBound", 10*time.Second, time.Hour,
 			"the agent bumps its heartbeat every third of it: under 10s, an apiserver's restart or an agent's rollout loses slots; past an hour, a dead node holds its slot for that long",
 			func(c *Config) time.Duration { return c.Slots.HeartbeatBound.Duration }),
@@ -197,6 +190,32 @@ func drainBounds() []Bound {
 	}
 }
 
+// poolBounds are the bounds of each slots.pools entry's numbers.
+func poolBounds() []Bound {
+	return []Bound{
+		{
+			Key: "slots.pools[].limit", Min: "0 (no such limit)", Max: strconv.Itoa(maxNodes),
+			Why:   "as slots.limit",
+			check: checkPoolLimit,
+		},
+		{
+			Key: "slots.pools[].maxUnavailable", Min: "1, or 1%", Max: strconv.Itoa(maxNodes) + ", or 100%",
+			Why:   "a pool that allows no node unavailable never drains; as slots.limit for a count",
+			check: checkPoolMaxUnavailable,
+		},
+		{
+			Key: "slots.pools[].maxUnhealthy", Min: "0, or 0%", Max: strconv.Itoa(maxNodes) + ", or 100%",
+			Why:   "0 stops new slots at the pool's first unhealthy node; as slots.limit for a count",
+			check: checkPoolMaxUnhealthy,
+		},
+		{
+			Key: "slots.pools[].maxDomains", Min: "0 (no such limit)", Max: strconv.Itoa(maxNodes),
+			Why:   "a failure domain has at least one node, so more domains than slots.limit's bound on nodes is a mistake",
+			check: checkPoolMaxDomains,
+		},
+	}
+}
+
 // rangeError is the error of a value past its bound.
 func rangeError(b Bound, value string) error {
 	return fmt.Errorf("%s %s: must be between %s and %s (%s)", b.Key, value, b.Min, b.Max, b.Why)
@@ -293,21 +312,48 @@ func checkPoolLimit(c *Config) []error {
 func checkPoolMaxUnavailable(c *Config) []error {
 	var errs []error
 	for i, p := range c.Slots.Pools {
-		u := p.MaxUnavailable
-		if u == nil {
-			continue
+		if err := checkCountOrPercent(fmt.Sprintf("slots.pools[%d].maxUnavailable", i), p.MaxUnavailable, 1); err != nil {
+			errs = append(errs, err)
 		}
-		at := fmt.Sprintf("slots.pools[%d].maxUnavailable", i)
-		if u.Type == intstr.Int {
-			if u.IntVal < 1 || u.IntVal > maxNodes {
-				errs = append(errs, fmt.Errorf("%s %d: must be between 1 and %d", at, u.IntVal, maxNodes))
-			}
-			continue
+	}
+	return errs
+}
+
+func checkPoolMaxUnhealthy(c *Config) []error {
+	var errs []error
+	for i, p := range c.Slots.Pools {
+		if err := checkCountOrPercent(fmt.Sprintf("slots.pools[%d].maxUnhealthy", i), p.MaxUnhealthy, 0); err != nil {
+			errs = append(errs, err)
 		}
-		v, ok := strings.CutSuffix(u.StrVal, "%")
-		n, err := strconv.Atoi(v)
-		if !ok || err != nil || n < 1 || n > 100 {
-			errs = append(errs, fmt.Errorf("%s %q: want a count, or a percentage from 1%% to 100%%", at, u.StrVal))
+	}
+	return errs
+}
+
+// checkCountOrPercent checks u, at key at: nil, a count from least to
+// maxNodes, or a percentage from least% to 100%.
+func checkCountOrPercent(at string, u *intstr.IntOrString, least int) error {
+	if u == nil {
+		return nil
+	}
+	if u.Type == intstr.Int {
+		if int(u.IntVal) < least || u.IntVal > maxNodes {
+			return fmt.Errorf("%s %d: must be between %d and %d", at, u.IntVal, least, maxNodes)
+		}
+		return nil
+	}
+	v, ok := strings.CutSuffix(u.StrVal, "%")
+	n, err := strconv.Atoi(v)
+	if !ok || err != nil || n < least || n > 100 {
+		return fmt.Errorf("%s %q: want a count, or a percentage from %d%% to 100%%", at, u.StrVal, least)
+	}
+	return nil
+}
+
+func checkPoolMaxDomains(c *Config) []error {
+	var errs []error
+	for i, p := range c.Slots.Pools {
+		if p.MaxDomains < 0 || p.MaxDomains > maxNodes {
+			errs = append(errs, fmt.Errorf("slots.pools[%d].maxDomains %d: must be between 0 (no such limit) and %d", i, p.MaxDomains, maxNodes))
 		}
 	}
 	return errs

@@ -133,7 +133,21 @@ func TestValidate(t *testing.T) {
 			pct := intstr.FromString("10%")
 			c.Slots.Pools = []PoolConfig{{Name: "gpu", Selector: "gpu=true", Limit: 1}, {Name: "rack-a", Selector: "rack=a", MaxUnavailable: &pct}}
 		}},
-		{name: "pool without a limit", mutate: func(c *Config) { c.Slots.Pools = []PoolConfig{{Name: "gpu", Selector: "gpu=true"}} }, wantErr: "slots.pools[0]: set limit or maxUnavailable"},
+		{name: "pool without a limit", mutate: func(c *Config) { c.Slots.Pools = []PoolConfig{{Name: "gpu", Selector: "gpu=true"}} }, wantErr: "slots.pools[0]: set limit, maxUnavailable, maxUnhealthy or maxDomains"},
+		{name: "pool of zones is valid", mutate: func(c *Config) {
+			one := intstr.FromInt32(1)
+			c.Slots.Pools = []PoolConfig{{Name: "zones", Limit: 2, MaxDomains: 1, MaxUnhealthy: &one}, {Name: "racks", MaxDomains: 2, TopologyKey: "example.com/rack"}}
+		}},
+		{name: "pool with only a safety stop is valid", mutate: func(c *Config) {
+			zero := intstr.FromString("0%")
+			c.Slots.Pools = []PoolConfig{{Name: "all", MaxUnhealthy: &zero}}
+		}},
+		{name: "pool with a bad topology key", mutate: func(c *Config) {
+			c.Slots.Pools = []PoolConfig{{Name: "p", MaxDomains: 1, TopologyKey: "not a key"}}
+		}, wantErr: `slots.pools[0].topologyKey "not a key": not a label key`},
+		{name: "pool with a topology key and no maxDomains", mutate: func(c *Config) {
+			c.Slots.Pools = []PoolConfig{{Name: "p", Limit: 1, TopologyKey: "example.com/rack"}}
+		}, wantErr: `slots.pools[0].topologyKey "example.com/rack": set without maxDomains`},
 		{name: "pool named default", mutate: func(c *Config) { c.Slots.Pools = []PoolConfig{{Name: "default", Limit: 1}} }, wantErr: `slots.pools[0].name "default": taken`},
 		{name: "pool with a bad selector", mutate: func(c *Config) { c.Slots.Pools = []PoolConfig{{Name: "p", Selector: "a in (", Limit: 1}} }, wantErr: "slots.pools[0].selector"},
 		{name: "pool with a bad percentage", mutate: func(c *Config) {
@@ -435,5 +449,36 @@ func TestDrainPodRulesFlag(t *testing.T) {
 	// Cluster API's field names are not this list's.
 	if err := fs.Parse([]string{`--drain-pod-rules=[{"name":"db","namespaceSelector":{}}]`}); err == nil || !strings.Contains(err.Error(), `unknown field "namespaceSelector"`) {
 		t.Errorf("unknown field: %v", err)
+	}
+}
+
+// The failure domain and safety stop keys of a pool, as an admin writes
+// them in the ConfigMap.
+func TestParsePoolDomainsAndSafetyStop(t *testing.T) {
+	c, _, err := Parse([]byte(`
+slots:
+  pools:
+    - name: zones
+      limit: 2
+      maxDomains: 1
+      maxUnhealthy: "10%"
+    - name: racks
+      selector: rack
+      maxDomains: 2
+      topologyKey: example.com/rack
+      maxUnhealthy: 0
+`), Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, r := c.Slots.Pools[0], c.Slots.Pools[1]
+	if z.MaxDomains != 1 || z.TopologyKey != "" || z.MaxUnhealthy.String() != "10%" {
+		t.Errorf("pool zones %+v", z)
+	}
+	if r.MaxDomains != 2 || r.TopologyKey != "example.com/rack" || r.MaxUnhealthy == nil || r.MaxUnhealthy.IntValue() != 0 {
+		t.Errorf("pool racks %+v", r)
+	}
+	if _, _, err := Parse([]byte("slots:\n  pools: [{name: p, limit: 1, maxDomain: 1}]\n"), Default()); err == nil || !strings.Contains(err.Error(), "maxDomain") {
+		t.Errorf("a misspelt maxDomains: %v, want an error naming it", err)
 	}
 }

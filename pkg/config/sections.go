@@ -369,7 +369,25 @@ type PoolConfig struct {
 	// once (draining, not Ready or cordoned), as a count or a percentage
 	// ("10%", rounded down, at least 1).
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+	// MaxUnhealthy is the pool's safety stop: no new slot is granted while
+	// more than this many of the pool's nodes that hold no slot are not
+	// Ready, or are cordoned by someone other than node-agent's own
+	// maintenance, as a count or a percentage ("10%", rounded down, so a
+	// small pool stops at its first such node). The node asking is left
+	// out of the count; holders keep their slots. Unset: no safety stop.
+	MaxUnhealthy *intstr.IntOrString `json:"maxUnhealthy,omitempty"`
+	// MaxDomains is how many distinct failure domains (values of the
+	// label TopologyKey) may hold the pool's slots at once; 0 sets no such
+	// limit. A node without the label counts as a domain of its own.
+	MaxDomains int `json:"maxDomains,omitempty"`
+	// TopologyKey is the node label whose values are the failure domains
+	// MaxDomains counts; empty means DefaultTopologyKey.
+	TopologyKey string `json:"topologyKey,omitempty"`
 }
+
+// DefaultTopologyKey is the failure domain label slots.pools[].maxDomains
+// counts by default: the zone, as the kubelet or the cloud provider sets it.
+const DefaultTopologyKey = "topology.kubernetes.io/zone"
 
 // The values of drain.onTimeout.
 const (
@@ -570,9 +588,18 @@ func validatePools(pools []PoolConfig) []error {
 		if _, err := labels.Parse(p.Selector); err != nil {
 			errs = append(errs, fmt.Errorf("%s.selector %q: %w", at, p.Selector, err))
 		}
-		// The ranges of limit and maxUnavailable are Bounds'.
-		if p.Limit == 0 && p.MaxUnavailable == nil {
-			errs = append(errs, fmt.Errorf("%s: set limit or maxUnavailable, or the pool limits nothing", at))
+		// The ranges of limit, maxUnavailable, maxUnhealthy and
+		// maxDomains are Bounds'.
+		if p.Limit == 0 && p.MaxUnavailable == nil && p.MaxUnhealthy == nil && p.MaxDomains == 0 {
+			errs = append(errs, fmt.Errorf("%s: set limit, maxUnavailable, maxUnhealthy or maxDomains, or the pool limits nothing", at))
+		}
+		if p.TopologyKey != "" {
+			if msgs := validation.IsQualifiedName(p.TopologyKey); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("%s.topologyKey %q: not a label key: %s", at, p.TopologyKey, strings.Join(msgs, "; ")))
+			}
+			if p.MaxDomains == 0 {
+				errs = append(errs, fmt.Errorf("%s.topologyKey %q: set without maxDomains, so it limits nothing; set maxDomains (1: one domain at a time) or remove topologyKey", at, p.TopologyKey))
+			}
 		}
 	}
 	return errs

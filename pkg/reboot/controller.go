@@ -20,6 +20,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/events"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/metrics"
+	"github.com/node-agent/node-agent/pkg/nodecondition"
 	"github.com/node-agent/node-agent/pkg/reasontext"
 	"github.com/node-agent/node-agent/pkg/slots"
 )
@@ -617,21 +618,8 @@ func (c *Controller) removeRequest(ctx context.Context) error {
 }
 
 func (c *Controller) patchCondition(ctx context.Context, node *corev1.Node, status corev1.ConditionStatus, reason, message string, now metav1.Time) error {
-	transition := now
-	if cond := condition(node); cond != nil && cond.Status == status && !cond.LastTransitionTime.IsZero() {
-		transition = cond.LastTransitionTime
-	}
-	b, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{map[string]any{
-		"type": ConditionType, "status": status, "reason": reason, "message": reasontext.ForNode(message, reasontext.MaxMessage),
-		"lastHeartbeatTime": now, "lastTransitionTime": transition,
-	}}}})
-	if err != nil {
-		return err
-	}
-	if _, err := c.o.Client.CoreV1().Nodes().PatchStatus(ctx, c.o.NodeName, b); err != nil {
-		return fmt.Errorf("setting condition %s on Node %s: %w", ConditionType, c.o.NodeName, err)
-	}
-	return nil
+	_, err := nodecondition.Set(ctx, c.o.Client.CoreV1().Nodes(), c.o.NodeName, node, ConditionType, status, reason, message, now)
+	return err
 }
 
 // event records an Event on the Node, its message cut to

@@ -19,6 +19,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/events"
 	"github.com/node-agent/node-agent/pkg/evictionrequest"
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/nodecondition"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/reasontext"
 )
@@ -340,7 +341,9 @@ func (e *Engine) End(ctx context.Context, why string) error {
 		e.cancelVMs(ctx)
 		// The condition goes first: once the status is final, everything
 		// is undone, and a reader that waits for it sees the whole result.
-		written, err := removeCondition(ctx, e.Client, e.NodeName)
+		// The agent's conditions: UnderMaintenance and, after a shutdown
+		// drain, NodeShuttingDown.
+		written, err := nodecondition.Remove(ctx, e.Client.CoreV1().Nodes(), e.NodeName, ConditionType, ShuttingDownCondition)
 		if err != nil {
 			e.Logger.Warn("Could not remove the node condition", "err", err)
 		} else {

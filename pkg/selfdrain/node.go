@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/node-agent/node-agent/pkg/kube"
-	"github.com/node-agent/node-agent/pkg/reasontext"
+	"github.com/node-agent/node-agent/pkg/nodecondition"
 )
 
 // hasTaint reports whether node carries a NoSchedule taint with key.
@@ -150,57 +150,26 @@ func patchStatusAnnotation(ctx context.Context, client kube.Interface, name stri
 	return node, nil
 }
 
-// setCondition writes the UnderMaintenance condition with a strategic merge
-// patch on the status subresource (conditions merge on type).
+// setCondition writes the UnderMaintenance condition (pkg/nodecondition).
 func setCondition(ctx context.Context, client kube.Interface, name string, known *corev1.Node, status corev1.ConditionStatus, reason, message string, now metav1.Time) (*corev1.Node, error) {
-	return patchCondition(ctx, client, name, known, ConditionType, status, reason, message, now)
+	return nodecondition.Set(ctx, client.CoreV1().Nodes(), name, known, ConditionType, status, reason, message, now)
 }
 
-// patchCondition sets the condition typ. lastTransitionTime is the time the
-// status last changed, as the API conventions define it: a write that keeps
-// the status (Draining, then Drained, both True) keeps it too. known, when
-// not nil, is a recent copy of the Node (the informer's) to read the
-// condition's last transition from instead of a GET; the condition is the
-// agent's own, so only the agent changes it. The message is cut to
-// reasontext.MaxMessage: it may quote a reason someone else wrote. It
-// returns the Node as written.
-func patchCondition(ctx context.Context, client kube.Interface, name string, known *corev1.Node, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) (*corev1.Node, error) {
-	node := known
-	if node == nil {
-		var err error
-		if node, err = client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
-			return nil, fmt.Errorf("setting condition %s on Node %s: %w", typ, name, err)
-		}
+// CordonedByAgent reports whether node's cordon is node-agent's own: the
+// node is unschedulable, and its maintenance record (StatusAnnotation) says
+// that a maintenance that has not ended cordoned it and has not undone that
+// (drain.onTimeout uncordon). The drain slot coordinator's safety stop
+// (slots.pools[].maxUnhealthy) leaves such nodes out, as it does nodes that
+// hold a slot. A record that cannot be read says nothing: the cordon is
+// then someone else's, which keeps the safety stop on the safe side.
+//
+// The record is written with the node's own credentials, which may also
+// cordon and uncordon that node and report it Ready: a node that lies here
+// lies about nothing it could not make true itself.
+func CordonedByAgent(node *corev1.Node) bool {
+	if !node.Spec.Unschedulable {
+		return false
 	}
-	transition := now
-	for _, c := range node.Status.Conditions {
-		if c.Type == typ && c.Status == status && !c.LastTransitionTime.IsZero() {
-			transition = c.LastTransitionTime
-		}
-	}
-	cond := map[string]any{
-		"type": typ, "status": status, "reason": reason, "message": reasontext.ForNode(message, reasontext.MaxMessage),
-		"lastHeartbeatTime": now, "lastTransitionTime": transition,
-	}
-	b, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{cond}}})
-	if err != nil {
-		return nil, err
-	}
-	written, err := client.CoreV1().Nodes().PatchStatus(ctx, name, b)
-	if err != nil {
-		return nil, fmt.Errorf("setting condition %s on Node %s: %w", typ, name, err)
-	}
-	return written, nil
-}
-
-// removeCondition deletes the agent's conditions: UnderMaintenance and, after
-// a shutdown drain, NodeShuttingDown.
-// It returns the Node as written.
-func removeCondition(ctx context.Context, client kube.Interface, name string) (*corev1.Node, error) {
-	b := []byte(fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"$patch":"delete"},{"type":%q,"$patch":"delete"}]}}`, ConditionType, ShuttingDownCondition))
-	n, err := client.CoreV1().Nodes().PatchStatus(ctx, name, b)
-	if err != nil {
-		return nil, fmt.Errorf("removing conditions %s and %s from Node %s: %w", ConditionType, ShuttingDownCondition, name, err)
-	}
-	return n, nil
+	st, err := ParseStatus(node)
+	return err == nil && st.Active() && st.CordonedByAgent && st.UndoneAt == nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/node-agent/node-agent/pkg/nodecondition"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -85,7 +86,7 @@ func (e *Engine) RecordShutdownDrain(ctx context.Context, st *Status) ShutdownRe
 // setShutdownCondition sets NodeShuttingDown True with msg; End removes it
 // with UnderMaintenance.
 func (e *Engine) setShutdownCondition(ctx context.Context, msg string, now metav1.Time) error {
-	written, err := patchCondition(ctx, e.Client, e.NodeName, e.cached(), ShuttingDownCondition, corev1.ConditionTrue, ReasonPrepareForShutdown, msg, now)
+	written, err := nodecondition.Set(ctx, e.Client.CoreV1().Nodes(), e.NodeName, e.cached(), ShuttingDownCondition, corev1.ConditionTrue, ReasonPrepareForShutdown, msg, now)
 	if err == nil {
 		e.afterConditionWrite(ctx, written, now)
 	}

@@ -21,7 +21,12 @@ func Pools(d config.SlotsConfig) ([]Pool, error) {
 		if err != nil {
 			return nil, fmt.Errorf("slots.pools %s: selector %q: %w", p.Name, p.Selector, err)
 		}
-		pools = append(pools, Pool{Name: p.Name, Selector: sel, Limit: p.Limit, MaxUnavailable: p.MaxUnavailable})
+		key := p.TopologyKey
+		if key == "" {
+			key = config.DefaultTopologyKey
+		}
+		pools = append(pools, Pool{Name: p.Name, Selector: sel, Limit: p.Limit, MaxUnavailable: p.MaxUnavailable,
+			MaxUnhealthy: p.MaxUnhealthy, MaxDomains: p.MaxDomains, TopologyKey: key})
 	}
 	return pools, nil
 }

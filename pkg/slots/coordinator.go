@@ -43,6 +43,12 @@ type CoordinatorOptions struct {
 	MinRebootInterval time.Duration
 	// Off: see Input (Off(config) builds it).
 	Off map[Purpose]string
+	// OwnCordon reports whether a Node's cordon is node-agent's own
+	// maintenance's (pkg/selfdrain's CordonedByAgent, wired by
+	// internal/runcoordinator), which the pools' safety stop
+	// (Pool.MaxUnhealthy) does not count. Nil: no cordon is, so every
+	// cordoned node counts.
+	OwnCordon func(*corev1.Node) bool
 	// LeaseResync is how often the slot Leases are listed again, so that
 	// a Lease an admin deleted or changed is seen; the coordinator is
 	// their only writer and otherwise keeps them in memory.
@@ -78,6 +84,9 @@ type Coordinator struct {
 	// lastReboot is when the last reboot slot was granted, as far as this
 	// coordinator knows (its grants, and LastRebootLease at start).
 	lastReboot time.Time
+	// stopped are the pools whose safety stop held at the last decision,
+	// so that its start and end are logged once.
+	stopped map[string]bool
 }
 
 // LastRebootLease records, in its acquireTime, when the coordinator last
@@ -118,6 +127,7 @@ func NewCoordinator(o CoordinatorOptions) *Coordinator {
 			Name: "slots", Clock: o.Clock,
 		}),
 		seen: map[string]*observation{}, leases: map[string]Lease{}, written: map[string]writtenGrant{},
+		stopped: map[string]bool{},
 	}
 }
 
@@ -256,7 +266,7 @@ func (c *Coordinator) input() Input {
 		if !ok {
 			continue
 		}
-		n := &Node{Name: node.Name, Labels: node.Labels, Unavailable: node.Spec.Unschedulable || !ready(node)}
+		n := &Node{Name: node.Name, Labels: node.Labels, Unavailable: node.Spec.Unschedulable || !ready(node), Unhealthy: c.unhealthy(node)}
 		if req, err := ParseRequest(node); err == nil && req != nil {
 			if o := c.seen[node.Name]; o != nil && o.id == req.ID {
 				n.Request, n.Seen, n.LastBeat = req, o.seen, o.beat
@@ -315,6 +325,7 @@ func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 	in := c.input()
 	out := Decide(in)
 	c.o.Metrics.observe(out)
+	c.logStops(out)
 
 	// A released node's grant is cleared beside this decision's grants,
 	// not before them: the slot is free once its Lease is gone (the node
@@ -618,6 +629,35 @@ func (c *Coordinator) event(node, typ, reason, format string, args ...any) {
 		return
 	}
 	c.o.Recorder.Eventf(kube.NodeReference(node), typ, reason, format, args...)
+}
+
+// unhealthy says whether node counts toward its pools' safety stop: not
+// Ready, or cordoned other than by node-agent's own maintenance.
+func (c *Coordinator) unhealthy(node *corev1.Node) bool {
+	if !ready(node) {
+		return true
+	}
+	return node.Spec.Unschedulable && (c.o.OwnCordon == nil || !c.o.OwnCordon(node))
+}
+
+// logStops logs when a pool's safety stop starts and ends; the waiting
+// nodes' answers say it at every decision, and the metric
+// drain_slot_safety_stop shows it.
+func (c *Coordinator) logStops(out Output) {
+	now := map[string]bool{}
+	for _, p := range out.Stopped {
+		now[p] = true
+		if !c.stopped[p] {
+			c.log.Warn("Safety stop: no new drain slot is granted in the pool while too many of its nodes are not Ready or cordoned other than by node-agent",
+				"pool", p, "unhealthy", out.Unhealthy[p])
+		}
+	}
+	for p := range c.stopped {
+		if !now[p] {
+			c.log.Info("Safety stop lifted: drain slots are granted in the pool again", "pool", p, "unhealthy", out.Unhealthy[p])
+		}
+	}
+	c.stopped = now
 }
 
 func ready(node *corev1.Node) bool {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -28,6 +29,24 @@ type Pool struct {
 	// are not Ready or are cordoned for any other reason. A pool already
 	// short of nodes then lets no other node drain.
 	MaxUnavailable *intstr.IntOrString
+	// MaxUnhealthy, when set, is the safety stop: no new slot is granted
+	// in the pool while more than this many of its nodes are unhealthy
+	// (Node.Unhealthy), as a count or a percentage of the pool's nodes
+	// (rounded down, so a small pool stops at its first unhealthy node).
+	// Holders never count, nor does the node asking: a node an admin
+	// cordoned before asking for maintenance is not kept out by its own
+	// cordon. Holders keep their slots; only new grants stop.
+	MaxUnhealthy *intstr.IntOrString
+	// MaxDomains, when above 0, is how many distinct failure domains (the
+	// values of the label TopologyKey) may hold the pool's slots at once.
+	// A node of a domain that holds one already may take a slot when the
+	// other limits let it; a node of another domain waits while MaxDomains
+	// domains hold slots. A node without the label (or with an empty
+	// value) is a domain of its own (domainOf).
+	MaxDomains int
+	// TopologyKey is the label whose values are the failure domains
+	// MaxDomains counts.
+	TopologyKey string
 }
 
 func (p Pool) has(n *Node) bool {
@@ -40,6 +59,10 @@ type Node struct {
 	Labels map[string]string
 	// Unavailable: not Ready, or unschedulable (cordoned).
 	Unavailable bool
+	// Unhealthy: not Ready, or unschedulable for a reason that is not
+	// node-agent's own maintenance (the coordinator's OwnCordon says
+	// which). Pools' MaxUnhealthy counts these nodes, holders aside.
+	Unhealthy bool
 	// Request is the node's valid request, nil when it has none (or a
 	// malformed one, which counts as none).
 	Request *Request
@@ -149,6 +172,13 @@ type Output struct {
 	// Held and Waiting count, per pool, the nodes holding a slot and those
 	// waiting, after this decision.
 	Held, Waiting map[string]int
+	// Unhealthy counts, per pool, the unhealthy nodes that hold no slot
+	// (Node.Unhealthy), after this decision.
+	Unhealthy map[string]int
+	// Stopped names the pools whose safety stop (Pool.MaxUnhealthy) holds
+	// after this decision: more of their nodes are unhealthy than it
+	// allows, so only a node that is itself one of them could be granted.
+	Stopped []string
 }
 
 // Decide applies the rule: holders that lost their claim give their slot
@@ -156,9 +186,11 @@ type Output struct {
 // requests are served in the order coordinators saw them (Node.QueuedAt),
 // each when every pool it belongs to has room. A request that cannot
 // be served blocks the pools that are full for the requests behind it, and
-// only those: a later node of another pool goes on.
+// only those: a later node of another pool goes on. A request that waits
+// for a failure domain (Pool.MaxDomains) blocks no pool: a later node of a
+// domain that holds a slot goes on, so a zone drains its nodes together.
 func Decide(in Input) Output {
-	d := &decision{in: in, out: Output{Held: map[string]int{}, Waiting: map[string]int{}}, holding: map[string]bool{}}
+	d := &decision{in: in, out: Output{Held: map[string]int{}, Waiting: map[string]int{}, Unhealthy: map[string]int{}}, holding: map[string]bool{}}
 	for _, node := range sortedKeys(in.Leases) {
 		d.judgeHolder(node)
 	}
@@ -170,6 +202,12 @@ func Decide(in Input) Output {
 	}
 	for _, p := range d.pools {
 		d.out.Held[p.Name] = p.held
+		if p.MaxUnhealthy != nil {
+			d.out.Unhealthy[p.Name] = len(p.unhealthy)
+			if len(p.unhealthy) > p.maxUnhealthy() {
+				d.out.Stopped = append(d.out.Stopped, p.Name)
+			}
+		}
 	}
 	if !d.next.IsZero() {
 		d.out.Next = max(d.next.Sub(in.Now), time.Second)
@@ -230,12 +268,12 @@ func (d *decision) judgeHolder(node string) {
 	}
 }
 
-// countPools counts each pool's nodes, those holding a slot and the others
-// that are unavailable.
+// countPools counts each pool's nodes, those holding a slot (and their
+// failure domains) and the others that are unavailable or unhealthy.
 func (d *decision) countPools() {
 	d.pools = make([]poolState, len(d.in.Pools))
 	for i, p := range d.in.Pools {
-		d.pools[i] = poolState{Pool: p}
+		d.pools[i] = poolState{Pool: p, domains: map[string]int{}}
 	}
 	for _, name := range sortedKeys(d.in.Nodes) {
 		n := d.in.Nodes[name]
@@ -244,12 +282,15 @@ func (d *decision) countPools() {
 				continue
 			}
 			d.pools[i].size++
-			switch {
-			case d.holding[name]:
-				d.pools[i].held++
-				d.pools[i].holders = append(d.pools[i].holders, holder{node: name, since: d.in.Leases[name].AcquiredAt})
-			case n.Unavailable:
+			if d.holding[name] {
+				d.pools[i].take(n, d.in.Leases[name].AcquiredAt)
+				continue
+			}
+			if n.Unavailable {
 				d.pools[i].down++
+			}
+			if n.Unhealthy {
+				d.pools[i].unhealthy = append(d.pools[i].unhealthy, name)
 			}
 		}
 	}
@@ -318,11 +359,14 @@ func (d *decision) serve(n *Node) {
 		return
 	}
 	for i := range d.pools {
-		if d.pools[i].has(n) {
-			d.pools[i].held++
-			d.pools[i].holders = append(d.pools[i].holders, holder{node: n.Name, since: d.in.Now})
+		p := &d.pools[i]
+		if p.has(n) {
+			p.take(n, d.in.Now)
 			if n.Unavailable {
-				d.pools[i].down--
+				p.down--
+			}
+			if n.Unhealthy {
+				p.unhealthy = slices.DeleteFunc(p.unhealthy, func(s string) bool { return s == n.Name })
 			}
 		}
 	}
@@ -351,25 +395,38 @@ func (d *decision) rebootTooSoon(n *Node) string {
 // blockedBy says why n's pools have no room for it, or "": the first pool
 // that has none, with its holders and n's place in its queue (explain). A
 // full pool stays blocked for the requests behind n, which count n in its
-// queue.
+// queue. A pool whose failure domains are all taken (MaxDomains) is not
+// blocked by it: a later node of a domain that holds a slot may still go
+// on, so a zone drains its nodes together; n, of a new domain, waits, and
+// so does every node of a new domain behind it, until the domains that
+// hold slots give them all back. The first of them in the queue then goes
+// first.
 func (d *decision) blockedBy(n *Node) string {
 	reason := ""
+	waits := make([]bool, len(d.pools))
 	for i := range d.pools {
 		p := &d.pools[i]
 		if !p.has(n) {
 			continue
 		}
-		if why := p.full(); why != "" {
+		if why := p.full(n); why != "" {
 			p.blocked = true
 			if reason == "" {
 				reason = why + p.explain(true)
 			}
-		} else if p.blocked && reason == "" {
-			reason = fmt.Sprintf("pool %s: earlier requests wait first", p.Name) + p.explain(false)
+		} else if p.blocked {
+			if reason == "" {
+				reason = fmt.Sprintf("pool %s: earlier requests wait first", p.Name) + p.explain(false)
+			}
+		} else if why := p.noDomain(n); why != "" {
+			waits[i] = true
+			if reason == "" {
+				reason = why + p.explain(true)
+			}
 		}
 	}
 	for i := range d.pools {
-		if d.pools[i].has(n) && d.pools[i].blocked {
+		if d.pools[i].has(n) && (d.pools[i].blocked || waits[i]) {
 			d.pools[i].queued++
 		}
 	}
@@ -407,13 +464,27 @@ type poolState struct {
 	blocked          bool
 	// holders hold the pool's slots, this decision's grants included.
 	holders []holder
+	// domains counts the holders of each failure domain (domainOf).
+	domains map[string]int
+	// unhealthy names the pool's unhealthy nodes that hold no slot.
+	unhealthy []string
 	// queued counts the requests this decision left waiting for the
 	// pool: the place in its queue of the next one.
 	queued int
 }
 
-// full says why the pool has no room for one more node, or "".
-func (p *poolState) full() string {
+// take counts n as holding one of p's slots since since.
+func (p *poolState) take(n *Node, since time.Time) {
+	p.held++
+	p.holders = append(p.holders, holder{node: n.Name, since: since})
+	p.domains[p.domainOf(n)]++
+}
+
+// full says why the pool has no room for one more node, n, or "".
+func (p *poolState) full(n *Node) string {
+	if why := p.stopped(n); why != "" {
+		return why
+	}
 	if p.Limit > 0 && p.held >= p.Limit {
 		return fmt.Sprintf("pool %s: %d of %d nodes drain (limit)", p.Name, p.held, p.Limit)
 	}
@@ -425,6 +496,99 @@ func (p *poolState) full() string {
 		}
 	}
 	return ""
+}
+
+// stopped says why the pool's safety stop keeps n from a slot, or "": more
+// of the pool's nodes than MaxUnhealthy are unhealthy, n aside.
+func (p *poolState) stopped(n *Node) string {
+	if p.MaxUnhealthy == nil {
+		return ""
+	}
+	// n, waiting, holds no slot: when unhealthy, it is in p.unhealthy.
+	others := len(p.unhealthy)
+	if n.Unhealthy {
+		others--
+	}
+	limit := p.maxUnhealthy()
+	if others <= limit {
+		return ""
+	}
+	// The answer names a few of them (nameSome), so that it changes, and
+	// is written again to every waiting node, only when those or the count
+	// change.
+	var named []string
+	for _, name := range p.unhealthy {
+		if name != n.Name && len(named) < NamedHolders {
+			named = append(named, name)
+		}
+	}
+	names := strings.Join(named, ", ")
+	if more := others - len(named); more > 0 {
+		names += fmt.Sprintf(" and %d more", more)
+	}
+	return fmt.Sprintf("pool %s: safety stop: %d of %d nodes are not Ready or cordoned other than by node-agent (%s), more than maxUnhealthy %s allows (%d); no new slot until they recover, and holders keep theirs",
+		p.Name, others, p.size, names, p.MaxUnhealthy.String(), limit)
+}
+
+func (p *poolState) maxUnhealthy() int {
+	v, err := intstr.GetScaledValueFromIntOrPercent(p.MaxUnhealthy, p.size, false)
+	if err != nil {
+		// Validated when the configuration was read; stop at the
+		// first unhealthy node.
+		return 0
+	}
+	return max(v, 0)
+}
+
+// noDomain says why n must wait for a failure domain (MaxDomains), or "":
+// MaxDomains domains hold slots and n's is not one of them.
+func (p *poolState) noDomain(n *Node) string {
+	if p.MaxDomains <= 0 {
+		return ""
+	}
+	mine := p.domainOf(n)
+	if p.domains[mine] > 0 || len(p.domains) < p.MaxDomains {
+		return ""
+	}
+	names := make([]string, 0, len(p.domains))
+	for dom := range p.domains {
+		names = append(names, p.showDomain(dom))
+	}
+	slices.Sort(names)
+	return fmt.Sprintf("pool %s: %d of %d %s domains in maintenance (maxDomains): %s; this node's, %s, waits until one of them ends",
+		p.Name, len(p.domains), p.MaxDomains, p.TopologyKey, nameSome(names), p.showDomain(mine))
+}
+
+// domainOf is n's failure domain: the value of its TopologyKey label. A
+// node without the label, or with an empty value, is a domain of its own,
+// named after the node: its real domain is unknown, so it may be any, and
+// counting it as a domain of its own never counts fewer domains than are
+// really in maintenance. Counting every unlabelled node as one domain ""
+// could let two of them in two zones drain together under maxDomains 1;
+// refusing them a slot would keep their maintenance waiting for ever.
+func (p *poolState) domainOf(n *Node) string {
+	if v := n.Labels[p.TopologyKey]; v != "" {
+		return "=" + v
+	}
+	return "node/" + n.Name
+}
+
+// showDomain says a domain as domainOf makes it.
+func (p *poolState) showDomain(dom string) string {
+	if v, ok := strings.CutPrefix(dom, "="); ok {
+		return v
+	}
+	return fmt.Sprintf("node %s (no %s label)", strings.TrimPrefix(dom, "node/"), p.TopologyKey)
+}
+
+// nameSome names at most NamedHolders of names, in their order, and how
+// many more there are.
+func nameSome(names []string) string {
+	s := strings.Join(names[:min(len(names), NamedHolders)], ", ")
+	if more := len(names) - NamedHolders; more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
 }
 
 func (p *poolState) maxUnavailable() int {

@@ -17,7 +17,9 @@
 //     right on Leases at all.
 //   - Decide is the whole rule, a pure function: requests are served first
 //     come, first served within every pool's limit (slots.limit for the whole
-//     cluster, slots.pools for groups of nodes); a holder whose heartbeat
+//     cluster, slots.pools for groups of nodes, whose limits may also bound
+//     the failure domains in maintenance, maxDomains, and stop new grants
+//     while too many nodes are unhealthy, maxUnhealthy); a holder whose heartbeat
 //     has not changed for longer than slots.heartbeatBound (or, while
 //     its host reboots, reboot.slotHoldBound), whose Node is gone, or that has
 //     held its slot past its purpose's bound loses it, and the next node goes
@@ -60,6 +62,11 @@
 //   - revoke: the coordinator takes a slot back; release: the holder gives
 //     it back; hand-over: a freed slot goes to the next request.
 //   - pool: a group of nodes with a limit of its own (slots.pools).
+//   - failure domain (domain): a value of a pool's topologyKey label (the
+//     zone); maxDomains bounds how many hold the pool's slots at once.
+//   - safety stop: a pool grants no new slot while more of its nodes than
+//     maxUnhealthy are unhealthy: not Ready, or cordoned other than by
+//     node-agent's own maintenance; holders never count.
 //   - heartbeat: what an agent bumps while it holds a slot; one whose
 //     heartbeat stops for slots.heartbeatBound loses its slot. "Silence"
 //     means only an Alertmanager silence (pkg/silence).

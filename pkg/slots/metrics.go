@@ -1,6 +1,8 @@
 package slots
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/node-agent/node-agent/pkg/metrics"
@@ -14,6 +16,10 @@ type Metrics struct {
 	Grants      prometheus.Counter
 	Revocations prometheus.Counter
 	Leader      prometheus.Gauge
+	// Unhealthy and SafetyStop are per pool with slots.pools[].maxUnhealthy
+	// set.
+	Unhealthy  *prometheus.GaugeVec
+	SafetyStop *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them on reg when it is not
@@ -30,9 +36,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Drain slots taken back from a holder whose heartbeat stopped or that held past its bound."}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "drain_slot", Name: "coordinator_leader",
 			Help: "1 while this coordinator replica leads (decides), 0 otherwise."}),
+		Unhealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "drain_slot", Name: "unhealthy_nodes",
+			Help: "Nodes holding no drain slot that are not Ready or are cordoned other than by node-agent, by pool with slots.pools[].maxUnhealthy set."}, []string{"pool"}),
+		SafetyStop: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "drain_slot", Name: "safety_stop",
+			Help: "1 while the pool's safety stop holds (more unhealthy nodes than slots.pools[].maxUnhealthy): no new drain slot is granted in it."}, []string{"pool"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Held, m.Waiting, m.Grants, m.Revocations, m.Leader)
+		reg.MustRegister(m.Held, m.Waiting, m.Grants, m.Revocations, m.Leader, m.Unhealthy, m.SafetyStop)
 	}
 	return m
 }
@@ -45,6 +55,17 @@ func (m *Metrics) observe(out Output) {
 		m.Held.WithLabelValues(pool).Set(float64(n))
 		m.Waiting.WithLabelValues(pool).Set(float64(out.Waiting[pool]))
 	}
+	for pool, n := range out.Unhealthy {
+		m.Unhealthy.WithLabelValues(pool).Set(float64(n))
+		m.SafetyStop.WithLabelValues(pool).Set(float64(b2i(slices.Contains(out.Stopped, pool))))
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (m *Metrics) granted() {

@@ -43,6 +43,11 @@ const (
 	// clusterLimit is slots.limit; poolLimit the pool's.
 	clusterLimit = 2
 	poolLimit    = 1
+	// zonePool is a pool of every node whose slots may be held by nodes of
+	// zoneMaxDomains zones at once (slots.pools[].maxDomains); zoneOf
+	// says each node's zone.
+	zonePool       = "zones"
+	zoneMaxDomains = 1
 	// podsPerNode is each node's Deployment.
 	podsPerNode = 3
 	// fenceAnnotation is written by the bed only, to see how far a watch
@@ -108,6 +113,16 @@ func nodeNames(n int) []string {
 // inPool says whether node is in the pool poolName: every other node.
 func inPool(i int) bool { return i%2 == 1 }
 
+// zoneOf is node i's zone (its topology.kubernetes.io/zone label): three
+// zones in turn, and none for the last node, which pkg/slots counts as a
+// failure domain of its own.
+func zoneOf(i, n int) string {
+	if i == n-1 {
+		return ""
+	}
+	return "zone-" + string(rune('a'+i%3))
+}
+
 // newBed starts the control plane and everything on it but the agents and
 // coordinators.
 func newBed(t *testing.T, n int, seed uint64) *bed {
@@ -142,6 +157,9 @@ func newBed(t *testing.T, n int, seed uint64) *bed {
 		labels := map[string]string{}
 		if inPool(i) {
 			labels[poolLabel] = poolName
+		}
+		if z := zoneOf(i, len(b.nodes)); z != "" {
+			labels[config.DefaultTopologyKey] = z
 		}
 		if err := env.AddNode(ctx, node, testenv.WithNodeLabels(labels)); err != nil {
 			t.Fatal(err)
@@ -230,7 +248,8 @@ func baseConfig() config.Config {
 	cfg.Shutdown.Enabled = false
 	cfg.Maintenance.NodeMaintenance = true
 	cfg.Slots.Limit = clusterLimit
-	cfg.Slots.Pools = []config.PoolConfig{{Name: poolName, Selector: poolLabel + "=" + poolName, Limit: poolLimit}}
+	cfg.Slots.Pools = []config.PoolConfig{{Name: poolName, Selector: poolLabel + "=" + poolName, Limit: poolLimit},
+		{Name: zonePool, MaxDomains: zoneMaxDomains}}
 	// The shortest the configuration allows: a silent agent's slot goes
 	// on within the run.
 	cfg.Slots.HeartbeatBound = metav1.Duration{Duration: 10 * time.Second}

@@ -24,6 +24,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
@@ -68,11 +69,53 @@ func (s stream) String() string {
 type pool struct {
 	name     string
 	selector labels.Selector // nil: every node
-	limit    int
+	limit    int             // 0: none
+	// maxDomains bounds the distinct values of topologyKey among the
+	// pool's holders; 0: none.
+	maxDomains  int
+	topologyKey string
 }
 
 func (p pool) has(l map[string]string) bool {
 	return p.selector == nil || p.selector.Matches(labels.Set(l))
+}
+
+// domains are the failure domains of nodes, p's holders: the values of
+// p.topologyKey, and each node without one on its own (as pkg/slots counts
+// them).
+func (p pool) domains(nodes []string, labelsOf func(string) map[string]string) []string {
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if z := labelsOf(n)[p.topologyKey]; z != "" {
+			seen[z] = true
+		} else {
+			seen["(node "+n+")"] = true
+		}
+	}
+	return sortedNodes(seen)
+}
+
+// checkHolders checks P1 or P2 (what), the limit, and P9 or P10 (domains),
+// the failure domains, for the holders of one pool.
+func (c *checker) checkHolders(p pool, holders []string, limitRule, domainRule, what string, rv int64) {
+	if p.limit > 0 && len(holders) > p.limit {
+		c.violate(limitRule, "at resourceVersion %d, %d %s pool %s (%s), its limit is %d",
+			rv, len(holders), what, p.name, strings.Join(holders, ", "), p.limit)
+	}
+	if p.maxDomains == 0 {
+		return
+	}
+	doms := p.domains(holders, func(n string) map[string]string {
+		if st := c.nodes[n]; st != nil {
+			return st.labels
+		}
+		return nil
+	})
+	c.stats.mostDomains[p.name] = max(c.stats.mostDomains[p.name], len(doms))
+	if len(doms) > p.maxDomains {
+		c.violate(domainRule, "at resourceVersion %d, %s pool %s (%s) are in %d failure domains (%s), its maxDomains is %d",
+			rv, what, p.name, strings.Join(holders, ", "), len(doms), strings.Join(doms, ", "), p.maxDomains)
+	}
 }
 
 // nodeState is what the checker knows of one Node.
@@ -172,6 +215,9 @@ type stats struct {
 	releasesChecked                    int
 	mostHolding                        map[string]int
 	mostLeases                         map[string]int
+	// mostDomains is, per pool with maxDomains, the most failure domains
+	// seen holding its grants or Leases at once.
+	mostDomains map[string]int
 }
 
 type checker struct {
@@ -210,12 +256,13 @@ func newChecker(seed uint64) *checker {
 		panic(err)
 	}
 	return &checker{
-		seed:    seed,
-		pools:   []pool{{name: slots.DefaultPool, limit: clusterLimit}, {name: poolName, selector: sel, limit: poolLimit}},
+		seed: seed,
+		pools: []pool{{name: slots.DefaultPool, limit: clusterLimit}, {name: poolName, selector: sel, limit: poolLimit},
+			{name: zonePool, maxDomains: zoneMaxDomains, topologyKey: config.DefaultTopologyKey}},
 		changed: make(chan struct{}), nodes: map[string]*nodeState{},
 		leases: map[string]*coordinationv1.Lease{}, leaseHist: map[string][]leaseMark{}, deleting: map[types.UID]bool{},
 		progress: make([]int64, streams), nmObjects: map[stream]map[string]*unstructured.Unstructured{}, nmHist: map[stream]map[string][]nmMark{},
-		stats: stats{mostHolding: map[string]int{}, mostLeases: map[string]int{}},
+		stats: stats{mostHolding: map[string]int{}, mostLeases: map[string]int{}, mostDomains: map[string]int{}},
 	}
 }
 
@@ -494,10 +541,7 @@ func (c *checker) node(typ watch.EventType, n *corev1.Node) {
 			}
 		}
 		c.stats.mostHolding[p.name] = max(c.stats.mostHolding[p.name], len(holders))
-		if len(holders) > p.limit {
-			c.violate("P1 grants within the limit", "at resourceVersion %d, %d nodes of pool %s hold a Granted grant (%s), its limit is %d",
-				rv, len(holders), p.name, strings.Join(holders, ", "), p.limit)
-		}
+		c.checkHolders(p, holders, "P1 grants within the limit", "P9 grants within maxDomains", "nodes holding a Granted grant in", rv)
 	}
 	c.checkIdle(st)
 	// P5: a drain runs only in a slot. The drain engine writes phase
@@ -662,10 +706,7 @@ func (c *checker) lease(typ watch.EventType, l *coordinationv1.Lease) {
 			}
 		}
 		c.stats.mostLeases[p.name] = max(c.stats.mostLeases[p.name], len(holders))
-		if len(holders) > p.limit {
-			c.violate("P2 slot Leases within the limit", "at resourceVersion %d, %d slot Leases are held by nodes of pool %s (%s), its limit is %d",
-				rv, len(holders), p.name, strings.Join(holders, ", "), p.limit)
-		}
+		c.checkHolders(p, holders, "P2 slot Leases within the limit", "P10 slot Leases within maxDomains", "nodes holding a slot Lease in", rv)
 	}
 }
 

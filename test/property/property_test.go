@@ -44,9 +44,10 @@ const (
 // reboot annotation, sentinel files), agents killed (their context
 // cancelled, as SIGTERM does) and restarted, and the leading coordinator
 // killed and restarted, against kwok nodes with one in-process agent each
-// and two coordinators, slots.limit 2 and a pool of half the
-// nodes limited to 1. On every change of a Node, a slot Lease or a workload
-// pod it checks:
+// and two coordinators, slots.limit 2, a pool of half the
+// nodes limited to 1, and a pool of every node limited to one zone
+// (maxDomains 1; the nodes are in three zones, and one has no zone label).
+// On every change of a Node, a slot Lease or a workload pod it checks:
 //
 //	P1 per pool, no more nodes hold a Granted grant than its limit;
 //	P2 per pool, no more slot Leases exist than its limit;
@@ -63,7 +64,11 @@ const (
 //	   the agent that comes next, or to the coordinator once it has been
 //	   without a heartbeat for slots.heartbeatBound;
 //	P8 a node holds a slot only to use it: its agent renews the request of
-//	   a slot at most once while nothing drains or reboots the node.
+//	   a slot at most once while nothing drains or reboots the node;
+//	P9 per pool with maxDomains, the nodes that hold a Granted grant are in
+//	   no more failure domains than it (a node without the zone label
+//	   counts as a domain of its own);
+//	P10 per pool with maxDomains, so are the nodes that hold a slot Lease.
 //
 // At the end every request is withdrawn and everything down restarted;
 // then every node must come back uncordoned and untainted, with no request,
@@ -151,9 +156,9 @@ func TestDrainSlotProperties(t *testing.T) {
 	c.mu.Lock()
 	st := c.stats
 	c.mu.Unlock()
-	t.Logf("seed %d: %d events; %d grants (%d revoked), %d reboots, %d leader changes; checked %d evictions, %d grants against their Leases, %d Leases gone, %d Running records, %d slots given back; most nodes holding a grant at once: %v (limits %s %d, %s %d); most slot Leases at once: %v",
+	t.Logf("seed %d: %d events; %d grants (%d revoked), %d reboots, %d leader changes; checked %d evictions, %d grants against their Leases, %d Leases gone, %d Running records, %d slots given back; most nodes holding a grant at once: %v (limits %s %d, %s %d); most slot Leases at once: %v; most zones holding slots at once: %v (maxDomains %d)",
 		seed, s.count, st.grants, st.revocations, b.rebootCount(), st.leaderChanges, st.evictionsChecked, st.grantsChecked, st.leasesChecked, st.statusWrites, st.releasesChecked,
-		st.mostHolding, slots.DefaultPool, clusterLimit, poolName, poolLimit, st.mostLeases)
+		st.mostHolding, slots.DefaultPool, clusterLimit, poolName, poolLimit, st.mostLeases, st.mostDomains, zoneMaxDomains)
 }
 
 func seedFromEnv(t *testing.T) uint64 {
