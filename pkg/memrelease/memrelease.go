@@ -3,13 +3,13 @@
 // binary that start-up read (package initialisation, the first list and
 // watch, the first labelling) and that an idle agent does not touch again.
 //
-// Those binary pages are clean and backed by the file. Releasing them
-// removes them from the process's page table (and so from its RSS) and,
-// where no other process maps them, from the page cache too; later reads
-// fetch single pages, not the read-ahead around them. Of the 21 MiB of the
-// binary resident after start-up, an idle agent referenced about 4 MiB in
-// 30 s (issue 43). A page read again later is mapped again from the page
-// cache, or read from the file.
+// Those binary pages are clean and backed by the file: releasing them
+// removes them from the process's page table (and so from its RSS), not
+// from the page cache, where the kernel reclaims pages no process maps
+// before those that are mapped. Of the 21 MiB of the binary resident after
+// start-up, an idle agent referenced about 4 MiB in 30 s (issue 43). A page
+// read again later is mapped again from the page cache, or read from the
+// file.
 package memrelease
 
 import (

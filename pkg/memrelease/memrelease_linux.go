@@ -8,18 +8,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pageOutBinary gives back the pages of the binary's clean read-only
-// mappings, in three steps on each:
-//   - MADV_RANDOM: a page read again later is read alone, without the
-//     read-ahead that would map its neighbours too;
-//   - MADV_PAGEOUT: the kernel reclaims the pages from the page cache
-//     too, except those another process maps (a second process on the same
-//     file; a node's one agent has none). A kernel before 5.4 does not
-//     know it, and then only the next step is done;
-//   - MADV_DONTNEED: whatever is still mapped leaves the page table.
-//
-// The mappings are private and never written, so the next read of a page
-// maps it again from the page cache or the file: nothing is lost.
+// pageOutBinary unmaps the pages of the binary's clean read-only mappings
+// (madvise MADV_DONTNEED). For a private mapping of a file that was never
+// written, the next read maps the file's page again, so nothing is lost.
+// MADV_PAGEOUT would also drop the pages from the page cache, but skips
+// every page another process maps, as a second agent on the same file
+// does.
 func pageOutBinary() error {
 	exe, err := os.Executable()
 	if err != nil {
@@ -35,22 +29,9 @@ func pageOutBinary() error {
 	}
 	var errs []error
 	for _, r := range ranges {
-		if err := madvise(r, unix.MADV_RANDOM, "MADV_RANDOM"); err != nil {
-			errs = append(errs, err)
-		}
-		if err := madvise(r, unix.MADV_PAGEOUT, "MADV_PAGEOUT"); err != nil && !errors.Is(err, unix.EINVAL) {
-			errs = append(errs, err)
-		}
-		if err := madvise(r, unix.MADV_DONTNEED, "MADV_DONTNEED"); err != nil {
-			errs = append(errs, err)
+		if _, _, e := unix.Syscall(unix.SYS_MADVISE, r.start, r.end-r.start, unix.MADV_DONTNEED); e != 0 {
+			errs = append(errs, fmt.Errorf("madvise(%#x, %d, MADV_DONTNEED): %w", r.start, r.end-r.start, e))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func madvise(r addrRange, advice uintptr, name string) error {
-	if _, _, e := unix.Syscall(unix.SYS_MADVISE, r.start, r.end-r.start, advice); e != 0 {
-		return fmt.Errorf("madvise(%#x, %d, %s): %w", r.start, r.end-r.start, name, e)
-	}
-	return nil
 }

@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -57,11 +56,11 @@ func BenchmarkFootprint(b *testing.B) {
 
 		onDir := filepath.Join(dir, "on")
 		start := time.Now()
-		a := startAgent(b, env, copyBinaries(b, agentBin), on, onDir)
+		a := startAgent(b, env, agentBin, on, onDir)
 		f.cold = waitLabels(b, env, a, on, start)
 		f.daemonDiscoveryPeak = procStatus(a.Cmd.Process.Pid, "VmHWM")
 		offDir := filepath.Join(dir, "off")
-		aOff := startAgent(b, env, copyBinaries(b, agentBin), off, offDir, "--labeller-enabled=false")
+		aOff := startAgent(b, env, agentBin, off, offDir, "--labeller-enabled=false")
 		aOff.WaitReady(b)
 		machine := startLogindAgent(ctx, b, env, agentBin, inMachine)
 
@@ -288,32 +287,4 @@ func mibString(n int64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.1f MiB", mib(n))
-}
-
-// copyBinaries copies the agent and its discovery helper into a directory
-// of their own, so that each agent of the benchmark maps its own file, as
-// the one agent of a node does: the pages of a file that two processes
-// map are not given back by either (pkg/memrelease).
-func copyBinaries(b *testing.B, agentBin string) string {
-	b.Helper()
-	dir := b.TempDir()
-	for _, src := range []string{agentBin, testenv.HelperBinary(agentBin)} {
-		data, err := os.ReadFile(src)
-		if err != nil {
-			b.Fatal(err)
-		}
-		// Written back before it runs, as an image's file is: the kernel
-		// does not page out a dirty page.
-		f, err := os.OpenFile(filepath.Join(dir, filepath.Base(src)), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := f.Write(data); err != nil {
-			b.Fatal(err)
-		}
-		if err := errors.Join(f.Sync(), f.Close()); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return filepath.Join(dir, filepath.Base(agentBin))
 }

@@ -38,8 +38,12 @@ func (b *bed) testUsage(t *testing.T) {
 	peak := readInt(t, filepath.Join(memCg, "memory.max_usage_in_bytes"))
 	stat := readKV(t, filepath.Join(memCg, "memory.stat"))
 	status := readKV(t, fmt.Sprintf("/proc/%d/status", pid))
-	t.Logf("agent container after %s idle: cgroup memory usage %.1f MiB (rss %.1f MiB, cache %.1f MiB), peak %.1f MiB; agent VmRSS %s, VmHWM %s; CPU %.1f millicores over the %s",
-		idle, mib(usage), mib(stat["total_rss"]), mib(stat["total_cache"]), mib(peak),
+	// The working set is what kubectl top and the kubelet's eviction
+	// count (cAdvisor): the usage less the inactive file pages, which the
+	// kernel reclaims first.
+	t.Logf("agent container after %s idle: cgroup memory usage %.1f MiB (rss %.1f MiB, cache %.1f MiB, of which inactive %.1f MiB), working set %.1f MiB, peak %.1f MiB; agent VmRSS %s, VmHWM %s; CPU %.1f millicores over the %s",
+		idle, mib(usage), mib(stat["total_rss"]), mib(stat["total_cache"]), mib(stat["total_inactive_file"]),
+		mib(usage)-mib(stat["total_inactive_file"]), mib(peak),
 		status["VmRSS"], status["VmHWM"], float64(cpu1-cpu0)/float64(wall.Nanoseconds())*1000, wall.Round(time.Second))
 }
 
