@@ -15,11 +15,13 @@ import (
 var agentBinary string
 
 // The tests that call t.Parallel spend most of their time waiting out a
-// bound (a drain timeout, deleteAfter, a heartbeat or blocker bound), not
-// working. Each has its own control plane, so they wait side by side once
-// the others have run, two at a time on a 2-core machine (go test's
-// -parallel defaults to GOMAXPROCS). A test that measures how long
-// something takes, or sets the environment, stays serial.
+// bound (a drain timeout, deleteAfter, a heartbeat or blocker bound, a PDB
+// that still counts a killed eviction), not working. Each has its own
+// control plane, so they wait side by side once the others have run, two
+// at a time on a 2-core machine (go test's -parallel defaults to
+// GOMAXPROCS). A test that measures how long something takes, whose
+// timing is fixed in advance (TestMaintenanceGate's gate opens at a set
+// time), or that sets the environment, stays serial.
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }

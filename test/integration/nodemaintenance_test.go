@@ -424,7 +424,10 @@ func TestNodeMaintenancePDBBlocked(t *testing.T) {
 // TestDrainResumesAfterAgentRestart, the pods start slowly under a PDB that
 // allows one disruption at a time, so the kill lands while the drain runs,
 // once the object shows progress and the counts.
+// It waits most of its time for the PDB to forget the killed eviction
+// (TestMain: the waiting tests run side by side).
 func TestNodeMaintenanceResumesAfterKill(t *testing.T) {
+	t.Parallel()
 	b := newNMBed(t, false)
 	c := b.env.Client()
 	const replicas = 12

@@ -463,7 +463,10 @@ func TestDrainTimeoutUncordon(t *testing.T) {
 // allows one disruption at a time, so the drain takes at least eleven
 // seconds (see createSlowStartDeployment) and the kill lands while it runs,
 // after the first pods have gone.
+// It waits most of its time for the slow pods and the PDB (TestMain: the
+// waiting tests run side by side).
 func TestDrainResumesAfterAgentRestart(t *testing.T) {
+	t.Parallel()
 	b := newDrainBed(t)
 	c := b.env.Client()
 	const replicas = 12
