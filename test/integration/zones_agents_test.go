@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -39,36 +37,18 @@ func TestAgentsDrainZoneByZone(t *testing.T) {
 	}
 	installAgentIdentity(t, env)
 	zoneOf := map[string]string{}
-	addZone := func(z string, nodes ...string) {
-		t.Helper()
-		if err := env.AddNodes(ctx, nodes, testenv.WithNodeLabels(map[string]string{config.DefaultTopologyKey: z})); err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range nodes {
-			zoneOf[n] = z
-		}
-	}
 	// The held pod first, so that it lands on zone-a-1.
-	addZone("zone-a", "zone-a-1")
+	addZonedNodes(t, env, zoneOf, "zone-a", "zone-a-1")
 	testenv.CreateDeployment(ctx, t, c, ns, "db", 1, "zone-a-1")
 	testenv.WaitRunningOn(ctx, t, c, ns, "zone-a-1", 1)
 	testenv.CreatePDB(ctx, t, c, ns, "db", testenv.MaxUnavailable(0), 1, 0)
-	addZone("zone-a", "zone-a-2")
-	addZone("zone-b", "zone-b-1", "zone-b-2")
-	addZone("zone-c", "zone-c-1", "zone-c-2")
+	addZonedNodes(t, env, zoneOf, "zone-a", "zone-a-2")
+	addZonedNodes(t, env, zoneOf, "zone-b", "zone-b-1", "zone-b-2")
+	addZonedNodes(t, env, zoneOf, "zone-c", "zone-c-1", "zone-c-2")
 	nodes := slices.Sorted(maps.Keys(zoneOf))
 
 	leases := watchSlotLeases(t, c)
-	leases.check = func(holders []string) error {
-		zones := map[string]bool{}
-		for _, h := range holders {
-			zones[zoneOf[h]] = true
-		}
-		if len(zones) > 1 {
-			return fmt.Errorf("nodes of %d zones hold slots at once: %v", len(zones), holders)
-		}
-		return nil
-	}
+	leases.check = oneZoneAtATime(zoneOf)
 	args := []string{"--slots-limit=6", `--slots-pools=[{"name":"zones","selector":"","limit":2,"maxDomains":1,"maxUnhealthy":0}]`}
 	var agents []*agentProcess
 	for _, n := range nodes {

@@ -49,31 +49,14 @@ import (
 // it waits for the zone in maintenance (maxDomains).
 func TestSlotsDrainZoneByZone(t *testing.T) {
 	env := fullEnv(t)
-	ctx := t.Context()
 	c := env.Client()
 	zoneOf := map[string]string{}
 	for _, z := range []string{"a", "b", "c"} {
-		nodes := []string{"zone-" + z + "-1", "zone-" + z + "-2"}
-		if err := env.AddNodes(ctx, nodes, testenv.WithNodeLabels(map[string]string{config.DefaultTopologyKey: "zone-" + z})); err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range nodes {
-			zoneOf[n] = "zone-" + z
-		}
+		addZonedNodes(t, env, zoneOf, "zone-"+z, "zone-"+z+"-1", "zone-"+z+"-2")
 	}
 	startCoordinator(t, env, "--slots-limit=6", `--slots-pools=[{"name":"zones","selector":"","limit":2,"maxDomains":1}]`)
 	leases := watchSlotLeases(t, c)
-	// Every change of the holders: never two zones.
-	leases.check = func(holders []string) error {
-		zones := map[string]bool{}
-		for _, h := range holders {
-			zones[zoneOf[h]] = true
-		}
-		if len(zones) > 1 {
-			return fmt.Errorf("nodes of %d zones hold slots at once: %v", len(zones), holders)
-		}
-		return nil
-	}
+	leases.check = oneZoneAtATime(zoneOf)
 
 	asked := map[string]*heldRequest{}
 	for _, n := range []string{"zone-a-1", "zone-b-1", "zone-c-1", "zone-a-2", "zone-b-2", "zone-c-2"} {
@@ -319,6 +302,33 @@ type leaseChange struct {
 	node  string
 	added bool
 	rv    int64
+}
+
+// addZonedNodes adds kwok nodes labelled with zone as their failure domain
+// (config.DefaultTopologyKey), and notes their zone in zoneOf.
+func addZonedNodes(t *testing.T, env *testenv.Env, zoneOf map[string]string, zone string, nodes ...string) {
+	t.Helper()
+	if err := env.AddNodes(t.Context(), nodes, testenv.WithNodeLabels(map[string]string{config.DefaultTopologyKey: zone})); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		zoneOf[n] = zone
+	}
+}
+
+// oneZoneAtATime is a leaseWatch check: at every change of the holders,
+// never nodes of two zones (zoneOf) hold slots at once.
+func oneZoneAtATime(zoneOf map[string]string) func(holders []string) error {
+	return func(holders []string) error {
+		zones := map[string]bool{}
+		for _, h := range holders {
+			zones[zoneOf[h]] = true
+		}
+		if len(zones) > 1 {
+			return fmt.Errorf("nodes of %d zones hold slots at once: %v", len(zones), holders)
+		}
+		return nil
+	}
 }
 
 // watchSlotLeases starts a leaseWatch, from the slot Leases there are now,
