@@ -2,15 +2,11 @@ package integration
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/node-agent/node-agent/pkg/config"
@@ -156,44 +152,9 @@ func coordinatorMetric(t *testing.T, env *testenv.Env, series string) float64 {
 // returns the grant.
 func holdSlot(t *testing.T, c kubernetes.Interface, node string) *slots.Grant {
 	t.Helper()
-	req := slots.Request{Purpose: slots.PurposeMaintenance, ID: "test-" + node, RequestedAt: time.Now().UTC().Truncate(time.Second)}
-	write := func(ctx context.Context, r slots.Request) error {
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{slots.RequestAnnotation: r.Encode()}}})
-		if err != nil {
-			return err
-		}
-		_, err = c.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
-		return err
-	}
-	if err := write(t.Context(), req); err != nil {
-		t.Fatal(err)
-	}
-	var g *slots.Grant
-	testenv.WaitFor(t, time.Minute, node+" granted a drain slot", func() (bool, error) {
-		var err error
-		g, err = slots.ParseGrant(getNode(t, c, node))
-		return err == nil && g.Answers(&req) && g.State == slots.Granted, err
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// A beat every 10 s, well inside slots.heartbeatBound (1m).
-		tick := time.NewTicker(10 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			req.Heartbeat++
-			if err := write(ctx, req); err != nil && ctx.Err() == nil {
-				t.Logf("renewing %s's drain slot request: %v", node, err)
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	h := askForSlot(t, c, node)
+	h.waitGranted(t, c)
+	g := grantOn(t, c, node)
 	t.Logf("%s holds drain slot %s", node, g.Slot)
 	return g
 }
