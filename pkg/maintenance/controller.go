@@ -52,6 +52,12 @@ type Controller struct {
 	// badRequest is, the same way, the last refused value of the
 	// maintenance annotation reported; "" once the value is accepted again.
 	badRequest string
+	// badOwners is the same for each owner annotation, by key.
+	badOwners map[string]string
+	// sent is the requesters list the controller last wrote, and sentOver
+	// the value the Node showed before that write: while the cache still
+	// shows sentOver, sent is the list (requesters_sync.go).
+	sent, sentOver string
 
 	mu sync.Mutex
 	// active is the drain running now, if any.
@@ -182,34 +188,43 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 			return nil
 		}
 		objs = c.nodeMaintenance.Objects()
-		req.Object = primaryObject(objs)
+		req.Object, req.Objects = primaryObject(objs), objs
 	}
 	// The record as the engine last wrote it, until the cache shows that
 	// write (ownwrite.go): a drain that just finished is not resumed.
 	st, perr := c.readStatus(c.engine.OwnView(node, mark))
+	recorded := c.recordedRequesters(node)
 	if refusal != nil {
 		req.Annotation = c.refuse(refusal, st, perr)
 	} else {
 		c.badRequest = ""
 	}
+	req.Owners = c.owners(node, recorded)
 	if c.nodeMaintenance != nil {
 		// Finalizer first: an object the agent drains for is kept until
 		// the drain is undone.
-		c.nodeMaintenance.apply(ctx, planObjects(objs, st, perr, req.Annotation != ""))
+		c.nodeMaintenance.apply(ctx, planObjects(objs, st, perr, req.Annotation != "" || len(req.Owners) > 0))
 	}
-	switch d, run := c.decide(ctx, req, st, perr); d.Action {
+	d, run := c.decide(ctx, req, recorded, st, perr)
+	switch d.Action {
 	case StartDrain:
 		go run.run()
 	case StopDrain, End:
 		run.stop()
-		return c.engine.End(ctx, endReason(d.Trigger))
+		if err := c.engine.End(ctx, endReason(d.Trigger)); err != nil {
+			return err
+		}
 	case UndoAfterTimeout:
-		return c.engine.UndoAfterTimeout(ctx)
+		if err := c.engine.UndoAfterTimeout(ctx); err != nil {
+			return err
+		}
 	case HandOver:
 		run.stop()
-		return c.engine.HandOver(ctx, selfdrain.TriggerReboot, d.Trigger, d.Reason, slotWaitMessage)
+		if err := c.engine.HandOver(ctx, selfdrain.TriggerReboot, d.Trigger, d.Reason, slotWaitMessage); err != nil {
+			return err
+		}
 	}
-	return nil
+	return c.syncRequesters(ctx, node, req, recorded)
 }
 
 // readStatus reads the maintenance record on node and mirrors it in the
@@ -269,10 +284,10 @@ func (c *Controller) heldAnnotation(st *selfdrain.Status, perr error) string {
 // the change of the active drain that goes with its decision under c.mu, so
 // a shutdown drain that takes the engine at the same moment sees one state
 // or the other. The run it returns is the one to start or to stop.
-func (c *Controller) decide(ctx context.Context, req Requests, st *selfdrain.Status, perr error) (Decision, *maintenanceRun) {
+func (c *Controller) decide(ctx context.Context, req Requests, recorded []Requester, st *selfdrain.Status, perr error) (Decision, *maintenanceRun) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	in := Input{Requests: req, Record: st, RecordErr: perr, Shutdown: c.shutdown, OnTimeout: c.engine.Config.OnTimeout}
+	in := Input{Requests: req, Record: st, RecordErr: perr, Recorded: recorded, Shutdown: c.shutdown, OnTimeout: c.engine.Config.OnTimeout}
 	if c.active != nil {
 		in.Running = &Running{Trigger: c.active.trigger, Reason: c.active.reason}
 	}
