@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,11 +21,13 @@ import (
 )
 
 // Controller turns maintenance requests for the agent's own Node into
-// drains. Three kinds of request exist: the node-agent.io/maintenance
-// annotation, NodeMaintenance objects that name the node (when
-// NodeMaintenance is set), and the reboot controller's drain request (when
-// RebootDrain is set). The node is in maintenance while any of them asks for
-// it; one drain serves them all, and it ends only when none asks any longer.
+// drains. Four kinds of requester exist: the node-agent.io/maintenance
+// annotation, the owners' annotations (requesters.go), NodeMaintenance
+// objects that name the node (when NodeMaintenance is set), and the reboot
+// controller's drain request (when RebootDrain is set). The node is in
+// maintenance while any of them asks for it; one drain serves them all, and
+// it ends only when none asks any longer. Who asks is listed beside the
+// record (syncRequesters).
 // What the drain did is recorded on the Node, so a restarted agent resumes
 // where the last one stopped. The shutdown guard borrows the engine through
 // DrainForShutdown and gives it back through ShutdownCancelled
@@ -195,7 +198,7 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 	st, perr := c.readStatus(c.engine.OwnView(node, mark))
 	recorded := c.recordedRequesters(node)
 	if refusal != nil {
-		req.Annotation = c.refuse(refusal, st, perr)
+		req.Annotation = c.refuse(refusal, st, perr, recorded)
 	} else {
 		c.badRequest = ""
 	}
@@ -248,8 +251,8 @@ func (c *Controller) readStatus(node *corev1.Node) (*selfdrain.Status, error) {
 // accept. None starts. Each refused value is reported once, with a Warning
 // Event on the Node that says what is accepted. It returns the reason the
 // annotation stands for now: the earlier one, or "".
-func (c *Controller) refuse(refusal error, st *selfdrain.Status, perr error) string {
-	held := c.heldAnnotation(st, perr)
+func (c *Controller) refuse(refusal error, st *selfdrain.Status, perr error, recorded []Requester) string {
+	held := c.heldAnnotation(st, perr, recorded)
 	var re *reasontext.RefusedError
 	if !errors.As(refusal, &re) || re.Value == c.badRequest {
 		return held
@@ -266,8 +269,21 @@ func (c *Controller) refuse(refusal error, st *selfdrain.Status, perr error) str
 
 // heldAnnotation is the reason of the maintenance the annotation asked for
 // before it took a refused value: the one recorded in force, or the one a
-// drain waiting for its slot serves; "" when there is none.
-func (c *Controller) heldAnnotation(st *selfdrain.Status, perr error) string {
+// drain waiting for its slot serves; "" when there is none. Where the
+// requesters are listed beside the record, the list says whether the
+// annotation was one of them: a record of the annotation trigger may be an
+// owner's request.
+func (c *Controller) heldAnnotation(st *selfdrain.Status, perr error, recorded []Requester) string {
+	if len(recorded) > 0 {
+		i := slices.IndexFunc(recorded, func(r Requester) bool { return r.Kind == KindAnnotation })
+		switch {
+		case i < 0:
+			return ""
+		case perr == nil && st.Active() && st.Trigger == selfdrain.TriggerAnnotation && shownReason(st.Reason) == recorded[i].Reason:
+			return st.Reason // the list shows reasons cut shorter
+		}
+		return recorded[i].Reason
+	}
 	if perr == nil && st.Active() && st.Trigger == selfdrain.TriggerAnnotation {
 		return st.Reason
 	}

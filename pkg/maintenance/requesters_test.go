@@ -205,3 +205,24 @@ func TestControllerEndsWithTheLastRequester(t *testing.T) {
 		t.Error("node still cordoned after the last requester ended")
 	}
 }
+
+// A refused value of the maintenance annotation holds only what the
+// annotation itself asked for: a record of the annotation trigger that an
+// owner's request started is not the annotation's.
+func TestHeldAnnotationFollowsTheList(t *testing.T) {
+	h := newHarness(t)
+	c, _ := h.controller()
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := &selfdrain.Status{Phase: selfdrain.PhaseSucceeded, Trigger: selfdrain.TriggerAnnotation, Reason: "switch firmware", StartTime: &t0}
+	owner := Requester{Kind: KindOwner, Name: "net", Reason: "switch firmware"}
+	if got := c.heldAnnotation(st, nil, []Requester{owner}); got != "" {
+		t.Errorf("held %q for an owner's record, want nothing", got)
+	}
+	both := []Requester{{Kind: KindAnnotation, Name: "annotation", Reason: "kernel"}, owner}
+	if got := c.heldAnnotation(st, nil, both); got != "kernel" {
+		t.Errorf("held %q, want the annotation's listed reason", got)
+	}
+	if got := c.heldAnnotation(st, nil, nil); got != "switch firmware" {
+		t.Errorf("held %q without a list, want the record's reason", got)
+	}
+}
