@@ -58,6 +58,9 @@ func TestDecideSeveralRequesters(t *testing.T) {
 			st: timedOut, recorded: []Requester{annotation}, want: StartDrain, wantTrigger: selfdrain.TriggerAnnotation, wantReason: "disk swap"},
 		{name: "timed out, the only owner asks with another reason: a new request", req: Requests{Owners: []Requester{{Kind: KindOwner, Name: "network-team", Reason: "again"}}},
 			st: timedOut, recorded: []Requester{net}, want: StartDrain, wantTrigger: selfdrain.TriggerAnnotation, wantReason: "again"},
+		{name: "the reboot ends while an owner stays: the owner takes the maintenance over", req: Requests{Owners: []Requester{net}},
+			st: &selfdrain.Status{Phase: selfdrain.PhaseSucceeded, Trigger: selfdrain.TriggerReboot, Reason: "reboot controller: kernel", StartTime: &t0},
+			want: HandOver, wantTrigger: selfdrain.TriggerAnnotation, wantReason: "switch firmware"},
 		{name: "the last requester ends, drain running: stopped", st: running, recorded: []Requester{net}, running: true, want: StopDrain},
 		{name: "the last requester ends, drained: ended", st: drained, recorded: []Requester{net}, want: End},
 		{name: "only objects being deleted are left: ended", req: Requests{Objects: []*NodeMaintenance{nmObject("nodemaintenance.medik8s.io", "gone", t0.Time, beingDeleted)}},
@@ -73,7 +76,7 @@ func TestDecideSeveralRequesters(t *testing.T) {
 			if d.Action != tt.want {
 				t.Fatalf("Decide = %v, want %v", d.Action, tt.want)
 			}
-			if tt.want == StartDrain && (d.Trigger != tt.wantTrigger || d.Reason != tt.wantReason) {
+			if (tt.want == StartDrain || tt.want == HandOver) && (d.Trigger != tt.wantTrigger || d.Reason != tt.wantReason) {
 				t.Errorf("started %s %q, want %s %q", d.Trigger, d.Reason, tt.wantTrigger, tt.wantReason)
 			}
 		})
@@ -225,4 +228,24 @@ func TestHeldAnnotationFollowsTheList(t *testing.T) {
 	if got := c.heldAnnotation(st, nil, nil); got != "switch firmware" {
 		t.Errorf("held %q without a list, want the record's reason", got)
 	}
+}
+
+// The requesters list is read from the Node: whatever it holds, parsing
+// never panics, and a list that parses is written back the same.
+func FuzzParseRequesters(f *testing.F) {
+	f.Add(`[{"kind":"owner","name":"net","reason":"fw","since":"2026-01-01T00:00:00Z"}]`)
+	f.Add(`[]`)
+	f.Add(`{"kind":"owner"}`)
+	f.Add(`[{"kind":"annotation","name":"annotation","reason":"\u202e"}]`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{RequestersAnnotation: raw}}}
+		list, err := ParseRequesters(n)
+		if err != nil {
+			return
+		}
+		for _, r := range list {
+			_ = r.String()
+		}
+		_ = Requests{Owners: list}.answeredByList(list)
+	})
 }
