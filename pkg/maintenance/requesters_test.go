@@ -59,7 +59,7 @@ func TestDecideSeveralRequesters(t *testing.T) {
 		{name: "timed out, the only owner asks with another reason: a new request", req: Requests{Owners: []Requester{{Kind: KindOwner, Name: "network-team", Reason: "again"}}},
 			st: timedOut, recorded: []Requester{net}, want: StartDrain, wantTrigger: selfdrain.TriggerAnnotation, wantReason: "again"},
 		{name: "the reboot ends while an owner stays: the owner takes the maintenance over", req: Requests{Owners: []Requester{net}},
-			st: &selfdrain.Status{Phase: selfdrain.PhaseSucceeded, Trigger: selfdrain.TriggerReboot, Reason: "reboot controller: kernel", StartTime: &t0},
+			st:   &selfdrain.Status{Phase: selfdrain.PhaseSucceeded, Trigger: selfdrain.TriggerReboot, Reason: "reboot controller: kernel", StartTime: &t0},
 			want: HandOver, wantTrigger: selfdrain.TriggerAnnotation, wantReason: "switch firmware"},
 		{name: "the last requester ends, drain running: stopped", st: running, recorded: []Requester{net}, running: true, want: StopDrain},
 		{name: "the last requester ends, drained: ended", st: drained, recorded: []Requester{net}, want: End},
