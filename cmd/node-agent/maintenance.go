@@ -17,33 +17,7 @@ func newMaintenanceCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "maintenance",
 		Short: "Start, stop or show the maintenance (self-drain) of a node",
-		Long: `maintenance drives the maintenance APIs of node-agent: the annotation on the
-Node (--api annotation, the default) or NodeMaintenance objects
-(--api nodemaintenance; the agent serves them when maintenance.nodeMaintenance
-is on).
-
-  start NODE --reason TEXT   sets node-agent.io/maintenance=TEXT, or creates the
-                             NodeMaintenance object nm-NODE. The agent on that
-                             node cordons it, adds the drain taint (so VMs
-                             live-migrate) and evicts its pods, respecting
-                             PodDisruptionBudgets. A TEXT that reads as no
-                             (0, f, false, n, no, off, null, ~, nil, none, in
-                             any case) is refused, here and by the agent.
-  stop NODE                  removes the annotation, or deletes the node's
-                             NodeMaintenance objects. The agent stops evicting and
-                             undoes only what it did: a node an admin had
-                             cordoned before stays cordoned.
-  status [NODE]              shows the status the agent reports on the Node
-                             (node-agent.io/maintenance-status) and the
-                             NodeMaintenance objects, with both APIs unless --api.
-
-The node stays in maintenance while either API asks for it; one drain serves
-both. At most slots.limit nodes (default 1) drain at once; the
-others show phase Waiting (Running with the reason in lastError on a
-NodeMaintenance object). A drain still running after drain.timeout stops,
-gives its slot to the next node and shows phase Failed with the pods that
-stayed and why; it is not tried again until asked anew: start with another
-reason, or stop --wait and start.`,
+		Long:  maintenancecli.CommandHelp,
 	}
 	flags.add(cmd.PersistentFlags())
 	client := func(cmd *cobra.Command) (*maintenancecli.Client, error) {
@@ -78,7 +52,9 @@ func newMaintenanceStartCommand(client clientFunc) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "start NODE (--reason TEXT [--wait] | --dry-run)",
 		Short: "Request maintenance of NODE: cordon, taint and drain it",
-		Long: `start sets the node-agent.io/maintenance annotation on NODE, or with
+		Long: `start sets the node-agent.io/maintenance annotation on NODE (with --owner
+NAME, the owner's own annotation maintenance.node-agent.io/NAME, so that
+several teams or controllers each hold a request of their own), or with
 --api nodemaintenance creates the NodeMaintenance object nm-NODE (in
 nodemaintenance.medik8s.io if the cluster serves it, else in
 nodemaintenance.kubevirt.io). The agent running on NODE drains it. With --wait
@@ -111,6 +87,7 @@ Failed, and exits non-zero on Failed.`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Change nothing: list the pods a drain would evict now, those it would skip, and the PodDisruptionBudgets that would block it; where the cluster runs KubeVirt, each VM on the node and its way off it (the nodes that could take it, or why none can).")
 	cmd.Flags().StringVar(&podSelector, "drain-pod-selector", "", "With --dry-run, the agent's drain.podSelector, if it has one.")
 	cmd.Flags().StringVar(&api, "api", string(maintenancecli.APIAnnotation), "Request maintenance with the annotation node-agent.io/maintenance (annotation) or a NodeMaintenance object (nodemaintenance).")
+	cmd.Flags().StringVar(&o.Owner, "owner", "", "Request as this owner (a team or controller): sets maintenance.node-agent.io/OWNER instead of node-agent.io/maintenance; the node stays in maintenance until every requester has ended. With --api annotation only.")
 	return cmd
 }
 
@@ -120,9 +97,11 @@ func newMaintenanceStopCommand(client clientFunc) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stop NODE [--wait]",
 		Short: "End the maintenance of NODE: stop evicting, undo the agent's cordon and taint",
-		Long: `stop removes the node-agent.io/maintenance annotation from NODE, or with
---api nodemaintenance deletes every NodeMaintenance object that names NODE. The
-node leaves maintenance once neither asks for it any longer.`,
+		Long: `stop removes the node-agent.io/maintenance annotation from NODE (with --owner
+NAME, only that owner's maintenance.node-agent.io/NAME), or with --api
+nodemaintenance deletes every NodeMaintenance object that names NODE. The node
+leaves maintenance once no requester asks for it any longer; while others do,
+an Event on the Node says who ended and who still holds it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -139,6 +118,7 @@ node leaves maintenance once neither asks for it any longer.`,
 	}
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "Wait until the agent has undone its changes.")
 	cmd.Flags().StringVar(&api, "api", string(maintenancecli.APIAnnotation), "End the maintenance requested with the annotation (annotation) or with NodeMaintenance objects (nodemaintenance).")
+	cmd.Flags().StringVar(&o.Owner, "owner", "", "End only this owner's request (maintenance.node-agent.io/OWNER); with --wait, wait until the agent has seen it end. With --api annotation only.")
 	return cmd
 }
 

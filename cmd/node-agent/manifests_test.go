@@ -25,6 +25,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/slots"
@@ -124,7 +125,7 @@ func TestDeployManifestsAgreeWithCode(t *testing.T) {
 	if got, want := celStrings(policyVariable(t, &policy, "ownedLabelKeys")), slices.Sorted(slices.Values(labeller.OwnedKeys())); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
 		t.Errorf("policy ownedLabelKeys = %v, labeller.OwnedKeys() = %v", got, want)
 	}
-	wantAnnotations := slices.Sorted(slices.Values([]string{selfdrain.StatusAnnotation, reboot.RecordAnnotation, slots.RequestAnnotation}))
+	wantAnnotations := slices.Sorted(slices.Values([]string{selfdrain.StatusAnnotation, maintenance.RequestersAnnotation, reboot.RecordAnnotation, slots.RequestAnnotation}))
 	if got := celStrings(policyVariable(t, &policy, "ownedAnnotations")); !slices.Equal(got, wantAnnotations) {
 		t.Errorf("policy ownedAnnotations = %v, want %v", got, wantAnnotations)
 	}

@@ -27,23 +27,49 @@ import (
 // A reason the agent would refuse (ParseMaintenanceRequest) is refused here,
 // before the Node changes.
 func RequestMaintenance(ctx context.Context, client kube.Interface, node, reason string) (*corev1.Node, error) {
+	return requestWith(ctx, client, node, selfdrain.MaintenanceAnnotation, reason)
+}
+
+// RequestOwnerMaintenance sets owner's request annotation on node
+// (OwnerKey): `node-agent maintenance start --owner`. The node stays in
+// maintenance until every requester, this owner among them, has ended its
+// request.
+func RequestOwnerMaintenance(ctx context.Context, client kube.Interface, node, owner, reason string) (*corev1.Node, error) {
+	key, err := OwnerKey(owner)
+	if err != nil {
+		return nil, fmt.Errorf("maintenance of %s: %w; nothing was changed", node, err)
+	}
+	return requestWith(ctx, client, node, key, reason)
+}
+
+func requestWith(ctx context.Context, client kube.Interface, node, key, reason string) (*corev1.Node, error) {
 	if strings.TrimSpace(reason) == "" {
 		return nil, fmt.Errorf("maintenance of %s: the reason must not be empty (it is the annotation's value)", node)
 	}
-	if _, err := reasontext.ParseRequest(selfdrain.MaintenanceAnnotation, reason); err != nil {
+	if _, err := reasontext.ParseRequest(key, reason); err != nil {
 		return nil, fmt.Errorf("maintenance of %s: %w; nothing was changed", node, err)
 	}
-	return patchAnnotation(ctx, client, node, &reason)
+	return patchAnnotation(ctx, client, node, key, &reason)
 }
 
 // EndMaintenance removes the maintenance annotation from node.
 func EndMaintenance(ctx context.Context, client kube.Interface, node string) (*corev1.Node, error) {
-	return patchAnnotation(ctx, client, node, nil)
+	return patchAnnotation(ctx, client, node, selfdrain.MaintenanceAnnotation, nil)
 }
 
-func patchAnnotation(ctx context.Context, client kube.Interface, node string, value *string) (*corev1.Node, error) {
+// EndOwnerMaintenance removes owner's request annotation from node; the
+// maintenance ends when no other requester holds it.
+func EndOwnerMaintenance(ctx context.Context, client kube.Interface, node, owner string) (*corev1.Node, error) {
+	key, err := OwnerKey(owner)
+	if err != nil {
+		return nil, fmt.Errorf("maintenance of %s: %w; nothing was changed", node, err)
+	}
+	return patchAnnotation(ctx, client, node, key, nil)
+}
+
+func patchAnnotation(ctx context.Context, client kube.Interface, node, key string, value *string) (*corev1.Node, error) {
 	// A null value in a merge patch removes the key.
-	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]*string{selfdrain.MaintenanceAnnotation: value}}})
+	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]*string{key: value}}})
 	if err != nil {
 		return nil, err
 	}

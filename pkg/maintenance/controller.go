@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,11 +21,13 @@ import (
 )
 
 // Controller turns maintenance requests for the agent's own Node into
-// drains. Three kinds of request exist: the node-agent.io/maintenance
-// annotation, NodeMaintenance objects that name the node (when
-// NodeMaintenance is set), and the reboot controller's drain request (when
-// RebootDrain is set). The node is in maintenance while any of them asks for
-// it; one drain serves them all, and it ends only when none asks any longer.
+// drains. Four kinds of requester exist: the node-agent.io/maintenance
+// annotation, the owners' annotations (requesters.go), NodeMaintenance
+// objects that name the node (when NodeMaintenance is set), and the reboot
+// controller's drain request (when RebootDrain is set). The node is in
+// maintenance while any of them asks for it; one drain serves them all, and
+// it ends only when none asks any longer. Who asks is listed beside the
+// record (syncRequesters).
 // What the drain did is recorded on the Node, so a restarted agent resumes
 // where the last one stopped. The shutdown guard borrows the engine through
 // DrainForShutdown and gives it back through ShutdownCancelled
@@ -52,6 +55,12 @@ type Controller struct {
 	// badRequest is, the same way, the last refused value of the
 	// maintenance annotation reported; "" once the value is accepted again.
 	badRequest string
+	// badOwners is the same for each owner annotation, by key.
+	badOwners map[string]string
+	// sent is the requesters list the controller last wrote, and sentOver
+	// the value the Node showed before that write: while the cache still
+	// shows sentOver, sent is the list (requesters_sync.go).
+	sent, sentOver string
 
 	mu sync.Mutex
 	// active is the drain running now, if any.
@@ -182,34 +191,43 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 			return nil
 		}
 		objs = c.nodeMaintenance.Objects()
-		req.Object = primaryObject(objs)
+		req.Object, req.Objects = primaryObject(objs), objs
 	}
 	// The record as the engine last wrote it, until the cache shows that
 	// write (ownwrite.go): a drain that just finished is not resumed.
 	st, perr := c.readStatus(c.engine.OwnView(node, mark))
+	recorded := c.recordedRequesters(node)
 	if refusal != nil {
-		req.Annotation = c.refuse(refusal, st, perr)
+		req.Annotation = c.refuse(refusal, st, perr, recorded)
 	} else {
 		c.badRequest = ""
 	}
+	req.Owners = c.owners(node, recorded)
 	if c.nodeMaintenance != nil {
 		// Finalizer first: an object the agent drains for is kept until
 		// the drain is undone.
-		c.nodeMaintenance.apply(ctx, planObjects(objs, st, perr, req.Annotation != ""))
+		c.nodeMaintenance.apply(ctx, planObjects(objs, st, perr, req.Annotation != "" || len(req.Owners) > 0))
 	}
-	switch d, run := c.decide(ctx, req, st, perr); d.Action {
+	d, run := c.decide(ctx, req, recorded, st, perr)
+	switch d.Action {
 	case StartDrain:
 		go run.run()
 	case StopDrain, End:
 		run.stop()
-		return c.engine.End(ctx, endReason(d.Trigger))
+		if err := c.engine.End(ctx, endReason(d.Trigger)); err != nil {
+			return err
+		}
 	case UndoAfterTimeout:
-		return c.engine.UndoAfterTimeout(ctx)
+		if err := c.engine.UndoAfterTimeout(ctx); err != nil {
+			return err
+		}
 	case HandOver:
 		run.stop()
-		return c.engine.HandOver(ctx, selfdrain.TriggerReboot, d.Trigger, d.Reason, slotWaitMessage)
+		if err := c.engine.HandOver(ctx, selfdrain.TriggerReboot, d.Trigger, d.Reason, slotWaitMessage); err != nil {
+			return err
+		}
 	}
-	return nil
+	return c.syncRequesters(ctx, node, req, recorded)
 }
 
 // readStatus reads the maintenance record on node and mirrors it in the
@@ -233,8 +251,8 @@ func (c *Controller) readStatus(node *corev1.Node) (*selfdrain.Status, error) {
 // accept. None starts. Each refused value is reported once, with a Warning
 // Event on the Node that says what is accepted. It returns the reason the
 // annotation stands for now: the earlier one, or "".
-func (c *Controller) refuse(refusal error, st *selfdrain.Status, perr error) string {
-	held := c.heldAnnotation(st, perr)
+func (c *Controller) refuse(refusal error, st *selfdrain.Status, perr error, recorded []Requester) string {
+	held := c.heldAnnotation(st, perr, recorded)
 	var re *reasontext.RefusedError
 	if !errors.As(refusal, &re) || re.Value == c.badRequest {
 		return held
@@ -251,8 +269,21 @@ func (c *Controller) refuse(refusal error, st *selfdrain.Status, perr error) str
 
 // heldAnnotation is the reason of the maintenance the annotation asked for
 // before it took a refused value: the one recorded in force, or the one a
-// drain waiting for its slot serves; "" when there is none.
-func (c *Controller) heldAnnotation(st *selfdrain.Status, perr error) string {
+// drain waiting for its slot serves; "" when there is none. Where the
+// requesters are listed beside the record, the list says whether the
+// annotation was one of them: a record of the annotation trigger may be an
+// owner's request.
+func (c *Controller) heldAnnotation(st *selfdrain.Status, perr error, recorded []Requester) string {
+	if len(recorded) > 0 {
+		i := slices.IndexFunc(recorded, func(r Requester) bool { return r.Kind == KindAnnotation })
+		switch {
+		case i < 0:
+			return ""
+		case perr == nil && st.Active() && st.Trigger == selfdrain.TriggerAnnotation && shownReason(st.Reason) == recorded[i].Reason:
+			return st.Reason // the list shows reasons cut shorter
+		}
+		return recorded[i].Reason
+	}
 	if perr == nil && st.Active() && st.Trigger == selfdrain.TriggerAnnotation {
 		return st.Reason
 	}
@@ -269,10 +300,10 @@ func (c *Controller) heldAnnotation(st *selfdrain.Status, perr error) string {
 // the change of the active drain that goes with its decision under c.mu, so
 // a shutdown drain that takes the engine at the same moment sees one state
 // or the other. The run it returns is the one to start or to stop.
-func (c *Controller) decide(ctx context.Context, req Requests, st *selfdrain.Status, perr error) (Decision, *maintenanceRun) {
+func (c *Controller) decide(ctx context.Context, req Requests, recorded []Requester, st *selfdrain.Status, perr error) (Decision, *maintenanceRun) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	in := Input{Requests: req, Record: st, RecordErr: perr, Shutdown: c.shutdown, OnTimeout: c.engine.Config.OnTimeout}
+	in := Input{Requests: req, Record: st, RecordErr: perr, Recorded: recorded, Shutdown: c.shutdown, OnTimeout: c.engine.Config.OnTimeout}
 	if c.active != nil {
 		in.Running = &Running{Trigger: c.active.trigger, Reason: c.active.reason}
 	}

@@ -122,14 +122,14 @@ func TestDecide(t *testing.T) {
 func TestControllerDecideMovesTheRun(t *testing.T) {
 	h := newHarness(t)
 	c, _ := h.controller()
-	d, run := c.decide(context.Background(), Requests{Annotation: "kernel"}, nil, nil)
+	d, run := c.decide(context.Background(), Requests{Annotation: "kernel"}, nil, nil, nil)
 	if d.Action != StartDrain || run == nil || c.active != run || run.trigger != selfdrain.TriggerAnnotation || run.reason != "kernel" {
 		t.Fatalf("start: %v, run %+v, active %p", d.Action, run, c.active)
 	}
-	if d, again := c.decide(context.Background(), Requests{Annotation: "kernel"}, nil, nil); d.Action != Keep || again != nil || c.active != run {
+	if d, again := c.decide(context.Background(), Requests{Annotation: "kernel"}, nil, nil, nil); d.Action != Keep || again != nil || c.active != run {
 		t.Fatalf("while it runs: %v, run %p, active %p; want no change", d.Action, again, c.active)
 	}
-	d, stopped := c.decide(context.Background(), Requests{}, nil, nil)
+	d, stopped := c.decide(context.Background(), Requests{}, nil, nil, nil)
 	if d.Action != StopDrain || stopped != run || c.active != nil {
 		t.Fatalf("stop: %v, run %p, active %p; want the running drain %p taken from its place", d.Action, stopped, c.active, run)
 	}

@@ -215,13 +215,17 @@ func TestControllerHandsARunningRebootDrainOver(t *testing.T) {
 	}
 }
 
-// failNodePatches makes the next n patches of the Node (not of its status)
-// fail, and records when on the fake clock each patch was tried.
+// failNodePatches makes the next n patches of the Node (not of its status,
+// nor of the requesters list beside the record) fail, and records when on
+// the fake clock each patch was tried.
 func failNodePatches(h *harness, n int) func() []time.Time {
 	var mu sync.Mutex
 	var tries []time.Time
 	h.client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		if p, ok := a.(k8stesting.PatchAction); ok && strings.Contains(string(p.GetPatch()), RequestersAnnotation) {
 			return false, nil, nil
 		}
 		mu.Lock()

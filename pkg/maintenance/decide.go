@@ -6,33 +6,53 @@ import "github.com/node-agent/node-agent/pkg/selfdrain"
 // record on the Node and the drain running, what happens next. Decide is
 // pure; Controller.reconcile gathers its Input and carries its Decision out.
 
-// Requests is what asks for maintenance of the node right now: one field
-// per trigger that a request arrives by (the shutdown guard's comes through
+// Requests is what asks for maintenance of the node right now, by the
+// triggers that a request arrives by (the shutdown guard's comes through
 // Controller.DrainForShutdown instead, and owns the engine while it lasts).
+// Each is a requester (Requesters); the node is in maintenance while any
+// of them asks.
 type Requests struct {
-	Annotation string           // the maintenance annotation's reason, or ""
-	Object     *NodeMaintenance // the NodeMaintenance object served, or nil
-	Reboot     string           // the reboot controller's reason, or ""
+	Annotation string // the maintenance annotation's reason, or ""
+	// Owners are the owner annotations' requests (requesters.go), in the
+	// order of their names; each has Kind KindOwner.
+	Owners []Requester
+	Object *NodeMaintenance // the primary NodeMaintenance object, or nil
+	// Objects are all the NodeMaintenance objects naming the node, those
+	// being deleted too; each live one is a requester. Empty, Object alone
+	// is.
+	Objects []*NodeMaintenance
+	Reboot  string // the reboot controller's reason, or ""
 }
 
-func (r Requests) wanted() bool { return r.Annotation != "" || r.Object != nil || r.Reboot != "" }
+func (r Requests) wanted() bool {
+	return r.Annotation != "" || len(r.Owners) > 0 || r.Object != nil || r.Reboot != ""
+}
 
 // answeredBy reports whether the maintenance recorded in st was started for
 // r: the same trigger and reason. The reboot controller's reason is its
 // latest message, which changes while the request stays, so for it the
-// trigger alone counts.
-func (r Requests) answeredBy(st *selfdrain.Status) bool {
+// trigger alone counts. With several requesters it is enough that one of
+// them held the maintenance recorded (recorded, the list beside the
+// record): a requester that comes or goes while another stays does not
+// make a new request.
+func (r Requests) answeredBy(st *selfdrain.Status, recorded []Requester) bool {
 	trigger, reason := r.trigger()
-	return st.Trigger == trigger && (trigger == selfdrain.TriggerReboot || st.Reason == reason)
+	if st.Trigger == trigger && (trigger == selfdrain.TriggerReboot || st.Reason == reason) {
+		return true
+	}
+	return len(recorded) > 0 && r.answeredByList(recorded)
 }
 
 // trigger and reason of a drain started for r: the annotation wins, only
-// because it was the agent's first API, then a NodeMaintenance object, then
-// the reboot controller's request; either way one drain serves them all.
+// because it was the agent's first API, then the owner annotations (as the
+// annotation trigger), then a NodeMaintenance object, then the reboot
+// controller's request; either way one drain serves them all.
 func (r Requests) trigger() (selfdrain.Trigger, string) {
 	switch {
 	case r.Annotation != "":
 		return selfdrain.TriggerAnnotation, r.Annotation
+	case len(r.Owners) > 0:
+		return selfdrain.TriggerAnnotation, r.Owners[0].Reason
 	case r.Object != nil:
 		return selfdrain.TriggerNodeMaintenance, r.Object.requestReason()
 	}
@@ -44,6 +64,9 @@ func (r Requests) trigger() (selfdrain.Trigger, string) {
 func (r Requests) reasonFor(t selfdrain.Trigger) (string, bool) {
 	switch t {
 	case selfdrain.TriggerAnnotation:
+		if r.Annotation == "" && len(r.Owners) > 0 {
+			return r.Owners[0].Reason, true
+		}
 		return r.Annotation, r.Annotation != ""
 	case selfdrain.TriggerNodeMaintenance:
 		if r.Object != nil {
@@ -81,6 +104,9 @@ type Input struct {
 	// not be read (then Record is nil).
 	Record    *selfdrain.Status
 	RecordErr error
+	// Recorded are the requesters listed beside the record
+	// (RequestersAnnotation): those that held the maintenance recorded.
+	Recorded []Requester
 	// Running is the drain running now, or nil.
 	Running *Running
 	// Shutdown is true while the shutdown guard owns the engine.
@@ -181,7 +207,7 @@ func decideStart(in Input) Decision {
 		return Decision{Action: Keep}
 	case st.Active() && st.Trigger != selfdrain.TriggerShutdown && st.Phase == selfdrain.PhaseSucceeded:
 		return Decision{Action: Keep} // drained; maintenance goes on while it is requested
-	case st.TimedOut() && req.answeredBy(st):
+	case st.TimedOut() && req.answeredBy(st, in.Recorded):
 		// Its drain passed drain.timeout. Starting it again would take a
 		// slot for another drain.timeout, and again after that: the
 		// request is answered, Failed, until it is ended or made anew

@@ -4,10 +4,13 @@
 // drain, (timeout,) end and undo:
 //
 //   - Requests, from every trigger: the node-agent.io/maintenance
-//     annotation, NodeMaintenance objects that name the node
-//     (NodeMaintenanceSource), the reboot controller's drain request (its
-//     record on the Node, DrainRequest), and the host's shutdown
-//     (DrainForShutdown, which takes the engine for as long as it lasts).
+//     annotation, the owners' annotations maintenance.node-agent.io/<owner>,
+//     NodeMaintenance objects that name the node (NodeMaintenanceSource),
+//     the reboot controller's drain request (its record on the Node,
+//     DrainRequest), and the host's shutdown (DrainForShutdown, which takes
+//     the engine for as long as it lasts). All but the shutdown are
+//     requesters of one maintenance, which ends when the last ends; the
+//     agent lists them beside the record (requesters.go).
 //     The calls behind `node-agent maintenance` that write a request are
 //     here too (RequestMaintenance, EndMaintenance, RequestNodeMaintenance).
 //   - The decision: Decide, a pure function of what asks, the drain record

@@ -129,10 +129,11 @@ func NodeMaintenanceFromUnstructured(u *unstructured.Unstructured) (*NodeMainten
 	return &nm, nil
 }
 
-// primaryObject returns the object that holds the node in maintenance: the
-// oldest one not being deleted (creation time, then group, then name, so
-// every reader picks the same one). Others naming the same node start no
-// drain of their own.
+// primaryObject returns the object that names the drain an object starts:
+// the oldest one not being deleted (creation time, then group, then name, so
+// every reader picks the same one). Every live object naming the node is a
+// requester of the same maintenance (requesters.go); none starts a drain of
+// its own.
 func primaryObject(objs []*NodeMaintenance) *NodeMaintenance {
 	var live []*NodeMaintenance
 	for _, o := range objs {
@@ -170,35 +171,28 @@ type objectAction struct {
 }
 
 // planObjects decides, from the node's maintenance record (st, or perr when
-// it cannot be read) and whether the annotation asks for maintenance too,
-// what each object naming this node should show and whether it keeps the
-// finalizer. It returns only actions that change something.
+// it cannot be read) and whether an annotation (the maintenance annotation or
+// an owner's) asks for maintenance too, what each object naming this node
+// should show and whether it keeps the finalizer. It returns only actions
+// that change something.
 //
-//   - The primary object gets the finalizer and mirrors the record.
-//   - Another live object is a duplicate: its status says which object
-//     holds the node, and it gets no finalizer, so deleting it is instant.
+//   - Every live object is a requester of the node's one maintenance: it
+//     gets the finalizer and mirrors the record.
 //   - An object being deleted loses the finalizer once the agent has undone
-//     the maintenance, or once another request (the annotation, or another
+//     the maintenance, or once another request (an annotation, or another
 //     object) keeps the node in maintenance anyway. An unreadable record
 //     keeps the finalizer: the agent cannot tell whether the node is
 //     restored, and fails closed.
 func planObjects(objs []*NodeMaintenance, st *selfdrain.Status, perr error, annotation bool) []objectAction {
-	primary := primaryObject(objs)
+	held := annotation || primaryObject(objs) != nil
 	var out []objectAction
 	for _, o := range objs {
 		a := objectAction{obj: o}
-		switch {
-		case o.deleting():
-			held := annotation || primary != nil
+		if o.deleting() {
 			a.removeFinalizer = o.hasFinalizer() && perr == nil && (!st.Active() || held)
-		case o == primary:
+		} else {
 			a.addFinalizer = !o.hasFinalizer()
 			a.status = mirrorStatus(o.Status, st, perr)
-		default:
-			want := NodeMaintenanceStatus{LastError: fmt.Sprintf(
-				"node %s is already in maintenance for %s; this object starts no second drain and has no effect while that one exists: delete it",
-				o.Spec.NodeName, primary.ID())}
-			a.status = &want
 		}
 		if a.status != nil && statusEqual(*a.status, o.Status) {
 			a.status = nil

@@ -27,8 +27,8 @@ func DrainRequest(node *corev1.Node) string {
 // Maintenance reads selfdrain's record on node for the reboot controller
 // (reboot.ControllerOptions.Maintenance). A maintenance whose trigger is not the
 // reboot's (the annotation, a NodeMaintenance object, a shutdown) is Other,
-// and so is the maintenance annotation set to a value the agent accepts
-// while none has started: the reboot waits until it ends rather than share
+// and so is the maintenance annotation, or an owner annotation, set to a
+// value the agent accepts while none has started: the reboot waits until it ends rather than share
 // its drain or its slot. A status that cannot be read is an error: the
 // coordinator does not act on a guess.
 func Maintenance(node *corev1.Node) (reboot.Maintenance, error) {
@@ -39,7 +39,7 @@ func Maintenance(node *corev1.Node) (reboot.Maintenance, error) {
 	// A refused value of the annotation (such as "false") asks for no
 	// maintenance; one it asked for before is in the status below.
 	asked, _ := selfdrain.ParseMaintenanceRequest(node)
-	m := reboot.Maintenance{Other: asked != ""}
+	m := reboot.Maintenance{Other: asked != "" || HasOwnerRequest(node)}
 	if !st.Active() {
 		return m, nil
 	}

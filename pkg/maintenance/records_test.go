@@ -87,3 +87,13 @@ func TestMaintenance(t *testing.T) {
 		})
 	}
 }
+
+// An owner annotation keeps the reboot waiting, as the maintenance
+// annotation does.
+func TestMaintenanceOwnerAnnotationIsOther(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{OwnerAnnotationPrefix + "net": "fw"}}}
+	m, err := Maintenance(node)
+	if err != nil || !m.Other {
+		t.Errorf("Maintenance = %+v, %v; want Other", m, err)
+	}
+}

@@ -110,7 +110,7 @@ func TestDrainForShutdownTakesTheEngine(t *testing.T) {
 	if active != nil {
 		t.Error("the maintenance drain still holds its place after the shutdown drain")
 	}
-	if d, run := c.decide(context.Background(), Requests{Annotation: "kernel update"}, h.status(), nil); d.Action != Keep {
+	if d, run := c.decide(context.Background(), Requests{Annotation: "kernel update"}, nil, h.status(), nil); d.Action != Keep {
 		t.Errorf("decide = %v while the shutdown owns the engine, want Keep", d.Action)
 		if d.Action == StartDrain {
 			go run.run() // so that the controller can stop it at the end

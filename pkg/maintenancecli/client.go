@@ -100,6 +100,19 @@ type StartOptions struct {
 	// Timeout, with Wait, stops waiting after this long; the maintenance
 	// goes on. 0 waits for ever.
 	Timeout time.Duration
+	// Owner, with APIAnnotation, requests as that owner: the annotation
+	// maintenance.node-agent.io/OWNER instead of node-agent.io/maintenance.
+	// The node stays in maintenance while any requester asks.
+	Owner string
+}
+
+// checkOwner refuses an owner with the NodeMaintenance API, whose objects
+// are each a requester of their own already.
+func checkOwner(owner string, api API) error {
+	if owner != "" && api == APINodeMaintenance {
+		return fmt.Errorf("--owner works with --api %s only: each NodeMaintenance object is a requester of its own", APIAnnotation)
+	}
+	return nil
 }
 
 // Start requests the maintenance of o.Node: the annotation, or the
@@ -111,6 +124,9 @@ func (c *Client) Start(ctx context.Context, o StartOptions) error {
 	// written is the Node as the request left it, when the request was a
 	// write to it: the wait starts from there instead of reading it again.
 	var written *corev1.Node
+	if err := checkOwner(o.Owner, o.API); err != nil {
+		return err
+	}
 	if o.API == APINodeMaintenance {
 		d, groups, err := c.nodeMaintenanceAPI()
 		if err != nil {
@@ -121,6 +137,13 @@ func (c *Client) Start(ctx context.Context, o StartOptions) error {
 			return err
 		}
 		fmt.Fprintf(c.Err, "maintenance of %s requested with %s: %s\n", o.Node, nm.ID(), o.Reason)
+	} else if o.Owner != "" {
+		n, err := maintenance.RequestOwnerMaintenance(ctx, c.Kube, o.Node, o.Owner, o.Reason)
+		if err != nil {
+			return err
+		}
+		written = n
+		fmt.Fprintf(c.Err, "maintenance of %s requested by owner %s: %s\n", o.Node, o.Owner, o.Reason)
 	} else {
 		n, err := maintenance.RequestMaintenance(ctx, c.Kube, o.Node, o.Reason)
 		if err != nil {
@@ -172,13 +195,32 @@ func (c *Client) DryRun(ctx context.Context, node, podSelector string) error {
 type StopOptions struct {
 	Node string
 	API  API
-	// Wait waits until the agent has undone its changes.
+	// Wait waits until the agent has undone its changes; with Owner, until
+	// the agent has seen the owner's request end (the maintenance goes on
+	// while other requesters hold it).
 	Wait bool
+	// Owner, with APIAnnotation, ends only that owner's request
+	// (maintenance.node-agent.io/OWNER).
+	Owner string
 }
 
 // Stop ends the maintenance of o.Node that o.API asked for: it removes the
-// annotation, or deletes every NodeMaintenance object naming the node.
+// annotation (o.Owner's, when set), or deletes every NodeMaintenance object
+// naming the node. The node leaves maintenance once no requester is left.
 func (c *Client) Stop(ctx context.Context, o StopOptions) error {
+	if err := checkOwner(o.Owner, o.API); err != nil {
+		return err
+	}
+	if o.Owner != "" {
+		if _, err := maintenance.EndOwnerMaintenance(ctx, c.Kube, o.Node, o.Owner); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.Err, "owner %s's request for maintenance of %s ended\n", o.Owner, o.Node)
+		if !o.Wait {
+			return nil
+		}
+		return c.waitForOwnerGone(ctx, o.Node, o.Owner)
+	}
 	if o.API == APINodeMaintenance {
 		d, groups, err := c.nodeMaintenanceAPI()
 		if err != nil {
@@ -291,7 +333,7 @@ func (c *Client) nodesInMaintenance(ctx context.Context, node string, missingOK 
 	}
 	for _, n := range list.Items {
 		st, _ := selfdrain.ParseStatus(&n)
-		if n.Annotations[selfdrain.MaintenanceAnnotation] != "" || st.Active() {
+		if n.Annotations[selfdrain.MaintenanceAnnotation] != "" || st.Active() || maintenance.HasOwnerRequest(&n) {
 			nodes = append(nodes, n)
 		}
 	}

@@ -144,12 +144,13 @@ func writeStatusTable(out io.Writer, nodes []corev1.Node, one bool) error {
 		return err
 	}
 	if !one {
-		return nil
+		return writeRequesters(out, nodes)
 	}
 	var more []string
 	if _, refusal := selfdrain.ParseMaintenanceRequest(&nodes[0]); refusal != nil {
 		more = append(more, "Request refused, nothing changed for it: "+printable(refusal.Error()))
 	}
+	more = append(more, requesterLines(&nodes[0])...)
 	st, perr := selfdrain.ParseStatus(&nodes[0])
 	if perr == nil && st != nil && len(st.PendingPods) > 0 {
 		more = append(more, "Pending pods: "+printable(strings.Join(st.PendingPods, ", ")))
@@ -235,4 +236,56 @@ func requestCell(reason string, refusal error) string {
 		return "-"
 	}
 	return printable(reason)
+}
+
+// requesterLines lists who holds the maintenance of n (the agent's list
+// beside its record, pkg/maintenance requesters), one line each, or says
+// the list cannot be read.
+func requesterLines(n *corev1.Node) []string {
+	list, err := maintenance.ParseRequesters(n)
+	if err != nil {
+		return []string{"Requesters: " + printable(err.Error())}
+	}
+	if len(list) == 0 {
+		return nil
+	}
+	out := []string{"Requesters (the maintenance ends when the last one ends its request):"}
+	for _, r := range list {
+		line := "  " + printable(r.String())
+		if r.Reason != "" {
+			line += ": " + printable(r.Reason)
+		}
+		if r.Since != nil {
+			line += " (since " + r.Since.UTC().Format(time.RFC3339) + ")"
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// writeRequesters prints, under the table of every node in maintenance, who
+// holds the maintenance of each node that lists requesters.
+func writeRequesters(out io.Writer, nodes []corev1.Node) error {
+	var lines []string
+	for i := range nodes {
+		list, err := maintenance.ParseRequesters(&nodes[i])
+		if err != nil || len(list) == 0 {
+			continue
+		}
+		lines = append(lines, printable(nodes[i].Name)+": "+printable(requesterNames(list)))
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(out, "\nRequesters:\n%s\n", strings.Join(lines, "\n"))
+	return err
+}
+
+// requesterNames joins the requesters' names.
+func requesterNames(list []maintenance.Requester) string {
+	s := make([]string, len(list))
+	for i, r := range list {
+		s[i] = r.String()
+	}
+	return strings.Join(s, ", ")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,6 +69,36 @@ func (c *Client) waitForUndo(ctx context.Context, node string) error {
 		}
 		if st.Active() {
 			return false, nil
+		}
+		fmt.Fprintf(c.Err, "%s: unschedulable=%t\n", node, n.Spec.Unschedulable)
+		return true, nil
+	})
+}
+
+// waitForOwnerGone waits until the agent on node no longer lists owner
+// among the requesters of its maintenance, and says whether the
+// maintenance goes on for others or has ended.
+func (c *Client) waitForOwnerGone(ctx context.Context, node, owner string) error {
+	return maintenance.WatchNode(ctx, c.Kube, node, func(n *corev1.Node) (bool, error) {
+		list, err := maintenance.ParseRequesters(n)
+		if err != nil {
+			return false, err
+		}
+		if slices.ContainsFunc(list, func(r maintenance.Requester) bool {
+			return r.Kind == maintenance.KindOwner && r.Name == owner
+		}) {
+			return false, nil
+		}
+		st, err := selfdrain.ParseStatus(n)
+		if err != nil {
+			return false, err
+		}
+		if st.Active() && len(list) > 0 {
+			fmt.Fprintf(c.Err, "%s stays in maintenance for %s\n", node, printable(requesterNames(list)))
+			return true, nil
+		}
+		if st.Active() {
+			return false, nil // the agent is undoing its changes
 		}
 		fmt.Fprintf(c.Err, "%s: unschedulable=%t\n", node, n.Spec.Unschedulable)
 		return true, nil

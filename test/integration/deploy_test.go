@@ -37,6 +37,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/kubevirtcr"
 	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 	"github.com/node-agent/node-agent/pkg/labeller"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/podaccess"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/slots"
@@ -599,6 +600,11 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 			strings.ReplaceAll(slots.RequestAnnotation, "/", "~1"), request)
 		_, err = sa.CoreV1().Nodes().Patch(ctx, "node-1", types.JSONPatchType, []byte(withdraw), metav1.PatchOptions{})
 		wantAllowed(t, "withdraw it (JSON patch)", err)
+		// Who holds the maintenance, written beside the drain's record
+		// (pkg/maintenance requesters), and removed when it ends.
+		holders := `[{"kind":"owner","name":"network-team","reason":"deploy test"}]`
+		wantAllowed(t, "list node-1's maintenance requesters", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"annotations": obj{maintenance.RequestersAnnotation: holders}}}, false))
+		wantAllowed(t, "remove that list", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"annotations": obj{maintenance.RequestersAnnotation: nil}}}, false))
 		ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "node-1.", Namespace: metav1.NamespaceDefault},
 			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "node-1", UID: "node-1"}, Reason: "DeployTest", Message: "deploy test", Type: corev1.EventTypeNormal,
 			Source: corev1.EventSource{Component: "node-agent", Host: "node-1"}}
@@ -634,6 +640,27 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 
 		wantDenied(t, "request maintenance on node-1 (the admins' annotation)", mergePatchNode(t, sa, "node-1",
 			obj{"metadata": obj{"annotations": obj{selfdrain.MaintenanceAnnotation: "self-inflicted"}}}, false), "only the annotations "+selfdrain.StatusAnnotation)
+		// The owners' requests are the admins' and outside controllers':
+		// the agent's token may not add one, nor change or remove one an
+		// owner holds (each requester ends its own request).
+		ownerKey, err := maintenance.OwnerKey("deploy-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantDenied(t, "request maintenance on node-1 as an owner", mergePatchNode(t, sa, "node-1",
+			obj{"metadata": obj{"annotations": obj{ownerKey: "self-inflicted"}}}, false), "only the annotations "+selfdrain.StatusAnnotation)
+		if err := mergePatchNode(t, b.c, "node-1", obj{"metadata": obj{"annotations": obj{ownerKey: "admin's request"}}}, false); err != nil {
+			t.Fatal(err)
+		}
+		wantDenied(t, "change an owner's request on node-1", mergePatchNode(t, sa, "node-1",
+			obj{"metadata": obj{"annotations": obj{ownerKey: "false"}}}, false), "only the annotations "+selfdrain.StatusAnnotation)
+		wantDenied(t, "end an owner's request on node-1", mergePatchNode(t, sa, "node-1",
+			obj{"metadata": obj{"annotations": obj{ownerKey: nil}}}, false), "only the annotations "+selfdrain.StatusAnnotation)
+		if err := mergePatchNode(t, b.c, "node-1", obj{"metadata": obj{"annotations": obj{ownerKey: nil}}}, false); err != nil {
+			t.Fatal(err)
+		}
+		wantDenied(t, "list node-2's maintenance requesters", mergePatchNode(t, sa, "node-2",
+			obj{"metadata": obj{"annotations": obj{maintenance.RequestersAnnotation: "[]"}}}, false), "may change only that Node, not node-2")
 		wantDenied(t, "change node-1's foreign annotation "+testenv.KwokNodeAnnotation, mergePatchNode(t, sa, "node-1",
 			obj{"metadata": obj{"annotations": obj{testenv.KwokNodeAnnotation: nil}}}, false), "only the annotations "+selfdrain.StatusAnnotation)
 		wantDenied(t, "add a finalizer to node-1", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"finalizers": []string{"example.com/hold"}}}, false), "finalizers")
