@@ -219,11 +219,12 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 	requester := slots.NewRequester(d.Client, d.NodeName, w.cfg.Slots.HeartbeatBound.Duration, d.Clock, d.Logger.With("component", "slots"))
 	out = append(out, requester)
 	gates := maintenance.GatesFor(w.cfg.Maintenance, w.vmGate(d), d.Clock, w.gateBound(d))
-	ctrl := w.maintenance(d, access, requester, gates)
+	hooks := w.hooks(d)
+	ctrl := w.maintenance(d, access, requester, gates, hooks)
 	out = append(out, ctrl)
 	own := new(maintenance.OwnReboot)
 	if w.cfg.Reboot.Enabled {
-		c, err := w.reboot(d, access, requester, own)
+		c, err := w.reboot(d, access, requester, own, hooks)
 		if err != nil {
 			return nil, err
 		}
@@ -346,12 +347,24 @@ func (w *wiring) gateBound(d agent.Deps) maintenance.GateBound {
 	}
 }
 
+// hooks wires the lifecycle's hooks (maintenance.hookBound) to the Node's
+// Events.
+func (w *wiring) hooks(d agent.Deps) *maintenance.Hooks {
+	event := func(typ string) func(reason, message string) {
+		return func(reason, message string) {
+			d.Recorder.Event(kube.NodeReference(d.NodeName), typ, reason, message)
+		}
+	}
+	return &maintenance.Hooks{Bound: w.cfg.Maintenance.HookBound.Duration, Clock: d.Clock,
+		Warn: event(corev1.EventTypeWarning), Told: event(corev1.EventTypeNormal)}
+}
+
 // maintenance wires the maintenance requests (the annotation, NodeMaintenance
 // objects when maintenance.nodeMaintenance is on, and the reboot
 // controller's record when reboot.enabled is on) to the drain engine, which
 // reaches the node's pods as access says, with the node's drain slots and
 // the gates a maintenance waits for.
-func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlots maintenance.Slots, gates *maintenance.Gates) *maintenance.Controller {
+func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlots maintenance.Slots, gates *maintenance.Gates, hooks *maintenance.Hooks) *maintenance.Controller {
 	cfg := w.cfg
 	engine := selfdrain.NewEngine(selfdrain.EngineOptions{
 		Client: d.Client, NodeName: d.NodeName, Config: cfg.Drain,
@@ -373,7 +386,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 			Logger: engine.Logger, Clock: d.Clock,
 		}
 	}
-	co := maintenance.ControllerOptions{Engine: engine, Slots: drainSlots, Gates: gates, NodeMaintenance: nm}
+	co := maintenance.ControllerOptions{Engine: engine, Slots: drainSlots, Gates: gates, Hooks: hooks, NodeMaintenance: nm}
 	if cfg.Reboot.Enabled {
 		co.RebootDrain = maintenance.DrainRequest
 	}
@@ -385,7 +398,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 // through the agent's one requester, lists pods for reboot.blockingPodSelector as
 // access says, and reboots through logind with the reboot marked as its own
 // for the shutdown guard.
-func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reboot.Slots, own *maintenance.OwnReboot) (agent.Component, error) {
+func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reboot.Slots, own *maintenance.OwnReboot, hooks *maintenance.Hooks) (agent.Component, error) {
 	cfg := w.cfg
 	rc := cfg.Reboot
 	log := d.Logger.With("component", "reboot")
@@ -408,7 +421,7 @@ func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reb
 		BlockerBound: rc.BlockerBound.Duration, ProceedPastBound: rc.OnBlockerBound == config.OnBoundProceed,
 		Slots:       drainSlots,
 		Rebooter:    own.Rebooter(shutdown.LogindRebooter{Connect: w.connectLogind}),
-		Maintenance: maintenance.Maintenance,
+		Maintenance: hooks.Maintenance,
 		Clock:       d.Clock, Logger: log, Recorder: d.Recorder,
 		Metrics: reboot.NewMetrics(d.Registry), WaitBound: w.waitBounds(d.Registry),
 	}), nil

@@ -1,0 +1,134 @@
+package maintenance
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/node-agent/node-agent/pkg/hooks"
+	"github.com/node-agent/node-agent/pkg/reboot"
+	"github.com/node-agent/node-agent/pkg/selfdrain"
+)
+
+// Hooks are the lifecycle's hooks (pkg/hooks): annotations an outside
+// controller adds to the Node to hold a maintenance, and removes to let it
+// go, each phase for at most Bound (maintenance.hookBound).
+//
+//   - Pre-drain hooks hold a drain, a maintenance's or a reboot's, before
+//     its gates and its slot, so before the cordon: a stage of their own
+//     (Controller.takeSlot), reported as the gates are.
+//   - Post-drain hooks hold a maintenance whose pods are gone: the drain's
+//     record says Succeeded (pkg/selfdrain writes it, and is left alone),
+//     but the maintenance is not reported done while they hold: the reboot
+//     controller does not reboot (Maintenance), the NodeMaintenance object
+//     stays Running with the hooks in its lastError, and Events say so
+//     (Controller.watchPostDrain). Their bound counts from the record's
+//     last update, the drain's end, so a restarted agent keeps it.
+//
+// A shutdown's drain waits for no hook: the host goes down either way.
+type Hooks struct {
+	Bound time.Duration
+	Clock clock.Clock
+	// Warn is told of malformed hooks and of hooks passed over at their
+	// bound (a Warning Event, in the wiring); Told of those that hold.
+	Warn func(reason, message string)
+	Told func(reason, message string)
+}
+
+// Event reasons of the post-drain hooks (hooks.ReasonMalformed and
+// hooks.ReasonPassed are the others).
+const ReasonPostDrainHooks = "MaintenanceHeldByHooks"
+
+// PostDrain is the hold of the post-drain hooks on node over the
+// maintenance recorded in st: none unless its drain Succeeded.
+func (h *Hooks) PostDrain(node *corev1.Node, st *selfdrain.Status) hooks.Hold {
+	if h == nil || node == nil || !st.Active() || st.Phase != selfdrain.PhaseSucceeded || st.Trigger == selfdrain.TriggerShutdown {
+		return hooks.Hold{}
+	}
+	now := h.Clock.Now()
+	since := now
+	if st.LastUpdate != nil {
+		since = st.LastUpdate.Time
+	}
+	return hooks.HoldOf(node.Annotations, hooks.PostDrain, since, now, h.Bound)
+}
+
+// Maintenance is Maintenance for the reboot controller with the post-drain
+// hooks: a reboot's drain they hold is not Drained yet, so the node does
+// not reboot.
+func (h *Hooks) Maintenance(node *corev1.Node) (reboot.Maintenance, error) {
+	m, err := Maintenance(node)
+	if err != nil || !m.Drained {
+		return m, err
+	}
+	st, err := selfdrain.ParseStatus(node)
+	if err != nil {
+		return reboot.Maintenance{}, err
+	}
+	m.Drained = !h.PostDrain(node, st).Holds()
+	return m, nil
+}
+
+// heldStatus is the record as a NodeMaintenance object mirrors it while
+// post-drain hooks hold: Running, with what holds as its lastError.
+func heldStatus(st *selfdrain.Status, held hooks.Hold) *selfdrain.Status {
+	if !held.Holds() {
+		return st
+	}
+	c := *st
+	c.Phase = selfdrain.PhaseRunning
+	c.LastError = held.Message()
+	return &c
+}
+
+// preDrainStage is the wait for the pre-drain hooks, read from node.
+func (h *Hooks) preDrainStage(node func() (*corev1.Node, error)) *Gates {
+	if h == nil {
+		return nil
+	}
+	check := &hooks.PreDrainCheck{Node: node, Clock: h.Clock, Bound: h.Bound, Warn: h.Warn}
+	return &Gates{Checks: []Check{{What: "pre-drain hooks", Checker: check}}, Interval: hooks.Interval, Clock: h.Clock}
+}
+
+// watchPostDrain tells, once each, what the post-drain hooks on node do to
+// the maintenance recorded in st, and comes back when their bound runs
+// out. It returns the record as a NodeMaintenance object mirrors it.
+func (c *Controller) watchPostDrain(node *corev1.Node, st *selfdrain.Status, perr error) *selfdrain.Status {
+	if c.hooks == nil || perr != nil {
+		return st
+	}
+	held := c.hooks.PostDrain(node, st)
+	if msg := held.Message(); msg != c.postDrainMsg {
+		c.postDrainMsg = msg
+		c.tellPostDrain(held)
+	}
+	if held.Holds() {
+		// Nothing on the Node changes when the bound runs out.
+		c.queue.AddAfter(c.node, held.Until().Sub(c.hooks.Clock.Now()))
+	}
+	return heldStatus(st, held)
+}
+
+func (c *Controller) tellPostDrain(held hooks.Hold) {
+	h := c.hooks
+	for _, p := range held.Problems() {
+		c.log.Warn("Malformed maintenance hook; it holds all the same", "problem", p)
+		if h.Warn != nil {
+			h.Warn(hooks.ReasonMalformed, p+"; the hook holds all the same, at most maintenance.hookBound")
+		}
+	}
+	switch {
+	case held.Empty():
+	case held.Passed:
+		c.log.Warn("Post-drain hooks passed over at maintenance.hookBound", "hooks", held.Names())
+		if h.Warn != nil {
+			h.Warn(hooks.ReasonPassed, held.Message())
+		}
+	default:
+		c.log.Info("Drained; the maintenance waits for its post-drain hooks", "hooks", held.Names())
+		if h.Told != nil {
+			h.Told(ReasonPostDrainHooks, "Drained; "+held.Message())
+		}
+	}
+}
