@@ -8,8 +8,8 @@
 //
 // The package parses the hooks (Parse), decides whether they still hold
 // within maintenance.hookBound (HoldOf), and asks the pre-drain hooks as a
-// check before the drain (PreDrainCheck). Nothing runs on the host: a hook is an
-// annotation only, and the agent never adds or removes one (the admission
-// policy refuses it the keys). pkg/maintenance decides where in the
-// lifecycle each phase holds.
+// check before the drain (PreDrainCheck). Nothing runs on the host: a hook
+// is an annotation only, and the agent never adds or removes one (the
+// admission policy refuses its token the keys). pkg/maintenance decides
+// where in the lifecycle each phase holds (maintenance.Hooks).
 package hooks
