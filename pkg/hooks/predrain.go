@@ -29,6 +29,11 @@ type PreDrainCheck struct {
 	Clock clock.Clock
 	// Bound is maintenance.hookBound.
 	Bound time.Duration
+	// Begun, when set, reports whether the Node's drain has begun (an
+	// agent restarted mid-drain resumes it): no pre-drain hook holds
+	// that. The node is cordoned and pods are leaving already; held
+	// there, it would stay half-drained for the hook's sake.
+	Begun func(*corev1.Node) bool
 	// Warn is told of a malformed hook and of hooks passed over at the
 	// bound, each once per wait (a Warning Event, in the wiring).
 	Warn func(reason, message string)
@@ -59,7 +64,7 @@ func (p *PreDrainCheck) Blockers(context.Context) []gates.Blocker {
 	defer p.mu.Unlock()
 	now := p.Clock.Now()
 	s := Parse(node.Annotations, PreDrain)
-	if s.Empty() {
+	if s.Empty() || (p.Begun != nil && p.Begun(node)) {
 		// The wait is over: the next one counts its bound afresh.
 		p.since, p.warned = time.Time{}, nil
 		return nil

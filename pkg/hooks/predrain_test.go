@@ -69,3 +69,18 @@ func TestPreDrainCheckFailsClosed(t *testing.T) {
 		t.Fatalf("blockers %+v, want the read error to hold", b)
 	}
 }
+
+// A drain that has begun is not held: it resumes.
+func TestPreDrainCheckLetsABegunDrainGo(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{PreDrain.Prefix() + "late": "added mid-drain"}}}
+	begun := false
+	c := &PreDrainCheck{Node: func() (*corev1.Node, error) { return node, nil }, Clock: clocktesting.NewFakeClock(time.Now()),
+		Bound: time.Minute, Begun: func(*corev1.Node) bool { return begun }}
+	if b := c.Blockers(t.Context()); len(b) != 1 {
+		t.Fatalf("not begun: %v, want the hook to hold", b)
+	}
+	begun = true
+	if b := c.Blockers(t.Context()); len(b) != 0 {
+		t.Fatalf("begun: %v, want nothing to hold", b)
+	}
+}

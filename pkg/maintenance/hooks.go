@@ -87,7 +87,7 @@ func (h *Hooks) preDrainStage(node func() (*corev1.Node, error)) *Gates {
 	if h == nil {
 		return nil
 	}
-	check := &hooks.PreDrainCheck{Node: node, Clock: h.Clock, Bound: h.Bound, Warn: h.Warn}
+	check := &hooks.PreDrainCheck{Node: node, Clock: h.Clock, Bound: h.Bound, Warn: h.Warn, Begun: drainBegun}
 	return &Gates{Checks: []Check{{What: "pre-drain hooks", Checker: check}}, Interval: hooks.Interval, Clock: h.Clock}
 }
 
@@ -131,4 +131,11 @@ func (c *Controller) tellPostDrain(held hooks.Hold) {
 			h.Told(ReasonPostDrainHooks, "Drained; "+held.Message())
 		}
 	}
+}
+
+// drainBegun reports whether node's record shows a drain under way, which
+// a restarted agent resumes past the pre-drain hooks.
+func drainBegun(node *corev1.Node) bool {
+	st, err := selfdrain.ParseStatus(node)
+	return err == nil && st.Active() && st.Phase == selfdrain.PhaseRunning
 }

@@ -145,3 +145,17 @@ func TestHeldStatusMirrored(t *testing.T) {
 		t.Errorf("past the bound: %+v, want Succeeded", got)
 	}
 }
+
+// An agent restarted mid-drain resumes it past a pre-drain hook added
+// meanwhile: the node is cordoned already.
+func TestPreDrainHookDoesNotHoldAResumedDrain(t *testing.T) {
+	h := newHarness(t, testPod("a"))
+	h.onEvict(func(eviction) error { return nil })
+	if _, err := h.engine.Begin(t.Context(), selfdrain.Request{Trigger: selfdrain.TriggerAnnotation, Reason: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"x","pre-drain.hook.node-agent.io/late":"added mid-drain"}}}`)
+	c, v, _, _ := h.hookController(24*time.Hour, false)
+	runController(t, c, v)
+	h.waitFor("the resumed drain to succeed", func() bool { st := h.status(); return st != nil && st.Phase == selfdrain.PhaseSucceeded })
+}
