@@ -103,9 +103,9 @@ func (c *Controller) watchPostDrain(node *corev1.Node, st *selfdrain.Status, per
 		c.postDrainMsg = msg
 		c.tellPostDrain(held)
 	}
-	if held.Holds() {
+	if until := held.Until(); held.Holds() && !until.IsZero() {
 		// Nothing on the Node changes when the bound runs out.
-		c.queue.AddAfter(c.node, held.Until().Sub(c.hooks.Clock.Now()))
+		c.queue.AddAfter(c.node, until.Sub(c.hooks.Clock.Now()))
 	}
 	return heldStatus(st, held)
 }
