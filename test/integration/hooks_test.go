@@ -22,7 +22,8 @@ import (
 // pre-drain hook keeps node-1 uncordoned, with its pods, until the test
 // removes it; a post-drain hook keeps the object Running after the pods are
 // gone, until the test removes it too. On node-2 a hook nobody removes is
-// passed over at maintenance.hookBound (3s), with a Warning Event.
+// passed over at maintenance.hookBound (3s), with a Warning Event and the
+// wait-bound metric.
 func TestMaintenanceHooks(t *testing.T) {
 	b := newNMBed(t, false)
 	c := b.env.Client()
@@ -97,6 +98,10 @@ func TestMaintenanceHooks(t *testing.T) {
 		if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "stuck (a controller that is gone)") || !strings.Contains(ev.Message, "maintenance.hookBound") {
 			t.Errorf("Event %s %s: %s; want a Warning naming the hook and the bound", ev.Type, ev.Reason, ev.Message)
 		}
+		const passedOver = `node_agent_wait_bound_exceeded_total{decision="proceed",wait="maintenance-hooks"}`
+		testenv.WaitFor(t, time.Minute, passedOver+" counted", func() (bool, error) {
+			return scrape(t, agent2.MetricsAddr, passedOver) == 1, nil
+		})
 		testenv.WaitFor(t, 2*time.Minute, "node-2 cordoned past its hook's bound", func() (bool, error) {
 			return getNode(t, c, "node-2").Spec.Unschedulable, nil
 		})
