@@ -15,10 +15,6 @@ import (
 // BlockerHook is the kind of a hook that holds (gates.Blocker).
 const BlockerHook gates.BlockerKind = "hook"
 
-// Interval is how often a wait for hooks reads them again: the Node comes
-// from the agent's cache, so a short interval costs no API call.
-const Interval = 5 * time.Second
-
 // PreDrainCheck asks the pre-drain hooks on the agent's Node: it is a check of
 // the lifecycle's gate stage (pkg/maintenance's GateChecker). Its wait's
 // start lives as long as the agent does, as the gates' does: a restarted

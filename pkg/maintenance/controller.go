@@ -41,6 +41,8 @@ type Controller struct {
 	// postDrainMsg is what the post-drain hooks did when last told, so
 	// that each is told once.
 	postDrainMsg string
+	// preDrainSeen wakes preDrain when the pre-drain hooks change.
+	preDrainSeen hookWatch
 	// nodeMaintenance, when not nil, serves NodeMaintenance objects.
 	nodeMaintenance *NodeMaintenanceSource
 	// rebootDrain, when not nil, reads the reboot controller's request.
@@ -121,6 +123,7 @@ func (c *Controller) enqueue() { c.queue.Add(c.node) }
 func (c *Controller) observe(obj any) {
 	if node, ok := obj.(*corev1.Node); ok {
 		c.engine.OwnCopy(node)
+		c.preDrainSeen.observe(node)
 	}
 	c.enqueue()
 }
@@ -128,7 +131,7 @@ func (c *Controller) observe(obj any) {
 // Run implements agent.Component.
 func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
 	c.engine.UseNodeCache(view.Get)
-	c.preDrain = c.hooks.preDrainStage(view.Get)
+	c.preDrain = c.hooks.preDrainStage(view.Get, c.preDrainSeen.wake())
 	if err := view.AddHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.observe(obj) },
 		UpdateFunc: func(_, obj any) { c.observe(obj) },

@@ -1,6 +1,8 @@
 package maintenance
 
 import (
+	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -82,13 +84,57 @@ func heldStatus(st *selfdrain.Status, held hooks.Hold) *selfdrain.Status {
 	return &c
 }
 
-// preDrainStage is the wait for the pre-drain hooks, read from node.
-func (h *Hooks) preDrainStage(node func() (*corev1.Node, error)) *Gates {
+// preDrainStage is the wait for the pre-drain hooks, read from node: asked
+// again every GateInterval, as the gates are (each wait rewrites the
+// record), and at once when wake says the hooks changed, so that a hook
+// removed lets the drain go without waiting out the interval.
+func (h *Hooks) preDrainStage(node func() (*corev1.Node, error), wake <-chan struct{}) *Gates {
 	if h == nil {
 		return nil
 	}
 	check := &hooks.PreDrainCheck{Node: node, Clock: h.Clock, Bound: h.Bound, Warn: h.Warn, Begun: drainBegun}
-	return &Gates{Checks: []Check{{What: "pre-drain hooks", Checker: check}}, Interval: hooks.Interval, Clock: h.Clock}
+	// A bound shorter than the interval is asked at its end (at most an
+	// interval late otherwise).
+	interval := GateInterval
+	if h.Bound > 0 && h.Bound < interval {
+		interval = h.Bound
+	}
+	return &Gates{Checks: []Check{{What: "pre-drain hooks", Checker: check}}, Interval: interval, Clock: h.Clock, Wake: wake}
+}
+
+// hookWatch tells a wait for the pre-drain hooks that they changed. Only
+// a change of the hooks wakes it: the wait's own record writes change the
+// Node too, and waking on those would write again at once.
+type hookWatch struct {
+	mu   sync.Mutex
+	last string
+	ch   chan struct{}
+}
+
+func (w *hookWatch) wake() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{}, 1)
+	}
+	return w.ch
+}
+
+// observe takes a Node the informer delivers.
+func (w *hookWatch) observe(node *corev1.Node) {
+	s := hooks.Parse(node.Annotations, hooks.PreDrain)
+	now := s.Names() + "\x00" + strings.Join(s.Problems(), "\x00")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if now == w.last || w.ch == nil {
+		w.last = now
+		return
+	}
+	w.last = now
+	select {
+	case w.ch <- struct{}{}:
+	default: // one wake-up pending is enough
+	}
 }
 
 // watchPostDrain tells, once each, what the post-drain hooks on node do to

@@ -13,6 +13,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/agent/agenttest"
 	"github.com/node-agent/node-agent/pkg/hooks"
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
 
@@ -158,4 +159,56 @@ func TestPreDrainHookDoesNotHoldAResumedDrain(t *testing.T) {
 	c, v, _, _ := h.hookController(24*time.Hour, false)
 	runController(t, c, v)
 	h.waitFor("the resumed drain to succeed", func() bool { st := h.status(); return st != nil && st.Phase == selfdrain.PhaseSucceeded })
+}
+
+// A change of the pre-drain hooks wakes their wait at once; any other
+// change of the Node (the wait's own record writes) does not.
+func TestHookWatchWakesOnlyOnHookChanges(t *testing.T) {
+	var w hookWatch
+	wake := w.wake()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{hooks.PreDrain.Prefix() + "a": "me"}}}
+	woken := func() bool {
+		select {
+		case <-wake:
+			return true
+		default:
+			return false
+		}
+	}
+	w.observe(node)
+	if !woken() {
+		t.Fatal("a hook appeared: not woken")
+	}
+	node.Annotations[selfdrain.StatusAnnotation] = `{"phase":"Waiting"}`
+	node.Annotations[hooks.PostDrain.Prefix()+"b"] = "me"
+	w.observe(node)
+	if woken() {
+		t.Fatal("woken by a change that is not a pre-drain hook's")
+	}
+	delete(node.Annotations, hooks.PreDrain.Prefix()+"a")
+	w.observe(node)
+	if !woken() {
+		t.Fatal("the hook was removed: not woken")
+	}
+}
+
+// Gates.Wait asks again when woken, before its interval is over.
+func TestGatesWake(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	gates := fakeGates{holds: make(chan []reboot.Blocker, 2)}
+	wake := make(chan struct{}, 1)
+	g := &Gates{Checks: []Check{{What: "pre-drain hooks", Checker: gates}}, Interval: time.Hour, Clock: clk, Wake: wake}
+	gates.holds <- []reboot.Blocker{{Name: "a (me)"}}
+	done := make(chan error, 1)
+	go func() { done <- g.Wait(t.Context(), func(error) {}) }()
+	gates.holds <- nil
+	wake <- struct{}{}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wait did not end when woken")
+	}
 }
