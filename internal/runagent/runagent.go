@@ -27,6 +27,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/confinement"
 	"github.com/node-agent/node-agent/pkg/evictionrequest"
+	"github.com/node-agent/node-agent/pkg/hooks"
 	"github.com/node-agent/node-agent/pkg/hostcpu"
 	"github.com/node-agent/node-agent/pkg/hostcpu/subprocess"
 	"github.com/node-agent/node-agent/pkg/kube"
@@ -219,11 +220,12 @@ func (w *wiring) components(d agent.Deps) ([]agent.Component, error) {
 	requester := slots.NewRequester(d.Client, d.NodeName, w.cfg.Slots.HeartbeatBound.Duration, d.Clock, d.Logger.With("component", "slots"))
 	out = append(out, requester)
 	gates := maintenance.GatesFor(w.cfg.Maintenance, w.vmGate(d), d.Clock, w.gateBound(d))
-	ctrl := w.maintenance(d, access, requester, gates)
+	hk := w.hooks(d)
+	ctrl := w.maintenance(d, access, requester, gates, hk)
 	out = append(out, ctrl)
 	own := new(maintenance.OwnReboot)
 	if w.cfg.Reboot.Enabled {
-		c, err := w.reboot(d, access, requester, own)
+		c, err := w.reboot(d, access, requester, own, hk)
 		if err != nil {
 			return nil, err
 		}
@@ -346,12 +348,31 @@ func (w *wiring) gateBound(d agent.Deps) maintenance.GateBound {
 	}
 }
 
+// hooks wires the lifecycle's hooks (maintenance.hookBound) to the Node's
+// Events and the wait-bound metrics.
+func (w *wiring) hooks(d agent.Deps) *maintenance.Hooks {
+	event := func(typ string) func(reason, message string) {
+		return func(reason, message string) {
+			d.Recorder.Event(kube.NodeReference(d.NodeName), typ, reason, message)
+		}
+	}
+	warn, wb := event(corev1.EventTypeWarning), w.waitBounds(d.Registry)
+	return &maintenance.Hooks{Bound: w.cfg.Maintenance.HookBound.Duration, Clock: d.Clock,
+		Warn: func(reason, message string) {
+			if reason == hooks.ReasonPassed {
+				wb.Ran(metrics.WaitMaintenanceHooks, metrics.DecisionProceed)
+			}
+			warn(reason, message)
+		},
+		Told: event(corev1.EventTypeNormal)}
+}
+
 // maintenance wires the maintenance requests (the annotation, NodeMaintenance
 // objects when maintenance.nodeMaintenance is on, and the reboot
 // controller's record when reboot.enabled is on) to the drain engine, which
 // reaches the node's pods as access says, with the node's drain slots and
 // the gates a maintenance waits for.
-func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlots maintenance.Slots, gates *maintenance.Gates) *maintenance.Controller {
+func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlots maintenance.Slots, gates *maintenance.Gates, hk *maintenance.Hooks) *maintenance.Controller {
 	cfg := w.cfg
 	engine := selfdrain.NewEngine(selfdrain.EngineOptions{
 		Client: d.Client, NodeName: d.NodeName, Config: cfg.Drain,
@@ -373,7 +394,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 			Logger: engine.Logger, Clock: d.Clock,
 		}
 	}
-	co := maintenance.ControllerOptions{Engine: engine, Slots: drainSlots, Gates: gates, NodeMaintenance: nm}
+	co := maintenance.ControllerOptions{Engine: engine, Slots: drainSlots, Gates: gates, Hooks: hk, NodeMaintenance: nm}
 	if cfg.Reboot.Enabled {
 		co.RebootDrain = maintenance.DrainRequest
 	}
@@ -385,7 +406,7 @@ func (w *wiring) maintenance(d agent.Deps, access *podaccess.Reporter, drainSlot
 // through the agent's one requester, lists pods for reboot.blockingPodSelector as
 // access says, and reboots through logind with the reboot marked as its own
 // for the shutdown guard.
-func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reboot.Slots, own *maintenance.OwnReboot) (agent.Component, error) {
+func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reboot.Slots, own *maintenance.OwnReboot, hk *maintenance.Hooks) (agent.Component, error) {
 	cfg := w.cfg
 	rc := cfg.Reboot
 	log := d.Logger.With("component", "reboot")
@@ -408,7 +429,7 @@ func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reb
 		BlockerBound: rc.BlockerBound.Duration, ProceedPastBound: rc.OnBlockerBound == config.OnBoundProceed,
 		Slots:       drainSlots,
 		Rebooter:    own.Rebooter(shutdown.LogindRebooter{Connect: w.connectLogind}),
-		Maintenance: maintenance.Maintenance,
+		Maintenance: hk.Maintenance,
 		Clock:       d.Clock, Logger: log, Recorder: d.Recorder,
 		Metrics: reboot.NewMetrics(d.Registry), WaitBound: w.waitBounds(d.Registry),
 	}), nil

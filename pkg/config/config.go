@@ -140,6 +140,8 @@ func Default() Config {
 			// agent.
 			GateBound:   metav1.Duration{Duration: time.Hour},
 			OnGateBound: OnBoundWait,
+			// An hour, as the gates: a hook whose controller is gone is heard of.
+			HookBound: metav1.Duration{Duration: time.Hour},
 		},
 		Reboot: RebootConfig{
 			SentinelFile: "/run/reboot-required",

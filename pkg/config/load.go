@@ -118,6 +118,7 @@ var durationKeys = [][2]string{
 	{"labeller", "discoveryTimeout"},
 	{"drain", "timeout"},
 	{"maintenance", "gateBound"},
+	{"maintenance", "hookBound"},
 	{"drain", "deleteAfter"},
 	{"shutdown", "drainBudget"},
 	{"shutdown", "safetyMargin"},

@@ -166,6 +166,13 @@ type MaintenanceConfig struct {
 	// starts past them).
 	GateBound   metav1.Duration `json:"gateBound"`
 	OnGateBound string          `json:"onGateBound"`
+	// HookBound is how long the hooks of one phase (the annotations
+	// pre-drain.hook.node-agent.io/<name> and
+	// post-drain.hook.node-agent.io/<name>, pkg/hooks) may hold one
+	// maintenance: the pre-drain hooks from their first wait, the
+	// post-drain hooks from the drain's end. Past it they hold no longer:
+	// the maintenance goes on and a Warning Event names them.
+	HookBound metav1.Duration `json:"hookBound"`
 }
 
 // LabellerConfig configures CPU discovery and labelling.

@@ -95,6 +95,7 @@ var trust = map[string]Trust{
 	"maintenance.gates[].name":         cm("name a gate"),
 	"maintenance.gates[].query":        cm("add a gate whose answer holds every maintenance until its gate bound"),
 	"maintenance.gateBound":            cm("let gates and VMs hold a maintenance longer, within the bound, or pass them over sooner"),
+	"maintenance.hookBound":            cm("let hooks hold a maintenance longer, within the bound, or pass them over sooner"),
 	"maintenance.onGateBound":          cm("drain past gates and VMs that cannot leave once the bound runs out (proceed), stopping such VMs"),
 	"maintenance.gates[].beforeReboot": cm("nothing: beforeReboot is refused in maintenance.gates"),
 

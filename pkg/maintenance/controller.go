@@ -37,6 +37,15 @@ type Controller struct {
 	slots  Slots
 	// gates hold a drain before it asks for its slot; nil holds nothing.
 	gates *Gates
+	// hooks, when not nil, are the lifecycle's hooks (hooks.go); preDrain
+	// is their wait before the gates, made in Run where the Node is read.
+	hooks    *Hooks
+	preDrain *Gates
+	// postDrainMsg is what the post-drain hooks did when last told, so
+	// that each is told once.
+	postDrainMsg string
+	// preDrainSeen wakes preDrain when the pre-drain hooks change.
+	preDrainSeen hookWatch
 	// nodeMaintenance, when not nil, serves NodeMaintenance objects.
 	nodeMaintenance *NodeMaintenanceSource
 	// rebootDrain, when not nil, reads the reboot controller's request.
@@ -88,6 +97,10 @@ type ControllerOptions struct {
 	// its slot. A reboot's drain passed the reboot controller's own
 	// blockers before it was asked for.
 	Gates *Gates
+	// Hooks, when not nil, hold a maintenance's or a reboot's drain
+	// before the cordon (pre-drain), and a drained maintenance before it
+	// is reported done (post-drain).
+	Hooks *Hooks
 	// NodeMaintenance, when not nil, serves NodeMaintenance objects.
 	NodeMaintenance *NodeMaintenanceSource
 	// RebootDrain, when not nil, says whether the reboot controller asks
@@ -101,7 +114,7 @@ type ControllerOptions struct {
 func NewController(o ControllerOptions) *Controller {
 	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryAfterFailure, retryAfterFailureCap)
 	e := o.Engine
-	return &Controller{engine: e, slots: o.Slots, gates: o.Gates, nodeMaintenance: o.NodeMaintenance, rebootDrain: o.RebootDrain,
+	return &Controller{engine: e, slots: o.Slots, gates: o.Gates, hooks: o.Hooks, nodeMaintenance: o.NodeMaintenance, rebootDrain: o.RebootDrain,
 		metrics: e.Metrics, node: e.NodeName, log: e.Logger,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{
 			Name: "selfdrain", Clock: e.Clock,
@@ -119,6 +132,7 @@ func (c *Controller) enqueue() { c.queue.Add(c.node) }
 func (c *Controller) observe(obj any) {
 	if node, ok := obj.(*corev1.Node); ok {
 		c.engine.OwnCopy(node)
+		c.preDrainSeen.observe(node)
 	}
 	c.enqueue()
 }
@@ -126,6 +140,7 @@ func (c *Controller) observe(obj any) {
 // Run implements agent.Component.
 func (c *Controller) Run(ctx context.Context, view agent.NodeView) error {
 	c.engine.UseNodeCache(view.Get)
+	c.preDrain = c.hooks.preDrainStage(view.Get, c.preDrainSeen.wake())
 	if err := view.AddHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.observe(obj) },
 		UpdateFunc: func(_, obj any) { c.observe(obj) },
@@ -203,10 +218,11 @@ func (c *Controller) reconcile(ctx context.Context, view agent.NodeView) error {
 		c.badRequest = ""
 	}
 	req.Owners = c.owners(node, recorded)
+	mirrored := c.watchPostDrain(node, st, perr)
 	if c.nodeMaintenance != nil {
 		// Finalizer first: an object the agent drains for is kept until
 		// the drain is undone.
-		c.nodeMaintenance.apply(ctx, planObjects(objs, st, perr, req.Annotation != "" || len(req.Owners) > 0))
+		c.nodeMaintenance.apply(ctx, planObjects(objs, mirrored, perr, req.Annotation != "" || len(req.Owners) > 0))
 	}
 	d, run := c.decide(ctx, req, recorded, st, perr)
 	switch d.Action {
@@ -418,6 +434,11 @@ func (r *maintenanceRun) drainInSlot() error {
 // drain and evicted before the reboot controller had its slot again.
 func (r *maintenanceRun) takeSlot() (slots.Slot, error) {
 	onWait := waitReporter(r.ctx, r.c.engine, r.trigger, r.reason)
+	// The pre-drain hooks first, for a reboot's drain too: an outside
+	// controller's hold is on the node, whoever asks for its drain.
+	if err := r.c.preDrain.Wait(r.ctx, onWait); err != nil {
+		return nil, err
+	}
 	if r.trigger == selfdrain.TriggerReboot {
 		return r.c.slots.Await(r.ctx, slots.PurposeReboot, onWait)
 	}

@@ -1,7 +1,7 @@
 // Package maintenance owns the maintenance lifecycle of the agent's own
 // Node, from the request to the undo. A newcomer asking "why does this node
-// not drain yet?" reads it here. A maintenance goes request, gates, slot,
-// drain, (timeout,) end and undo:
+// not drain yet?" reads it here. A maintenance goes request, pre-drain
+// hooks, gates, slot, drain, post-drain hooks, (timeout,) end and undo:
 //
 //   - Requests, from every trigger: the node-agent.io/maintenance
 //     annotation, the owners' annotations maintenance.node-agent.io/<owner>,
@@ -19,6 +19,10 @@
 //   - Gates: the maintenance gates (PromQL) and the VM gate hold a drain
 //     before it asks for its slot (Gates, GatesFor, VMGate), each wait bounded
 //     (GateBound).
+//   - Hooks: annotations an outside controller puts on the Node
+//     (pkg/hooks) hold a drain before the cordon and a drained maintenance
+//     before it is reported done, each phase bounded by
+//     maintenance.hookBound (Hooks, hooks.go).
 //   - The slot: a drain waits for a cluster-wide drain slot (Slots,
 //     the Node says why it waits meanwhile) and ends when the slot is taken
 //     back; a reboot's drain follows the slot the reboot controller holds.

@@ -42,6 +42,9 @@ type Gates struct {
 	Interval time.Duration
 	Clock    clock.Clock
 	Bound    GateBound
+	// Wake, when not nil, asks the checks again before Interval is over
+	// (the pre-drain hooks: when their annotations change).
+	Wake <-chan struct{}
 }
 
 // GateInterval is how often the maintenance gates are asked again while
@@ -149,6 +152,7 @@ func (g *Gates) Wait(ctx context.Context, onWait func(error)) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-g.Clock.After(nextCheck(since, now, g.Interval, g.Bound)):
+		case <-g.Wake:
 		}
 	}
 	return nil

@@ -270,6 +270,9 @@ func (c *Client) Status(ctx context.Context, node string, api API) error {
 				return err
 			}
 			c.writeVMWait(ctx, &nodes[0])
+			if err := writeHooks(c.Out, &nodes[0]); err != nil {
+				return err
+			}
 		}
 	}
 	if api == APIAnnotation {

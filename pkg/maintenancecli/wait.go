@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/node-agent/node-agent/pkg/hooks"
 	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 )
@@ -21,6 +22,7 @@ import (
 func (c *Client) waitForDrain(ctx context.Context, node string, from *corev1.Node, since time.Time) error {
 	bar := newProgress(c.Err)
 	var final *selfdrain.Status
+	var finalNode *corev1.Node
 	follow := func(n *corev1.Node) (bool, error) {
 		st, err := selfdrain.ParseStatus(n)
 		if err != nil {
@@ -34,7 +36,7 @@ func (c *Client) waitForDrain(ctx context.Context, node string, from *corev1.Nod
 		bar.status(st)
 		switch st.Phase {
 		case selfdrain.PhaseSucceeded, selfdrain.PhaseFailed:
-			final = st
+			final, finalNode = st, n
 			return true, nil
 		}
 		return false, nil
@@ -56,6 +58,10 @@ func (c *Client) waitForDrain(ctx context.Context, node string, from *corev1.Nod
 		return fmt.Errorf("drain of %s failed: %d pods left; last error: %s", node, len(final.PendingPods), printable(final.LastError))
 	}
 	fmt.Fprintf(c.Err, "%s drained: %d pods evicted in %s\n", node, final.EvictionPods, final.LastUpdate.Sub(final.StartTime.Time).Round(time.Second))
+	if s := hooks.Parse(finalNode.Annotations, hooks.PostDrain); !s.Empty() && final.Trigger != selfdrain.TriggerShutdown {
+		// Drained, but not done: the hooks' owners let it go.
+		fmt.Fprintf(c.Err, "%s: post-drain hooks hold the maintenance until they are removed (or maintenance.hookBound passes): %s\n", node, printable(s.Names()))
+	}
 	return nil
 }
 

@@ -86,6 +86,18 @@ func TestWaitForDrain(t *testing.T) {
 		}
 	})
 
+	t.Run("drained, and held by a post-drain hook", func(t *testing.T) {
+		n := node("node-1", "1", "bios", succeeded)
+		n.Annotations["post-drain.hook.node-agent.io/firmware"] = "fw-operator"
+		h := newHarness(t, false, n)
+		if err := h.client.waitForDrain(t.Context(), "node-1", nil, since); err != nil {
+			t.Fatal(err)
+		}
+		if want := "node-1: post-drain hooks hold the maintenance until they are removed (or maintenance.hookBound passes): firmware (fw-operator)\n"; !strings.HasSuffix(h.err.String(), want) {
+			t.Errorf("output %q, want it to end %q", h.err.String(), want)
+		}
+	})
+
 	t.Run("timeout leaves the maintenance going", func(t *testing.T) {
 		h := newHarness(t, false, node("node-1", "1", "", nil))
 		h.watchNodes()

@@ -11,6 +11,11 @@ const (
 	// WaitRebootBlockers: pods, alerts, gates and VMs holding a needed
 	// reboot (reboot.blockerBound).
 	WaitRebootBlockers = "reboot-blockers"
+	// WaitMaintenanceHooks: the hooks an outside controller put on the
+	// Node, holding a maintenance before the cordon or before it is
+	// reported done (maintenance.hookBound). Past the bound they hold no
+	// longer: its decision is always proceed.
+	WaitMaintenanceHooks = "maintenance-hooks"
 )
 
 // The decisions taken when a wait's bound runs out (the decision label).
@@ -20,7 +25,7 @@ const (
 )
 
 var (
-	waits     = []string{WaitMaintenanceGates, WaitRebootBlockers}
+	waits     = []string{WaitMaintenanceGates, WaitRebootBlockers, WaitMaintenanceHooks}
 	decisions = []string{DecisionWait, DecisionProceed}
 )
 
@@ -40,7 +45,7 @@ func NewWaitBound(reg prometheus.Registerer) *WaitBound {
 	w := &WaitBound{
 		Exceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "wait_bound_exceeded_total",
-			Help: "Times a wait that a tenant or an outside service can prolong ran past the bound an admin set, by wait (maintenance-gates: maintenance.gateBound; reboot-blockers: reboot.blockerBound) and decision (wait: the node keeps waiting; proceed: what held it is passed over).",
+			Help: "Times a wait that a tenant or an outside service can prolong ran past the bound an admin set, by wait (maintenance-gates: maintenance.gateBound; reboot-blockers: reboot.blockerBound; maintenance-hooks: maintenance.hookBound) and decision (wait: the node keeps waiting; proceed: what held it is passed over).",
 		}, []string{"wait", "decision"}),
 		Held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace, Name: "wait_bound_held",

@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/node-agent/node-agent/pkg/confinement"
+	"github.com/node-agent/node-agent/pkg/hooks"
 	"github.com/node-agent/node-agent/pkg/kubevirtcr"
 	"github.com/node-agent/node-agent/pkg/kubevirtlabels"
 	"github.com/node-agent/node-agent/pkg/labeller"
@@ -661,6 +662,23 @@ func (b *deployBed) testPrivilege(t *testing.T) {
 		}
 		wantDenied(t, "list node-2's maintenance requesters", mergePatchNode(t, sa, "node-2",
 			obj{"metadata": obj{"annotations": obj{maintenance.RequestersAnnotation: "[]"}}}, false), "may change only that Node, not node-2")
+		// The hooks are an outside controller's hold on the node: the agent
+		// may neither hold itself nor let itself go.
+		for _, phase := range hooks.Phases {
+			key := phase.Prefix() + "deploy-test"
+			wantDenied(t, "add a "+string(phase)+" hook to node-1", mergePatchNode(t, sa, "node-1",
+				obj{"metadata": obj{"annotations": obj{key: "self-held"}}}, false), "only the annotations "+selfdrain.StatusAnnotation)
+			if err := mergePatchNode(t, b.c, "node-1", obj{"metadata": obj{"annotations": obj{key: "an admin"}}}, false); err != nil {
+				t.Fatal(err)
+			}
+			wantDenied(t, "remove an admin's "+string(phase)+" hook from node-1", mergePatchNode(t, sa, "node-1",
+				obj{"metadata": obj{"annotations": obj{key: nil}}}, false), "only the annotations "+selfdrain.StatusAnnotation)
+			wantDenied(t, "rewrite an admin's "+string(phase)+" hook on node-1", mergePatchNode(t, sa, "node-1",
+				obj{"metadata": obj{"annotations": obj{key: "the agent"}}}, false), "only the annotations "+selfdrain.StatusAnnotation)
+			if err := mergePatchNode(t, b.c, "node-1", obj{"metadata": obj{"annotations": obj{key: nil}}}, false); err != nil {
+				t.Fatal(err)
+			}
+		}
 		wantDenied(t, "change node-1's foreign annotation "+testenv.KwokNodeAnnotation, mergePatchNode(t, sa, "node-1",
 			obj{"metadata": obj{"annotations": obj{testenv.KwokNodeAnnotation: nil}}}, false), "only the annotations "+selfdrain.StatusAnnotation)
 		wantDenied(t, "add a finalizer to node-1", mergePatchNode(t, sa, "node-1", obj{"metadata": obj{"finalizers": []string{"example.com/hold"}}}, false), "finalizers")
