@@ -142,8 +142,9 @@ func Default() Config {
 			OnGateBound: OnBoundWait,
 		},
 		Reboot: RebootConfig{
-			SentinelFile: "/run/reboot-required",
-			Window:       RebootWindowConfig{Start: "00:00", End: "00:00", TimeZone: "UTC"},
+			SentinelFile:          "/run/reboot-required",
+			PreferNoScheduleTaint: true, // soft, never leaves a pod Pending: docs/reboots.md
+			Window:                RebootWindowConfig{Start: "00:00", End: "00:00", TimeZone: "UTC"},
 			// A day. A sentinel that survives a reboot was not cleared by
 			// it, and another reboot rarely clears it either (kured#1269);
 			// each attempt drains the node and moves its VMs. With a day,
