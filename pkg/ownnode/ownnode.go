@@ -25,6 +25,10 @@ import (
 type Write struct {
 	// FieldManager names the writer in managedFields.
 	FieldManager string
+	// Cordon writes spec.unschedulable with the taints; a writer that
+	// owns no cordon (the reboot controller) leaves it out, so that it
+	// cannot write back a cordon it read before someone changed it.
+	Cordon bool
 	// Annotations are the annotations written with the spec, each with
 	// its value on the mutated Node ("" when it has none); the others are
 	// not sent.
@@ -32,8 +36,8 @@ type Write struct {
 }
 
 // Update reads the Node name, applies mutate and writes back what the
-// agent may change in its spec (spec.unschedulable and spec.taints) and
-// the annotations w names, with a merge patch conditional on the
+// agent may change in its spec (spec.taints, and spec.unschedulable with
+// w.Cordon) and the annotations w names, with a merge patch conditional on the
 // resourceVersion it read, retrying on conflict: a concurrent writer's
 // change is never overwritten, and the agent needs only the patch verb.
 // mutate returns false to skip the write; Update then returns the Node as
@@ -63,7 +67,7 @@ func Update(ctx context.Context, nodes kube.NodeInterface, name string, first *c
 			out = node
 			return nil
 		}
-		b, err := json.Marshal(patch(node, w.Annotations))
+		b, err := json.Marshal(patch(node, w))
 		if err != nil {
 			return err
 		}
@@ -76,27 +80,28 @@ func Update(ctx context.Context, nodes kube.NodeInterface, name string, first *c
 	return out, nil
 }
 
-// patch is the merge patch that writes node's cordon, taints and the
-// annotations named.
-func patch(node *corev1.Node, annotations []string) map[string]any {
+// patch is the merge patch that writes node's taints, its cordon and the
+// annotations w names.
+func patch(node *corev1.Node, w Write) map[string]any {
 	taints := node.Spec.Taints
 	if taints == nil {
 		taints = []corev1.Taint{}
 	}
 	meta := map[string]any{"resourceVersion": node.ResourceVersion}
-	if len(annotations) > 0 {
+	if len(w.Annotations) > 0 {
 		a := map[string]string{}
-		for _, k := range annotations {
+		for _, k := range w.Annotations {
 			a[k] = node.Annotations[k]
 		}
 		meta["annotations"] = a
 	}
-	return map[string]any{
-		"metadata": meta,
-		// A merge patch replaces the whole taint list: the resourceVersion
-		// above makes sure it is the list that was read.
-		"spec": map[string]any{"unschedulable": node.Spec.Unschedulable, "taints": taints},
+	// A merge patch replaces the whole taint list: the resourceVersion
+	// above makes sure it is the list that was read.
+	spec := map[string]any{"taints": taints}
+	if w.Cordon {
+		spec["unschedulable"] = node.Spec.Unschedulable
 	}
+	return map[string]any{"metadata": meta, "spec": spec}
 }
 
 // HasTaint reports whether node carries a taint with key and effect.

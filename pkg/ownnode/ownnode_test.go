@@ -45,7 +45,7 @@ func patches(cs *fake.Clientset) *[]map[string]any {
 func TestUpdateWritesOnlySpecAndTheNamedAnnotations(t *testing.T) {
 	cs := fake.NewClientset(node(admin))
 	sent := patches(cs)
-	out, err := Update(t.Context(), kubetest.Wrap(cs).CoreV1().Nodes(), "n", nil, Write{FieldManager: "fm", Annotations: []string{"a"}},
+	out, err := Update(t.Context(), kubetest.Wrap(cs).CoreV1().Nodes(), "n", nil, Write{FieldManager: "fm", Cordon: true, Annotations: []string{"a"}},
 		func(n *corev1.Node) (bool, error) {
 			n.Spec.Unschedulable = true
 			n.Annotations["a"] = "new"
@@ -75,7 +75,9 @@ func TestUpdateWritesOnlySpecAndTheNamedAnnotations(t *testing.T) {
 	}
 }
 
-func TestUpdateWithoutAnnotationsSendsNone(t *testing.T) {
+// Without Cordon and annotations, only the taints are sent: a writer that
+// owns no cordon cannot write back one it read before it changed.
+func TestUpdateWithoutCordonAndAnnotationsSendsTheTaintsAlone(t *testing.T) {
 	cs := fake.NewClientset(node(admin, pending))
 	sent := patches(cs)
 	out, err := Update(t.Context(), kubetest.Wrap(cs).CoreV1().Nodes(), "n", nil, Write{FieldManager: "fm"},
@@ -85,6 +87,9 @@ func TestUpdateWithoutAnnotationsSendsNone(t *testing.T) {
 	}
 	if _, ok := (*sent)[0]["metadata"].(map[string]any)["annotations"]; ok {
 		t.Errorf("annotations sent: %v", (*sent)[0])
+	}
+	if spec := (*sent)[0]["spec"].(map[string]any); len(spec) != 1 || spec["taints"] == nil {
+		t.Errorf("spec sent: %v; want the taints alone", spec)
 	}
 	if len(out.Spec.Taints) != 1 || out.Spec.Taints[0].Key != "admin" {
 		t.Errorf("taints: %+v; want the admin's alone", out.Spec.Taints)

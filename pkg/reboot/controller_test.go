@@ -123,7 +123,7 @@ func newBed(t *testing.T, window Window) *bed {
 		Window: window, LoopBound: 24 * time.Hour, SlotHoldBound: 30 * time.Minute,
 		// As reboot.preferNoScheduleTaint's default.
 		PreferNoScheduleTaint: true,
-		Slots: b.slots, Rebooter: b.reboots,
+		Slots:                 b.slots, Rebooter: b.reboots,
 		Maintenance: func(*corev1.Node) (Maintenance, error) { return b.m, nil },
 		Clock:       b.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Recorder: b.events, Metrics: b.metrics,
 	}

@@ -51,8 +51,12 @@ func wantsPendingTaint(d Decision) (want, known bool) {
 
 // keepPendingTaint adds or removes PendingTaintKey on the Node as d wants
 // it, and reboot.preferNoScheduleTaint allows it. node is the cached copy:
-// nothing is written while it shows the taint as wanted, and the write,
-// conditional on its resourceVersion, reads the Node again on a conflict.
+// nothing is written while it shows the taint as wanted. Otherwise the
+// write starts from a read of the Node, not from node: the cache may be
+// behind the controller's own last change of the taint, or the drain
+// engine's of the cordon and its taint, and a read (two per reboot) costs
+// less than the conflicts. It writes the taints alone, conditional on the
+// resourceVersion read.
 func (c *Controller) keepPendingTaint(ctx context.Context, node *corev1.Node, d Decision) error {
 	want, known := wantsPendingTaint(d)
 	if !known {
@@ -64,7 +68,7 @@ func (c *Controller) keepPendingTaint(ctx context.Context, node *corev1.Node, d 
 	}
 	now := metav1.NewTime(c.o.Clock.Now())
 	changed := false
-	_, err := ownnode.Update(ctx, c.o.Client.CoreV1().Nodes(), c.o.NodeName, node, ownnode.Write{FieldManager: FieldManager},
+	_, err := ownnode.Update(ctx, c.o.Client.CoreV1().Nodes(), c.o.NodeName, nil, ownnode.Write{FieldManager: FieldManager},
 		func(n *corev1.Node) (bool, error) {
 			if want {
 				changed = ownnode.AddTaint(n, corev1.Taint{Key: PendingTaintKey, Effect: PendingTaintEffect, TimeAdded: &now})

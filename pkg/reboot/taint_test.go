@@ -242,3 +242,32 @@ func TestWantsPendingTaint(t *testing.T) {
 		}
 	}
 }
+
+// The controller's write sends the taints alone, never the cordon, which is
+// the drain engine's; and it starts from a read of the Node, so that a
+// cache behind the drain's taint does not write that taint away.
+func TestPendingTaintWritesTheTaintsAlone(t *testing.T) {
+	b := newBed(t, alwaysWindow(t))
+	b.withAdminTaint()
+	b.setSentinel(true)
+	var sent []string
+	b.cs.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if p := string(a.(k8stesting.PatchAction).GetPatch()); strings.Contains(p, `"taints"`) {
+			sent = append(sent, p)
+		}
+		return false, nil, nil
+	})
+	stale := b.node()
+	drain := corev1.Taint{Key: "kubevirt.io/drain", Effect: corev1.TaintEffectNoSchedule}
+	b.update(func(n *corev1.Node) { n.Spec.Unschedulable, n.Spec.Taints = true, append(n.Spec.Taints, drain) })
+	if err := b.c.step(context.Background(), stale); err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 1 || strings.Contains(sent[0], "unschedulable") {
+		t.Fatalf("taint writes %q; want one, without spec.unschedulable", sent)
+	}
+	n := b.node()
+	if !n.Spec.Unschedulable || len(n.Spec.Taints) != 3 || n.Spec.Taints[1] != drain || !b.pending() {
+		t.Fatalf("node after the write from a stale cache: unschedulable %v, taints %+v; want the cordon and the drain taint kept", n.Spec.Unschedulable, n.Spec.Taints)
+	}
+}

@@ -69,7 +69,7 @@ func setStatusAnnotation(node *corev1.Node, st *Status) {
 // not nil, is a recent copy to start from instead of a GET.
 func updateNode(ctx context.Context, client kube.Interface, name string, first *corev1.Node, mutate func(*corev1.Node) (bool, error)) (*corev1.Node, error) {
 	return ownnode.Update(ctx, client.CoreV1().Nodes(), name, first,
-		ownnode.Write{FieldManager: FieldManager, Annotations: []string{StatusAnnotation}}, mutate)
+		ownnode.Write{FieldManager: FieldManager, Cordon: true, Annotations: []string{StatusAnnotation}}, mutate)
 }
 
 // FieldManager names the agent in managedFields.
