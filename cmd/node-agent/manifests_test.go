@@ -153,6 +153,9 @@ func TestDeployManifestsAgreeWithCode(t *testing.T) {
 	if got := celStrings(policyVariable(t, &policy, "drainTaintKey")); !slices.Equal(got, []string{def.Drain.TaintKey}) {
 		t.Errorf("policy drainTaintKey = %v, want drain.taintKey's default %s", got, def.Drain.TaintKey)
 	}
+	if got := celStrings(policyVariable(t, &policy, "rebootPendingTaintKey")); !slices.Equal(got, []string{reboot.PendingTaintKey}) {
+		t.Errorf("policy rebootPendingTaintKey = %v, want %s", got, reboot.PendingTaintKey)
+	}
 	wantConds := []string{string(selfdrain.ShuttingDownCondition), string(selfdrain.ConditionType), string(reboot.ConditionType)}
 	sort.Strings(wantConds)
 	if got := celStrings(policyVariable(t, &policy, "agentConditions")); !slices.Equal(got, wantConds) {

@@ -424,7 +424,7 @@ func (w *wiring) reboot(d agent.Deps, access *podaccess.Reporter, drainSlots reb
 	}
 	return reboot.NewController(reboot.ControllerOptions{
 		Client: d.Client, NodeName: d.NodeName, Need: need, Window: window, Blockers: blockers,
-		LoopBound: rc.LoopBound.Duration, RebootWithoutDrain: rc.RebootWithoutDrain,
+		LoopBound: rc.LoopBound.Duration, RebootWithoutDrain: rc.RebootWithoutDrain, PreferNoScheduleTaint: rc.PreferNoScheduleTaint,
 		CheckInterval: rc.CheckInterval.Duration, SlotHoldBound: rc.SlotHoldBound.Duration, BeforeRebootBound: rc.BeforeRebootBound.Duration,
 		BlockerBound: rc.BlockerBound.Duration, ProceedPastBound: rc.OnBlockerBound == config.OnBoundProceed,
 		Slots:       drainSlots,

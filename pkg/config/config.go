@@ -143,34 +143,7 @@ func Default() Config {
 			// An hour, as the gates: a hook whose controller is gone is heard of.
 			HookBound: metav1.Duration{Duration: time.Hour},
 		},
-		Reboot: RebootConfig{
-			SentinelFile: "/run/reboot-required",
-			Window:       RebootWindowConfig{Start: "00:00", End: "00:00", TimeZone: "UTC"},
-			// A day. A sentinel that survives a reboot was not cleared by
-			// it, and another reboot rarely clears it either (kured#1269);
-			// each attempt drains the node and moves its VMs. With a day,
-			// such a node reboots at most once a day, once per daily
-			// window, and the RebootLoop reason stays up long enough to be
-			// alerted on. A shorter bound, such as kured's one-hour
-			// --period, repeats the futile reboot 24 times a day.
-			LoopBound: metav1.Duration{Duration: 24 * time.Hour},
-			// A file check is a stat; a sentinel command is one transient
-			// unit on the host. Neither makes an API request.
-			CheckInterval: metav1.Duration{Duration: time.Minute},
-			// A server's firmware and boot take 5 to 15 minutes; twice
-			// that, so a slow node keeps its slot, yet a dead one frees
-			// it within the hour.
-			SlotHoldBound:     metav1.Duration{Duration: 30 * time.Minute},
-			BeforeRebootBound: metav1.Duration{Duration: 15 * time.Minute},
-			// A reboot carries a fix that should not wait for weeks, yet
-			// a blocker is an admin's own guard (a job that must finish,
-			// a storage gate): a day lets nightly jobs and a slow
-			// recovery end, and after it a person hears of it (the
-			// NodeAgentWaitBoundExceeded alert) and decides, rather than
-			// the agent overriding the guard unseen: hence wait.
-			BlockerBound:   metav1.Duration{Duration: 24 * time.Hour},
-			OnBlockerBound: OnBoundWait,
-		},
+		Reboot: defaultReboot(),
 		Silences: SilencesConfig{
 			// node_exporter's and kube-state-metrics' alerts carry it as
 			// the monitoring component's rules do.
@@ -187,6 +160,39 @@ func Default() Config {
 			// this is news no longer.
 			GiveUpAfter: metav1.Duration{Duration: 2 * time.Minute},
 		},
+	}
+}
+
+// defaultReboot is the reboot section of Default.
+func defaultReboot() RebootConfig {
+	return RebootConfig{
+		SentinelFile:          "/run/reboot-required",
+		PreferNoScheduleTaint: true, // soft, never leaves a pod Pending: docs/reboots.md
+		Window:                RebootWindowConfig{Start: "00:00", End: "00:00", TimeZone: "UTC"},
+		// A day. A sentinel that survives a reboot was not cleared by
+		// it, and another reboot rarely clears it either (kured#1269);
+		// each attempt drains the node and moves its VMs. With a day,
+		// such a node reboots at most once a day, once per daily
+		// window, and the RebootLoop reason stays up long enough to be
+		// alerted on. A shorter bound, such as kured's one-hour
+		// --period, repeats the futile reboot 24 times a day.
+		LoopBound: metav1.Duration{Duration: 24 * time.Hour},
+		// A file check is a stat; a sentinel command is one transient
+		// unit on the host. Neither makes an API request.
+		CheckInterval: metav1.Duration{Duration: time.Minute},
+		// A server's firmware and boot take 5 to 15 minutes; twice
+		// that, so a slow node keeps its slot, yet a dead one frees
+		// it within the hour.
+		SlotHoldBound:     metav1.Duration{Duration: 30 * time.Minute},
+		BeforeRebootBound: metav1.Duration{Duration: 15 * time.Minute},
+		// A reboot carries a fix that should not wait for weeks, yet
+		// a blocker is an admin's own guard (a job that must finish,
+		// a storage gate): a day lets nightly jobs and a slow
+		// recovery end, and after it a person hears of it (the
+		// NodeAgentWaitBoundExceeded alert) and decides, rather than
+		// the agent overriding the guard unseen: hence wait.
+		BlockerBound:   metav1.Duration{Duration: 24 * time.Hour},
+		OnBlockerBound: OnBoundWait,
 	}
 }
 

@@ -128,6 +128,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	// that already pass it.
 	fs.BoolVar(&c.Reboot.RebootWithoutDrain, oldRebootWithoutDrainFlag, c.Reboot.RebootWithoutDrain, "Old name of --reboot-without-drain.")
 	_ = fs.MarkDeprecated(oldRebootWithoutDrainFlag, "use --reboot-without-drain")
+	fs.BoolVar(&c.Reboot.PreferNoScheduleTaint, "reboot-prefer-no-schedule-taint", c.Reboot.PreferNoScheduleTaint, "While the node's reboot is needed and not done, taint it node-agent.io/reboot-pending:PreferNoSchedule, so new pods go elsewhere when they can. Off: that taint is removed.")
 	fs.Var(durationValue{&c.Reboot.CheckInterval}, "reboot-check-interval", "How often the sentinel (and, while a reboot is needed, the blockers) are looked at.")
 	fs.Var(durationValue{&c.Reboot.SlotHoldBound}, "reboot-slot-hold-bound", "How long the drain slot stays held while the host reboots; a node not back by then loses it.")
 	fs.Var(durationValue{&c.Reboot.BeforeRebootBound}, "reboot-before-reboot-bound", "How long a drained node waits for the reboot gates marked beforeReboot, asked again before the reboot; past it the attempt is given up (drain withdrawn, slot released, retried after a backoff).")

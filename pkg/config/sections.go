@@ -485,6 +485,13 @@ type RebootConfig struct {
 	// attempt waits CheckInterval, doubling with each failure in a row up
 	// to a day (reboot.DrainFailedBackoff), unless an admin asks again.
 	RebootWithoutDrain bool `json:"rebootWithoutDrain"`
+	// PreferNoScheduleTaint puts the PreferNoSchedule taint
+	// node-agent.io/reboot-pending (pkg/reboot PendingTaintKey) on the Node
+	// while its reboot is needed and not done, so that the scheduler places
+	// new pods elsewhere when it can: they would be evicted again by the
+	// reboot's drain. Off: the controller removes that taint where it is.
+	// On by default (docs/reboots.md says why).
+	PreferNoScheduleTaint bool `json:"preferNoScheduleTaint"`
 	// CheckInterval is how often the sentinel (and, while a reboot is
 	// needed, the blockers) are looked at. Changes of the Node and of the
 	// drain slots wake the coordinator at once.

@@ -131,6 +131,7 @@ var trust = map[string]Trust{
 	"reboot.gates[].beforeReboot":  cm("hold a drained node before its reboot, up to reboot.beforeRebootBound"),
 	"reboot.blockingAlertRegexp":   cm("choose which alerts hold reboots"),
 	"reboot.rebootWithoutDrain":    cm("reboot nodes whose drain did not finish, which stops the pods left on them"),
+	"reboot.preferNoScheduleTaint": cm("keep new pods off nodes that wait for a reboot (softly: PreferNoSchedule), or let them come"),
 	"reboot.checkInterval":         cm("look for the sentinel more or less often, within the bound"),
 	"reboot.slotHoldBound":         cm("keep a rebooting node's slot longer, within the bound"),
 	"reboot.loopBound":             cm("allow a second reboot sooner after one that did not clear the sentinel, or turn that guard off"),

@@ -54,6 +54,7 @@ const (
 	Label      Kind = "label"
 	Object     Kind = "object"
 	Answer     Kind = "answer"
+	Taint      Kind = "taint"
 )
 
 // Input is one thing read from outside.
@@ -105,6 +106,9 @@ var Register = []Input{
 	{Name: "node-agent.io/reboot-status", Kind: Annotation, On: "its Node", Writers: []Writer{OwnAgent}, Reader: "agent",
 		TrustedFor: "the reboot controller's own record on its node",
 		Bound:      "parsed strictly; a stolen token can have only its own node rebooted by rewriting it, where reboots are on"},
+	{Name: "node-agent.io/reboot-pending", Kind: Taint, On: "its Node", Writers: []Writer{OwnAgent}, Reader: "agent",
+		TrustedFor: "only whether the reboot controller still has to add or remove it (reboot.preferNoScheduleTaint); kube-scheduler, not node-agent, acts on it: effect PreferNoSchedule scores the node lower for new pods that do not tolerate it",
+		Bound:      "the admission policy lets the node's token add or remove this key with effect PreferNoSchedule only, on its own Node; forged, it steers new pods softly off that one node, less than the cordon the same token may set; the coordinator's slot counts (not Ready or unschedulable) and the drain's placement check (NoSchedule, NoExecute) do not read it"},
 	{Name: "node-agent.io/drain-slot-request", Kind: Annotation, On: "each Node", Writers: []Writer{OwnAgent}, Reader: "coordinator",
 		TrustedFor: "that node's request for a drain slot: its purpose, an ID and a heartbeat",
 		Bound:      "one per node (admission policy: only its own Node); the queue is ordered by when the coordinator saw it, never by a time the request states; a purpose off in the configuration is refused; the hold it asks for is cut to reboot.slotHoldBound; a heartbeat unseen for slots.heartbeatBound frees the slot"},

@@ -14,7 +14,7 @@ import (
 )
 
 // TestRegisterMatchesCode: every annotation or label key the code declares
-// as a constant named ...Annotation or ...Label (or a slot Lease's
+// as a constant named ...Annotation, ...Label or ...TaintKey (or a slot Lease's
 // annotation) is in the register, so a new input cannot ship without saying
 // who may write it. The labels the labeller writes (pkg/kubevirtlabels) are
 // its output, listed in docs/labels.md, and are left out.
@@ -62,7 +62,7 @@ func TestRegisterMatchesCode(t *testing.T) {
 						continue
 					}
 					prefix := strings.HasSuffix(n.Name, "AnnotationPrefix")
-					if !prefix && !strings.HasSuffix(n.Name, "Annotation") && !strings.HasSuffix(n.Name, "Label") && !strings.HasPrefix(n.Name, "Lease") {
+					if !prefix && !strings.HasSuffix(n.Name, "Annotation") && !strings.HasSuffix(n.Name, "Label") && !strings.HasSuffix(n.Name, "TaintKey") && !strings.HasPrefix(n.Name, "Lease") {
 						continue
 					}
 					lit, ok := vs.Values[i].(*ast.BasicLit)

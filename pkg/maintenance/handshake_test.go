@@ -18,6 +18,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/agent"
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/ownnode"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/shutdown"
@@ -70,7 +71,7 @@ func TestHandshakeRebootThroughDrainAndShutdown(t *testing.T) {
 				coord := reboot.NewController(reboot.ControllerOptions{
 					Client: d.Client, NodeName: d.NodeName, Need: reboot.NeedChecker{SentinelFile: sentinel}, Window: window,
 					LoopBound: 24 * time.Hour, SlotHoldBound: 30 * time.Minute, Slots: slot, Rebooter: own.Rebooter(host),
-					Maintenance: Maintenance, Clock: d.Clock, Logger: log, Recorder: d.Recorder,
+					PreferNoScheduleTaint: true, Maintenance: Maintenance, Clock: d.Clock, Logger: log, Recorder: d.Recorder,
 				})
 				return []agent.Component{ctrl, coord}, nil
 			}))
@@ -120,6 +121,11 @@ func TestHandshakeRebootThroughDrainAndShutdown(t *testing.T) {
 	if !n.Spec.Unschedulable || st == nil || st.Trigger != selfdrain.TriggerReboot || st.Phase != selfdrain.PhaseSucceeded {
 		t.Fatalf("before the reboot: unschedulable %v, maintenance %+v; want cordoned and drained for the reboot", n.Spec.Unschedulable, st)
 	}
+	// Both writers of the Node's taints kept the other's (pkg/ownnode).
+	drainTaint := config.Default().Drain.TaintKey
+	if !ownnode.HasTaint(n, drainTaint, corev1.TaintEffectNoSchedule) || !ownnode.HasTaint(n, reboot.PendingTaintKey, reboot.PendingTaintEffect) {
+		t.Fatalf("before the reboot: taints %v; want the drain taint and the reboot-pending taint", n.Spec.Taints)
+	}
 	if res := host.guardResult(); res.Message != OwnRebootMessage || !res.Complete {
 		t.Errorf("the shutdown guard's drain of the coordinator's reboot: %+v; want it let go at once", res)
 	}
@@ -146,8 +152,12 @@ func TestHandshakeRebootThroughDrainAndShutdown(t *testing.T) {
 	stop = run()
 	defer stop()
 	waitFor("the reboot done, the drain undone", func(n *corev1.Node, rec *reboot.Record, st *selfdrain.Status) bool {
-		return rec.State == reboot.Done && rec.Phase == reboot.PhaseIdle && !n.Spec.Unschedulable && !st.Active()
+		return rec.State == reboot.Done && rec.Phase == reboot.PhaseIdle && !n.Spec.Unschedulable && !st.Active() &&
+			!ownnode.HasTaint(n, reboot.PendingTaintKey, reboot.PendingTaintEffect)
 	})
+	if n := node(); len(n.Spec.Taints) != 0 {
+		t.Errorf("after the reboot: taints %v; want none (the drain taint and the reboot-pending taint removed)", n.Spec.Taints)
+	}
 	if slot.taken() != 2 || !slot.released() {
 		t.Errorf("slot taken %d times, released %v; want taken back after the reboot, then released", slot.taken(), slot.released())
 	}

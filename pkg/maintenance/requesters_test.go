@@ -196,9 +196,9 @@ func TestControllerEndsWithTheLastRequester(t *testing.T) {
 	if got := len(h.evicted()); got != evictions {
 		t.Errorf("%d evictions after the first requester ended, want none more than %d: the drain started again", got, evictions)
 	}
-	if evs := h.events(); !hasEvent(evs, "Normal MaintenanceRequesterEnded annotation ended its request; the node stays in maintenance for owner network-team") {
-		t.Errorf("Events %q; want MaintenanceRequesterEnded naming who ended and who holds", evs)
-	}
+	// The Event follows the list's write: wait for it, as for the list.
+	const ended = "Normal MaintenanceRequesterEnded annotation ended its request; the node stays in maintenance for owner network-team"
+	h.waitFor("MaintenanceRequesterEnded naming who ended and who holds", func() bool { return hasEvent(h.events(), ended) })
 
 	h.patchNode(`{"metadata":{"annotations":{"maintenance.node-agent.io/network-team":null}}}`)
 	v.touch()

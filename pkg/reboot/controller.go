@@ -72,6 +72,10 @@ type ControllerOptions struct {
 	LoopBound time.Duration
 	// RebootWithoutDrain is reboot.rebootWithoutDrain.
 	RebootWithoutDrain bool
+	// PreferNoScheduleTaint is reboot.preferNoScheduleTaint: keep
+	// PendingTaintKey on the Node while a reboot is needed and not done.
+	// Off, the controller removes that taint where it finds it.
+	PreferNoScheduleTaint bool
 	// CheckInterval is reboot.checkInterval: how often the need and the
 	// blockers are looked at when nothing else wakes the controller.
 	CheckInterval time.Duration
@@ -209,8 +213,9 @@ func (c *Controller) stop() { c.dropSlot() }
 
 // step looks at the node once and moves the reboot on, in named steps: read
 // the record, observe what happened since the last step, report a refused
-// request, gather the Input, ask Decide, apply its Action, and write the
-// Decision. Every choice is Decide's; the steps only find out and carry out.
+// request, gather the Input, ask Decide, apply its Action, write the
+// Decision, and keep the reboot-pending taint as it says. Every choice is
+// Decide's; the steps only find out and carry out.
 func (c *Controller) step(ctx context.Context, node *corev1.Node) error {
 	rec, ok := c.readRecord(node)
 	if !ok {
@@ -230,7 +235,10 @@ func (c *Controller) step(ctx context.Context, node *corev1.Node) error {
 		// Kept only while the drained node waits (observe).
 		next.DrainedAt = nil
 	}
-	return c.write(ctx, node, rec, &next, d)
+	if err := c.write(ctx, node, rec, &next, d); err != nil {
+		return err
+	}
+	return c.keepPendingTaint(ctx, node, d)
 }
 
 // readRecord reads the record on node; ok is false when the step must do

@@ -121,7 +121,9 @@ func newBed(t *testing.T, window Window) *bed {
 	b.opts = ControllerOptions{
 		Client: kubetest.Wrap(b.cs), NodeName: nodeName, Need: NeedChecker{SentinelFile: b.sentinel},
 		Window: window, LoopBound: 24 * time.Hour, SlotHoldBound: 30 * time.Minute,
-		Slots: b.slots, Rebooter: b.reboots,
+		// As reboot.preferNoScheduleTaint's default.
+		PreferNoScheduleTaint: true,
+		Slots:                 b.slots, Rebooter: b.reboots,
 		Maintenance: func(*corev1.Node) (Maintenance, error) { return b.m, nil },
 		Clock:       b.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Recorder: b.events, Metrics: b.metrics,
 	}

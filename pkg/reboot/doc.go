@@ -5,7 +5,9 @@
 // selector, firing Prometheus alerts) and the loop guard (no second reboot
 // within a bound when the sentinel survives a reboot), and turns them, with
 // the drain slot and how far a reboot has gone, into one State with a reason
-// for the Node condition.
+// for the Node condition. While a reboot is needed and not done it keeps the
+// PreferNoSchedule taint PendingTaintKey on the Node (taint.go), written
+// through pkg/ownnode, which the drain engine writes its cordon through too.
 //
 // The controller is off by default (reboot.enabled). Every decision is
 // Decide's, a pure function with table tests; the Controller observes,

@@ -8,20 +8,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/nodecondition"
+	"github.com/node-agent/node-agent/pkg/ownnode"
 )
 
 // hasTaint reports whether node carries a NoSchedule taint with key.
 func hasTaint(node *corev1.Node, key string) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == key && t.Effect == corev1.TaintEffectNoSchedule {
-			return true
-		}
-	}
-	return false
+	return ownnode.HasTaint(node, key, corev1.TaintEffectNoSchedule)
 }
 
 // cordonAndTaint marks node unschedulable and adds the drain taint. When st
@@ -55,17 +50,7 @@ func undo(node *corev1.Node, taintKey string, st *Status) {
 		node.Spec.Unschedulable = false
 	}
 	if st.TaintedByAgent {
-		kept := node.Spec.Taints[:0]
-		for _, t := range node.Spec.Taints {
-			if t.Key == taintKey && t.Effect == corev1.TaintEffectNoSchedule {
-				continue
-			}
-			kept = append(kept, t)
-		}
-		if len(kept) == 0 {
-			kept = nil
-		}
-		node.Spec.Taints = kept
+		ownnode.RemoveTaint(node, taintKey, corev1.TaintEffectNoSchedule)
 	}
 	setStatusAnnotation(node, st)
 }
@@ -77,59 +62,14 @@ func setStatusAnnotation(node *corev1.Node, st *Status) {
 	node.Annotations[StatusAnnotation] = st.Encode()
 }
 
-// updateNode reads the Node, applies mutate and writes back what the agent
-// may change (spec.unschedulable, spec.taints and the status annotation) with
-// a merge patch conditional on the resourceVersion it read, retrying on
-// conflict, so a concurrent writer's change is never overwritten and the
-// agent needs only the patch verb. mutate returns false to skip the write.
-//
-// first, when not nil, is a recent copy of the Node (the agent's informer
-// cache, or a write's response) that the first attempt starts from instead
-// of a GET: a stale copy costs one conflict, and the retry reads the Node.
+// updateNode writes what the engine may change of its Node
+// (spec.unschedulable, spec.taints and the status annotation) through
+// pkg/ownnode: a merge patch conditional on the resourceVersion read,
+// retried on conflict. mutate returns false to skip the write; first, when
+// not nil, is a recent copy to start from instead of a GET.
 func updateNode(ctx context.Context, client kube.Interface, name string, first *corev1.Node, mutate func(*corev1.Node) (bool, error)) (*corev1.Node, error) {
-	var out *corev1.Node
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		node := first
-		first = nil
-		if node == nil {
-			var err error
-			if node, err = client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
-				return err
-			}
-		}
-		node = node.DeepCopy()
-		write, err := mutate(node)
-		if err != nil {
-			return err
-		}
-		if !write {
-			out = node
-			return nil
-		}
-		taints := node.Spec.Taints
-		if taints == nil {
-			taints = []corev1.Taint{}
-		}
-		patch := map[string]any{
-			"metadata": map[string]any{
-				"resourceVersion": node.ResourceVersion,
-				"annotations":     map[string]string{StatusAnnotation: node.Annotations[StatusAnnotation]},
-			},
-			// A merge patch replaces the whole taint list: the
-			// resourceVersion above makes sure it is the list we read.
-			"spec": map[string]any{"unschedulable": node.Spec.Unschedulable, "taints": taints},
-		}
-		b, err := json.Marshal(patch)
-		if err != nil {
-			return err
-		}
-		out, err = client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager})
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("updating Node %s: %w", name, err)
-	}
-	return out, nil
+	return ownnode.Update(ctx, client.CoreV1().Nodes(), name, first,
+		ownnode.Write{FieldManager: FieldManager, Cordon: true, Annotations: []string{StatusAnnotation}}, mutate)
 }
 
 // FieldManager names the agent in managedFields.

@@ -360,6 +360,12 @@ func TestCoordinatorUnhealthy(t *testing.T) {
 		{"cordoned by node-agent's maintenance", node(corev1.ConditionTrue, true, true), own, false},
 		{"cordoned by node-agent's maintenance, but not Ready", node(corev1.ConditionFalse, true, true), own, true},
 		{"cordoned, and no way to tell whose", node(corev1.ConditionTrue, true, true), nil, true},
+		// A node that waits for its reboot carries the reboot controller's
+		// PreferNoSchedule taint (pkg/reboot PendingTaintKey, spelt out:
+		// pkg/reboot imports this package); it still takes pods, so the
+		// safety stop does not count it (nor maxUnavailable, which counts
+		// cordoned or not Ready nodes only).
+		{"Ready, waiting for a reboot (PreferNoSchedule)", pendingReboot(node(corev1.ConditionTrue, false, false)), own, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewCoordinator(CoordinatorOptions{OwnCordon: tc.ownCordon, Clock: clocktesting.NewFakeClock(t0)})
@@ -368,4 +374,9 @@ func TestCoordinatorUnhealthy(t *testing.T) {
 			}
 		})
 	}
+}
+
+func pendingReboot(n *corev1.Node) *corev1.Node {
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "node-agent.io/reboot-pending", Effect: corev1.TaintEffectPreferNoSchedule})
+	return n
 }

@@ -503,7 +503,7 @@ func (b *deployBed) testNodeAllowList(t *testing.T) {
 	wantDenied(t, "remove node-1's status.declaredFeatures", err, "may change only its own conditions in a Node's status")
 	if getNode(t, b.c, "node-1").Spec.PodCIDR == "" {
 		_, err = sa.CoreV1().Nodes().Patch(ctx, "node-1", types.MergePatchType, []byte(`{"spec":{"podCIDR":"10.99.0.0/24"}}`), dry)
-		wantDenied(t, "set node-1's spec.podCIDR", err, "may change only spec.unschedulable and the drain taint in a Node's spec")
+		wantDenied(t, "set node-1's spec.podCIDR", err, "may change only spec.unschedulable, the drain taint and the reboot-pending taint in a Node's spec")
 	}
 	if _, err := b.c.CoreV1().Nodes().Patch(ctx, "node-1", types.JSONPatchType, []byte(`[{"op":"remove","path":"/status/declaredFeatures"}]`), metav1.PatchOptions{}, "status"); err != nil {
 		t.Error(err)

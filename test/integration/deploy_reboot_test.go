@@ -5,12 +5,17 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
+	"github.com/node-agent/node-agent/pkg/kube/kubetest"
+	"github.com/node-agent/node-agent/pkg/ownnode"
 	"github.com/node-agent/node-agent/pkg/reboot"
 	"github.com/node-agent/node-agent/test/testenv"
 )
@@ -143,5 +148,106 @@ func (b *deployBed) testRebootPrivilege(t *testing.T) {
 	}
 	if slices.ContainsFunc(n1.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == reboot.ConditionType }) {
 		t.Errorf("node-1 keeps the %s condition after the test", reboot.ConditionType)
+	}
+}
+
+// testRebootPendingTaintPrivilege: with a token bound to the agent's pod on
+// node-1, the agent may add and remove the reboot controller's taint
+// (reboot.PendingTaintKey, PreferNoSchedule) on node-1 with the very write
+// the controller makes (pkg/ownnode: the whole taint list, conditional on
+// the resourceVersion), and may add no other key with PreferNoSchedule,
+// not that key with another effect, nor that taint on node-2.
+func (b *deployBed) testRebootPendingTaintPrivilege(t *testing.T) {
+	ctx := t.Context()
+	nodes := kubetest.Wrap(b.tokenClient(t, b.boundToken(t, b.agentPod(t, "node-1")))).CoreV1().Nodes()
+	pending := corev1.Taint{Key: reboot.PendingTaintKey, Effect: reboot.PendingTaintEffect}
+	write := func(node string, mutate func(*corev1.Node) bool) error {
+		_, err := ownnode.Update(ctx, nodes, node, nil, ownnode.Write{FieldManager: reboot.FieldManager},
+			func(n *corev1.Node) (bool, error) { return mutate(n), nil })
+		return err
+	}
+	has := func(node string, key string, effect corev1.TaintEffect) bool {
+		return ownnode.HasTaint(getNode(t, b.c, node), key, effect)
+	}
+	before := getNode(t, b.c, "node-1").Spec.Taints
+	if len(before) == 0 || has("node-1", pending.Key, pending.Effect) {
+		t.Fatalf("node-1's taints %v: want someone else's to keep (so that the test shows they stay), and no %s yet", before, pending.Key)
+	}
+
+	t.Run("allowed on its own node", func(t *testing.T) {
+		wantAllowed(t, "add the reboot-pending taint to node-1", write("node-1", func(n *corev1.Node) bool { return ownnode.AddTaint(n, pending) }))
+		if !has("node-1", pending.Key, pending.Effect) {
+			t.Fatalf("node-1 lacks %s:%s after the write", pending.Key, pending.Effect)
+		}
+		wantAllowed(t, "remove it again", write("node-1", func(n *corev1.Node) bool { return ownnode.RemoveTaint(n, pending.Key, pending.Effect) }))
+		if has("node-1", pending.Key, pending.Effect) {
+			t.Fatalf("node-1 keeps %s:%s after its removal", pending.Key, pending.Effect)
+		}
+	})
+
+	t.Run("denied", func(t *testing.T) {
+		const others = "other taints must stay as they are"
+		for _, taint := range []corev1.Taint{
+			{Key: "example.com/reboot-pending", Effect: corev1.TaintEffectPreferNoSchedule},
+			{Key: pending.Key, Effect: corev1.TaintEffectNoSchedule},
+			{Key: pending.Key, Effect: corev1.TaintEffectNoExecute},
+		} {
+			wantDenied(t, fmt.Sprintf("add %s:%s to node-1", taint.Key, taint.Effect),
+				write("node-1", func(n *corev1.Node) bool { return ownnode.AddTaint(n, taint) }), others)
+		}
+		// An admin's PreferNoSchedule taint of another key, and the key
+		// with NoSchedule, are not the agent's to remove.
+		admin := []corev1.Taint{{Key: "example.com/soft", Effect: corev1.TaintEffectPreferNoSchedule}, {Key: pending.Key, Effect: corev1.TaintEffectNoSchedule}}
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n := getNode(t, b.c, "node-1")
+			n.Spec.Taints = append(n.Spec.Taints, admin...)
+			_, err := b.c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, taint := range admin {
+			wantDenied(t, fmt.Sprintf("remove an admin's %s:%s from node-1", taint.Key, taint.Effect),
+				write("node-1", func(n *corev1.Node) bool { return ownnode.RemoveTaint(n, taint.Key, taint.Effect) }), others)
+		}
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n := getNode(t, b.c, "node-1")
+			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(x corev1.Taint) bool { return slices.Contains(admin, corev1.Taint{Key: x.Key, Effect: x.Effect}) })
+			_, err := b.c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+
+		const other = "may change only that Node, not node-2"
+		wantDenied(t, "add the reboot-pending taint to node-2", write("node-2", func(n *corev1.Node) bool { return ownnode.AddTaint(n, pending) }), other)
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n := getNode(t, b.c, "node-2")
+			ownnode.AddTaint(n, pending)
+			_, err := b.c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		wantDenied(t, "remove node-2's reboot-pending taint", write("node-2", func(n *corev1.Node) bool { return ownnode.RemoveTaint(n, pending.Key, pending.Effect) }), other)
+		if !has("node-2", pending.Key, pending.Effect) {
+			t.Error("node-2 lost its reboot-pending taint to node-1's token")
+		}
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n := getNode(t, b.c, "node-2")
+			ownnode.RemoveTaint(n, pending.Key, pending.Effect)
+			_, err := b.c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// Other controllers may change their own taints meanwhile; none of
+	// this test's is left.
+	for _, x := range getNode(t, b.c, "node-1").Spec.Taints {
+		if x.Key == pending.Key || strings.HasPrefix(x.Key, "example.com/") {
+			t.Errorf("node-1 keeps %s:%s after the test", x.Key, x.Effect)
+		}
 	}
 }

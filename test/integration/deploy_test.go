@@ -161,6 +161,7 @@ func TestDeploy(t *testing.T) {
 		t.FailNow()
 	}
 	t.Run("reboot privilege", b.testRebootPrivilege)
+	t.Run("reboot-pending taint privilege", b.testRebootPendingTaintPrivilege)
 	t.Run("nodemaintenance privilege", b.testNodeMaintenancePrivilege)
 	t.Run("slot privilege", b.testSlotPrivilege)
 	t.Run("slot leases denied by the policy alone", b.testSlotLeasePolicy)
