@@ -26,6 +26,7 @@ import (
 	"github.com/node-agent/node-agent/pkg/events"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/reasontext"
+	"github.com/node-agent/node-agent/pkg/recovery"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/pkg/slots/election"
@@ -119,7 +120,7 @@ func Run(ctx context.Context, o Options) error {
 		c := slots.NewCoordinator(slots.CoordinatorOptions{
 			Client: client, Namespace: cfg.Slots.Namespace, Pools: pools,
 			HeartbeatBound: cfg.Slots.HeartbeatBound.Duration, RebootHoldBound: cfg.Reboot.SlotHoldBound.Duration,
-			MaxHold: slots.MaxHold(cfg), MinRebootInterval: cfg.Reboot.MinInterval.Duration, Off: slots.Off(cfg), OwnCordon: selfdrain.CordonedByAgent, Clock: o.Clock, Logger: o.Logger, Recorder: recorder, Metrics: metrics,
+			MaxHold: slots.MaxHold(cfg), MinRebootInterval: cfg.Reboot.MinInterval.Duration, Off: slots.Off(cfg), OwnCordon: selfdrain.CordonedByAgent, Health: health(client), Clock: o.Clock, Logger: o.Logger, Recorder: recorder, Metrics: metrics,
 		})
 		ready.setSynced(c.Synced)
 		defer ready.setSynced(nil)
@@ -149,4 +150,15 @@ func serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) e
 		}
 	}()
 	return nil
+}
+
+// health adapts pkg/recovery's check of a node's health after its
+// maintenance to the coordinator's Health: the Node Ready and the DaemonSet
+// pods on it Ready (listed for that node only).
+func health(client kube.Interface) func(context.Context, *corev1.Node) slots.Health {
+	checker := recovery.Checker{Pods: recovery.PodsOn(client)}
+	return func(ctx context.Context, node *corev1.Node) slots.Health {
+		r := checker.Check(ctx, node)
+		return slots.Health{Healthy: r.Healthy, Reason: r.Reason}
+	}
 }

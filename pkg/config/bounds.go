@@ -213,6 +213,11 @@ func poolBounds() []Bound {
 			Why:   "a failure domain has at least one node, so more domains than slots.limit's bound on nodes is a mistake",
 			check: checkPoolMaxDomains,
 		},
+		{
+			Key: "slots.pools[].recoveryBound", Min: "0s (off), else " + fmtDuration(MinRecoveryBound), Max: fmtDuration(MaxRecoveryBound),
+			Why:   "a node needs some seconds to become Ready and start its DaemonSet pods after a reboot; past a day, a node that never recovers stops its pool for longer than anyone waits without looking (the alert NodeAgentDrainSlotRecoveryStop fires at the bound)",
+			check: checkPoolRecoveryBound,
+		},
 	}
 }
 
@@ -354,6 +359,22 @@ func checkPoolMaxDomains(c *Config) []error {
 	for i, p := range c.Slots.Pools {
 		if p.MaxDomains < 0 || p.MaxDomains > maxNodes {
 			errs = append(errs, fmt.Errorf("slots.pools[%d].maxDomains %d: must be between 0 (no such limit) and %d", i, p.MaxDomains, maxNodes))
+		}
+	}
+	return errs
+}
+
+// The bounds of slots.pools[].recoveryBound.
+const (
+	MinRecoveryBound = 30 * time.Second
+	MaxRecoveryBound = 24 * time.Hour
+)
+
+func checkPoolRecoveryBound(c *Config) []error {
+	var errs []error
+	for i, p := range c.Slots.Pools {
+		if d := p.RecoveryBound.Duration; d != 0 && (d < MinRecoveryBound || d > MaxRecoveryBound) {
+			errs = append(errs, fmt.Errorf("slots.pools[%d].recoveryBound %s: must be 0s (off) or between %s and %s", i, d, fmtDuration(MinRecoveryBound), fmtDuration(MaxRecoveryBound)))
 		}
 	}
 	return errs

@@ -383,6 +383,13 @@ type PoolConfig struct {
 	// TopologyKey is the node label whose values are the failure domains
 	// MaxDomains counts; empty means DefaultTopologyKey.
 	TopologyKey string `json:"topologyKey,omitempty"`
+	// RecoveryBound, when set, makes a node of the pool give its drain
+	// slot back only once it is healthy again after its maintenance or
+	// reboot: Ready, and its DaemonSet pods Ready. A node not healthy
+	// within the bound keeps the slot and the pool grants no new one until
+	// it recovers or an admin deletes its slot Lease (docs/slots.md). 0
+	// (the default) hands the slot on as soon as the node gives it back.
+	RecoveryBound metav1.Duration `json:"recoveryBound,omitempty"`
 }
 
 // DefaultTopologyKey is the failure domain label slots.pools[].maxDomains
@@ -590,8 +597,8 @@ func validatePools(pools []PoolConfig) []error {
 		}
 		// The ranges of limit, maxUnavailable, maxUnhealthy and
 		// maxDomains are Bounds'.
-		if p.Limit == 0 && p.MaxUnavailable == nil && p.MaxUnhealthy == nil && p.MaxDomains == 0 {
-			errs = append(errs, fmt.Errorf("%s: set limit, maxUnavailable, maxUnhealthy or maxDomains, or the pool limits nothing", at))
+		if p.Limit == 0 && p.MaxUnavailable == nil && p.MaxUnhealthy == nil && p.MaxDomains == 0 && p.RecoveryBound.Duration == 0 {
+			errs = append(errs, fmt.Errorf("%s: set limit, maxUnavailable, maxUnhealthy, maxDomains or recoveryBound, or the pool limits nothing", at))
 		}
 		if p.TopologyKey != "" {
 			if msgs := validation.IsQualifiedName(p.TopologyKey); len(msgs) > 0 {

@@ -88,6 +88,7 @@ var trust = map[string]Trust{
 	"slots.pools[].maxUnhealthy":   cm("lift a pool's safety stop (100%), so that new slots are granted while many of its nodes are down or cordoned, or stop every new slot (0) while one is"),
 	"slots.pools[].maxDomains":     cm("let more failure domains (zones) of a pool drain at once, within the bound, or remove the limit (0)"),
 	"slots.pools[].topologyKey":    cm("count failure domains by another label, one that every node has a value of its own for (kubernetes.io/hostname), so that maxDomains limits only nodes"),
+	"slots.pools[].recoveryBound":  cm("hand a slot on as soon as its node gives it back, as before the key existed (0), or stop a pool sooner or later (within its bound) when a node does not come back healthy"),
 	"slots.heartbeatBound":         cm("keep the slot of a node whose heartbeat stopped longer, within the bound"),
 
 	"maintenance.nodeMaintenance":      cm("serve or ignore NodeMaintenance objects"),
