@@ -453,6 +453,9 @@ func (d *decision) rebootTooSoon(n *Node) string {
 // first.
 func (d *decision) blockedBy(n *Node) string {
 	reason := ""
+	// A pool stopped by a node that did not recover is named first: it
+	// holds n past any slot given back.
+	stopped := false
 	waits := make([]bool, len(d.pools))
 	for i := range d.pools {
 		p := &d.pools[i]
@@ -461,8 +464,8 @@ func (d *decision) blockedBy(n *Node) string {
 		}
 		if why := p.full(n); why != "" {
 			p.blocked = true
-			if reason == "" {
-				reason = why + p.explain(true)
+			if reason == "" || len(p.stuck) > 0 && !stopped {
+				reason, stopped = why+p.explain(true), len(p.stuck) > 0
 			}
 		} else if p.blocked {
 			if reason == "" {

@@ -71,6 +71,11 @@ func TestDecideRecovery(t *testing.T) {
 		wantReasonB: "pool racks: a did not come back healthy within recoveryBound (10m0s) and keeps its slot",
 		wantNext:    RecoveryRecheck,
 	}, {
+		name: "past the bound: the stop is named before a full pool", now: 13 * time.Minute, labels: []string{"rack=1"}, limit: 1,
+		health: notReady, recovering: 2 * time.Minute, wantUnrecovered: true,
+		wantReasonB: "pool racks: a did not come back healthy within recoveryBound (10m0s) and keeps its slot",
+		wantNext:    RecoveryRecheck,
+	}, {
 		name: "a new request of a recovering node waits for its recovery", now: time.Minute, labels: []string{"rack=1"},
 		health: notReady, newRequest: true, wantRecovering: true, wantReasonB: "pool default: 1 of 1 nodes drain",
 		wantNext: RecoveryRecheck,
