@@ -105,6 +105,15 @@ func Bounds() []Bound {
 		lenBound("reboot.gates", 32,
 			"each gate is one query to Prometheus at every check; a few name what must be healthy, dozens belong in one alert rule",
 			func(c *Config) int { return len(c.Reboot.Gates) }),
+		lenBound("slots.pools[].gates", 32,
+			"as maintenance.gates: each is a Prometheus query at every check of a recovering node, every few seconds",
+			func(c *Config) int {
+				n := 0
+				for _, p := range c.Slots.Pools {
+					n = max(n, len(p.Gates))
+				}
+				return n
+			}),
 		lenBound("reboot.windows", 32,
 			"a window per day and shift is a few dozen at most; every check tests each, and the next opening is searched minute by minute",
 			func(c *Config) int { return len(c.Reboot.Windows) }),

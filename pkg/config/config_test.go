@@ -146,6 +146,22 @@ func TestValidate(t *testing.T) {
 		{name: "pool with only a recovery bound is valid", mutate: func(c *Config) {
 			c.Slots.Pools = []PoolConfig{{Name: "all", RecoveryBound: metav1.Duration{Duration: 10 * time.Minute}}}
 		}},
+		{name: "pool with gates and a recovery bound is valid", mutate: func(c *Config) {
+			c.Slots.PrometheusURL = "http://prometheus.monitoring.svc:9090"
+			c.Slots.Pools = []PoolConfig{{Name: "all", RecoveryBound: metav1.Duration{Duration: 10 * time.Minute}, Gates: []GateConfig{{Name: "etcd", Query: "etcd_server_has_leader == 0"}}}}
+		}},
+		{name: "pool gates without a recovery bound", mutate: func(c *Config) {
+			c.Slots.PrometheusURL = "http://prometheus.monitoring.svc:9090"
+			c.Slots.Pools = []PoolConfig{{Name: "all", Limit: 1, Gates: []GateConfig{{Name: "etcd", Query: "up == 0"}}}}
+		}, wantErr: "slots.pools[0].gates: set only with recoveryBound"},
+		{name: "pool gates without a Prometheus", mutate: func(c *Config) {
+			c.Slots.Pools = []PoolConfig{{Name: "all", RecoveryBound: metav1.Duration{Duration: time.Minute}, Gates: []GateConfig{{Name: "etcd", Query: "up == 0"}}}}
+		}, wantErr: "slots.pools[0].gates: set slots.prometheusURL"},
+		{name: "pool gate before a reboot", mutate: func(c *Config) {
+			c.Slots.PrometheusURL = "http://prometheus.monitoring.svc:9090"
+			c.Slots.Pools = []PoolConfig{{Name: "all", RecoveryBound: metav1.Duration{Duration: time.Minute}, Gates: []GateConfig{{Name: "etcd", Query: "up == 0", BeforeReboot: true}}}}
+		}, wantErr: "slots.pools[0].gates[0] (etcd): beforeReboot is for reboot.gates only"},
+		{name: "slots.prometheusURL not a URL", mutate: func(c *Config) { c.Slots.PrometheusURL = "ftp://x" }, wantErr: "slots.prometheusURL"},
 		{name: "pool with a recovery bound too short", mutate: func(c *Config) {
 			c.Slots.Pools = []PoolConfig{{Name: "all", Limit: 1, RecoveryBound: metav1.Duration{Duration: time.Second}}}
 		}, wantErr: "slots.pools[0].recoveryBound 1s: must be 0s (off) or between 30s and 24h"},

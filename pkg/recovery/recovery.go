@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/node-agent/node-agent/pkg/gates"
 	"github.com/node-agent/node-agent/pkg/kube"
 )
 
@@ -38,8 +39,11 @@ type Checker struct {
 	// Pods lists a node's pods; nil skips the DaemonSet pods (only the
 	// Node and the probes count).
 	Pods PodLister
-	// Probes run in order once the Node and its DaemonSet pods are Ready.
-	Probes []Probe
+	// Probes are, by pool name, the pools' own health checks
+	// (slots.pools[].gates): a node is asked those of the pools it is
+	// checked for, in order, once the Node and its DaemonSet pods are
+	// Ready.
+	Probes map[string][]Probe
 }
 
 // Result is one check's answer.
@@ -52,10 +56,10 @@ type Result struct {
 // MaxNamed bounds the pods a reason names.
 const MaxNamed = 3
 
-// Check says whether node is healthy again: Ready, its DaemonSet pods
-// Ready, and every probe passing, in that order (the first that fails is
-// the reason, and the later ones are not asked).
-func (c Checker) Check(ctx context.Context, node *corev1.Node) Result {
+// Check says whether node is healthy again for pools: Ready, its DaemonSet
+// pods Ready, and every probe of those pools passing, in that order (the
+// first that fails is the reason, and the later ones are not asked).
+func (c Checker) Check(ctx context.Context, node *corev1.Node, pools ...string) Result {
 	if why := NodeNotReady(node); why != "" {
 		return Result{Reason: why}
 	}
@@ -68,13 +72,15 @@ func (c Checker) Check(ctx context.Context, node *corev1.Node) Result {
 			return Result{Reason: why}
 		}
 	}
-	for i, p := range c.Probes {
-		why, err := p(ctx, node.Name)
-		if err != nil {
-			return Result{Reason: fmt.Sprintf("health check %d cannot answer: %v", i+1, err)}
-		}
-		if why != "" {
-			return Result{Reason: why}
+	for _, pool := range pools {
+		for i, p := range c.Probes[pool] {
+			why, err := p(ctx, node.Name)
+			if err != nil {
+				return Result{Reason: fmt.Sprintf("pool %s: health check %d cannot answer: %v", pool, i+1, err)}
+			}
+			if why != "" {
+				return Result{Reason: fmt.Sprintf("pool %s: %s", pool, why)}
+			}
 		}
 	}
 	return Result{Healthy: true}
@@ -148,5 +154,27 @@ func PodsOn(client kube.Interface) PodLister {
 			return nil, err
 		}
 		return list.Items, nil
+	}
+}
+
+// PromQL is a Probe that asks Prometheus the gates of p (pkg/gates, as
+// maintenance.gates are asked): it holds while a gate's answer has a series,
+// or a gate cannot be asked (fail closed), and says which. The queries are
+// the admin's as written: they check the cluster, not one node.
+func PromQL(p gates.Prometheus) Probe {
+	return func(ctx context.Context, _ string) (string, error) {
+		blockers := p.Blockers(ctx)
+		if len(blockers) == 0 {
+			return "", nil
+		}
+		names := make([]string, 0, MaxNamed)
+		for _, b := range blockers[:min(len(blockers), MaxNamed)] {
+			names = append(names, b.Name)
+		}
+		why := "gate " + strings.Join(names, "; gate ")
+		if more := len(blockers) - MaxNamed; more > 0 {
+			why += fmt.Sprintf("; and %d more", more)
+		}
+		return why, nil
 	}
 }

@@ -3,9 +3,12 @@ package recovery
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/node-agent/node-agent/pkg/gates"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -73,13 +76,14 @@ func TestCheck(t *testing.T) {
 			reason:  "5 DaemonSet pod(s) not Ready: kube-system/a, kube-system/b, kube-system/c and 2 more"},
 		{name: "pods cannot be listed: fails closed", node: node(corev1.ConditionTrue),
 			checker: Checker{Pods: lister(nil, errors.New("forbidden"))}, reason: "cannot list the pods of node n1"},
-		{name: "probes pass", node: node(corev1.ConditionTrue), checker: Checker{Probes: []Probe{passes, passes}}, healthy: true},
-		{name: "a probe holds", node: node(corev1.ConditionTrue), checker: Checker{Probes: []Probe{passes, holds, counted}}, reason: "etcd has no quorum"},
-		{name: "a probe cannot answer: fails closed", node: node(corev1.ConditionTrue), checker: Checker{Probes: []Probe{fails}}, reason: "health check 1 cannot answer: prometheus unreachable"},
-		{name: "probes wait for the node", node: node(corev1.ConditionFalse), checker: Checker{Probes: []Probe{counted}}, reason: "not Ready"},
+		{name: "probes pass", node: node(corev1.ConditionTrue), checker: Checker{Probes: map[string][]Probe{"all": {passes, passes}}}, healthy: true},
+		{name: "a probe holds", node: node(corev1.ConditionTrue), checker: Checker{Probes: map[string][]Probe{"all": {passes, holds, counted}}}, reason: "pool all: etcd has no quorum"},
+		{name: "a probe cannot answer: fails closed", node: node(corev1.ConditionTrue), checker: Checker{Probes: map[string][]Probe{"all": {fails}}}, reason: "pool all: health check 1 cannot answer: prometheus unreachable"},
+		{name: "probes wait for the node", node: node(corev1.ConditionFalse), checker: Checker{Probes: map[string][]Probe{"all": {counted}}}, reason: "not Ready"},
+		{name: "another pool's probes are not asked", node: node(corev1.ConditionTrue), checker: Checker{Probes: map[string][]Probe{"all": {passes}, "gpu": {counted, holds}}}, healthy: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := tc.checker.Check(t.Context(), tc.node)
+			got := tc.checker.Check(t.Context(), tc.node, "all")
 			if got.Healthy != tc.healthy || !strings.Contains(got.Reason, tc.reason) || (tc.healthy && got.Reason != "") {
 				t.Errorf("Check = %+v, want healthy %v with a reason containing %q", got, tc.healthy, tc.reason)
 			}
@@ -87,5 +91,41 @@ func TestCheck(t *testing.T) {
 	}
 	if asked != 0 {
 		t.Errorf("a probe was asked %d times after an earlier check failed", asked)
+	}
+}
+
+// TestPromQL asks a Prometheus that answers the gates' queries (the API's
+// instant query, as pkg/gates reads it).
+func TestPromQL(t *testing.T) {
+	answers := map[string]string{
+		"etcd_server_has_leader == 0": `{"status":"success","data":{"resultType":"vector","result":[]}}`,
+		"up == 0":                     `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"up","job":"cni"},"value":[1764100000,"0"]}]}}`,
+	}
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := answers[r.URL.Query().Get("query")]
+		if !ok {
+			http.Error(w, "no such query", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(prom.Close)
+	for _, tc := range []struct {
+		name   string
+		gates  []gates.Gate
+		reason string
+	}{
+		{name: "no series: passes", gates: []gates.Gate{{Name: "etcd", Query: "etcd_server_has_leader == 0"}}},
+		{name: "a series: holds", gates: []gates.Gate{{Name: "etcd", Query: "etcd_server_has_leader == 0"}, {Name: "targets", Query: "up == 0"}},
+			reason: `gate targets (up == 0) has 1 series: {__name__="up", job="cni"} 0`},
+		{name: "a query Prometheus refuses: holds", gates: []gates.Gate{{Name: "bad", Query: "bad("}}, reason: "gate bad (bad() could not be asked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			why, err := PromQL(gates.Prometheus{URL: prom.URL, Gates: tc.gates})(t.Context(), "n1")
+			if err != nil || !strings.HasPrefix(why, tc.reason) || (tc.reason == "") != (why == "") {
+				t.Errorf("PromQL = %q, %v; want %q", why, err, tc.reason)
+			}
+		})
 	}
 }

@@ -49,10 +49,11 @@ type CoordinatorOptions struct {
 	// (Pool.MaxUnhealthy) does not count. Nil: no cordon is, so every
 	// cordoned node counts.
 	OwnCordon func(*corev1.Node) bool
-	// Health checks whether a node that gave its slot back in a pool with
-	// a RecoveryBound is healthy again (pkg/recovery's Checker, wired by
-	// internal/runcoordinator). Nil: healthy once Ready.
-	Health func(context.Context, *corev1.Node) Health
+	// Health checks whether a node that gave its slot back in pools with
+	// a RecoveryBound (named, in order) is healthy again for them
+	// (pkg/recovery's Checker, wired by internal/runcoordinator). Nil:
+	// healthy once Ready.
+	Health func(ctx context.Context, node *corev1.Node, pools []string) Health
 	// LeaseResync is how often the slot Leases are listed again, so that
 	// a Lease an admin deleted or changed is seen; the coordinator is
 	// their only writer and otherwise keeps them in memory.

@@ -90,7 +90,11 @@ func (c *Coordinator) checkHealth(ctx context.Context, in Input) {
 	}
 	for node, l := range in.Leases {
 		n := in.Nodes[node]
-		if n == nil || (n.Request != nil && n.Request.ID == l.RequestID && n.Request.Purpose == l.Purpose) || !inRecoveryPool(in.Pools, n) {
+		if n == nil || (n.Request != nil && n.Request.ID == l.RequestID && n.Request.Purpose == l.Purpose) {
+			continue
+		}
+		pools := recoveryPools(in.Pools, n)
+		if len(pools) == 0 {
 			continue
 		}
 		obj, ok, err := c.nodes.GetStore().GetByKey(node)
@@ -99,7 +103,7 @@ func (c *Coordinator) checkHealth(ctx context.Context, in Input) {
 			continue
 		}
 		if c.o.Health != nil {
-			h := c.o.Health(ctx, kn)
+			h := c.o.Health(ctx, kn, pools)
 			n.Health = &h
 		} else if ready(kn) {
 			n.Health = &Health{Healthy: true}
@@ -118,13 +122,15 @@ func anyRecovery(pools []Pool) bool {
 	return false
 }
 
-func inRecoveryPool(pools []Pool, n *Node) bool {
+// recoveryPools names n's pools with a RecoveryBound.
+func recoveryPools(pools []Pool, n *Node) []string {
+	var names []string
 	for _, p := range pools {
 		if p.RecoveryBound > 0 && p.has(n) {
-			return true
+			names = append(names, p.Name)
 		}
 	}
-	return false
+	return names
 }
 
 // markRecovering records on node's slot Lease since when it recovers

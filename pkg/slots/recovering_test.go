@@ -9,9 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// recoveryPools: the cluster with a limit of 1, and the pool "racks" (nodes
+// recoveryTestPools: the cluster with a limit of 1, and the pool "racks" (nodes
 // labelled rack) that keeps a slot until its node recovers, at most 10m.
-func recoveryPools(limit int) []Pool {
+func recoveryTestPools(limit int) []Pool {
 	return []Pool{{Name: DefaultPool, Limit: limit},
 		{Name: "racks", Selector: labels.SelectorFromSet(labels.Set{"rack": "1"}), RecoveryBound: 10 * time.Minute}}
 }
@@ -83,7 +83,7 @@ func TestDecideRecovery(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := asking("a", 0, 0, tc.labels...)
 			b := asking("b", time.Second, tc.now, "rack=1")
-			in := withLeases(input(tc.now, recoveryPools(max(tc.limit, 1)), a, b), a)
+			in := withLeases(input(tc.now, recoveryTestPools(max(tc.limit, 1)), a, b), a)
 			if tc.newRequest {
 				a.Request = &Request{Purpose: PurposeMaintenance, ID: "a-2", RequestedAt: t0.Add(tc.now)}
 				a.Seen, a.LastBeat = t0.Add(tc.now), t0.Add(tc.now)
@@ -169,7 +169,7 @@ func TestDecideRecoveryStopsOnlyItsPool(t *testing.T) {
 // left to recover.
 func TestDecideRecoveryNodeGone(t *testing.T) {
 	a := asking("a", 0, 0, "rack=1")
-	in := withLeases(input(time.Minute, recoveryPools(1)), a)
+	in := withLeases(input(time.Minute, recoveryTestPools(1)), a)
 	delete(in.Nodes, "a")
 	if out := Decide(in); !slices.Equal(out.Release, []string{"a"}) {
 		t.Errorf("released %v, want a", out.Release)
