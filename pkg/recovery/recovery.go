@@ -25,6 +25,7 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/gates"
 	"github.com/node-agent/node-agent/pkg/kube"
+	"github.com/node-agent/node-agent/pkg/reasontext"
 )
 
 // Probe is one optional health check of node: it returns why node is not
@@ -56,10 +57,21 @@ type Result struct {
 // MaxNamed bounds the pods a reason names.
 const MaxNamed = 3
 
+// MaxReason bounds a reason's bytes: it goes into Events and, for a node
+// past its bound, into every waiting node's answer, whose annotation holds
+// at most 4 KiB.
+const MaxReason = 768
+
 // Check says whether node is healthy again for pools: Ready, its DaemonSet
 // pods Ready, and every probe of those pools passing, in that order (the
 // first that fails is the reason, and the later ones are not asked).
 func (c Checker) Check(ctx context.Context, node *corev1.Node, pools ...string) Result {
+	r := c.check(ctx, node, pools)
+	r.Reason = reasontext.ForNode(r.Reason, MaxReason)
+	return r
+}
+
+func (c Checker) check(ctx context.Context, node *corev1.Node, pools []string) Result {
 	if why := NodeNotReady(node); why != "" {
 		return Result{Reason: why}
 	}

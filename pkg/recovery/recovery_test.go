@@ -80,10 +80,15 @@ func TestCheck(t *testing.T) {
 		{name: "a probe holds", node: node(corev1.ConditionTrue), checker: Checker{Probes: map[string][]Probe{"all": {passes, holds, counted}}}, reason: "pool all: etcd has no quorum"},
 		{name: "a probe cannot answer: fails closed", node: node(corev1.ConditionTrue), checker: Checker{Probes: map[string][]Probe{"all": {fails}}}, reason: "pool all: health check 1 cannot answer: prometheus unreachable"},
 		{name: "probes wait for the node", node: node(corev1.ConditionFalse), checker: Checker{Probes: map[string][]Probe{"all": {counted}}}, reason: "not Ready"},
+		{name: "a long reason is cut", node: node(corev1.ConditionTrue), checker: Checker{Probes: map[string][]Probe{"all": {func(context.Context, string) (string, error) { return strings.Repeat("x", 5000), nil }}}},
+			reason: "pool all: xxx"},
 		{name: "another pool's probes are not asked", node: node(corev1.ConditionTrue), checker: Checker{Probes: map[string][]Probe{"all": {passes}, "gpu": {counted, holds}}}, healthy: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := tc.checker.Check(t.Context(), tc.node, "all")
+			if len(got.Reason) > MaxReason {
+				t.Errorf("reason of %d bytes, more than %d", len(got.Reason), MaxReason)
+			}
 			if got.Healthy != tc.healthy || !strings.Contains(got.Reason, tc.reason) || (tc.healthy && got.Reason != "") {
 				t.Errorf("Check = %+v, want healthy %v with a reason containing %q", got, tc.healthy, tc.reason)
 			}

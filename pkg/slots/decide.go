@@ -326,6 +326,9 @@ func (d *decision) countPools() {
 			if d.holding[name] {
 				d.pools[i].take(n, d.in.Leases[name].AcquiredAt)
 				if d.unrecovered[name] && d.pools[i].RecoveryBound > 0 {
+					if len(d.pools[i].stuck) == 0 {
+						d.pools[i].stuckWhy = d.recovering[name]
+					}
 					d.pools[i].stuck = append(d.pools[i].stuck, name)
 				}
 				continue
@@ -524,8 +527,10 @@ type poolState struct {
 	// queued counts the requests this decision left waiting for the
 	// pool: the place in its queue of the next one.
 	queued int
-	// stuck names the pool's holders past its RecoveryBound.
-	stuck []string
+	// stuck names the pool's holders past its RecoveryBound; stuckWhy
+	// says what is not healthy in the first of them.
+	stuck    []string
+	stuckWhy string
 }
 
 // take counts n as holding one of p's slots since since.
@@ -538,8 +543,8 @@ func (p *poolState) take(n *Node, since time.Time) {
 // full says why the pool has no room for one more node, n, or "".
 func (p *poolState) full(n *Node) string {
 	if len(p.stuck) > 0 {
-		return fmt.Sprintf("pool %s: %s did not come back healthy within recoveryBound (%s) and keeps its slot; no new slot until it is healthy, or an admin deletes its slot Lease",
-			p.Name, nameSome(p.stuck), p.RecoveryBound)
+		return fmt.Sprintf("pool %s: %s did not come back healthy within recoveryBound (%s) and keeps its slot (%s); no new slot until it is healthy, or an admin deletes its slot Lease",
+			p.Name, nameSome(p.stuck), p.RecoveryBound, p.stuckWhy)
 	}
 	if why := p.stopped(n); why != "" {
 		return why

@@ -68,12 +68,12 @@ func TestDecideRecovery(t *testing.T) {
 	}, {
 		name: "past the bound: the slot stays and the pool stops", now: 13 * time.Minute, labels: []string{"rack=1"}, limit: 2,
 		health: notReady, recovering: 2 * time.Minute, wantUnrecovered: true,
-		wantReasonB: "pool racks: a did not come back healthy within recoveryBound (10m0s) and keeps its slot",
+		wantReasonB: "pool racks: a did not come back healthy within recoveryBound (10m0s) and keeps its slot (node a is not Ready (False: KubeletNotReady)); no new slot until",
 		wantNext:    RecoveryRecheck,
 	}, {
 		name: "past the bound: the stop is named before a full pool", now: 13 * time.Minute, labels: []string{"rack=1"}, limit: 1,
 		health: notReady, recovering: 2 * time.Minute, wantUnrecovered: true,
-		wantReasonB: "pool racks: a did not come back healthy within recoveryBound (10m0s) and keeps its slot",
+		wantReasonB: "pool racks: a did not come back healthy within recoveryBound (10m0s) and keeps its slot (node a is not Ready (False: KubeletNotReady)); no new slot until",
 		wantNext:    RecoveryRecheck,
 	}, {
 		name: "a new request of a recovering node waits for its recovery", now: time.Minute, labels: []string{"rack=1"},

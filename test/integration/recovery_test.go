@@ -19,17 +19,21 @@ import (
 
 // TestRecoveringNodeKeepsItsSlot is issue 44's acceptance for "healthy
 // before the next node" on the real control plane: a pool of every node with
-// recoveryBound 30s (its least) and a limit of one slot. rec-1 holds a
-// reboot slot; rec-2 asks for maintenance and waits. rec-1 reboots and comes
-// back NotReady (kwok stops playing its kubelet, and the test writes its
-// Ready condition False, as a kubelet whose network is not ready does); the
-// slot is given back, as its agent does once up again. The coordinator keeps
-// rec-1's slot Lease, recording since when it recovers, and rec-2 stays
-// Queued; past the bound the pool stops (the metric, the Event, rec-2's
-// answer say so) and still nothing is granted. Once rec-1 is Ready again
-// (kwok plays its kubelet again) its Lease goes and rec-2 is granted. The
-// watch of the slot Leases fails the test if rec-1's Lease is ever deleted
-// before rec-2's is created, or if both hold at once.
+// recoveryBound 30s (its least) and a limit of one slot. rec-1 runs the pod
+// of a DaemonSet that kwok keeps from being Ready (its pod-ready stage waits
+// an hour). rec-1 holds a reboot slot; rec-2 asks for maintenance and waits.
+// rec-1 reboots and comes back NotReady (kwok stops playing its kubelet, and
+// the test writes its Ready condition False, as a kubelet whose network is
+// not ready does); the slot is given back, as its agent does once up again.
+// The coordinator keeps rec-1's slot Lease, recording since when it
+// recovers, and rec-2 stays Queued; past the bound the pool stops (the
+// metric, the Event, rec-2's answer say so) and still nothing is granted.
+// rec-1 is Ready again (kwok plays its kubelet again), but the DaemonSet's
+// pod is not: the slot stays, and rec-2's answer names the pod. Once the pod
+// is Ready (the test writes its status as its kubelet would) rec-1's Lease
+// goes and rec-2 is granted. The watch of the slot Leases fails the test if
+// rec-1's Lease is ever deleted before rec-2's is created, or if both hold
+// at once.
 func TestRecoveringNodeKeepsItsSlot(t *testing.T) {
 	env := fullEnv(t)
 	ctx := t.Context()
@@ -37,6 +41,29 @@ func TestRecoveringNodeKeepsItsSlot(t *testing.T) {
 	if err := env.AddNodes(ctx, []string{"rec-1", "rec-2"}); err != nil {
 		t.Fatal(err)
 	}
+	// A DaemonSet of rec-1 only, whose pod never becomes Ready by itself.
+	const ns = "work"
+	if _, err := env.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := mergePatchNode(t, c, "rec-1", obj{"metadata": obj{"labels": obj{"recovery-test": "netd"}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	ds := testenv.NewDaemonSet(ns, "netd")
+	ds.Spec.Template.Spec.NodeSelector = map[string]string{"recovery-test": "netd"}
+	ds.Spec.Template.Annotations = map[string]string{testenv.PodReadyDelayAnnotation: "1h"}
+	if _, err := c.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var netd corev1.Pod
+	testenv.WaitFor(t, time.Minute, "the DaemonSet's pod on rec-1", func() (bool, error) {
+		pods, err := testenv.PodsOn(ctx, c, ns, "rec-1")
+		if err != nil || len(pods) == 0 {
+			return false, err
+		}
+		netd = pods[0]
+		return true, nil
+	})
 	startCoordinator(t, env, "--slots-limit=1", "--reboot-enabled=true",
 		`--slots-pools=[{"name":"all","selector":"","recoveryBound":"30s"}]`)
 	leases := watchSlotLeases(t, c)
@@ -100,8 +127,21 @@ func TestRecoveringNodeKeepsItsSlot(t *testing.T) {
 		t.Fatalf("rec-1 is Ready %s: the test meant it NotReady until now, and proves nothing", g)
 	}
 
-	// rec-1 is Ready again: its slot goes to rec-2.
+	// rec-1 is Ready again, but not the DaemonSet's pod on it: the slot
+	// stays.
 	setKwokManaged(t, c, "rec-1", true)
+	testenv.WaitFor(t, time.Minute, "rec-1 Ready, and rec-2's answer naming the DaemonSet pod that is not", func() (bool, error) {
+		g := grantOn(t, c, "rec-2")
+		return getReady(t, c, "rec-1") == corev1.ConditionTrue && g.Answers(next.req) && g.State == slots.Queued &&
+			strings.Contains(g.Reason, "1 DaemonSet pod(s) not Ready: "+ns+"/"+netd.Name), leases.stop()
+	})
+	t.Logf("rec-2 waits: %s", grantOn(t, c, "rec-2").Reason)
+	if h := leases.holders(); !slices.Equal(h, []string{"rec-1"}) {
+		t.Fatalf("slots held while rec-1's DaemonSet pod is not Ready: %v, want rec-1's only", h)
+	}
+
+	// The pod is Ready, as its kubelet reports it: the slot goes to rec-2.
+	setPodReady(t, c, ns, netd.Name)
 	next.waitGranted(t, c)
 	if err := leases.err(); err != nil {
 		t.Fatal(err)
@@ -134,6 +174,23 @@ func setKwokManaged(t *testing.T, c kubernetes.Interface, node string, on bool) 
 		value = testenv.KwokNodeValue
 	}
 	if err := mergePatchNode(t, c, node, obj{"metadata": obj{"annotations": obj{testenv.KwokNodeAnnotation: value}}}, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setPodReady writes pod's status Running and Ready, as its kubelet would.
+func setPodReady(t *testing.T, c kubernetes.Interface, ns, pod string) {
+	t.Helper()
+	now := metav1.Now()
+	var conds []obj
+	for _, typ := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+		conds = append(conds, obj{"type": typ, "status": corev1.ConditionTrue, "lastTransitionTime": now})
+	}
+	patch, err := json.Marshal(obj{"status": obj{"phase": corev1.PodRunning, "conditions": conds}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Pods(ns).Patch(t.Context(), pod, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
 }
