@@ -92,9 +92,10 @@ type Coordinator struct {
 	// stopped are the pools whose safety stop held at the last decision,
 	// so that its start and end are logged once.
 	stopped map[string]bool
-	// unrecovered are the nodes past their recovery bound at the last
-	// decision, so that it is said once on the Node.
+	// unrecovered: the nodes past their recovery bound, said once each;
+	// checked: the last check of each recovering node's health.
 	unrecovered map[string]bool
+	checked     map[string]healthCheck
 }
 
 // LastRebootLease records, in its acquireTime, when the coordinator last
@@ -135,7 +136,7 @@ func NewCoordinator(o CoordinatorOptions) *Coordinator {
 			Name: "slots", Clock: o.Clock,
 		}),
 		seen: map[string]*observation{}, leases: map[string]Lease{}, written: map[string]writtenGrant{},
-		stopped: map[string]bool{}, unrecovered: map[string]bool{},
+		stopped: map[string]bool{}, unrecovered: map[string]bool{}, checked: map[string]healthCheck{},
 	}
 }
 

@@ -88,6 +88,16 @@ func (c *Coordinator) checkHealth(ctx context.Context, in Input) {
 	if !anyRecovery(in.Pools) {
 		return
 	}
+	// Forget the checks of nodes that recover no more: their slot is
+	// gone, or serves a request again.
+	c.mu.Lock()
+	for node := range c.checked {
+		l, held := in.Leases[node]
+		if n := in.Nodes[node]; !held || n == nil || n.Request != nil && n.Request.ID == l.RequestID {
+			delete(c.checked, node)
+		}
+	}
+	c.mu.Unlock()
 	for node, l := range in.Leases {
 		n := in.Nodes[node]
 		if n == nil || (n.Request != nil && n.Request.ID == l.RequestID && n.Request.Purpose == l.Purpose) {
@@ -103,7 +113,7 @@ func (c *Coordinator) checkHealth(ctx context.Context, in Input) {
 			continue
 		}
 		if c.o.Health != nil {
-			h := c.o.Health(ctx, kn, pools)
+			h := c.health(ctx, in.Now, kn, pools)
 			n.Health = &h
 		} else if ready(kn) {
 			n.Health = &Health{Healthy: true}
@@ -111,6 +121,43 @@ func (c *Coordinator) checkHealth(ctx context.Context, in Input) {
 			n.Health = &Health{Reason: fmt.Sprintf("node %s is not Ready", node)}
 		}
 	}
+}
+
+// HealthTimeout bounds one check of a recovering node's health (its pods
+// listed, the pools' gates asked): the decision waits for it, and so do the
+// grants of every other node.
+const HealthTimeout = 5 * time.Second
+
+// health checks node, or answers what the last check said when it is
+// younger than RecoveryRecheck and the node's readiness has not changed
+// since: every Node event of the cluster brings a decision, and the pods and
+// gates of a recovering node are not asked at that pace.
+func (c *Coordinator) health(ctx context.Context, now time.Time, node *corev1.Node, pools []string) Health {
+	isReady := ready(node)
+	c.mu.Lock()
+	last, ok := c.checked[node.Name]
+	c.mu.Unlock()
+	if ok && last.ready == isReady && now.Sub(last.at) < RecoveryRecheck {
+		return last.health
+	}
+	ctx, cancel := context.WithTimeout(ctx, HealthTimeout)
+	defer cancel()
+	h := c.o.Health(ctx, node, pools)
+	c.mu.Lock()
+	if h.Healthy {
+		delete(c.checked, node.Name)
+	} else {
+		c.checked[node.Name] = healthCheck{health: h, ready: isReady, at: now}
+	}
+	c.mu.Unlock()
+	return h
+}
+
+// healthCheck is the last check of a recovering node.
+type healthCheck struct {
+	health Health
+	ready  bool
+	at     time.Time
 }
 
 func anyRecovery(pools []Pool) bool {
