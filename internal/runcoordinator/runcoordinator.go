@@ -24,8 +24,10 @@ import (
 
 	"github.com/node-agent/node-agent/pkg/config"
 	"github.com/node-agent/node-agent/pkg/events"
+	"github.com/node-agent/node-agent/pkg/gates"
 	"github.com/node-agent/node-agent/pkg/kube"
 	"github.com/node-agent/node-agent/pkg/reasontext"
+	"github.com/node-agent/node-agent/pkg/recovery"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/pkg/slots/election"
@@ -119,7 +121,7 @@ func Run(ctx context.Context, o Options) error {
 		c := slots.NewCoordinator(slots.CoordinatorOptions{
 			Client: client, Namespace: cfg.Slots.Namespace, Pools: pools,
 			HeartbeatBound: cfg.Slots.HeartbeatBound.Duration, RebootHoldBound: cfg.Reboot.SlotHoldBound.Duration,
-			MaxHold: slots.MaxHold(cfg), MinRebootInterval: cfg.Reboot.MinInterval.Duration, Off: slots.Off(cfg), OwnCordon: selfdrain.CordonedByAgent, Clock: o.Clock, Logger: o.Logger, Recorder: recorder, Metrics: metrics,
+			MaxHold: slots.MaxHold(cfg), MinRebootInterval: cfg.Reboot.MinInterval.Duration, Off: slots.Off(cfg), OwnCordon: selfdrain.CordonedByAgent, Health: health(client, cfg.Slots), Clock: o.Clock, Logger: o.Logger, Recorder: recorder, Metrics: metrics,
 		})
 		ready.setSynced(c.Synced)
 		defer ready.setSynced(nil)
@@ -149,4 +151,26 @@ func serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) e
 		}
 	}()
 	return nil
+}
+
+// health adapts pkg/recovery's check of a node's health after its
+// maintenance to the coordinator's Health: the Node Ready, the DaemonSet
+// pods on it Ready (listed for that node only), and the gates of its pools
+// (slots.pools[].gates) asked of slots.prometheusURL.
+func health(client kube.Interface, cfg config.SlotsConfig) func(context.Context, *corev1.Node, []string) slots.Health {
+	checker := recovery.Checker{Pods: recovery.PodsOn(client), Probes: map[string][]recovery.Probe{}}
+	for _, p := range cfg.Pools {
+		if len(p.Gates) == 0 {
+			continue
+		}
+		gs := make([]gates.Gate, 0, len(p.Gates))
+		for _, g := range p.Gates {
+			gs = append(gs, gates.Gate{Name: g.Name, Query: g.Query})
+		}
+		checker.Probes[p.Name] = []recovery.Probe{recovery.PromQL(gates.Prometheus{URL: cfg.PrometheusURL, Gates: gs, Client: &http.Client{Timeout: gates.Timeout}})}
+	}
+	return func(ctx context.Context, node *corev1.Node, pools []string) slots.Health {
+		r := checker.Check(ctx, node, pools...)
+		return slots.Health{Healthy: r.Healthy, Reason: r.Reason}
+	}
 }

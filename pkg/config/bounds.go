@@ -108,6 +108,15 @@ func Bounds() []Bound {
 		lenBound("reboot.gates", 32,
 			"each gate is one query to Prometheus at every check; a few name what must be healthy, dozens belong in one alert rule",
 			func(c *Config) int { return len(c.Reboot.Gates) }),
+		lenBound("slots.pools[].gates", 32,
+			"as maintenance.gates: each is a Prometheus query at every check of a recovering node, every few seconds",
+			func(c *Config) int {
+				n := 0
+				for _, p := range c.Slots.Pools {
+					n = max(n, len(p.Gates))
+				}
+				return n
+			}),
 		lenBound("reboot.windows", 32,
 			"a window per day and shift is a few dozen at most; every check tests each, and the next opening is searched minute by minute",
 			func(c *Config) int { return len(c.Reboot.Windows) }),
@@ -215,6 +224,11 @@ func poolBounds() []Bound {
 			Key: "slots.pools[].maxDomains", Min: "0 (no such limit)", Max: strconv.Itoa(maxNodes),
 			Why:   "a failure domain has at least one node, so more domains than slots.limit's bound on nodes is a mistake",
 			check: checkPoolMaxDomains,
+		},
+		{
+			Key: "slots.pools[].recoveryBound", Min: "0s (off), else " + fmtDuration(MinRecoveryBound), Max: fmtDuration(MaxRecoveryBound),
+			Why:   "a node needs some seconds to become Ready and start its DaemonSet pods after a reboot; past a day, a node that never recovers stops its pool for longer than anyone waits without looking (the alert NodeAgentDrainSlotRecoveryStop fires at the bound)",
+			check: checkPoolRecoveryBound,
 		},
 	}
 }
@@ -357,6 +371,22 @@ func checkPoolMaxDomains(c *Config) []error {
 	for i, p := range c.Slots.Pools {
 		if p.MaxDomains < 0 || p.MaxDomains > maxNodes {
 			errs = append(errs, fmt.Errorf("slots.pools[%d].maxDomains %d: must be between 0 (no such limit) and %d", i, p.MaxDomains, maxNodes))
+		}
+	}
+	return errs
+}
+
+// The bounds of slots.pools[].recoveryBound.
+const (
+	MinRecoveryBound = 30 * time.Second
+	MaxRecoveryBound = 24 * time.Hour
+)
+
+func checkPoolRecoveryBound(c *Config) []error {
+	var errs []error
+	for i, p := range c.Slots.Pools {
+		if d := p.RecoveryBound.Duration; d != 0 && (d < MinRecoveryBound || d > MaxRecoveryBound) {
+			errs = append(errs, fmt.Errorf("slots.pools[%d].recoveryBound %s: must be 0s (off) or between %s and %s", i, d, fmtDuration(MinRecoveryBound), fmtDuration(MaxRecoveryBound)))
 		}
 	}
 	return errs

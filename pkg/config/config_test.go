@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/node-agent/node-agent/pkg/hostcpu"
@@ -133,7 +134,7 @@ func TestValidate(t *testing.T) {
 			pct := intstr.FromString("10%")
 			c.Slots.Pools = []PoolConfig{{Name: "gpu", Selector: "gpu=true", Limit: 1}, {Name: "rack-a", Selector: "rack=a", MaxUnavailable: &pct}}
 		}},
-		{name: "pool without a limit", mutate: func(c *Config) { c.Slots.Pools = []PoolConfig{{Name: "gpu", Selector: "gpu=true"}} }, wantErr: "slots.pools[0]: set limit, maxUnavailable, maxUnhealthy or maxDomains"},
+		{name: "pool without a limit", mutate: func(c *Config) { c.Slots.Pools = []PoolConfig{{Name: "gpu", Selector: "gpu=true"}} }, wantErr: "slots.pools[0]: set limit, maxUnavailable, maxUnhealthy, maxDomains or recoveryBound"},
 		{name: "pool of zones is valid", mutate: func(c *Config) {
 			one := intstr.FromInt32(1)
 			c.Slots.Pools = []PoolConfig{{Name: "zones", Limit: 2, MaxDomains: 1, MaxUnhealthy: &one}, {Name: "racks", MaxDomains: 2, TopologyKey: "example.com/rack"}}
@@ -142,6 +143,28 @@ func TestValidate(t *testing.T) {
 			zero := intstr.FromString("0%")
 			c.Slots.Pools = []PoolConfig{{Name: "all", MaxUnhealthy: &zero}}
 		}},
+		{name: "pool with only a recovery bound is valid", mutate: func(c *Config) {
+			c.Slots.Pools = []PoolConfig{{Name: "all", RecoveryBound: metav1.Duration{Duration: 10 * time.Minute}}}
+		}},
+		{name: "pool with gates and a recovery bound is valid", mutate: func(c *Config) {
+			c.Slots.PrometheusURL = "http://prometheus.monitoring.svc:9090"
+			c.Slots.Pools = []PoolConfig{{Name: "all", RecoveryBound: metav1.Duration{Duration: 10 * time.Minute}, Gates: []GateConfig{{Name: "etcd", Query: "etcd_server_has_leader == 0"}}}}
+		}},
+		{name: "pool gates without a recovery bound", mutate: func(c *Config) {
+			c.Slots.PrometheusURL = "http://prometheus.monitoring.svc:9090"
+			c.Slots.Pools = []PoolConfig{{Name: "all", Limit: 1, Gates: []GateConfig{{Name: "etcd", Query: "up == 0"}}}}
+		}, wantErr: "slots.pools[0].gates: set only with recoveryBound"},
+		{name: "pool gates without a Prometheus", mutate: func(c *Config) {
+			c.Slots.Pools = []PoolConfig{{Name: "all", RecoveryBound: metav1.Duration{Duration: time.Minute}, Gates: []GateConfig{{Name: "etcd", Query: "up == 0"}}}}
+		}, wantErr: "slots.pools[0].gates: set slots.prometheusURL"},
+		{name: "pool gate before a reboot", mutate: func(c *Config) {
+			c.Slots.PrometheusURL = "http://prometheus.monitoring.svc:9090"
+			c.Slots.Pools = []PoolConfig{{Name: "all", RecoveryBound: metav1.Duration{Duration: time.Minute}, Gates: []GateConfig{{Name: "etcd", Query: "up == 0", BeforeReboot: true}}}}
+		}, wantErr: "slots.pools[0].gates[0] (etcd): beforeReboot is for reboot.gates only"},
+		{name: "slots.prometheusURL not a URL", mutate: func(c *Config) { c.Slots.PrometheusURL = "ftp://x" }, wantErr: "slots.prometheusURL"},
+		{name: "pool with a recovery bound too short", mutate: func(c *Config) {
+			c.Slots.Pools = []PoolConfig{{Name: "all", Limit: 1, RecoveryBound: metav1.Duration{Duration: time.Second}}}
+		}, wantErr: "slots.pools[0].recoveryBound 1s: must be 0s (off) or between 30s and 24h"},
 		{name: "pool with a bad topology key", mutate: func(c *Config) {
 			c.Slots.Pools = []PoolConfig{{Name: "p", MaxDomains: 1, TopologyKey: "not a key"}}
 		}, wantErr: `slots.pools[0].topologyKey "not a key": not a label key`},

@@ -360,6 +360,9 @@ type SlotsConfig struct {
 	// the slot and hands it to the next node. The agent bumps the
 	// heartbeat every third of it.
 	HeartbeatBound metav1.Duration `json:"heartbeatBound"`
+	// PrometheusURL is the Prometheus the pools' gates (health checks
+	// after a node's maintenance, slots.pools[].gates) are asked of.
+	PrometheusURL string `json:"prometheusURL,omitempty"`
 }
 
 // PoolConfig is a group of nodes with a drain limit of its own, as the
@@ -390,6 +393,18 @@ type PoolConfig struct {
 	// TopologyKey is the node label whose values are the failure domains
 	// MaxDomains counts; empty means DefaultTopologyKey.
 	TopologyKey string `json:"topologyKey,omitempty"`
+	// RecoveryBound, when set, makes a node of the pool give its drain
+	// slot back only once it is healthy again after its maintenance or
+	// reboot: Ready, and its DaemonSet pods Ready. A node not healthy
+	// within the bound keeps the slot and the pool grants no new one until
+	// it recovers or an admin deletes its slot Lease (docs/slots.md). 0
+	// (the default) hands the slot on as soon as the node gives it back.
+	RecoveryBound metav1.Duration `json:"recoveryBound,omitempty"`
+	// Gates are PromQL health checks asked of slots.prometheusURL, with
+	// RecoveryBound only: a node that gave its slot back is healthy again
+	// only once none of them holds (an answer with a series holds, as a
+	// Prometheus alert fires, and so does a query that cannot be asked).
+	Gates []GateConfig `json:"gates,omitempty"`
 }
 
 // DefaultTopologyKey is the failure domain label slots.pools[].maxDomains
@@ -588,7 +603,7 @@ func (r *RebootConfig) Schedule() (policy.Schedule, []error) {
 }
 
 // validatePools checks slots.pools.
-func validatePools(pools []PoolConfig) []error {
+func validatePools(pools []PoolConfig, prometheusURL string) []error {
 	var errs []error
 	names := map[string]bool{}
 	for i, p := range pools {
@@ -604,9 +619,13 @@ func validatePools(pools []PoolConfig) []error {
 		}
 		// The ranges of limit, maxUnavailable, maxUnhealthy and
 		// maxDomains are Bounds'.
-		if p.Limit == 0 && p.MaxUnavailable == nil && p.MaxUnhealthy == nil && p.MaxDomains == 0 {
-			errs = append(errs, fmt.Errorf("%s: set limit, maxUnavailable, maxUnhealthy or maxDomains, or the pool limits nothing", at))
+		if p.Limit == 0 && p.MaxUnavailable == nil && p.MaxUnhealthy == nil && p.MaxDomains == 0 && p.RecoveryBound.Duration == 0 {
+			errs = append(errs, fmt.Errorf("%s: set limit, maxUnavailable, maxUnhealthy, maxDomains or recoveryBound, or the pool limits nothing", at))
 		}
+		if len(p.Gates) > 0 && p.RecoveryBound.Duration == 0 {
+			errs = append(errs, fmt.Errorf("%s.gates: set only with recoveryBound, the bound of the wait for a node to be healthy again, which the gates are asked in", at))
+		}
+		errs = append(errs, checkGates(at, "slots", p.Gates, prometheusURL)...)
 		if p.TopologyKey != "" {
 			if msgs := validation.IsQualifiedName(p.TopologyKey); len(msgs) > 0 {
 				errs = append(errs, fmt.Errorf("%s.topologyKey %q: not a label key: %s", at, p.TopologyKey, strings.Join(msgs, "; ")))
@@ -640,12 +659,12 @@ const MaxGateQuery = 4096
 
 // validateGates checks reboot.gates: named, distinct, with a query.
 func validateGates(r *RebootConfig) []error {
-	return checkGates("reboot", r.Gates, r.PrometheusURL)
+	return checkGates("reboot", "reboot", r.Gates, r.PrometheusURL)
 }
 
 // checkGates checks the gates of section: named, distinct, with a query,
-// and a Prometheus to ask.
-func checkGates(section string, gates []GateConfig, prometheusURL string) []error {
+// and a Prometheus to ask, urlSection.prometheusURL.
+func checkGates(section, urlSection string, gates []GateConfig, prometheusURL string) []error {
 	var errs []error
 	seen := map[string]bool{}
 	for i, g := range gates {
@@ -666,7 +685,7 @@ func checkGates(section string, gates []GateConfig, prometheusURL string) []erro
 		}
 	}
 	if len(gates) > 0 && prometheusURL == "" {
-		errs = append(errs, fmt.Errorf("%s.gates: set %s.prometheusURL, the Prometheus the gates are asked of", section, section))
+		errs = append(errs, fmt.Errorf("%s.gates: set %s.prometheusURL, the Prometheus the gates are asked of", section, urlSection))
 	}
 	// reboot.prometheusURL is checked with the other reboot keys.
 	if prometheusURL != "" && section == "maintenance" {

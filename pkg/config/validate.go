@@ -12,6 +12,7 @@ import (
 
 	erspec "github.com/node-agent/node-agent/pkg/evictionrequest/spec"
 	nlspec "github.com/node-agent/node-agent/pkg/nodelifecycle/spec"
+	notifyspec "github.com/node-agent/node-agent/pkg/notify/spec"
 	"github.com/node-agent/node-agent/pkg/reboot/policy"
 	vmspec "github.com/node-agent/node-agent/pkg/vmdrain/spec"
 )
@@ -61,12 +62,17 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("drain.onTimeout %q: must be %s or %s", c.Drain.OnTimeout, OnTimeoutKeepCordoned, OnTimeoutUncordon))
 	}
-	errs = append(errs, validatePools(c.Slots.Pools)...)
+	errs = append(errs, validatePools(c.Slots.Pools, c.Slots.PrometheusURL)...)
+	if c.Slots.PrometheusURL != "" {
+		if err := notifyspec.CheckURL(c.Slots.PrometheusURL); err != nil {
+			errs = append(errs, fmt.Errorf("slots.prometheusURL: %w", err))
+		}
+	}
 	if msgs := validation.IsDNS1123Label(c.Slots.Namespace); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("slots.namespace %q: %s", c.Slots.Namespace, strings.Join(msgs, "; ")))
 	}
 	errs = append(errs, c.Reboot.validate()...)
-	errs = append(errs, checkGates("maintenance", c.Maintenance.Gates, c.Maintenance.PrometheusURL)...)
+	errs = append(errs, checkGates("maintenance", "maintenance", c.Maintenance.Gates, c.Maintenance.PrometheusURL)...)
 	if o := c.Maintenance.OnGateBound; o != OnBoundWait && o != OnBoundProceed {
 		errs = append(errs, fmt.Errorf("maintenance.onGateBound %q: want %q (keep waiting past maintenance.gateBound, and say so) or %q (drain past what holds)", o, OnBoundWait, OnBoundProceed))
 	}

@@ -104,13 +104,16 @@ type CoordinationV1Interface interface {
 
 // LeaseInterface is what the drain slot coordinator (pkg/slots
 // Coordinator) does with the slot Leases and its record of the last reboot:
-// it lists them by label, and creates and deletes them whole; it never gets,
-// watches or updates one. Its leader election does not come through here:
+// it lists them by label, and creates and deletes them whole; it patches a
+// slot's one annotation that records its holder's recovery
+// (slots.pools[].recoveryBound); it never gets, watches or updates one. Its
+// leader election does not come through here:
 // pkg/slots/election uses client-go's own coordination client. Agents use
 // none of it.
 type LeaseInterface interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error)
 	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*coordinationv1.Lease, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 

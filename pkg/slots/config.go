@@ -26,7 +26,8 @@ func Pools(d config.SlotsConfig) ([]Pool, error) {
 			key = config.DefaultTopologyKey
 		}
 		pools = append(pools, Pool{Name: p.Name, Selector: sel, Limit: p.Limit, MaxUnavailable: p.MaxUnavailable,
-			MaxUnhealthy: p.MaxUnhealthy, MaxDomains: p.MaxDomains, TopologyKey: key})
+			MaxUnhealthy: p.MaxUnhealthy, MaxDomains: p.MaxDomains, TopologyKey: key,
+			RecoveryBound: p.RecoveryBound.Duration})
 	}
 	return pools, nil
 }

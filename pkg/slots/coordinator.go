@@ -49,6 +49,11 @@ type CoordinatorOptions struct {
 	// (Pool.MaxUnhealthy) does not count. Nil: no cordon is, so every
 	// cordoned node counts.
 	OwnCordon func(*corev1.Node) bool
+	// Health checks whether a node that gave its slot back in pools with
+	// a RecoveryBound (named, in order) is healthy again for them
+	// (pkg/recovery's Checker, wired by internal/runcoordinator). Nil:
+	// healthy once Ready.
+	Health func(ctx context.Context, node *corev1.Node, pools []string) Health
 	// LeaseResync is how often the slot Leases are listed again, so that
 	// a Lease an admin deleted or changed is seen; the coordinator is
 	// their only writer and otherwise keeps them in memory.
@@ -87,6 +92,10 @@ type Coordinator struct {
 	// stopped are the pools whose safety stop held at the last decision,
 	// so that its start and end are logged once.
 	stopped map[string]bool
+	// unrecovered: the nodes past their recovery bound, said once each;
+	// checked: the last check of each recovering node's health.
+	unrecovered map[string]bool
+	checked     map[string]healthCheck
 }
 
 // LastRebootLease records, in its acquireTime, when the coordinator last
@@ -127,7 +136,7 @@ func NewCoordinator(o CoordinatorOptions) *Coordinator {
 			Name: "slots", Clock: o.Clock,
 		}),
 		seen: map[string]*observation{}, leases: map[string]Lease{}, written: map[string]writtenGrant{},
-		stopped: map[string]bool{},
+		stopped: map[string]bool{}, unrecovered: map[string]bool{}, checked: map[string]healthCheck{},
 	}
 }
 
@@ -323,9 +332,11 @@ func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	in := c.input()
+	c.checkHealth(ctx, in)
 	out := Decide(in)
 	c.o.Metrics.observe(out)
 	c.logStops(out)
+	c.sayUnrecovered(out)
 
 	// A released node's grant is cleared beside this decision's grants,
 	// not before them: the slot is free once its Lease is gone (the node
@@ -349,6 +360,9 @@ func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 	}
 	for _, r := range out.Revoke {
 		back = append(back, func() error { return c.revoke(ctx, in, r) })
+	}
+	for _, node := range out.Recovering {
+		back = append(back, func() error { return c.markRecovering(ctx, in, node) })
 	}
 	for _, node := range out.Repair {
 		n, l := in.Nodes[node], in.Leases[node]
@@ -399,6 +413,11 @@ func (c *Coordinator) reconcile(ctx context.Context) (time.Duration, error) {
 func (c *Coordinator) release(ctx context.Context, in Input, node string) error {
 	if err := c.deleteLease(ctx, node, in.Leases[node].Name); err != nil {
 		return err
+	}
+	if since := in.Leases[node].RecoveringSince; !since.IsZero() {
+		c.log.Info("Drain slot released: the node is healthy again", "node", node, "recovered", in.Now.Sub(since).Round(time.Second))
+		c.event(node, corev1.EventTypeNormal, "DrainSlotRecovered", "The node is healthy again after %s; its drain slot goes to the next node", in.Now.Sub(since).Round(time.Second))
+		return nil
 	}
 	c.log.Info("Drain slot released", "node", node)
 	return nil
@@ -600,8 +619,19 @@ func (c *Coordinator) listLeases(ctx context.Context) error {
 		if l.Spec.AcquireTime != nil {
 			at = l.Spec.AcquireTime.Time
 		}
-		leases[node] = Lease{Name: l.Name, Node: node, RequestID: l.Annotations[LeaseRequestID],
+		lease := Lease{Name: l.Name, Node: node, RequestID: l.Annotations[LeaseRequestID],
 			Purpose: Purpose(l.Annotations[LeasePurpose]), AcquiredAt: at}
+		if v, ok := l.Annotations[LeaseRecoveringSince]; ok {
+			since, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				// Only the coordinator writes it; a bad value counts
+				// the bound from now, so the slot is not lost.
+				c.log.Warn("Slot Lease with a bad recovery time; its bound counts from now", "lease", l.Name, "value", v, "err", err)
+				since = c.o.Clock.Now()
+			}
+			lease.RecoveringSince = since
+		}
+		leases[node] = lease
 	}
 	c.mu.Lock()
 	c.leases = leases

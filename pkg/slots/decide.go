@@ -47,6 +47,13 @@ type Pool struct {
 	// TopologyKey is the label whose values are the failure domains
 	// MaxDomains counts.
 	TopologyKey string
+	// RecoveryBound, when above 0, keeps the slot of a node of the pool
+	// that gave it back until the node is healthy again (Node.Health):
+	// the node still holds it, and counts in its pools, while it
+	// recovers. Past the bound the node keeps the slot and the pool
+	// grants no new one (Output.RecoveryStopped) until the node recovers
+	// or an admin deletes its slot Lease.
+	RecoveryBound time.Duration
 }
 
 func (p Pool) has(n *Node) bool {
@@ -76,6 +83,11 @@ type Node struct {
 	// LastBeat is when the coordinator last saw the request's heartbeat
 	// change (or first saw the request), on its own clock.
 	LastBeat time.Time
+	// Health is whether the node is healthy again after the maintenance
+	// or reboot its slot served (pkg/recovery), as the coordinator checked
+	// it for a node whose slot answers no request any more in a pool with
+	// a RecoveryBound. Nil: not checked, which reads as not healthy.
+	Health *Health
 }
 
 // QueuedAt is n's place in the queue: the earlier of when this coordinator
@@ -99,6 +111,10 @@ type Lease struct {
 	Purpose   Purpose
 	// AcquiredAt is when the slot was granted.
 	AcquiredAt time.Time
+	// RecoveringSince is when its holder gave it back and began to
+	// recover (Pool.RecoveryBound), as recorded on the Lease
+	// (LeaseRecoveringSince); zero while it serves a request.
+	RecoveringSince time.Time
 }
 
 // Input is everything Decide looks at.
@@ -179,6 +195,15 @@ type Output struct {
 	// after this decision: more of their nodes are unhealthy than it
 	// allows, so only a node that is itself one of them could be granted.
 	Stopped []string
+	// Recovering: the node gave its slot back but is not healthy yet
+	// (Pool.RecoveryBound), and its Lease does not say since when: record
+	// it there (Lease.RecoveringSince, Input.Now), so that a new leader
+	// counts the bound from the same time.
+	Recovering []string
+	// Unrecovered are the nodes past their RecoveryBound; RecoveryStopped
+	// names the pools they stop.
+	Unrecovered     []Unrecovered
+	RecoveryStopped []string
 }
 
 // Decide applies the rule: holders that lost their claim give their slot
@@ -189,8 +214,11 @@ type Output struct {
 // only those: a later node of another pool goes on. A request that waits
 // for a failure domain (Pool.MaxDomains) blocks no pool: a later node of a
 // domain that holds a slot goes on, so a zone drains its nodes together.
+// A holder that gave its slot back in a pool with a RecoveryBound keeps it
+// until it is healthy again (recover), and past the bound stops its pools.
 func Decide(in Input) Output {
-	d := &decision{in: in, out: Output{Held: map[string]int{}, Waiting: map[string]int{}, Unhealthy: map[string]int{}}, holding: map[string]bool{}}
+	d := &decision{in: in, out: Output{Held: map[string]int{}, Waiting: map[string]int{}, Unhealthy: map[string]int{}}, holding: map[string]bool{},
+		recovering: map[string]string{}, unrecovered: map[string]bool{}}
 	for _, node := range sortedKeys(in.Leases) {
 		d.judgeHolder(node)
 	}
@@ -202,6 +230,9 @@ func Decide(in Input) Output {
 	}
 	for _, p := range d.pools {
 		d.out.Held[p.Name] = p.held
+		if len(p.stuck) > 0 {
+			d.out.RecoveryStopped = append(d.out.RecoveryStopped, p.Name)
+		}
 		if p.MaxUnhealthy != nil {
 			d.out.Unhealthy[p.Name] = len(p.unhealthy)
 			if len(p.unhealthy) > p.maxUnhealthy() {
@@ -222,7 +253,12 @@ type decision struct {
 	out Output
 	// holding: the nodes that keep their slot.
 	holding map[string]bool
-	pools   []poolState
+	// recovering: the holders that gave their slot back and are not
+	// healthy yet, with why.
+	recovering map[string]string
+	// unrecovered: the recovering holders past their RecoveryBound.
+	unrecovered map[string]bool
+	pools       []poolState
 	// next is when the earliest bound passes; zero for none.
 	next time.Time
 	// lastReboot is when the last reboot slot was granted, this
@@ -239,8 +275,13 @@ func (d *decision) judgeHolder(node string) {
 	l := in.Leases[node]
 	n := in.Nodes[node]
 	switch {
-	case n == nil, n.Request == nil, n.Request.ID != l.RequestID, n.Request.Purpose != l.Purpose:
+	case n == nil:
 		d.out.Release = append(d.out.Release, node)
+		return
+	case n.Request == nil, n.Request.ID != l.RequestID, n.Request.Purpose != l.Purpose:
+		if !d.recover(n, l) {
+			d.out.Release = append(d.out.Release, node)
+		}
 		return
 	}
 	if why, off := in.Off[l.Purpose]; off {
@@ -284,6 +325,12 @@ func (d *decision) countPools() {
 			d.pools[i].size++
 			if d.holding[name] {
 				d.pools[i].take(n, d.in.Leases[name].AcquiredAt)
+				if d.unrecovered[name] && d.pools[i].RecoveryBound > 0 {
+					if len(d.pools[i].stuck) == 0 {
+						d.pools[i].stuckWhy = d.recovering[name]
+					}
+					d.pools[i].stuck = append(d.pools[i].stuck, name)
+				}
 				continue
 			}
 			if n.Unavailable {
@@ -312,6 +359,12 @@ func (d *decision) waiting() []*Node {
 				}
 			}
 		case d.holding[name]:
+			if why, ok := d.recovering[name]; ok {
+				// A new request of a node that has not recovered
+				// from its last: it waits for that, and blocks no
+				// pool.
+				d.queue(n, fmt.Sprintf("this node keeps the slot of its last maintenance until it is healthy again: %s", why))
+			}
 		case n.Grant.Answers(n.Request) && n.Grant.State == Revoked:
 			// Not served again; a new request is.
 		default:
@@ -403,6 +456,9 @@ func (d *decision) rebootTooSoon(n *Node) string {
 // first.
 func (d *decision) blockedBy(n *Node) string {
 	reason := ""
+	// A pool stopped by a node that did not recover is named first: it
+	// holds n past any slot given back.
+	stopped := false
 	waits := make([]bool, len(d.pools))
 	for i := range d.pools {
 		p := &d.pools[i]
@@ -411,8 +467,8 @@ func (d *decision) blockedBy(n *Node) string {
 		}
 		if why := p.full(n); why != "" {
 			p.blocked = true
-			if reason == "" {
-				reason = why + p.explain(true)
+			if reason == "" || len(p.stuck) > 0 && !stopped {
+				reason, stopped = why+p.explain(true), len(p.stuck) > 0
 			}
 		} else if p.blocked {
 			if reason == "" {
@@ -471,6 +527,10 @@ type poolState struct {
 	// queued counts the requests this decision left waiting for the
 	// pool: the place in its queue of the next one.
 	queued int
+	// stuck names the pool's holders past its RecoveryBound; stuckWhy
+	// says what is not healthy in the first of them.
+	stuck    []string
+	stuckWhy string
 }
 
 // take counts n as holding one of p's slots since since.
@@ -482,6 +542,10 @@ func (p *poolState) take(n *Node, since time.Time) {
 
 // full says why the pool has no room for one more node, n, or "".
 func (p *poolState) full(n *Node) string {
+	if len(p.stuck) > 0 {
+		return fmt.Sprintf("pool %s: %s did not come back healthy within recoveryBound (%s) and keeps its slot (%s); no new slot until it is healthy, or an admin deletes its slot Lease",
+			p.Name, nameSome(p.stuck), p.RecoveryBound, p.stuckWhy)
+	}
 	if why := p.stopped(n); why != "" {
 		return why
 	}

@@ -20,6 +20,9 @@ type Metrics struct {
 	// set.
 	Unhealthy  *prometheus.GaugeVec
 	SafetyStop *prometheus.GaugeVec
+	// RecoveryStop is per pool: 1 while a node of it did not come back
+	// healthy within slots.pools[].recoveryBound.
+	RecoveryStop *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them on reg when it is not
@@ -40,9 +43,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Nodes holding no drain slot that are not Ready or are cordoned other than by node-agent, by pool with slots.pools[].maxUnhealthy set."}, []string{"pool"}),
 		SafetyStop: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "drain_slot", Name: "safety_stop",
 			Help: "1 while the pool's safety stop holds (more unhealthy nodes than slots.pools[].maxUnhealthy): no new drain slot is granted in it."}, []string{"pool"}),
+		RecoveryStop: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "drain_slot", Name: "recovery_stop",
+			Help: "1 while a node of the pool that gave its drain slot back is not healthy again past slots.pools[].recoveryBound: it keeps the slot and no new one is granted in the pool."}, []string{"pool"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Held, m.Waiting, m.Grants, m.Revocations, m.Leader, m.Unhealthy, m.SafetyStop)
+		reg.MustRegister(m.Held, m.Waiting, m.Grants, m.Revocations, m.Leader, m.Unhealthy, m.SafetyStop, m.RecoveryStop)
 	}
 	return m
 }
@@ -54,6 +59,7 @@ func (m *Metrics) observe(out Output) {
 	for pool, n := range out.Held {
 		m.Held.WithLabelValues(pool).Set(float64(n))
 		m.Waiting.WithLabelValues(pool).Set(float64(out.Waiting[pool]))
+		m.RecoveryStop.WithLabelValues(pool).Set(float64(b2i(slices.Contains(out.RecoveryStopped, pool))))
 	}
 	for pool, n := range out.Unhealthy {
 		m.Unhealthy.WithLabelValues(pool).Set(float64(n))

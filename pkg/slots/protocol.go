@@ -26,6 +26,11 @@ const (
 	LeaseRequestID = "node-agent.io/drain-slot-request-id"
 	// LeasePurpose is the Lease annotation naming the purpose.
 	LeasePurpose = "node-agent.io/drain-slot-purpose"
+	// LeaseRecoveringSince is the Lease annotation saying since when (RFC
+	// 3339) its holder, which gave the slot back, recovers
+	// (slots.pools[].recoveryBound): the slot stays held until the node is
+	// healthy, and a new leader counts the bound from this time.
+	LeaseRecoveringSince = "node-agent.io/drain-slot-recovering-since"
 	// SlotLabel marks the slot Leases, so the coordinator watches only
 	// them.
 	SlotLabel = "node-agent.io/drain-slot"

@@ -170,8 +170,9 @@ func (b *deployBed) testSlotLeasePolicy(t *testing.T) {
 
 // testCoordinatorPrivilege: with a token bound to one of the coordinator's
 // pods, its identity may read every Node, write the drain slot grant on
-// any, and write the slot and election Leases in node-agent; and nothing
-// else of a Node, no Node's status or existence, and no pod.
+// any, write the slot and election Leases in node-agent, and list a node's
+// pods (pkg/recovery); and nothing else of a Node, no Node's status or
+// existence, and no pod beyond a list.
 func (b *deployBed) testCoordinatorPrivilege(t *testing.T) {
 	ctx := t.Context()
 	pods := coordinatorPods(t, b.env)
@@ -206,12 +207,16 @@ func (b *deployBed) testCoordinatorPrivilege(t *testing.T) {
 		}
 
 		leases := cs.CoordinationV1().Leases(agentNamespace)
+		_, err = cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-2"})
+		wantAllowed(t, "list node-2's pods (a recovering node's DaemonSet pods, slots.pools[].recoveryBound)", err)
 		_, err = leases.List(ctx, metav1.ListOptions{LabelSelector: slots.SlotLabel + "=true"})
 		wantAllowed(t, "list the slot Leases", err)
 		slot := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: slots.LeaseName("node-2"), Labels: map[string]string{slots.SlotLabel: "true"}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-2"), LeaseDurationSeconds: ptr.To[int32](60)}}
 		_, err = leases.Create(ctx, slot, metav1.CreateOptions{})
 		wantAllowed(t, "create node-2's slot Lease", err)
+		_, err = leases.Patch(ctx, slot.Name, types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+slots.LeaseRecoveringSince+`":"2026-01-01T00:00:00Z"}}}`), metav1.PatchOptions{})
+		wantAllowed(t, "patch it (record its holder's recovery)", err)
 		wantAllowed(t, "delete it", leases.Delete(ctx, slot.Name, metav1.DeleteOptions{}))
 
 		election := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: coordinatorElectionLease},
@@ -270,8 +275,10 @@ func (b *deployBed) testCoordinatorPrivilege(t *testing.T) {
 		_, err = cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, "node-2", metav1.GetOptions{})
 		wantDenied(t, "get node-2's heartbeat Lease", err, byCoordinatorRBAC+` get resource "leases"`)
 
-		_, err = cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-		wantDenied(t, "list pods", err, byCoordinatorRBAC+` list resource "pods"`)
+		_, err = cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-2"})
+		wantDenied(t, "watch pods (it lists a recovering node's, slots.pools[].recoveryBound)", err, byCoordinatorRBAC+` watch resource "pods"`)
+		_, err = cs.CoreV1().Pods(agentNamespace).Get(ctx, b.agentPod(t, "node-2").Name, metav1.GetOptions{})
+		wantDenied(t, "get a pod", err, byCoordinatorRBAC+` get resource "pods"`)
 		err = cs.PolicyV1().Evictions(agentNamespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: b.agentPod(t, "node-2").Name, Namespace: agentNamespace}})
 		wantDenied(t, "evict a pod", err, byCoordinatorRBAC+` create resource "pods/eviction"`)
 		_, err = cs.CoreV1().Events("work").Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "x."},
