@@ -220,18 +220,3 @@ func getReady(t *testing.T, c kubernetes.Interface, node string) corev1.Conditio
 	}
 	return ""
 }
-
-// nodeEvent waits for the Event with reason about node.
-func nodeEvent(t *testing.T, c kubernetes.Interface, node, reason string) corev1.Event {
-	t.Helper()
-	var ev corev1.Event
-	testenv.WaitFor(t, 2*time.Minute, node+": Event "+reason, func() (bool, error) {
-		evs, err := c.CoreV1().Events("").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node + ",reason=" + reason})
-		if err != nil || len(evs.Items) == 0 {
-			return false, err
-		}
-		ev = evs.Items[0]
-		return true, nil
-	})
-	return ev
-}
