@@ -106,6 +106,21 @@ func (b *bed) requester(node string) (*Requester, func()) {
 	return r, func() { cancel(); <-done }
 }
 
+// firstHoldsSecondAsks makes n1 take the bed's slot and starts n2's
+// requester, which the test has ask next; both stop with the test.
+func (b *bed) firstHoldsSecondAsks(t *testing.T) (Slot, *Requester) {
+	t.Helper()
+	r1, stop1 := b.requester("n1")
+	t.Cleanup(stop1)
+	h1, err := r1.Acquire(b.ctx, PurposeMaintenance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, stop2 := b.requester("n2")
+	t.Cleanup(stop2)
+	return h1, r2
+}
+
 func (b *bed) leases() int {
 	l, err := b.fake.CoordinationV1().Leases("node-agent").List(b.ctx, metav1.ListOptions{})
 	if err != nil {
@@ -447,14 +462,7 @@ func (b *bed) ask(node, id string) {
 func (b *bed) oneWaits(t *testing.T) (Slot, <-chan Slot) {
 	t.Helper()
 	t.Cleanup(b.coordinator(1, time.Minute))
-	r1, stop1 := b.requester("n1")
-	t.Cleanup(stop1)
-	h1, err := r1.Acquire(b.ctx, PurposeMaintenance, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, stop2 := b.requester("n2")
-	t.Cleanup(stop2)
+	h1, r2 := b.firstHoldsSecondAsks(t)
 	got := make(chan Slot, 1)
 	queued := make(chan struct{}, 1)
 	go func() {

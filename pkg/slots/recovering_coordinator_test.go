@@ -80,14 +80,7 @@ func TestRecoveringSlotIsRecordedThenHandedOn(t *testing.T) {
 		}
 		return Health{Reason: "node " + node + " is not Ready"}
 	})
-	r1, stop1 := b.requester("n1")
-	t.Cleanup(stop1)
-	h1, err := r1.Acquire(b.ctx, PurposeMaintenance, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, stop2 := b.requester("n2")
-	t.Cleanup(stop2)
+	h1, r2 := b.firstHoldsSecondAsks(t)
 	got := make(chan Slot, 1)
 	go func() {
 		h, err := r2.Acquire(b.ctx, PurposeMaintenance, nil)

@@ -13,14 +13,7 @@ import (
 func TestAcquireReportsTheQueuedAnswer(t *testing.T) {
 	b := newBed(t, "n1", "n2")
 	t.Cleanup(b.coordinator(1, time.Minute))
-	r1, stop1 := b.requester("n1")
-	t.Cleanup(stop1)
-	h1, err := r1.Acquire(b.ctx, PurposeMaintenance, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, stop2 := b.requester("n2")
-	t.Cleanup(stop2)
+	h1, r2 := b.firstHoldsSecondAsks(t)
 	reports := make(chan error, 16)
 	go func() {
 		_, _ = r2.Acquire(b.ctx, PurposeMaintenance, func(err error) { reports <- err })
