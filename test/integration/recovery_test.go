@@ -33,8 +33,10 @@ import (
 // is Ready (the test writes its status as its kubelet would) rec-1's Lease
 // goes and rec-2 is granted. The watch of the slot Leases fails the test if
 // rec-1's Lease is ever deleted before rec-2's is created, or if both hold
-// at once.
+// at once. It waits out the bound beside the other waiting tests
+// (TestMain).
 func TestRecoveringNodeKeepsItsSlot(t *testing.T) {
+	t.Parallel()
 	env := fullEnv(t)
 	ctx := t.Context()
 	c := env.Client()
