@@ -81,12 +81,14 @@ func TestMaintenanceSeveralRequesters(t *testing.T) {
 	if list, err := maintenance.ParseRequesters(node); err != nil || len(list) != 1 || list[0].Name != objID {
 		t.Errorf("requesters %+v (%v); want %s alone", list, err, objID)
 	}
-	evs, err := c.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-1,reason=MaintenanceRequesterEnded"})
-	if err != nil {
-		t.Fatal(err)
+	// The Event follows the list's write, through the agent's Event
+	// queue: wait for it.
+	ended := nodeEvent(t, c, "node-1", "MaintenanceRequesterEnded")
+	if !strings.Contains(ended.Message, "owner network-team ended its request; the node stays in maintenance for nodemaintenance "+objID) {
+		t.Errorf("MaintenanceRequesterEnded Event %q; want it naming who ended and who holds", ended.Message)
 	}
-	if len(evs.Items) != 1 || !strings.Contains(evs.Items[0].Message, "owner network-team ended its request; the node stays in maintenance for nodemaintenance "+objID) {
-		t.Errorf("MaintenanceRequesterEnded Events %d; want one naming who ended and who holds: %+v", len(evs.Items), evs.Items)
+	if evs, err := c.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-1,reason=MaintenanceRequesterEnded"}); err != nil || len(evs.Items) != 1 {
+		t.Errorf("MaintenanceRequesterEnded Events: %v, %v; want one", evs, err)
 	}
 	out, err = cli(t, b.env, "status", "node-1")
 	t.Logf("maintenance status node-1:\n%s", out)
