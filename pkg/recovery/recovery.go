@@ -1,8 +1,8 @@
 // Package recovery owns what "healthy again" means for a node after its
 // maintenance or reboot, and its check: the Node is Ready, every DaemonSet
 // pod on the node is Ready (in the namespaces its pools trust, where they
-// name some: slots.pools[].daemonSetNamespaces), and the optional probes (health checks an admin
-// adds, such as a PromQL query) pass. node-agent-coordinator (pkg/slots)
+// name some: slots.pools[].daemonSetNamespaces), and the optional probes
+// (health checks an admin adds, such as a PromQL query) pass. node-agent-coordinator (pkg/slots)
 // asks it for the nodes that gave their drain slot back in a pool with
 // slots.pools[].recoveryBound, and hands the slot on only once the node is
 // healthy, so that a node that does not come back stops the rollout instead
