@@ -155,11 +155,13 @@ func serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) e
 
 // health adapts pkg/recovery's check of a node's health after its
 // maintenance to the coordinator's Health: the Node Ready, the DaemonSet
-// pods on it Ready (listed for that node only), and the gates of its pools
+// pods on it Ready (listed for that node only, counted from its pools'
+// slots.pools[].daemonSetNamespaces), and the gates of its pools
 // (slots.pools[].gates) asked of slots.prometheusURL.
 func health(client kube.Interface, cfg config.SlotsConfig) func(context.Context, *corev1.Node, []string) slots.Health {
-	checker := recovery.Checker{Pods: recovery.PodsOn(client), Probes: map[string][]recovery.Probe{}}
+	checker := recovery.Checker{Pods: recovery.PodsOn(client), Namespaces: map[string][]string{}, Probes: map[string][]recovery.Probe{}}
 	for _, p := range cfg.Pools {
+		checker.Namespaces[p.Name] = p.DaemonSetNamespaces
 		if len(p.Gates) == 0 {
 			continue
 		}

@@ -202,7 +202,8 @@ func drainBounds() []Bound {
 	}
 }
 
-// poolBounds are the bounds of each slots.pools entry's numbers.
+// poolBounds are the bounds of each slots.pools entry's numbers and of its
+// daemonSetNamespaces.
 func poolBounds() []Bound {
 	return []Bound{
 		{
@@ -230,6 +231,15 @@ func poolBounds() []Bound {
 			Why:   "a node needs some seconds to become Ready and start its DaemonSet pods after a reboot; past a day, a node that never recovers stops its pool for longer than anyone waits without looking (the alert NodeAgentDrainSlotRecoveryStop fires at the bound)",
 			check: checkPoolRecoveryBound,
 		},
+		lenBound("slots.pools[].daemonSetNamespaces", 64,
+			"the namespaces of a node's own services (kube-system, the CNI's, the storage driver's, KubeVirt's) are a few; each recovering node's pods are matched against them every few seconds",
+			func(c *Config) int {
+				n := 0
+				for _, p := range c.Slots.Pools {
+					n = max(n, len(p.DaemonSetNamespaces))
+				}
+				return n
+			}),
 	}
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -161,6 +162,22 @@ func TestValidate(t *testing.T) {
 			c.Slots.PrometheusURL = "http://prometheus.monitoring.svc:9090"
 			c.Slots.Pools = []PoolConfig{{Name: "all", RecoveryBound: metav1.Duration{Duration: time.Minute}, Gates: []GateConfig{{Name: "etcd", Query: "up == 0", BeforeReboot: true}}}}
 		}, wantErr: "slots.pools[0].gates[0] (etcd): beforeReboot is for reboot.gates only"},
+		{name: "pool daemonSetNamespaces", mutate: func(c *Config) {
+			c.Slots.Pools = []PoolConfig{{Name: "all", RecoveryBound: metav1.Duration{Duration: 10 * time.Minute}, DaemonSetNamespaces: []string{"kube-system", "kubevirt"}}}
+		}},
+		{name: "pool daemonSetNamespaces without a recovery bound", mutate: func(c *Config) {
+			c.Slots.Pools = []PoolConfig{{Name: "all", Limit: 1, DaemonSetNamespaces: []string{"kube-system"}}}
+		}, wantErr: "slots.pools[0].daemonSetNamespaces: set only with recoveryBound"},
+		{name: "pool daemonSetNamespaces not a namespace name", mutate: func(c *Config) {
+			c.Slots.Pools = []PoolConfig{{Name: "all", RecoveryBound: metav1.Duration{Duration: time.Minute}, DaemonSetNamespaces: []string{"kube-system", "Kube_System"}}}
+		}, wantErr: `slots.pools[0].daemonSetNamespaces: "Kube_System" is not a namespace name`},
+		{name: "pool daemonSetNamespaces too many", mutate: func(c *Config) {
+			ns := make([]string, 65)
+			for i := range ns {
+				ns[i] = fmt.Sprintf("ns-%d", i)
+			}
+			c.Slots.Pools = []PoolConfig{{Name: "all", RecoveryBound: metav1.Duration{Duration: time.Minute}, DaemonSetNamespaces: ns}}
+		}, wantErr: "slots.pools[].daemonSetNamespaces: 65 entries, at most 64"},
 		{name: "slots.prometheusURL not a URL", mutate: func(c *Config) { c.Slots.PrometheusURL = "ftp://x" }, wantErr: "slots.prometheusURL"},
 		{name: "pool with a recovery bound too short", mutate: func(c *Config) {
 			c.Slots.Pools = []PoolConfig{{Name: "all", Limit: 1, RecoveryBound: metav1.Duration{Duration: time.Second}}}

@@ -93,6 +93,7 @@ var trust = map[string]Trust{
 	"slots.pools[].gates[].beforeReboot": cm("nothing: beforeReboot is refused in slots.pools[].gates"),
 	"slots.prometheusURL":                cm("ask the pools' gates of a Prometheus the writer runs, whose answers keep a node's slot up to the pool's recoveryBound, then stop the pool; it receives each gate's query, and no credential"),
 	"slots.pools[].recoveryBound":        cm("hand a slot on as soon as its node gives it back, as before the key existed (0), or stop a pool sooner or later (within its bound) when a node does not come back healthy"),
+	"slots.pools[].daemonSetNamespaces":  cm("count every namespace's DaemonSet pods (empty), so that a tenant's pod that never becomes Ready keeps a recovering node's slot up to the pool's recoveryBound, then stops the pool; or leave out the namespace of a DaemonSet the node needs, so that its slot is handed on before that pod is Ready"),
 	"slots.heartbeatBound":               cm("keep the slot of a node whose heartbeat stopped longer, within the bound"),
 
 	"maintenance.nodeMaintenance":      cm("serve or ignore NodeMaintenance objects"),

@@ -1,7 +1,8 @@
 // Package recovery owns what "healthy again" means for a node after its
 // maintenance or reboot, and its check: the Node is Ready, every DaemonSet
-// pod on the node is Ready, and the optional probes (health checks an admin
-// adds, such as a PromQL query) pass. node-agent-coordinator (pkg/slots)
+// pod on the node is Ready (in the namespaces its pools trust, where they
+// name some: slots.pools[].daemonSetNamespaces), and the optional probes
+// (health checks an admin adds, such as a PromQL query) pass. node-agent-coordinator (pkg/slots)
 // asks it for the nodes that gave their drain slot back in a pool with
 // slots.pools[].recoveryBound, and hands the slot on only once the node is
 // healthy, so that a node that does not come back stops the rollout instead
@@ -40,6 +41,10 @@ type Checker struct {
 	// Pods lists a node's pods; nil skips the DaemonSet pods (only the
 	// Node and the probes count).
 	Pods PodLister
+	// Namespaces are, by pool name, the namespaces whose DaemonSet pods
+	// count for the pool (slots.pools[].daemonSetNamespaces); a pool with
+	// none, or missing here, counts every namespace (CountedNamespaces).
+	Namespaces map[string][]string
 	// Probes are, by pool name, the pools' own health checks
 	// (slots.pools[].gates): a node is asked those of the pools it is
 	// checked for, in order, once the Node and its DaemonSet pods are
@@ -80,7 +85,7 @@ func (c Checker) check(ctx context.Context, node *corev1.Node, pools []string) R
 		if err != nil {
 			return Result{Reason: fmt.Sprintf("cannot list the pods of node %s, so its DaemonSet pods' readiness is unknown: %v", node.Name, err)}
 		}
-		if why := DaemonSetPodsNotReady(pods); why != "" {
+		if why := DaemonSetPodsNotReady(pods, CountedNamespaces(c.Namespaces, pools)); why != "" {
 			return Result{Reason: why}
 		}
 	}
@@ -116,13 +121,37 @@ func NodeNotReady(node *corev1.Node) string {
 	return fmt.Sprintf("node %s reports no Ready condition", node.Name)
 }
 
-// DaemonSetPodsNotReady says which of pods, owned by a DaemonSet, are not
-// Ready, or "" when all are. Pods that are ending (deleted, Succeeded or
-// Failed) do not count: a DaemonSet replaces them.
-func DaemonSetPodsNotReady(pods []corev1.Pod) string {
+// CountedNamespaces is the namespaces whose DaemonSet pods count for a node
+// checked for pools: the union of the pools' lists in byPool, or nil (every
+// namespace) when any of the pools lists none. That fails closed: the node
+// must be healthy for each of its pools, and a pool that trusts every
+// namespace's DaemonSet pods is not overruled by another that trusts fewer.
+func CountedNamespaces(byPool map[string][]string, pools []string) []string {
+	var union []string
+	for _, pool := range pools {
+		ns := byPool[pool]
+		if len(ns) == 0 {
+			return nil
+		}
+		union = append(union, ns...)
+	}
+	slices.Sort(union)
+	return slices.Compact(union)
+}
+
+// DaemonSetPodsNotReady says which of pods, owned by a DaemonSet and in one
+// of namespaces (empty: any namespace), are not Ready, or "" when all are.
+// Pods that are ending (deleted, Succeeded or Failed) do not count: a
+// DaemonSet replaces them. namespaces is what keeps a tenant's DaemonSet
+// whose pod never becomes Ready from holding every recovering node's slot
+// (docs/security.md).
+func DaemonSetPodsNotReady(pods []corev1.Pod, namespaces []string) string {
 	var notReady []string
 	for i := range pods {
 		p := &pods[i]
+		if len(namespaces) > 0 && !slices.Contains(namespaces, p.Namespace) {
+			continue
+		}
 		if !ownedByDaemonSet(p) || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,6 +75,13 @@ func TestCheck(t *testing.T) {
 		{name: "many not ready: a few named", node: node(corev1.ConditionTrue),
 			checker: Checker{Pods: lister([]corev1.Pod{pod("d", "DaemonSet", false), pod("c", "DaemonSet", false), pod("b", "DaemonSet", false), pod("a", "DaemonSet", false), pod("e", "DaemonSet", false)}, nil)},
 			reason:  "5 DaemonSet pod(s) not Ready: kube-system/a, kube-system/b, kube-system/c and 2 more"},
+		{name: "a DaemonSet pod not ready outside the pool's namespaces does not count", node: node(corev1.ConditionTrue), healthy: true,
+			checker: Checker{Namespaces: map[string][]string{"all": {"kube-system"}}, Pods: lister([]corev1.Pod{pod("ds-1", "DaemonSet", true),
+				pod("tenant-ds", "DaemonSet", false, func(p *corev1.Pod) { p.Namespace = "tenant" })}, nil)}},
+		{name: "a DaemonSet pod not ready inside the pool's namespaces holds", node: node(corev1.ConditionTrue),
+			checker: Checker{Namespaces: map[string][]string{"all": {"kube-system"}, "gpu": {"tenant"}}, Pods: lister([]corev1.Pod{pod("ds-2", "DaemonSet", false),
+				pod("tenant-ds", "DaemonSet", false, func(p *corev1.Pod) { p.Namespace = "tenant" })}, nil)},
+			reason: "1 DaemonSet pod(s) not Ready: kube-system/ds-2"},
 		{name: "pods cannot be listed: fails closed", node: node(corev1.ConditionTrue),
 			checker: Checker{Pods: lister(nil, errors.New("forbidden"))}, reason: "cannot list the pods of node n1"},
 		{name: "probes pass", node: node(corev1.ConditionTrue), checker: Checker{Probes: map[string][]Probe{"all": {passes, passes}}}, healthy: true},
@@ -130,6 +138,57 @@ func TestPromQL(t *testing.T) {
 			why, err := PromQL(gates.Prometheus{URL: prom.URL, Gates: tc.gates})(t.Context(), "n1")
 			if err != nil || !strings.HasPrefix(why, tc.reason) || (tc.reason == "") != (why == "") {
 				t.Errorf("PromQL = %q, %v; want %q", why, err, tc.reason)
+			}
+		})
+	}
+}
+
+// TestDaemonSetPodsNotReadyNamespaces: a DaemonSet pod that is not Ready
+// holds only from a listed namespace; an empty list counts every namespace.
+func TestDaemonSetPodsNotReadyNamespaces(t *testing.T) {
+	in := func(ns string) func(*corev1.Pod) { return func(p *corev1.Pod) { p.Namespace = ns } }
+	tenant := pod("stuck", "DaemonSet", false, in("tenant"))
+	cni := pod("cni", "DaemonSet", false)
+	ready := pod("csi", "DaemonSet", true, in("storage"))
+	for _, tc := range []struct {
+		name       string
+		pods       []corev1.Pod
+		namespaces []string
+		reason     string
+	}{
+		{name: "outside the list: does not hold", pods: []corev1.Pod{tenant, ready}, namespaces: []string{"kube-system", "storage"}},
+		{name: "inside the list: holds", pods: []corev1.Pod{tenant, cni, ready}, namespaces: []string{"kube-system", "storage"},
+			reason: "1 DaemonSet pod(s) not Ready: kube-system/cni"},
+		{name: "empty list: every namespace", pods: []corev1.Pod{tenant, cni, ready},
+			reason: "2 DaemonSet pod(s) not Ready: kube-system/cni, tenant/stuck"},
+		{name: "listed, all Ready", pods: []corev1.Pod{ready}, namespaces: []string{"storage"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DaemonSetPodsNotReady(tc.pods, tc.namespaces); got != tc.reason {
+				t.Errorf("DaemonSetPodsNotReady = %q, want %q", got, tc.reason)
+			}
+		})
+	}
+}
+
+// TestCountedNamespaces: a node of several pools counts the union of their
+// namespaces, and every namespace when any of them lists none.
+func TestCountedNamespaces(t *testing.T) {
+	byPool := map[string][]string{"all": {"kube-system", "storage"}, "gpu": {"gpu-operator", "kube-system"}, "open": nil}
+	for _, tc := range []struct {
+		name  string
+		pools []string
+		want  []string
+	}{
+		{name: "one pool", pools: []string{"all"}, want: []string{"kube-system", "storage"}},
+		{name: "two pools: the union", pools: []string{"gpu", "all"}, want: []string{"gpu-operator", "kube-system", "storage"}},
+		{name: "a pool that lists none: every namespace", pools: []string{"all", "open"}},
+		{name: "a pool missing from the map: every namespace", pools: []string{"gpu", "unknown"}},
+		{name: "no pool: every namespace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := CountedNamespaces(byPool, tc.pools); !slices.Equal(got, tc.want) {
+				t.Errorf("CountedNamespaces(%v) = %v, want %v", tc.pools, got, tc.want)
 			}
 		})
 	}

@@ -21,7 +21,10 @@ import (
 // before the next node" on the real control plane: a pool of every node with
 // recoveryBound 30s (its least) and a limit of one slot. rec-1 runs the pod
 // of a DaemonSet that kwok keeps from being Ready (its pod-ready stage waits
-// an hour). rec-1 holds a reboot slot; rec-2 asks for maintenance and waits.
+// an hour) in namespace work, which the pool lists in daemonSetNamespaces,
+// and the pod of a tenant's DaemonSet, in namespace tenant, which the pool
+// does not list and which stays not Ready to the end, so counts for nothing.
+// rec-1 holds a reboot slot; rec-2 asks for maintenance and waits.
 // rec-1 reboots and comes back NotReady (kwok stops playing its kubelet, and
 // the test writes its Ready condition False, as a kubelet whose network is
 // not ready does); the slot is given back, as its agent does once up again.
@@ -43,31 +46,16 @@ func TestRecoveringNodeKeepsItsSlot(t *testing.T) {
 	if err := env.AddNodes(ctx, []string{"rec-1", "rec-2"}); err != nil {
 		t.Fatal(err)
 	}
-	// A DaemonSet of rec-1 only, whose pod never becomes Ready by itself.
+	// DaemonSets of rec-1 only, whose pods never become Ready by
+	// themselves: the node's own (work) and a tenant's.
 	const ns = "work"
-	if _, err := env.CreateNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
 	if err := mergePatchNode(t, c, "rec-1", obj{"metadata": obj{"labels": obj{"recovery-test": "netd"}}}, false); err != nil {
 		t.Fatal(err)
 	}
-	ds := testenv.NewDaemonSet(ns, "netd")
-	ds.Spec.Template.Spec.NodeSelector = map[string]string{"recovery-test": "netd"}
-	ds.Spec.Template.Annotations = map[string]string{testenv.PodReadyDelayAnnotation: "1h"}
-	if _, err := c.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var netd corev1.Pod
-	testenv.WaitFor(t, time.Minute, "the DaemonSet's pod on rec-1", func() (bool, error) {
-		pods, err := testenv.PodsOn(ctx, c, ns, "rec-1")
-		if err != nil || len(pods) == 0 {
-			return false, err
-		}
-		netd = pods[0]
-		return true, nil
-	})
+	netd := unreadyDaemonSetPod(t, env, ns, "netd")
+	tenant := unreadyDaemonSetPod(t, env, "tenant", "stuck")
 	startCoordinator(t, env, "--slots-limit=1", "--reboot-enabled=true",
-		`--slots-pools=[{"name":"all","selector":"","recoveryBound":"30s"}]`)
+		`--slots-pools=[{"name":"all","selector":"","recoveryBound":"30s","daemonSetNamespaces":["kube-system","`+ns+`"]}]`)
 	leases := watchSlotLeases(t, c)
 	leases.check = func(holders []string) error {
 		if len(holders) > 1 {
@@ -130,7 +118,8 @@ func TestRecoveringNodeKeepsItsSlot(t *testing.T) {
 	}
 
 	// rec-1 is Ready again, but not the DaemonSet's pod on it: the slot
-	// stays.
+	// stays. The answer names that pod alone: the tenant's, not Ready
+	// either, does not count.
 	setKwokManaged(t, c, "rec-1", true)
 	testenv.WaitFor(t, time.Minute, "rec-1 Ready, and rec-2's answer naming the DaemonSet pod that is not", func() (bool, error) {
 		g := grantOn(t, c, "rec-2")
@@ -142,9 +131,13 @@ func TestRecoveringNodeKeepsItsSlot(t *testing.T) {
 		t.Fatalf("slots held while rec-1's DaemonSet pod is not Ready: %v, want rec-1's only", h)
 	}
 
-	// The pod is Ready, as its kubelet reports it: the slot goes to rec-2.
+	// The pod is Ready, as its kubelet reports it: the slot goes to rec-2,
+	// the tenant's pod still not Ready.
 	setPodReady(t, c, ns, netd.Name)
 	next.waitGranted(t, c)
+	if p, err := c.CoreV1().Pods("tenant").Get(ctx, tenant.Name, metav1.GetOptions{}); err != nil || testenv.PodReady(p) {
+		t.Fatalf("the tenant's DaemonSet pod %s: Ready or gone (%v), so the grant proves nothing about daemonSetNamespaces", tenant.Name, err)
+	}
 	if err := leases.err(); err != nil {
 		t.Fatal(err)
 	}
@@ -164,6 +157,33 @@ func TestRecoveringNodeKeepsItsSlot(t *testing.T) {
 	if !slices.Equal(order, []string{"rec-1", "rec-2"}) {
 		t.Errorf("slot Lease history %v: want rec-1's deleted once, then rec-2's created", order)
 	}
+}
+
+// unreadyDaemonSetPod creates namespace ns and in it a DaemonSet name of
+// the nodes labelled recovery-test=netd, whose pod kwok keeps from being
+// Ready (its pod-ready stage waits an hour), and returns that pod.
+func unreadyDaemonSetPod(t *testing.T, env *testenv.Env, ns, name string) corev1.Pod {
+	t.Helper()
+	ctx, c := t.Context(), env.Client()
+	if _, err := env.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	ds := testenv.NewDaemonSet(ns, name)
+	ds.Spec.Template.Spec.NodeSelector = map[string]string{"recovery-test": "netd"}
+	ds.Spec.Template.Annotations = map[string]string{testenv.PodReadyDelayAnnotation: "1h"}
+	if _, err := c.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	testenv.WaitFor(t, time.Minute, "DaemonSet "+ns+"/"+name+"'s pod on rec-1", func() (bool, error) {
+		pods, err := testenv.PodsOn(ctx, c, ns, "rec-1")
+		if err != nil || len(pods) == 0 {
+			return false, err
+		}
+		pod = pods[0]
+		return true, nil
+	})
+	return pod
 }
 
 // setKwokManaged lets kwok play node's kubelet, or stops it: kwok manages
