@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/node-agent/node-agent/pkg/hooks"
+	"github.com/node-agent/node-agent/pkg/maintenance"
 	"github.com/node-agent/node-agent/pkg/selfdrain"
 	"github.com/node-agent/node-agent/pkg/slots"
 	"github.com/node-agent/node-agent/test/testenv"
@@ -35,7 +37,8 @@ const (
 // and the most it can do to maintenance (a budget that allows nothing on
 // node-2) holds node-2's drain until drain.timeout and no longer: node-1's
 // maintenance, waiting for the only slot, starts after that timeout, and
-// node-2's condition names the budget. (node-3 runs the coordinator's pods,
+// node-2's condition names the budget. Nor can it write the hooks or owner
+// requests of issue 44 on a Node. (node-3 runs the coordinator's pods,
 // which no subtest drains: placeCoordinator.)
 func (b *deployBed) testTenant(t *testing.T) {
 	ctx := t.Context()
@@ -50,6 +53,19 @@ func (b *deployBed) testTenant(t *testing.T) {
 		wantDenied(t, "grant node-3 a drain slot", err, byTenantRBAC)
 		err = mergePatchNode(t, tenant, "node-2", obj{"spec": obj{"unschedulable": false}}, true)
 		wantDenied(t, "uncordon node-2", err, byTenantRBAC)
+		// Issue 44's Node annotations are the admins' and their
+		// controllers': a tenant can neither hold a node's maintenance
+		// with a hook nor ask for one as an owner.
+		for _, phase := range hooks.Phases {
+			err = mergePatchNode(t, tenant, "node-2", obj{"metadata": obj{"annotations": obj{phase.Prefix() + "tenant": "tenant"}}}, true)
+			wantDenied(t, "hold node-2 with a "+string(phase)+" hook", err, byTenantRBAC)
+		}
+		ownerKey, kerr := maintenance.OwnerKey("tenant")
+		if kerr != nil {
+			t.Fatal(kerr)
+		}
+		err = mergePatchNode(t, tenant, "node-2", obj{"metadata": obj{"annotations": obj{ownerKey: "tenant's maintenance"}}}, true)
+		wantDenied(t, "ask for node-2's maintenance as an owner", err, byTenantRBAC)
 		_, err = tenant.CoordinationV1().Leases(agentNamespace).List(ctx, metav1.ListOptions{})
 		wantDenied(t, "list the drain slot Leases", err, byTenantRBAC)
 		_, err = tenant.CoordinationV1().Leases(agentNamespace).Create(ctx, &coordinationv1.Lease{
