@@ -90,12 +90,21 @@ func (c *Controller) syncRequesters(ctx context.Context, node *corev1.Node, req 
 	if req.wanted() {
 		want = req.Requesters(recorded, c.engine.Now())
 	}
-	if sameRequesters(want, recorded) {
+	write := want
+	if len(recorded) == 0 && !worthListing(want) {
+		// The record names this one requester already: a list of it
+		// would cost two Node patches per maintenance (issue 43's drain
+		// counts them) and say nothing more. Once listed, the list is
+		// kept until the maintenance ends, so that who still holds it
+		// stays shown.
+		write = nil
+	}
+	if sameRequesters(write, recorded) {
 		return nil
 	}
 	var value *string
-	if len(want) > 0 {
-		b, err := json.Marshal(want)
+	if len(write) > 0 {
+		b, err := json.Marshal(write)
 		if err != nil {
 			return err
 		}
@@ -124,4 +133,18 @@ func (c *Controller) syncRequesters(ctx context.Context, node *corev1.Node, req 
 		c.log.Info("Maintenance requesters joined the maintenance", "joined", names(joined), "holders", names(want))
 	}
 	return nil
+}
+
+// worthListing says whether requesters need a list beside the record: more
+// than one, or one the record does not name (an owner, or a NodeMaintenance
+// object, whose names the record's trigger and reason do not carry). The
+// annotation alone, or the reboot controller alone, is the record's trigger.
+func worthListing(requesters []Requester) bool {
+	switch {
+	case len(requesters) > 1:
+		return true
+	case len(requesters) == 1:
+		return requesters[0].Kind == KindOwner || requesters[0].Kind == KindNodeMaintenance
+	}
+	return false
 }

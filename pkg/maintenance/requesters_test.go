@@ -209,6 +209,55 @@ func TestControllerEndsWithTheLastRequester(t *testing.T) {
 	}
 }
 
+// The annotation alone is the record's trigger: no list is written for
+// it (two Node patches fewer per maintenance). Once an owner joins, the
+// list names both, and it stays, naming the annotation alone, after the
+// owner ends, until the maintenance ends.
+func TestSingleRequesterIsNotListed(t *testing.T) {
+	for _, c := range []struct {
+		list []Requester
+		want bool
+	}{
+		{nil, false},
+		{[]Requester{{Kind: KindAnnotation, Name: "annotation"}}, false},
+		{[]Requester{{Kind: KindReboot, Name: "reboot"}}, false},
+		{[]Requester{{Kind: KindOwner, Name: "net"}}, true},
+		{[]Requester{{Kind: KindNodeMaintenance, Name: "nm"}}, true},
+		{[]Requester{{Kind: KindAnnotation, Name: "annotation"}, {Kind: KindReboot, Name: "reboot"}}, true},
+	} {
+		if got := worthListing(c.list); got != c.want {
+			t.Errorf("worthListing(%+v) = %t, want %t", c.list, got, c.want)
+		}
+	}
+
+	h := newHarness(t, testPod("a"))
+	h.onEvict(func(eviction) error { return nil })
+	ctl, v := h.controller()
+	runController(t, ctl, v)
+	listed := func() bool { _, ok := h.node().Annotations[RequestersAnnotation]; return ok }
+
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":"kernel update"}}}`)
+	v.touch()
+	h.waitFor("the drain to succeed", func() bool { st := h.status(); return st != nil && st.Phase == selfdrain.PhaseSucceeded })
+	if listed() {
+		t.Errorf("requesters list %q written for the annotation alone", h.node().Annotations[RequestersAnnotation])
+	}
+
+	h.patchNode(`{"metadata":{"annotations":{"maintenance.node-agent.io/network-team":"switch firmware"}}}`)
+	v.touch()
+	h.waitFor("the list to name both", func() bool { l, err := ParseRequesters(h.node()); return err == nil && len(l) == 2 })
+	h.patchNode(`{"metadata":{"annotations":{"maintenance.node-agent.io/network-team":null}}}`)
+	v.touch()
+	h.waitFor("the list to name the annotation alone", func() bool {
+		l, err := ParseRequesters(h.node())
+		return err == nil && len(l) == 1 && l[0].Kind == KindAnnotation
+	})
+	h.patchNode(`{"metadata":{"annotations":{"node-agent.io/maintenance":null}}}`)
+	v.touch()
+	h.waitFor("the maintenance to end", func() bool { return !h.status().Active() })
+	h.waitFor("the list to go", func() bool { return !listed() })
+}
+
 // A refused value of the maintenance annotation holds only what the
 // annotation itself asked for: a record of the annotation trigger that an
 // owner's request started is not the annotation's.
