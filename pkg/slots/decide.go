@@ -117,6 +117,13 @@ type Lease struct {
 	RecoveringSince time.Time
 }
 
+// serves reports whether l answers n's current request: the same request
+// (ID) for the same purpose. A Lease that serves none is released, or kept
+// while its node recovers (Pool.RecoveryBound).
+func (l Lease) serves(n *Node) bool {
+	return n.Request != nil && n.Request.ID == l.RequestID && n.Request.Purpose == l.Purpose
+}
+
 // Input is everything Decide looks at.
 type Input struct {
 	Now time.Time
@@ -278,7 +285,7 @@ func (d *decision) judgeHolder(node string) {
 	case n == nil:
 		d.out.Release = append(d.out.Release, node)
 		return
-	case n.Request == nil, n.Request.ID != l.RequestID, n.Request.Purpose != l.Purpose:
+	case !l.serves(n):
 		if !d.recover(n, l) {
 			d.out.Release = append(d.out.Release, node)
 		}

@@ -23,14 +23,16 @@ import (
 // those pools (countPools).
 func (d *decision) recover(n *Node, l Lease) bool {
 	in := d.in
-	bound := d.recoveryBound(n)
+	var bound time.Duration
+	for _, p := range d.in.Pools {
+		if p.RecoveryBound > 0 && p.has(n) {
+			bound = max(bound, p.RecoveryBound)
+		}
+	}
 	if bound <= 0 || (n.Health != nil && n.Health.Healthy) {
 		return false
 	}
-	reason := "its health was not checked yet"
-	if n.Health != nil && n.Health.Reason != "" {
-		reason = n.Health.Reason
-	}
+	reason := n.healthReason()
 	since := l.RecoveringSince
 	if since.IsZero() {
 		since = in.Now
@@ -48,16 +50,12 @@ func (d *decision) recover(n *Node, l Lease) bool {
 	return true
 }
 
-// recoveryBound is the longest RecoveryBound of n's pools; 0 when none has
-// one.
-func (d *decision) recoveryBound(n *Node) time.Duration {
-	var bound time.Duration
-	for _, p := range d.in.Pools {
-		if p.RecoveryBound > 0 && p.has(n) {
-			bound = max(bound, p.RecoveryBound)
-		}
+// healthReason says what is not healthy in n yet, as its last check said.
+func (n *Node) healthReason() string {
+	if n.Health != nil && n.Health.Reason != "" {
+		return n.Health.Reason
 	}
-	return bound
+	return "its health was not checked yet"
 }
 
 // Health is a node's health after its maintenance or reboot.
@@ -93,14 +91,14 @@ func (c *Coordinator) checkHealth(ctx context.Context, in Input) {
 	c.mu.Lock()
 	for node := range c.checked {
 		l, held := in.Leases[node]
-		if n := in.Nodes[node]; !held || n == nil || n.Request != nil && n.Request.ID == l.RequestID {
+		if n := in.Nodes[node]; !held || n == nil || l.serves(n) {
 			delete(c.checked, node)
 		}
 	}
 	c.mu.Unlock()
 	for node, l := range in.Leases {
 		n := in.Nodes[node]
-		if n == nil || (n.Request != nil && n.Request.ID == l.RequestID && n.Request.Purpose == l.Purpose) {
+		if n == nil || l.serves(n) {
 			continue
 		}
 		pools := recoveryPools(in.Pools, n)
@@ -205,9 +203,9 @@ func (c *Coordinator) markRecovering(ctx context.Context, in Input, node string)
 	l.RecoveringSince = since
 	c.leases[node] = l
 	c.mu.Unlock()
-	reason := "its health was not checked yet"
-	if n := in.Nodes[node]; n != nil && n.Health != nil && n.Health.Reason != "" {
-		reason = n.Health.Reason
+	reason := (&Node{}).healthReason()
+	if n := in.Nodes[node]; n != nil {
+		reason = n.healthReason()
 	}
 	c.log.Info("Drain slot given back, kept until the node is healthy again", "node", node, "reason", reason)
 	c.event(node, corev1.EventTypeNormal, "DrainSlotRecovering", "The drain slot stays with this node until it is healthy again (slots.pools[].recoveryBound): %s", reason)
