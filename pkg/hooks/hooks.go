@@ -149,7 +149,12 @@ type Hold struct {
 // as now, so that no clock stretches the bound. A bound of 0 or less is
 // no bound (config refuses it; pkg/config/bounds.go).
 func HoldOf(annotations map[string]string, p Phase, since, now time.Time, bound time.Duration) Hold {
-	h := Hold{Set: Parse(annotations, p), Since: since, Bound: bound}
+	return holdOfSet(Parse(annotations, p), since, now, bound)
+}
+
+// holdOfSet is HoldOf for hooks already parsed.
+func holdOfSet(s Set, since, now time.Time, bound time.Duration) Hold {
+	h := Hold{Set: s, Since: since, Bound: bound}
 	if since.After(now) {
 		h.Since = now
 	}

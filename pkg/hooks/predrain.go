@@ -68,7 +68,7 @@ func (p *PreDrainCheck) Blockers(context.Context) []gates.Blocker {
 	if p.since.IsZero() {
 		p.since = now
 	}
-	h := HoldOf(node.Annotations, PreDrain, p.since, now, p.Bound)
+	h := holdOfSet(s, p.since, now, p.Bound)
 	for _, problem := range h.Problems() {
 		p.warn(ReasonMalformed, problem+"; the hook holds all the same, at most maintenance.hookBound")
 	}
