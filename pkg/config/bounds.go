@@ -190,11 +190,7 @@ func drainBounds() []Bound {
 		lenBound("drain.podRules[].namespaces", 256,
 			"as reboot.blockingPodNamespaces: a cluster's tenants' namespaces; every pod is matched against them",
 			func(c *Config) int {
-				n := 0
-				for _, r := range c.Drain.PodRules {
-					n = max(n, len(r.Namespaces))
-				}
-				return n
+				return longest(c.Drain.PodRules, func(r PodRuleConfig) int { return len(r.Namespaces) })
 			}),
 		durationBound("drain.doNotDrainBound", 0, 24*time.Hour,
 			"0 honours no opt-out; past a day, a tenant's pod holds the node's maintenance (within drain.timeout) and its reboot for longer than anyone waits without looking",
@@ -234,11 +230,7 @@ func poolBounds() []Bound {
 		lenBound("slots.pools[].daemonSetNamespaces", 64,
 			"the namespaces of a node's own services (kube-system, the CNI's, the storage driver's, KubeVirt's) are a few; each recovering node's pods are matched against them every few seconds",
 			func(c *Config) int {
-				n := 0
-				for _, p := range c.Slots.Pools {
-					n = max(n, len(p.DaemonSetNamespaces))
-				}
-				return n
+				return longest(c.Slots.Pools, func(p PoolConfig) int { return len(p.DaemonSetNamespaces) })
 			}),
 	}
 }
@@ -283,6 +275,16 @@ func floatBound(key string, lo, hi float64, why string, get func(*Config) float6
 }
 
 // lenBound bounds the entries of a list.
+// longest is the longest of the lists each item holds (length), for a
+// lenBound on a list inside a list.
+func longest[T any](items []T, length func(T) int) int {
+	n := 0
+	for _, it := range items {
+		n = max(n, length(it))
+	}
+	return n
+}
+
 func lenBound(key string, hi int, why string, get func(*Config) int) Bound {
 	b := Bound{Key: key, Min: "0 entries", Max: strconv.Itoa(hi) + " entries", Why: why}
 	b.check = func(c *Config) []error {
