@@ -87,8 +87,8 @@ type WebhookConfig struct {
 	URL     string `json:"url,omitempty"`
 	URLFile string `json:"urlFile,omitempty"`
 	// Preset is json (default) or slack; Template, when set, makes the
-	// body instead (a Go text/template over .Event, .Node, .Reason,
-	// .Type, .Message, .Time; json quotes a value).
+	// body instead: text with placeholders {{.Field}} or {{json .Field}}
+	// of Event, Node, Reason, Type, Message, Time (spec.Template).
 	Preset   string `json:"preset,omitempty"`
 	Template string `json:"template,omitempty"`
 	// Events it is told of; empty: every event.

@@ -1,6 +1,6 @@
 // Package notify owns node-agent's notifications: webhooks told of what
 // maintenance and reboots do on this node (started, drained, failed, ended;
-// rebooting, back, failed), each body made from a Go template or a preset
+// rebooting, back, failed), each body made from a template that places fields or a preset
 // (Slack-compatible, or generic JSON).
 //
 // A notification never holds anything up. The agent's components record
@@ -26,7 +26,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"text/template"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,7 +78,8 @@ const (
 	PresetSlack = spec.PresetSlack
 )
 
-// Notification is the data of one notification, as templates see it.
+// Notification is the data of one notification: the json preset's object,
+// and the fields a template places (spec.Fields).
 type Notification struct {
 	Event   Event     `json:"event"`
 	Node    string    `json:"node"`
@@ -89,14 +89,33 @@ type Notification struct {
 	Time    time.Time `json:"time"`
 }
 
+// field is the text of one of spec.Fields, for a template.
+func (nt Notification) field(name string) string {
+	switch name {
+	case "Event":
+		return string(nt.Event)
+	case "Node":
+		return nt.Node
+	case "Reason":
+		return nt.Reason
+	case "Type":
+		return nt.Type
+	case "Message":
+		return nt.Message
+	case "Time":
+		return nt.Time.UTC().Format(time.RFC3339)
+	}
+	return ""
+}
+
 // Webhook is one receiver.
 type Webhook struct {
 	Name string
 	URL  string
 	// Preset is PresetJSON or PresetSlack; ignored when Template is set.
 	Preset string
-	// Template, when set, makes the body: a Go text/template over a
-	// Notification; its functions include json (a value as JSON).
+	// Template, when set, makes the body: text with placeholders of a
+	// Notification's fields, {{.Node}} or {{json .Node}} (spec.Template).
 	Template string
 	// Events it is told of; empty: all.
 	Events []Event
@@ -131,7 +150,7 @@ type Notifier struct {
 
 type hook struct {
 	Webhook
-	tmpl  *template.Template
+	tmpl  *spec.Template
 	queue chan Notification
 }
 
@@ -260,11 +279,7 @@ func (n *Notifier) send(ctx context.Context, h *hook, body []byte) error {
 // body renders nt for h.
 func (h *hook) body(nt Notification) ([]byte, error) {
 	if h.tmpl != nil {
-		var b bytes.Buffer
-		if err := h.tmpl.Execute(&b, nt); err != nil {
-			return nil, err
-		}
-		return b.Bytes(), nil
+		return h.tmpl.Render(nt.field), nil
 	}
 	if h.Preset == PresetSlack {
 		return json.Marshal(map[string]string{"text": SlackText(nt)})

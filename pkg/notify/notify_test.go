@@ -98,7 +98,7 @@ func TestBodies(t *testing.T) {
 	}{
 		{"json preset", Webhook{Preset: PresetJSON}, `{"event":"maintenance-drained","node":"node-1","reason":"DrainSucceeded","type":"Normal","message":"Drained 4 pods","time":"2026-11-26T12:00:00Z"}`},
 		{"slack preset", Webhook{Preset: PresetSlack}, `{"text":"node-agent: maintenance drained on node-1 (DrainSucceeded)\nDrained 4 pods"}`},
-		{"template", Webhook{Template: `{"summary":{{json (printf "%s: %s" .Node .Event)}},"msg":{{json .Message}}}`}, `{"summary":"node-1: maintenance-drained","msg":"Drained 4 pods"}`},
+		{"template", Webhook{Template: `{"summary":"{{.Node}}: {{ .Event }}","msg":{{json .Message}},"at":{{json .Time}}}`}, `{"summary":"node-1: maintenance-drained","msg":"Drained 4 pods","at":"2026-11-26T12:00:00Z"}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r, srv := newReceiver(t, func(int) int { return 200 })

@@ -5,10 +5,8 @@
 package spec
 
 import (
-	"encoding/json"
 	"errors"
 	"net/url"
-	"text/template"
 )
 
 // Event is what a notification tells of.
@@ -36,20 +34,6 @@ const (
 	// Rocket.Chat and Teams' Slack-compatible endpoints take it too.
 	PresetSlack = "slack"
 )
-
-// Funcs are the template functions: json quotes a value as JSON.
-var Funcs = template.FuncMap{
-	"json": func(v any) (string, error) {
-		b, err := json.Marshal(v)
-		return string(b), err
-	},
-}
-
-// ParseTemplate parses a webhook template; a missing key is an error when
-// it runs.
-func ParseTemplate(name, text string) (*template.Template, error) {
-	return template.New(name).Funcs(Funcs).Option("missingkey=error").Parse(text)
-}
 
 // CheckURL accepts an absolute http or https URL: a webhook's, and the
 // Prometheus and Alertmanager URLs of pkg/config.
