@@ -34,9 +34,13 @@ export CGO_ENABLED := 1
 # Tests find the control-plane binaries here.
 export NODE_AGENT_BIN_DIR := $(BIN)
 
+# Only the discovery helper links libvirt (cgo). The agent and the
+# coordinator are static: no libc mapped into a daemon that runs on every
+# node (1.5 MiB less idle RSS, issue 43).
 .PHONY: build
 build: ## Build bin/node-agent, its discovery helper bin/node-agent-discover and bin/node-agent-coordinator, stripped as in the image
-	$(GO) build -trimpath -tags $(GOTAGS) -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/ ./cmd/node-agent ./cmd/node-agent-discover ./cmd/node-agent-coordinator
+	$(GO) build -trimpath -tags $(GOTAGS) -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/ ./cmd/node-agent-discover
+	CGO_ENABLED=0 $(GO) build -trimpath -tags $(GOTAGS) -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/ ./cmd/node-agent ./cmd/node-agent-coordinator
 
 .PHONY: deps
 deps: ## Install the Debian packages tests need (only the missing ones)

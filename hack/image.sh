@@ -151,12 +151,15 @@ layer="${bin}/image-layer"
 rm -rf "$layer"
 mkdir -p "$layer/usr/local/bin"
 # Stripped, without paths of this machine: the same commit builds the same
-# binaries. cgo with -tags libvirt_dlopen, as `make build`: node-agent and,
-# beside it where it looks, its discovery helper node-agent-discover; and
-# node-agent-coordinator, which the coordinator's Deployment runs.
-(cd "$root" && CGO_ENABLED=1 go build -trimpath -tags libvirt_dlopen \
-	-ldflags "-s -w -X github.com/node-agent/node-agent/pkg/version.Version=${version} -X github.com/node-agent/node-agent/pkg/version.Commit=${commit}" \
-	-o "$layer/usr/local/bin/" ./cmd/node-agent ./cmd/node-agent-discover ./cmd/node-agent-coordinator)
+# binaries, as `make build`: the discovery helper node-agent-discover with
+# cgo and -tags libvirt_dlopen, beside node-agent where it looks for it;
+# node-agent and node-agent-coordinator (the coordinator's Deployment) static,
+# without cgo, so that no libc is mapped into the daemons.
+ldflags="-s -w -X github.com/node-agent/node-agent/pkg/version.Version=${version} -X github.com/node-agent/node-agent/pkg/version.Commit=${commit}"
+(cd "$root" && CGO_ENABLED=1 go build -trimpath -tags libvirt_dlopen -ldflags "$ldflags" \
+	-o "$layer/usr/local/bin/" ./cmd/node-agent-discover)
+(cd "$root" && CGO_ENABLED=0 go build -trimpath -tags libvirt_dlopen -ldflags "$ldflags" \
+	-o "$layer/usr/local/bin/" ./cmd/node-agent ./cmd/node-agent-coordinator)
 
 (cd "$root" && go run ./hack/ociimage \
 	--name "$image" --out "${bin}/node-agent-image.tar" --summary "${bin}/node-agent-image.txt" \

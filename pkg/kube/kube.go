@@ -174,6 +174,12 @@ func New(cfg *rest.Config) (Interface, error) {
 			gc.APIPath = "/api"
 		}
 		gc.NegotiatedSerializer = codecs
+		// Protobuf, as the kubelet and the controllers speak: it decodes
+		// without reflection or the JSON decoder's per-type field caches
+		// (0.4 MiB of an idle agent's heap, issue 43). JSON stays
+		// accepted for answers protobuf does not cover (/version).
+		gc.ContentType = runtime.ContentTypeProtobuf
+		gc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 		return rest.RESTClientForConfigAndClient(&gc, httpClient)
 	}
 	out := &client{}
