@@ -3,6 +3,7 @@ package spec
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -34,16 +35,14 @@ type part struct {
 
 // ParseTemplate parses a webhook template. It refuses anything between
 // {{ and }} that is not a placeholder of a known field, and a {{ without
-// its }}, naming where.
+// its }}, naming where. A }} outside a placeholder is text, as a JSON
+// body's closing braces are.
 func ParseTemplate(name, text string) (*Template, error) {
 	t := &Template{}
 	rest, at := text, 0
 	for {
 		open := strings.Index(rest, "{{")
 		if open < 0 {
-			if i := strings.Index(rest, "}}"); i >= 0 {
-				return nil, fmt.Errorf("template %s: at byte %d: }} without {{", name, at+i)
-			}
 			t.literal(rest)
 			return t, nil
 		}
@@ -88,14 +87,7 @@ func placeholder(inner string) (part, error) {
 	return p, nil
 }
 
-func known(name string) bool {
-	for _, f := range Fields {
-		if f == name {
-			return true
-		}
-	}
-	return false
-}
+func known(name string) bool { return slices.Contains(Fields, name) }
 
 // Render writes the body, taking each field's text from value (called with
 // one of Fields).

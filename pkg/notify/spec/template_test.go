@@ -19,6 +19,9 @@ func TestTemplateRenders(t *testing.T) {
 		{`{{.Node}} {{ .Reason }}/{{.Type}} at {{ json   .Time }}`, `node-1 DrainFailed/Warning at "2026-11-29T17:00:00Z"`},
 		{`{{json .Message}}`, `"pod \"db-0\" said \"no\"\nline two"`},
 		{`a } b { c`, `a } b { c`},
+		// A JSON body's closing braces are text.
+		{`{"node":{{json .Node}},"labels":{"a":{"b":1}}}`, `{"node":"node-1","labels":{"a":{"b":1}}}`},
+		{`x}} {{.Type}}}}`, `x}} Warning}}`},
 	} {
 		tmpl, err := ParseTemplate("t", tt.text)
 		if err != nil {
@@ -35,7 +38,6 @@ func TestTemplateRenders(t *testing.T) {
 func TestTemplateRefuses(t *testing.T) {
 	for _, tt := range []struct{ text, want string }{
 		{`{{.Message`, "at byte 0: {{ without }}"},
-		{`x}}`, "at byte 1: }} without {{"},
 		{`ok {{.Nodes}}`, `at byte 3: {{.Nodes}}: ".Nodes" is not a field`},
 		{`{{Node}}`, `"Node" is not a field`},
 		{`{{json (printf "%s" .Node)}}`, "a placeholder is {{.Field}} or {{json .Field}}"},
