@@ -274,7 +274,6 @@ func floatBound(key string, lo, hi float64, why string, get func(*Config) float6
 	return b
 }
 
-// lenBound bounds the entries of a list.
 // longest is the longest of the lists each item holds (length), for a
 // lenBound on a list inside a list.
 func longest[T any](items []T, length func(T) int) int {
@@ -285,6 +284,7 @@ func longest[T any](items []T, length func(T) int) int {
 	return n
 }
 
+// lenBound bounds the entries of a list.
 func lenBound(key string, hi int, why string, get func(*Config) int) Bound {
 	b := Bound{Key: key, Min: "0 entries", Max: strconv.Itoa(hi) + " entries", Why: why}
 	b.check = func(c *Config) []error {

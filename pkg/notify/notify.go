@@ -227,7 +227,7 @@ func (n *Notifier) deliver(ctx context.Context, h *hook, nt Notification) {
 	body, err := h.body(nt)
 	if err != nil {
 		n.o.Metrics.count(h.Name, "failed")
-		n.o.Logger.Warn("Notification not sent: its template failed", "webhook", h.Name, "event", nt.Event, "err", err)
+		n.o.Logger.Warn("Notification not sent: its body could not be made", "webhook", h.Name, "event", nt.Event, "err", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.o.GiveUpAfter)
@@ -301,7 +301,7 @@ type Metrics struct{ results *prometheus.CounterVec }
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{results: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metrics.Namespace, Name: "notifications_total",
-		Help: "Notifications by webhook and result: sent (a 2xx answer), failed (given up after notifications.giveUpAfter, or its template failed), dropped (its queue was full).",
+		Help: "Notifications by webhook and result: sent (a 2xx answer), failed (given up after notifications.giveUpAfter, or its body could not be made), dropped (its queue was full).",
 	}, []string{"webhook", "result"})}
 	reg.MustRegister(m.results)
 	return m

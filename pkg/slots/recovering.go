@@ -50,9 +50,10 @@ func (d *decision) recover(n *Node, l Lease) bool {
 	return true
 }
 
-// healthReason says what is not healthy in n yet, as its last check said.
+// healthReason says what is not healthy in n yet, as its last check said;
+// n may be nil (a Node not seen).
 func (n *Node) healthReason() string {
-	if n.Health != nil && n.Health.Reason != "" {
+	if n != nil && n.Health != nil && n.Health.Reason != "" {
 		return n.Health.Reason
 	}
 	return "its health was not checked yet"
@@ -203,10 +204,7 @@ func (c *Coordinator) markRecovering(ctx context.Context, in Input, node string)
 	l.RecoveringSince = since
 	c.leases[node] = l
 	c.mu.Unlock()
-	reason := (&Node{}).healthReason()
-	if n := in.Nodes[node]; n != nil {
-		reason = n.healthReason()
-	}
+	reason := in.Nodes[node].healthReason()
 	c.log.Info("Drain slot given back, kept until the node is healthy again", "node", node, "reason", reason)
 	c.event(node, corev1.EventTypeNormal, "DrainSlotRecovering", "The drain slot stays with this node until it is healthy again (slots.pools[].recoveryBound): %s", reason)
 	return nil
